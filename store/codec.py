@@ -1,0 +1,397 @@
+"""RocketMQ 4.9 binary layouts, defined once for the store and the Spark transforms.
+
+Everything is big-endian, as Java's ByteBuffer writes it. See SPEC §2-§7.
+"""
+from __future__ import annotations
+
+import ipaddress
+import time
+import re
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import numpy as np
+
+# --- magic codes and sizes (SPEC §2) ---------------------------------------------------------
+MAGIC_V1 = 0xDAA320A7 - (1 << 32)  # as the signed int Java writes
+MAGIC_V2 = 0xDAA320AB - (1 << 32)
+BLANK_MAGIC = 0xCBD43194 - (1 << 32)
+END_FILE_MIN_BLANK_LENGTH = 8
+MAX_TOPIC_LENGTH = 127
+MAX_PROPERTIES_LENGTH = 32767
+TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+# --- sysflag bits -------------------------------------------------------------------------------
+FLAG_COMPRESSED = 0x1
+FLAG_MULTI_TAGS = 0x2
+TRANSACTION_MASK = 0xC
+TRANSACTION_NOT = 0x0
+TRANSACTION_PREPARED = 0x4
+TRANSACTION_COMMIT = 0x8
+TRANSACTION_ROLLBACK = 0xC
+FLAG_BORNHOST_V6 = 0x10
+FLAG_STOREHOST_V6 = 0x20
+
+# --- properties (SPEC §3) ------------------------------------------------------------------------
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+PROPERTY_DELAY = "DELAY"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QID = "REAL_QID"
+KEY_SEPARATOR = " "
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+DELAY_LEVELS_MS = (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000,
+                   420000, 480000, 540000, 600000, 1200000, 1800000, 3600000, 7200000)
+
+# --- ConsumeQueue (SPEC §6) ------------------------------------------------------------------------
+CQ_UNIT = struct.Struct(">qiq")
+CQ_UNIT_SIZE = CQ_UNIT.size  # 20
+CQ_UNIT_DTYPE = np.dtype([("commitlog_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+CQ_PRE_BLANK = CQ_UNIT.pack(0, 0x7FFFFFFF, 0)
+
+# --- IndexFile (SPEC §7) -------------------------------------------------------------------------
+INDEX_HEADER = struct.Struct(">qqqqii")
+INDEX_HEADER_SIZE = INDEX_HEADER.size  # 40
+INDEX_SLOT_SIZE = 4
+INDEX_ENTRY = struct.Struct(">iqii")
+INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
+INDEX_ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"),
+                              ("time_diff", ">i4"), ("prev_index", ">i4")])
+
+# --- checkpoint (SPEC §8) ------------------------------------------------------------------------
+CHECKPOINT = struct.Struct(">qqq")
+CHECKPOINT_FILE_SIZE = 4096
+
+# --- CommitLog record head: the fields up to and including BODYLEN --------------------------------
+# TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTS
+_PREFIX = ">iiiiiqqiq"
+PREFIX = struct.Struct(_PREFIX)  # 44 bytes: everything before BORNHOST
+
+
+def _head_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
+    born = "16si" if born_v6 else "4si"
+    store = "16si" if store_v6 else "4si"
+    return struct.Struct(f"{_PREFIX}{born}q{store}iqi")
+
+
+#: (born_v6, store_v6) -> Struct packing TOTALSIZE .. BODYLEN
+HEAD = {(b, s): _head_struct(b, s) for b in (False, True) for s in (False, True)}
+OFF_MAGIC = 4
+OFF_PHYSICAL_OFFSET = 28
+OFF_SYSFLAG = 36
+BLANK = struct.Struct(">ii")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+
+class CorruptRecordError(ValueError):
+    """A CommitLog record that is not valid at the given position."""
+
+
+def record_length(sys_flag: int, body_len: int, topic_len: int, props_len: int,
+                  magic: int = MAGIC_V1) -> int:
+    """TOTALSIZE of a record: 91 + body + topic + properties, +12 per IPv6 host (+1 for v2)."""
+    n = 91 + body_len + topic_len + props_len
+    if sys_flag & FLAG_BORNHOST_V6:
+        n += 12
+    if sys_flag & FLAG_STOREHOST_V6:
+        n += 12
+    if magic == MAGIC_V2:
+        n += 1
+    return n
+
+
+# --- Java hashCode ----------------------------------------------------------------------------------
+def java_hash(s: str) -> int:
+    """Java String.hashCode over UTF-16 code units, as a signed 32-bit int."""
+    h = 0
+    b = s.encode("utf-16-be")
+    for (c,) in struct.iter_unpack(">H", b):
+        h = (31 * h + c) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+_POW31_CACHE: dict[int, np.ndarray] = {}
+
+
+def _pow31(n: int) -> np.ndarray:
+    p = _POW31_CACHE.get(n)
+    if p is None:
+        p = np.ones(n, dtype=np.uint64)
+        for i in range(n - 2, -1, -1):
+            p[i] = (int(p[i + 1]) * 31) & 0xFFFFFFFF
+        _POW31_CACHE[n] = p
+    return p
+
+
+def java_hash_many(strings: list[str]) -> np.ndarray:
+    """Vectorised Java String.hashCode of many strings, as int32."""
+    n = len(strings)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32)
+    enc = [s.encode("utf-16-be") for s in strings]
+    lens = np.fromiter((len(e) >> 1 for e in enc), dtype=np.int64, count=n)
+    width = int(lens.max()) if n else 0
+    if width == 0:
+        return np.zeros(n, dtype=np.int32)
+    units = np.frombuffer(b"".join(enc), dtype=">u2").astype(np.uint64)
+    # Right-align each string in a (n, width) matrix so column j always weighs 31^(width-1-j).
+    mat = np.zeros((n, width), dtype=np.uint64)
+    rows = np.repeat(np.arange(n), lens)
+    starts = np.cumsum(lens) - lens
+    cols = np.arange(units.size) - np.repeat(starts, lens) + np.repeat(width - lens, lens)
+    mat[rows, cols] = units
+    h = (mat * _pow31(width)).sum(axis=1, dtype=np.uint64) & np.uint64(0xFFFFFFFF)
+    return h.astype(np.uint32).view(np.int32)
+
+
+def index_key_hash(h: np.ndarray | int):
+    """IndexFile keyHash from a Java hashCode: abs(h), and 0 for Integer.MIN_VALUE (SPEC §7)."""
+    if isinstance(h, np.ndarray):
+        a = np.abs(h.astype(np.int64))
+        a[a > 0x7FFFFFFF] = 0
+        return a.astype(np.int32)
+    a = abs(h)
+    return 0 if a > 0x7FFFFFFF else a
+
+
+def tags_code(tags: str | None) -> int:
+    """ConsumeQueue tagsCode: Java hashCode of the whole TAGS value, 0 without tags (SPEC §5)."""
+    return java_hash(tags) if tags else 0
+
+
+# --- properties ---------------------------------------------------------------------------------------
+def properties_to_string(props: Mapping[str, str]) -> str:
+    """Encode as RocketMQ 4.9.1+ does: name\\x01value pairs joined by \\x02, no trailing separator."""
+    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items())
+
+
+def string_to_properties(s: str) -> dict[str, str]:
+    """Decode either separator style; drop segments without \\x01, empty names or empty values."""
+    out: dict[str, str] = {}
+    for seg in s.split(PROPERTY_SEPARATOR):
+        name, sep, value = seg.partition(NAME_VALUE_SEPARATOR)
+        if sep and name and value:
+            out[name] = value
+    return out
+
+
+def check_property(name: str, value: str) -> None:
+    """Reject names or values a properties string cannot carry."""
+    for what, s in (("name", name), ("value", value)):
+        if not isinstance(s, str):
+            raise ValueError(f"property {name!r}: {what} must be a string, got {type(s).__name__}")
+        if NAME_VALUE_SEPARATOR in s or PROPERTY_SEPARATOR in s:
+            raise ValueError(f"property {name!r}: {what} contains a \\x01 or \\x02 separator")
+    if not name:
+        raise ValueError("property name is empty")
+
+
+def check_topic(topic: str) -> bytes:
+    """Validate a topic name (SPEC §9) and return its UTF-8 bytes."""
+    if not isinstance(topic, str) or not topic:
+        raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+    if not TOPIC_PATTERN.match(topic):
+        raise ValueError(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
+    b = topic.encode()
+    if len(b) > MAX_TOPIC_LENGTH:
+        raise ValueError(f"topic {topic[:20]!r}... is {len(b)} bytes, over {MAX_TOPIC_LENGTH}")
+    return b
+
+
+def delay_level_to_queue_id(level: int) -> int:
+    return level - 1
+
+
+# --- hosts and message ids (SPEC §4) -----------------------------------------------------------------
+def parse_host(host: str) -> tuple[bytes, int]:
+    """`1.2.3.4:10911` or `[fe80::1]:10911` -> (address bytes, port)."""
+    if host.startswith("["):
+        addr, _, port = host[1:].partition("]:")
+    else:
+        addr, _, port = host.rpartition(":")
+    try:
+        return ipaddress.ip_address(addr).packed, int(port)
+    except ValueError as e:
+        raise ValueError(f"bad host {host!r}: expected ip:port or [ipv6]:port") from e
+
+
+def format_host(addr: bytes, port: int) -> str:
+    ip = ipaddress.ip_address(addr)
+    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+
+
+def create_msg_id(store_addr: bytes, store_port: int, commitlog_offset: int) -> str:
+    """Offset msgId: store IP + port + commitlog offset, uppercase hex (32 or 56 chars)."""
+    return (store_addr + struct.pack(">iq", store_port, commitlog_offset)).hex().upper()
+
+
+def decode_msg_id(msg_id: str) -> tuple[str, int]:
+    """Offset msgId -> (store host "ip:port", commitlog offset)."""
+    if len(msg_id) not in (32, 56):
+        raise ValueError(f"msgId {msg_id!r} must be 32 (IPv4) or 56 (IPv6) hex chars")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError as e:
+        raise ValueError(f"msgId {msg_id!r} is not hex") from e
+    n = len(raw) - 12
+    port, offset = struct.unpack(">iq", raw[n:])
+    return format_host(raw[:n], port), offset
+
+
+# --- record decoding ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded CommitLog record, every field as stored."""
+    commitlog_offset: int
+    size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    store_addr: bytes
+    store_port: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: str
+    properties_string: str
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return string_to_properties(self.properties_string)
+
+    @property
+    def msg_id(self) -> str:
+        return create_msg_id(self.store_addr, self.store_port, self.commitlog_offset)
+
+    @property
+    def transaction_type(self) -> int:
+        return self.sys_flag & TRANSACTION_MASK
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> list[str]:
+        k = self.properties.get(PROPERTY_KEYS)
+        return [t for t in k.split(KEY_SEPARATOR) if t] if k else []
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_KEY)
+
+
+def decode_record(buf, pos: int, file_offset: int = 0, check_crc: bool = True) -> Record | int:
+    """Decode the record at ``buf[pos:]``; ``file_offset`` is the buffer's first byte offset.
+
+    Returns the Record, or for a BLANK end-of-file record its TOTALSIZE (an int).
+    Raises CorruptRecordError when the bytes there are not a valid record: unknown magic
+    (zeros included), a length that disagrees with the record's own fields, a self offset that
+    is not its address, or (``check_crc``) a body CRC mismatch.
+    """
+    end = len(buf)
+    if pos + 8 > end:
+        raise CorruptRecordError(f"offset {file_offset + pos}: truncated record header")
+    total, magic = BLANK.unpack_from(buf, pos)
+    if magic == BLANK_MAGIC:
+        return total
+    if magic not in (MAGIC_V1, MAGIC_V2):
+        raise CorruptRecordError(f"offset {file_offset + pos}: bad magic {magic & 0xFFFFFFFF:#010x}")
+    if total < 91 or pos + total > end:
+        raise CorruptRecordError(f"offset {file_offset + pos}: bad TOTALSIZE {total}")
+    (_, _, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+     born_ts) = PREFIX.unpack_from(buf, pos)
+    p = pos + PREFIX.size
+    alen = 16 if sys_flag & FLAG_BORNHOST_V6 else 4
+    born_addr = bytes(buf[p:p + alen])
+    (born_port,) = _I32.unpack_from(buf, p + alen)
+    p += alen + 4
+    (store_ts,) = struct.unpack_from(">q", buf, p)
+    p += 8
+    alen = 16 if sys_flag & FLAG_STOREHOST_V6 else 4
+    store_addr = bytes(buf[p:p + alen])
+    (store_port, reconsume, prepared, body_len) = struct.unpack_from(">iiqi", buf, p + alen)
+    p += alen + 20
+    rec_end = pos + total
+    if body_len < 0 or p + body_len > rec_end:
+        raise CorruptRecordError(f"offset {file_offset + pos}: bad BODYLEN {body_len}")
+    body = bytes(buf[p:p + body_len])
+    p += body_len
+    if magic == MAGIC_V2:
+        (topic_len,) = struct.unpack_from(">h", buf, p)
+        p += 2
+    else:
+        topic_len = buf[p]
+        p += 1
+    if topic_len < 0 or p + topic_len + 2 > rec_end:
+        raise CorruptRecordError(f"offset {file_offset + pos}: bad TOPICLEN {topic_len}")
+    topic_b = bytes(buf[p:p + topic_len])
+    p += topic_len
+    (props_len,) = _I16.unpack_from(buf, p)
+    p += 2
+    if props_len < 0 or p + props_len != rec_end:
+        raise CorruptRecordError(
+            f"offset {file_offset + pos}: TOTALSIZE {total} disagrees with the record's fields")
+    if physical_offset != file_offset + pos:
+        raise CorruptRecordError(
+            f"offset {file_offset + pos}: PHYSICALOFFSET field says {physical_offset}")
+    if check_crc:
+        crc = zlib.crc32(body) & 0x7FFFFFFF if body_len else 0
+        if crc != body_crc:
+            raise CorruptRecordError(
+                f"offset {file_offset + pos}: body CRC {body_crc} != computed {crc}")
+    try:
+        topic = topic_b.decode()
+        props = bytes(buf[p:p + props_len]).decode()
+    except UnicodeDecodeError as e:
+        raise CorruptRecordError(f"offset {file_offset + pos}: topic/properties not UTF-8") from e
+    return Record(file_offset + pos, total, magic, body_crc, queue_id, flag, queue_offset,
+                  physical_offset, sys_flag, born_ts, format_host(born_addr, born_port), store_ts,
+                  format_host(store_addr, store_port), store_addr, store_port, reconsume,
+                  prepared, body, topic, props)
+
+
+def body_crc(body: bytes) -> int:
+    """BODYCRC: CRC-32 of the body & 0x7FFFFFFF."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def format_file_name(offset: int) -> str:
+    """CommitLog / ConsumeQueue file name: the start offset zero-padded to 20 digits."""
+    return f"{offset:020d}"
+
+
+def iter_keys(keys: str | None) -> Iterable[str]:
+    """Non-empty tokens of a KEYS value."""
+    return (k for k in keys.split(KEY_SEPARATOR) if k) if keys else ()
+
+
+def index_file_name(ts_ms: int) -> str:
+    """IndexFile name: ``yyyyMMddHHmmssSSS`` of ``ts_ms`` in local time, as RocketMQ names it."""
+    secs, ms = divmod(ts_ms, 1000)
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(secs)) + f"{ms:03d}"
+
+
+def index_file_time(name: str) -> int:
+    """Inverse of ``index_file_name``: the local-time name back to epoch milliseconds."""
+    if len(name) != 17 or not name.isdigit():
+        raise ValueError(f"{name!r} is not an index file name (17 digits yyyyMMddHHmmssSSS)")
+    return int(time.mktime(time.strptime(name[:14], "%Y%m%d%H%M%S"))) * 1000 + int(name[14:])
+
+
+def index_file_size(slots: int, entries: int) -> int:
+    return INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE + entries * INDEX_ENTRY_SIZE

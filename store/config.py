@@ -1,0 +1,131 @@
+"""Store settings: RocketMQ's names and defaults from `conf/store.conf`, overridable per call."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+STORE_CONF = CONF_DIR / "store.conf"
+_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Typed view of the store settings; field names are RocketMQ's."""
+    mappedFileSizeCommitLog: int
+    mappedFileSizeConsumeQueue: int
+    maxHashSlotNum: int
+    maxIndexNum: int
+    messageIndexEnable: bool
+    flushDiskType: str
+    flushIntervalCommitLog: int
+    flushCommitLogLeastPages: int
+    flushCommitLogThoroughInterval: int
+    flushIntervalConsumeQueue: int
+    flushConsumeQueueLeastPages: int
+    flushConsumeQueueThoroughInterval: int
+    syncFlushTimeout: int
+    fileReservedTime: int
+    deleteWhen: str
+    diskMaxUsedSpaceRatio: int
+    maxMessageSize: int
+    checkCRCOnRecover: bool
+    messageDelayLevel: str
+    brokerIP1: str
+    listenPort: int
+
+    def __post_init__(self) -> None:
+        if self.flushDiskType not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
+            raise ValueError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, got {self.flushDiskType!r}")
+        if self.mappedFileSizeConsumeQueue % 20:
+            # RocketMQ rounds up to whole units; so do we, but say so rather than surprise.
+            object.__setattr__(self, "mappedFileSizeConsumeQueue",
+                               -(-self.mappedFileSizeConsumeQueue // 20) * 20)
+        for name in ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum",
+                     "maxIndexNum", "maxMessageSize"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        self.delay_levels_ms  # validates messageDelayLevel
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        """messageDelayLevel parsed to milliseconds, level 1 first."""
+        out = []
+        for tok in self.messageDelayLevel.split():
+            unit = _UNITS_MS.get(tok[-1:])
+            if unit is None or not tok[:-1].isdigit():
+                raise ValueError(f"messageDelayLevel: bad level {tok!r} (expected e.g. 5s, 2m, 1h)")
+            out.append(int(tok[:-1]) * unit)
+        return tuple(out)
+
+    @property
+    def store_host(self) -> str:
+        host = f"[{self.brokerIP1}]" if ":" in self.brokerIP1 else self.brokerIP1
+        return f"{host}:{self.listenPort}"
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.flushDiskType == "SYNC_FLUSH"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Read a Java-style `name=value` file (`#` comments)."""
+    out: dict[str, str] = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        if not sep:
+            raise ValueError(f"{path.name}:{n}: expected NAME=VALUE, got {line!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _coerce(name: str, kind: type, value: Any) -> Any:
+    if isinstance(value, str):
+        if kind is bool:
+            if value.lower() not in ("true", "false"):
+                raise ValueError(f"{name} must be true or false, got {value!r}")
+            return value.lower() == "true"
+        if kind is int:
+            try:
+                return int(value)
+            except ValueError:
+                raise ValueError(f"{name} must be an integer, got {value!r}") from None
+        return value
+    if kind is int and isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not isinstance(value, kind):
+        raise ValueError(f"{name} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def load_config(overrides: Mapping[str, Any] | None = None, conf_file: Path = STORE_CONF) -> StoreConfig:
+    """Defaults from `conf/store.conf`, then `overrides` (RocketMQ names; unknown names are errors)."""
+    kinds = {f.name: f.type for f in fields(StoreConfig)}
+    values: dict[str, Any] = dict(read_properties(conf_file))
+    for name, value in (overrides or {}).items():
+        if name not in kinds:
+            raise ValueError(f"unknown store setting {name!r}; known: {', '.join(sorted(kinds))}")
+        values[name] = value
+    missing = set(kinds) - set(values)
+    if missing:
+        raise ValueError(f"{conf_file.name} lacks settings: {', '.join(sorted(missing))}")
+    types = {"int": int, "bool": bool, "str": str}
+    return StoreConfig(**{n: _coerce(n, types[kinds[n]], values[n]) for n in kinds})
+
+
+def parse_set_options(items: list[str] | None) -> dict[str, str]:
+    """`--set NAME=VALUE` strings -> overrides dict."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--set expects NAME=VALUE, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out

@@ -1,0 +1,100 @@
+"""The store's config JSON as fastjson writes it: tab-indented, integer map keys unquoted (SPEC §8)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+_UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
+
+
+class ConfigFileError(ValueError):
+    """A config JSON file that neither it nor its .bak can be read."""
+
+
+def parse_fastjson(text: str) -> Any:
+    """Parse fastjson output: JSON whose integer map keys may be unquoted (they come back as int)."""
+    quoted = _UNQUOTED_INT_KEY.sub(lambda m: f'{m.group(1)}"\\u0000{m.group(2)}"{m.group(3)}', text)
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict:
+        return {int(k[1:]) if k.startswith("\x00") else k: v for k, v in pairs}
+    return json.loads(quoted, object_pairs_hook=hook)
+
+
+def dump_fastjson(obj: Any, indent: int = 0) -> str:
+    """Serialise like fastjson's PrettyFormat: string-keyed maps one entry per line, int-keyed
+    maps inline, closing brace on its own line."""
+    tab = "\t"
+    if isinstance(obj, dict):
+        if not obj:
+            return "{}"
+        inline = all(isinstance(k, int) for k in obj)
+        parts = []
+        for k, v in obj.items():
+            key = str(k) if isinstance(k, int) else json.dumps(k, ensure_ascii=False)
+            item = f"{key}:{dump_fastjson(v, indent + 1)}"
+            parts.append(item if inline else f"\n{tab * (indent + 1)}{item}")
+        return "{" + ",".join(parts) + f"\n{tab * indent}}}"
+    if isinstance(obj, list):
+        return "[" + ",".join(dump_fastjson(v, indent + 1) for v in obj) + "]"
+    return json.dumps(obj, ensure_ascii=False)
+
+
+def read_config(path: Path) -> Any | None:
+    """Read a config file, falling back to ``<path>.bak`` when the main file is unreadable.
+
+    Returns None when neither exists; raises ConfigFileError when what exists cannot be parsed.
+    """
+    path = Path(path)
+    errors = []
+    for p in (path, path.with_name(path.name + ".bak")):
+        if not p.exists():
+            continue
+        try:
+            text = p.read_text(encoding="utf-8")
+            if not text.strip():
+                raise ValueError("file is empty")
+            return parse_fastjson(text)
+        except (ValueError, UnicodeDecodeError) as e:
+            errors.append(f"{p.name}: {e}")
+    if errors:
+        raise ConfigFileError(f"{path}: unreadable ({'; '.join(errors)})")
+    return None
+
+
+def write_config(path: Path, obj: Any) -> None:
+    """Write as RocketMQ's MixAll.string2File does: temp file, old file to .bak, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(dump_fastjson(obj))
+        f.flush()
+        os.fsync(f.fileno())
+    if path.exists():
+        shutil.copyfile(path, path.with_name(path.name + ".bak"))
+    os.replace(tmp, path)
+
+
+def read_consumer_offsets(root: Path) -> dict[tuple[str, str], dict[int, int]]:
+    """`config/consumerOffset.json` -> {(topic, group): {queue_id: offset}}."""
+    data = read_config(Path(root) / "config" / "consumerOffset.json") or {}
+    table = data.get("offsetTable", {}) if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        raise ConfigFileError(f"{root}/config/consumerOffset.json: no offsetTable object")
+    out: dict[tuple[str, str], dict[int, int]] = {}
+    for name, queues in table.items():
+        topic, sep, group = str(name).rpartition("@")
+        if not sep or not isinstance(queues, dict):
+            raise ConfigFileError(f"consumerOffset.json: bad entry {name!r} (expected topic@group)")
+        out[(topic, group)] = {int(q): int(o) for q, o in queues.items()}
+    return out
+
+
+def write_consumer_offsets(root: Path, table: dict[tuple[str, str], dict[int, int]]) -> None:
+    """Write {(topic, group): {queue_id: offset}} as `config/consumerOffset.json`."""
+    obj = {"offsetTable": {f"{t}@{g}": dict(sorted(q.items())) for (t, g), q in table.items()}}
+    write_config(Path(root) / "config" / "consumerOffset.json", obj)

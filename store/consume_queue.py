@@ -1,0 +1,168 @@
+"""ConsumeQueue: one logical queue's 20-byte units (commitlog offset, size, tagsCode), SPEC §6."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from store.codec import CQ_PRE_BLANK, CQ_UNIT, CQ_UNIT_DTYPE, CQ_UNIT_SIZE
+from store.mapped_file import MappedFile, MappedFileQueue, StoreFormatError
+
+
+class ConsumeQueue:
+    """Units at byte ``queue_offset * 20`` across files of ``file_size`` bytes."""
+
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
+        self.topic, self.queue_id = topic, queue_id
+        self.file_size = file_size
+        self.files = MappedFileQueue(Path(root) / "consumequeue" / topic / str(queue_id), file_size)
+        self.min_logic_offset = 0  # byte offset of the first valid unit
+        self.max_physic_offset = -1  # end (offset + size) of the last dispatched record
+
+    # --- loading ----------------------------------------------------------------------------------
+    def load(self) -> None:
+        """Map files, then find the written extent: the first invalid unit from the tail file on."""
+        self.files.load()
+        if not self.files.files:
+            return
+        first = self.files.files[0]
+        units = self._units(first)
+        valid = np.flatnonzero((units["commitlog_offset"] >= 0) & (units["size"] > 0)
+                               & (units["size"] != 0x7FFFFFFF))
+        self.min_logic_offset = first.start + (int(valid[0]) * CQ_UNIT_SIZE if valid.size else 0)
+        # Extent: files before the last are full; the last stops at its first invalid unit.
+        for mf in self.files.files[:-1]:
+            mf.wrote = mf.flushed = mf.size
+        last = self.files.files[-1]
+        u = self._units(last)
+        ok = (u["commitlog_offset"] >= 0) & (u["size"] > 0)
+        n = int(np.argmin(ok)) if not ok.all() else len(u)
+        last.wrote = last.flushed = n * CQ_UNIT_SIZE
+        if last.wrote == 0 and len(self.files.files) > 1:
+            self.files.files.pop().destroy()
+        self._refresh_max_physic()
+
+    def _units(self, mf: MappedFile) -> np.ndarray:
+        return np.frombuffer(mf.mm, dtype=CQ_UNIT_DTYPE, count=mf.size // CQ_UNIT_SIZE)
+
+    def _refresh_max_physic(self) -> None:
+        last = self.files.last
+        self.max_physic_offset = -1
+        if last is not None and last.wrote:
+            off, size, _ = CQ_UNIT.unpack_from(last.mm, last.wrote - CQ_UNIT_SIZE)
+            if size != 0x7FFFFFFF:
+                self.max_physic_offset = off + size
+
+    # --- writing ----------------------------------------------------------------------------------
+    def _file_at(self, byte_offset: int) -> MappedFile:
+        """The file for unit byte offset ``byte_offset``, created (with pre-blank) if new."""
+        mf = self.files.last
+        if mf is not None and mf.start <= byte_offset < mf.end:
+            return mf
+        start = byte_offset - byte_offset % self.file_size
+        if mf is not None and start != mf.end:
+            raise StoreFormatError(f"{self.files.dir}: unit at byte {byte_offset} would leave a gap "
+                                   f"after {mf.path.name}")
+        first = mf is None
+        mf = self.files.create(start)
+        if first and byte_offset:
+            # First file of a queue created at a non-zero offset: fill the units before it.
+            n = (byte_offset - start) // CQ_UNIT_SIZE
+            mf.mm[0:n * CQ_UNIT_SIZE] = CQ_PRE_BLANK * n
+            mf.wrote = n * CQ_UNIT_SIZE
+            self.min_logic_offset = byte_offset
+        return mf
+
+    def put(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int) -> None:
+        """Write the unit for ``queue_offset``; a record already dispatched is ignored."""
+        if commitlog_offset + size <= self.max_physic_offset:
+            return
+        byte_offset = queue_offset * CQ_UNIT_SIZE
+        mf = self._file_at(byte_offset)
+        pos = byte_offset - mf.start
+        if pos != mf.wrote and mf.wrote:
+            if pos < mf.wrote:
+                return  # already there (re-dispatch)
+            raise StoreFormatError(f"{self.topic}/{self.queue_id}: queue offset {queue_offset} "
+                                   f"leaves a gap after {(mf.start + mf.wrote) // CQ_UNIT_SIZE}")
+        CQ_UNIT.pack_into(mf.mm, pos, commitlog_offset, size, tags_code)
+        mf.wrote = pos + CQ_UNIT_SIZE
+        self.max_physic_offset = commitlog_offset + size
+
+    # --- reading ----------------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        """First valid queue offset."""
+        return self.min_logic_offset // CQ_UNIT_SIZE
+
+    @property
+    def max_offset(self) -> int:
+        """One past the last unit written."""
+        return self.files.max_offset // CQ_UNIT_SIZE
+
+    def units(self, queue_offset: int, count: int) -> np.ndarray:
+        """Up to ``count`` units from ``queue_offset`` (stops at a file end or the written end)."""
+        byte_offset = queue_offset * CQ_UNIT_SIZE
+        mf = self.files.find(byte_offset)
+        if mf is None:
+            return np.zeros(0, dtype=CQ_UNIT_DTYPE)
+        pos = byte_offset - mf.start
+        n = max(0, min(count, (mf.wrote - pos) // CQ_UNIT_SIZE))
+        return np.frombuffer(mf.mm, dtype=CQ_UNIT_DTYPE, count=n, offset=pos).copy()
+
+    def all_units(self) -> np.ndarray:
+        """Every written unit from the first file (pre-blank units included)."""
+        parts = [np.frombuffer(mf.mm, dtype=CQ_UNIT_DTYPE, count=mf.wrote // CQ_UNIT_SIZE).copy()
+                 for mf in self.files.files]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=CQ_UNIT_DTYPE)
+
+    def truncate_dirty(self, commitlog_end: int) -> None:
+        """Drop tail units whose record reaches past ``commitlog_end``."""
+        while self.files.last is not None:
+            mf = self.files.last
+            u = self._units(mf)[: mf.wrote // CQ_UNIT_SIZE]
+            # Units are in commitlog order; keep the prefix that ends at or below the end.
+            bad = np.flatnonzero((u["commitlog_offset"] + u["size"] > commitlog_end)
+                                 & (u["size"] != 0x7FFFFFFF))
+            keep = int(bad[0]) if bad.size else u.size
+            if keep == 0 and len(self.files.files) > 1:
+                self.files.files.pop().destroy()
+                continue
+            self.files.truncate_after(mf.start + keep * CQ_UNIT_SIZE)
+            break
+        self._refresh_max_physic()
+
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        """Set the minimum to the first unit whose record is at or above ``commitlog_min``."""
+        for mf in self.files.files:
+            u = self._units(mf)[: mf.wrote // CQ_UNIT_SIZE]
+            ok = np.flatnonzero((u["commitlog_offset"] >= commitlog_min) & (u["size"] > 0)
+                                & (u["size"] != 0x7FFFFFFF))
+            if ok.size:
+                self.min_logic_offset = mf.start + int(ok[0]) * CQ_UNIT_SIZE
+                return
+        self.min_logic_offset = self.files.max_offset
+
+    def flush(self) -> None:
+        self.files.flush()
+
+    def close(self) -> None:
+        self.files.close()
+
+
+def load_queues(root: Path, file_size: int) -> dict[tuple[str, int], ConsumeQueue]:
+    """Every ConsumeQueue under `<root>/consumequeue/<topic>/<queueId>/`, loaded."""
+    out: dict[tuple[str, int], ConsumeQueue] = {}
+    base = Path(root) / "consumequeue"
+    if not base.exists():
+        return out
+    for tdir in sorted(base.iterdir()):
+        if not tdir.is_dir():
+            continue
+        for qdir in sorted(tdir.iterdir()):
+            if not qdir.name.isdigit():
+                raise StoreFormatError(f"{qdir}: queue directory name is not a queue id")
+            cq = ConsumeQueue(root, tdir.name, int(qdir.name), file_size)
+            cq.load()
+            out[(tdir.name, int(qdir.name))] = cq
+    return out

@@ -1,0 +1,254 @@
+"""IndexFile: hash slots chaining 20-byte entries per key, and the service over all index files.
+
+Layout and put rules: SPEC §7. Puts are applied in vectorised batches that produce exactly the
+bytes RocketMQ's one-at-a-time ``IndexFile.putKey`` would.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+
+from store import codec
+from store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
+from store.mapped_file import StoreFormatError
+
+_MAX_DIFF = 0x7FFFFFFF
+
+
+def chain_batch(key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray, slot_table: np.ndarray,
+                index_count: int, begin_ts: int) -> dict[str, np.ndarray]:
+    """Entries for keys put at positions ``index_count, index_count+1, ...`` of one file.
+
+    ``slot_table`` holds the slot values before the batch; ``begin_ts`` is the header's
+    beginTimestamp before the batch. Returns the entry columns plus, per touched slot, its new
+    value and whether it was empty before (for hashSlotCount).
+    """
+    n = key_hash.size
+    slot_num = slot_table.size
+    pos = index_count + np.arange(n, dtype=np.int64)
+    slots = key_hash.astype(np.int64) % slot_num
+    order = np.lexsort((pos, slots))
+    s_sorted, p_sorted = slots[order], pos[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = s_sorted[1:] != s_sorted[:-1]
+    last = np.ones(n, dtype=bool)
+    last[:-1] = first[1:]
+    prev_sorted = np.empty(n, dtype=np.int64)
+    prev_sorted[1:] = p_sorted[:-1]
+    old = slot_table[s_sorted[first]].astype(np.int64)
+    old_valid = (old > 0) & (old <= p_sorted[first])
+    prev_sorted[first] = np.where(old_valid, old, 0)
+    prev = np.empty(n, dtype=np.int64)
+    prev[order] = prev_sorted
+    # timeDiff in seconds from the header's beginTimestamp *as it was at each put*: the first put
+    # of an empty file still sees the old begin; it then becomes that put's store time.
+    begin = np.full(n, ts[0] if index_count <= 1 else begin_ts, dtype=np.int64)
+    if index_count <= 1:
+        begin[0] = begin_ts
+    diff = np.where(begin > 0, (ts - begin) // 1000, 0)
+    diff = np.clip(diff, 0, _MAX_DIFF)
+    return {
+        "key_hash": key_hash, "phy_offset": phy, "time_diff": diff, "prev_index": prev,
+        "slots": s_sorted[last], "slot_values": p_sorted[last],
+        "new_slots": np.int64(np.count_nonzero(~old_valid)),
+    }
+
+
+class IndexFile:
+    """One index file: header in memory, slots and entries as views on the mapped bytes."""
+
+    def __init__(self, path: Path, slot_num: int, entry_num: int, create_from: tuple[int, int] | None = None):
+        self.path, self.slot_num, self.entry_num = path, slot_num, entry_num
+        size = codec.index_file_size(slot_num, entry_num)
+        if create_from is not None:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            os.ftruncate(fd, size)
+        else:
+            fd = os.open(path, os.O_RDWR if os.access(path, os.W_OK) else os.O_RDONLY)
+            if os.fstat(fd).st_size != size:
+                actual = os.fstat(fd).st_size
+                os.close(fd)
+                raise StoreFormatError(f"{path}: index file is {actual} bytes, expected {size} "
+                                       f"(maxHashSlotNum={slot_num}, maxIndexNum={entry_num})")
+        access = mmap.ACCESS_WRITE if os.access(path, os.W_OK) else mmap.ACCESS_READ
+        self.mm = mmap.mmap(fd, size, access=access)
+        os.close(fd)
+        (self.begin_ts, self.end_ts, self.begin_phy, self.end_phy, self.slot_count,
+         self.index_count) = INDEX_HEADER.unpack_from(self.mm, 0)
+        if create_from is not None:
+            # A new file starts from the previous file's end (RocketMQ's IndexFile constructor).
+            self.end_phy, self.end_ts = create_from
+            self.begin_phy, self.begin_ts = create_from
+        self.index_count = max(self.index_count, 1)
+        self.slots = np.frombuffer(self.mm, dtype=">i4", count=slot_num, offset=INDEX_HEADER_SIZE)
+        self.entries = np.frombuffer(self.mm, dtype=INDEX_ENTRY_DTYPE, count=entry_num,
+                                     offset=INDEX_HEADER_SIZE + 4 * slot_num)
+
+    @property
+    def full(self) -> bool:
+        return self.index_count >= self.entry_num
+
+    @property
+    def free(self) -> int:
+        return max(0, self.entry_num - self.index_count)
+
+    def put_batch(self, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
+        """Apply puts that fit (``len <= free``), in order."""
+        n = key_hash.size
+        if n == 0:
+            return
+        c = chain_batch(key_hash, phy, ts, self.slots, self.index_count, self.begin_ts)
+        lo = self.index_count
+        e = self.entries[lo:lo + n]
+        e["key_hash"], e["phy_offset"] = c["key_hash"], c["phy_offset"]
+        e["time_diff"], e["prev_index"] = c["time_diff"], c["prev_index"]
+        self.slots[c["slots"]] = c["slot_values"]
+        if self.index_count <= 1:
+            self.begin_phy, self.begin_ts = int(phy[0]), int(ts[0])
+        self.slot_count += int(c["new_slots"])
+        self.index_count += n
+        self.end_phy, self.end_ts = int(phy[-1]), int(ts[-1])
+        self.write_header()
+
+    def write_header(self) -> None:
+        INDEX_HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phy,
+                               self.end_phy, self.slot_count, self.index_count)
+
+    def select(self, key_hash: int, max_num: int, begin: int, end: int, out: list[int]) -> None:
+        """Append phy offsets whose entry hash is ``key_hash`` and time is in [begin, end]."""
+        count = self.index_count
+        cur = int(self.slots[key_hash % self.slot_num])
+        if cur <= 0 or cur > count:
+            return
+        while len(out) < max_num:
+            h, phy, diff, prev = self.entries[cur].tolist()
+            t = self.begin_ts + diff * 1000
+            if h == key_hash and begin <= t <= end:
+                out.append(phy)
+            if prev <= 0 or prev > count or prev == cur or t < begin:
+                return
+            cur = prev
+
+    def flush(self) -> None:
+        self.mm.flush()
+
+    def close(self) -> None:
+        # numpy views hold exported buffers; drop them before closing the map.
+        self.slots = self.entries = None
+        self.mm.close()
+
+
+class IndexService:
+    """All index files of a store; keys are buffered and applied in vectorised batches."""
+
+    BATCH = 8192
+
+    def __init__(self, root: Path, slot_num: int, entry_num: int) -> None:
+        self.dir = Path(root) / "index"
+        self.slot_num, self.entry_num = slot_num, entry_num
+        self.files: list[IndexFile] = []
+        self._keys: list[str] = []
+        self._phy: list[int] = []
+        self._ts: list[int] = []
+
+    def load(self) -> None:
+        if not self.dir.exists():
+            return
+        for p in sorted(self.dir.iterdir()):
+            if p.name.startswith("."):
+                continue
+            try:
+                codec.index_file_time(p.name)
+            except ValueError as e:
+                raise StoreFormatError(f"{p}: {e}") from None
+            self.files.append(IndexFile(p, self.slot_num, self.entry_num))
+
+    @property
+    def end_phy(self) -> int:
+        """Offset of the last indexed message, -1 when nothing is indexed."""
+        for f in reversed(self.files):
+            if f.index_count > 1:
+                return f.end_phy
+        return -1
+
+    def add(self, keys: tuple[str, ...], phy: int, ts: int) -> None:
+        """Queue a message's index keys ("topic#key"); applied at ``BATCH`` keys or ``build``."""
+        self._keys.extend(keys)
+        n = len(keys)
+        self._phy.extend([phy] * n)
+        self._ts.extend([ts] * n)
+        if len(self._keys) >= self.BATCH:
+            self.build()
+
+    def build(self) -> None:
+        """Apply the queued keys to the files, rolling to new files as they fill."""
+        if not self._keys:
+            return
+        keys, phy, ts = self._keys, np.array(self._phy, dtype=np.int64), np.array(self._ts, dtype=np.int64)
+        self._keys, self._phy, self._ts = [], [], []
+        keep = phy > self.end_phy  # a message already indexed is not indexed again
+        hashes = codec.index_key_hash(codec.java_hash_many(keys))[keep]
+        phy, ts = phy[keep], ts[keep]
+        i = 0
+        while i < hashes.size:
+            f = self.files[-1] if self.files else None
+            if f is None or f.full:
+                f = self._create(int(ts[i]), f)
+            n = min(f.free, hashes.size - i)
+            f.put_batch(hashes[i:i + n], phy[i:i + n], ts[i:i + n])
+            i += n
+
+    def _create(self, ts: int, prev: IndexFile | None) -> IndexFile:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if prev is not None:
+            ts = max(ts, codec.index_file_time(prev.path.name) + 1)
+        path = self.dir / codec.index_file_name(ts)
+        start = (prev.end_phy, prev.end_ts) if prev is not None else (0, 0)
+        f = IndexFile(path, self.slot_num, self.entry_num, create_from=start)
+        self.files.append(f)
+        return f
+
+    def query(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """Commitlog offsets of entries whose hash matches ``key`` ("topic#key"), newest file first.
+
+        Hash matches only: the caller checks the real key.
+        """
+        self.build()
+        h = codec.index_key_hash(codec.java_hash(key))
+        out: list[int] = []
+        for f in reversed(self.files):
+            if len(out) >= max_num:
+                break
+            if f.index_count > 1 and f.begin_ts <= end and f.end_ts >= begin:
+                f.select(h, max_num, begin, end, out)
+        return out
+
+    def flush(self) -> None:
+        self.build()
+        for f in self.files:
+            f.flush()
+
+    def delete_below(self, min_phy: int) -> list[Path]:
+        """Delete files whose endPhyOffset is below ``min_phy``, never the last one."""
+        gone = []
+        while len(self.files) > 1 and self.files[0].end_phy < min_phy:
+            f = self.files.pop(0)
+            f.close()
+            f.path.unlink()
+            gone.append(f.path)
+        return gone
+
+    def drop_after(self, ts: int) -> None:
+        """Delete files created after store time ``ts`` (abnormal recovery rebuilds them)."""
+        self._keys, self._phy, self._ts = [], [], []
+        while self.files and self.files[-1].end_ts > ts:
+            f = self.files.pop()
+            f.close()
+            f.path.unlink()
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()

@@ -1,0 +1,161 @@
+"""Pre-allocated, memory-mapped store files and the ordered queue of them in one directory."""
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from store.codec import format_file_name
+
+PAGE_SIZE = mmap.PAGESIZE
+_NAME = re.compile(r"^\d{20}$")
+
+
+class StoreFormatError(ValueError):
+    """A store file or directory that is not what RocketMQ would have written."""
+
+
+class MappedFile:
+    """One store file of a fixed size, mapped read-write; ``wrote`` is the append position."""
+
+    __slots__ = ("path", "start", "size", "mm", "wrote", "flushed", "_fd")
+
+    def __init__(self, path: Path, start: int, size: int, create: bool = False) -> None:
+        self.path, self.start, self.size = path, start, size
+        if create:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            os.ftruncate(fd, size)  # sparse: reads as zeros, like Java's setLength
+        else:
+            fd = os.open(path, os.O_RDWR if os.access(path, os.W_OK) else os.O_RDONLY)
+            actual = os.fstat(fd).st_size
+            if actual != size:
+                os.close(fd)
+                raise StoreFormatError(
+                    f"{path}: file is {actual} bytes, expected {size} (check the configured file size)")
+        self._fd = fd
+        access = mmap.ACCESS_WRITE if os.access(path, os.W_OK) else mmap.ACCESS_READ
+        self.mm = mmap.mmap(fd, size, access=access)
+        self.wrote = 0
+        self.flushed = 0
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    def flush(self, upto: int | None = None) -> None:
+        """msync the bytes written since the last flush (page-aligned)."""
+        upto = self.wrote if upto is None else upto
+        if upto <= self.flushed:
+            return
+        lo = self.flushed - self.flushed % PAGE_SIZE
+        self.mm.flush(lo, min(self.size, upto) - lo)
+        self.flushed = upto
+
+    def close(self) -> None:
+        if not self.mm.closed:
+            self.mm.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class MappedFileQueue:
+    """The files of one directory, named by their 20-digit start offset, each ``file_size`` long."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.dir = Path(directory)
+        self.file_size = file_size
+        self.files: list[MappedFile] = []
+
+    def load(self) -> None:
+        """Map every existing file; reject foreign names, wrong sizes and gaps."""
+        if not self.dir.exists():
+            return
+        names = sorted(p.name for p in self.dir.iterdir() if not p.name.startswith("."))
+        for name in names:
+            if not _NAME.match(name):
+                raise StoreFormatError(f"{self.dir / name}: not a store file name (20 digits expected)")
+            start = int(name)
+            if start % self.file_size:
+                raise StoreFormatError(
+                    f"{self.dir / name}: start offset is not a multiple of the file size {self.file_size}")
+            if self.files and start != self.files[-1].end:
+                raise StoreFormatError(f"{self.dir / name}: gap after {self.files[-1].path.name}")
+            mf = MappedFile(self.dir / name, start, self.file_size)
+            mf.wrote = mf.flushed = self.file_size
+            self.files.append(mf)
+
+    @property
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    def create(self, start: int) -> MappedFile:
+        """Create and map the file starting at ``start``."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        mf = MappedFile(self.dir / format_file_name(start), start, self.file_size, create=True)
+        self.files.append(mf)
+        return mf
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file holding byte ``offset``, or None."""
+        if not self.files:
+            return None
+        i = (offset - self.files[0].start) // self.file_size
+        if 0 <= i < len(self.files):
+            return self.files[i]
+        return None
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].start if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """One past the last written byte."""
+        last = self.last
+        return last.start + last.wrote if last else 0
+
+    def flush(self) -> None:
+        for mf in self.files:
+            if mf.wrote > mf.flushed:
+                mf.flush()
+
+    def truncate_after(self, offset: int) -> None:
+        """Keep bytes below ``offset``: delete later files and zero the rest of the one holding it."""
+        while self.files and self.files[-1].start >= offset:
+            self.files.pop().destroy()
+        mf = self.last
+        if mf is not None and offset < mf.end:
+            pos = offset - mf.start
+            zero_tail(mf, pos)
+            mf.wrote = pos
+            mf.flushed = min(mf.flushed, pos)
+
+    def delete_first(self, n: int) -> list[MappedFile]:
+        gone, self.files = self.files[:n], self.files[n:]
+        for mf in gone:
+            mf.destroy()
+        return gone
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+
+
+def zero_tail(mf: MappedFile, pos: int, chunk: int = 1 << 22) -> None:
+    """Zero ``[pos, size)`` of a mapped file so no stale bytes can parse later; msync what changed."""
+    lo = pos
+    while lo < mf.size:
+        hi = min(mf.size, (lo // chunk + 1) * chunk)
+        if np.frombuffer(mf.mm, dtype=np.uint8, count=hi - lo, offset=lo).any():
+            mf.mm[lo:hi] = bytes(hi - lo)
+            start = lo - lo % PAGE_SIZE
+            mf.mm.flush(start, hi - start)
+        lo = hi

@@ -1,0 +1,79 @@
+"""What goes into the store and what comes back: Message, put and get results, statuses."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from store.codec import Record
+
+
+@dataclass(slots=True)
+class Message:
+    """A message to put. Field names follow RocketMQ's Message / MessageExtBrokerInner.
+
+    ``keys`` is a list of keys or one space-separated string. ``sys_flag`` carries the
+    transaction type (``TRANSACTION_PREPARED`` / ``COMMIT`` / ``ROLLBACK``) and the compressed
+    bit; the host bits are set by the store. ``store_host`` and ``store_timestamp`` default to the
+    store's host and the time of the put; set them only to replay messages another broker stored.
+    """
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    tags: str | None = None
+    keys: list[str] | str | None = None
+    properties: dict[str, str] | None = None
+    flag: int = 0
+    delay_level: int = 0
+    sys_flag: int = 0
+    born_timestamp: int | None = None
+    born_host: str | None = None
+    store_host: str | None = None
+    store_timestamp: int | None = None
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+
+class PutStatus(str, Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    status: PutStatus
+    msg_id: str
+    commitlog_offset: int
+    size: int
+    queue_offset: int
+    store_timestamp: int
+    topic: str
+    queue_id: int
+
+
+class GetStatus(str, Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message served by a read: the record plus where the ConsumeQueue placed it."""
+    record: Record
+    queue_offset: int
+    tags_code: int
+
+
+@dataclass(frozen=True, slots=True)
+class GetResult:
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[StoredMessage] = field(default_factory=list)

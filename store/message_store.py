@@ -1,0 +1,324 @@
+"""MessageStore: the facade that wires CommitLog, ConsumeQueues, index, flushing and recovery."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from store import codec
+from store.checkpoint import Checkpoint
+from store.codec import CorruptRecordError, Record
+from store.commitlog import CommitLog, MessageEncoder, MessageRejected, Prepared
+from store.config import StoreConfig, load_config
+from store.config_files import read_consumer_offsets, write_consumer_offsets
+from store.consume_queue import ConsumeQueue, load_queues
+from store.dispatch import DispatchRequest, goes_to_consume_queue
+from store.flush import FlushService
+from store.index import IndexService
+from store.lockfile import StoreLock
+from store.mapped_file import StoreFormatError
+from store.message import (GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage)
+from store.recovery import RecoveryReport, recover
+
+_STORE_ENTRIES = {"commitlog", "consumequeue", "index", "checkpoint", "config", "abort", "lock"}
+MAX_TRANSFER_BYTES = 256 * 1024   # maxTransferBytesOnMessageInMemory
+MAX_TRANSFER_COUNT = 32           # maxTransferCountOnMessageInMemory
+MAX_FILTER_UNITS = 16000 // codec.CQ_UNIT_SIZE
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def check_store_dir(root: Path, create: bool) -> None:
+    """Refuse a path that is a file, missing (unless ``create``), or a non-empty non-store dir."""
+    if root.exists() and not root.is_dir():
+        raise StoreFormatError(f"{root}: not a directory")
+    if not root.exists():
+        if not create:
+            raise FileNotFoundError(f"{root}: no such store directory")
+        return
+    entries = {p.name for p in root.iterdir()}
+    if entries and not entries & _STORE_ENTRIES:
+        raise StoreFormatError(f"{root}: not a RocketMQ store (no commitlog/, consumequeue/, "
+                               f"index/ or checkpoint); refusing to write into it")
+
+
+class MessageStore:
+    """A RocketMQ 4.9 store on local disk, opened for writing (one writer per store).
+
+    ``settings`` use RocketMQ's names (``flushDiskType="SYNC_FLUSH"``, ...); defaults come from
+    ``conf/store.conf``. Opening recovers the store (normal, or abnormal when ``abort`` is
+    present); ``close()`` flushes everything, writes the checkpoint and removes ``abort``.
+    """
+
+    def __init__(self, root: str | os.PathLike, create: bool = True, **settings: Any) -> None:
+        self.root = Path(root)
+        self.config: StoreConfig = load_config(settings)
+        check_store_dir(self.root, create)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock_file = StoreLock(self.root)
+        self._lock_file.acquire()
+        self._closed = False
+        try:
+            self._open()
+        except BaseException:
+            self._lock_file.release()
+            raise
+
+    def _open(self) -> None:
+        cfg = self.config
+        self._put_lock = threading.RLock()
+        self._abort = self.root / "abort"
+        abnormal = self._abort.exists()
+        self.checkpoint = Checkpoint(self.root / "checkpoint")
+        self.commitlog = CommitLog(self.root, cfg)
+        self.commitlog.files.load()
+        self.queues: dict[tuple[str, int], ConsumeQueue] = load_queues(
+            self.root, cfg.mappedFileSizeConsumeQueue)
+        self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum) \
+            if cfg.messageIndexEnable else None
+        if self.index is not None:
+            self.index.load()
+        self.encoder = MessageEncoder(cfg)
+        self.recovery: RecoveryReport = recover(
+            self.commitlog, self.queues, self.index, self.checkpoint, abnormal,
+            cfg.delay_levels_ms, self._dispatch)
+        self._abort.touch()
+        self._last_ts = self.checkpoint.physic
+        self._dispatched_ts = self.checkpoint.logics
+        self.flusher = FlushService(
+            self._flush_commitlog, lambda: self.commitlog.max_offset, self._flush_logics,
+            sync=cfg.sync_flush, interval_ms=cfg.flushIntervalCommitLog,
+            least_pages=cfg.flushCommitLogLeastPages,
+            thorough_ms=cfg.flushCommitLogThoroughInterval,
+            logics_interval_ms=cfg.flushIntervalConsumeQueue)
+        self.flusher.start(self.commitlog.max_offset)
+
+    # --- writing ------------------------------------------------------------------------------------
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            cq = self.queues[(topic, queue_id)] = ConsumeQueue(
+                self.root, topic, queue_id, self.config.mappedFileSizeConsumeQueue)
+        return cq
+
+    def _dispatch(self, req: DispatchRequest) -> None:
+        if req.to_consume_queue:
+            self._queue(req.topic, req.queue_id).put(req.queue_offset, req.commitlog_offset,
+                                                     req.size, req.tags_code)
+        if self.index is not None and req.index_keys:
+            self.index.add(req.index_keys, req.commitlog_offset, req.store_timestamp)
+        self._dispatched_ts = req.store_timestamp
+
+    def _append(self, p: Prepared, store_ts: int) -> PutResult:
+        placed = self.commitlog.append(p, store_ts if p.store_ts is None else p.store_ts)
+        ts = placed.store_ts
+        tags_code = ts + p.tags_code if p.delayed else p.tags_code
+        self._dispatch(DispatchRequest(
+            p.topic, p.queue_id, placed.queue_offset, placed.offset, placed.size, tags_code, ts,
+            goes_to_consume_queue(p.sys_flag), p.index_keys))
+        self._last_ts = ts
+        return PutResult(PutStatus.PUT_OK,
+                         codec.create_msg_id(p.store_addr, p.store_port, placed.offset),
+                         placed.offset, placed.size, placed.queue_offset, ts, p.topic, p.queue_id)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self.root}: store is closed")
+
+    def put(self, msg: Message) -> PutResult:
+        """Store one message; with SYNC_FLUSH, return only once it is durable."""
+        self._check_open()
+        p = self.encoder.prepare(msg)
+        with self._put_lock:
+            r = self._append(p, now_ms())
+        if self.flusher.sync:
+            self.flusher.wait_durable(r.commitlog_offset + r.size)
+        return r
+
+    def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
+        """Store many messages in order; all are validated before any is written."""
+        self._check_open()
+        prepared = [self.encoder.prepare(m) for m in msgs]
+        with self._put_lock:
+            ts = now_ms()
+            out = [self._append(p, ts) for p in prepared]
+        if self.flusher.sync and out:
+            self.flusher.wait_durable(out[-1].commitlog_offset + out[-1].size)
+        return out
+
+    # --- flushing -----------------------------------------------------------------------------------
+    def _flush_commitlog(self) -> int:
+        end, ts = self.commitlog.max_offset, self._last_ts
+        self.commitlog.flush()
+        self.checkpoint.physic = max(self.checkpoint.physic, ts)
+        return end
+
+    def _flush_logics(self) -> None:
+        with self._put_lock:
+            ts = self._dispatched_ts
+            for cq in list(self.queues.values()):
+                cq.flush()
+            if self.index is not None:
+                self.index.flush()
+        self.checkpoint.logics = max(self.checkpoint.logics, ts)
+        if self.index is not None:
+            self.checkpoint.index = max(self.checkpoint.index, ts)
+        self.checkpoint.save()
+
+    def flush(self) -> None:
+        """Make everything written so far durable and save the checkpoint."""
+        self.flusher.flush()
+        self._flush_logics()
+
+    # --- reading ------------------------------------------------------------------------------------
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def get(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
+            tags: str | Iterable[str] | None = None) -> GetResult:
+        """RocketMQ's getMessage: statuses, next-offset rules, tag filter by tagsCode + real tag."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
+        wanted = _tag_filter(tags)
+        units = cq.units(offset, max(MAX_FILTER_UNITS, max_msgs))
+        status, msgs, total, scanned = GetStatus.NO_MATCHED_MESSAGE, [], 0, 0
+        cl_min = self.commitlog.min_offset
+        for i, (off, size, tcode) in enumerate(units.tolist()):
+            if msgs and (len(msgs) >= min(max_msgs, MAX_TRANSFER_COUNT)
+                         or total + size > MAX_TRANSFER_BYTES):
+                break
+            scanned = i + 1
+            if wanted is not None and tcode not in wanted[0]:
+                continue
+            if off < cl_min:
+                if not msgs:
+                    status = GetStatus.MESSAGE_WAS_REMOVING
+                continue
+            try:
+                rec = self.commitlog.read(off)
+            except CorruptRecordError:
+                if not msgs:
+                    status = GetStatus.MESSAGE_WAS_REMOVING
+                continue
+            if wanted is not None and rec.tags not in wanted[1]:
+                continue
+            msgs.append(StoredMessage(rec, offset + i, tcode))
+            total += size
+            status = GetStatus.FOUND
+        return GetResult(status, offset + scanned, lo, hi, msgs)
+
+    def read(self, commitlog_offset: int) -> Record:
+        """The record at a CommitLog offset (CorruptRecordError if there is none)."""
+        return self.commitlog.read(commitlog_offset, check_crc=True)
+
+    def lookup(self, msg_id: str) -> Record:
+        """The record an offset msgId names."""
+        _, offset = codec.decode_msg_id(msg_id)
+        return self.read(offset)
+
+    def query(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
+              end: int = 2 ** 63 - 1) -> list[Record]:
+        """Messages of ``topic`` whose KEYS or UNIQ_KEY equal ``key``, stored in [begin, end],
+        in CommitLog order (hash collisions are filtered out by checking the real key)."""
+        if self.index is None:
+            raise RuntimeError("messageIndexEnable=false: this store keeps no index")
+        with self._put_lock:
+            offsets = self.index.query(f"{topic}#{key}", max_num, begin, end)
+        out = []
+        for off in sorted(set(offsets)):
+            try:
+                rec = self.commitlog.read(off)
+            except CorruptRecordError:
+                continue
+            if rec.topic == topic and (key in rec.keys or rec.uniq_key == key):
+                out.append(rec)
+        return out
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """Queue offset of the message stored at ``timestamp``, else the nearer neighbour."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None or cq.max_offset == 0:
+            return 0
+        lo, hi = cq.min_offset, cq.max_offset - 1
+        units = cq.all_units()
+        base = cq.files.min_offset // codec.CQ_UNIT_SIZE
+
+        def ts_at(q: int) -> int:
+            return self.commitlog.read(int(units[q - base]["commitlog_offset"])).store_timestamp
+
+        left, right = lo, hi
+        while left <= right:  # first offset whose store time is >= timestamp
+            mid = (left + right) // 2
+            if ts_at(mid) < timestamp:
+                left = mid + 1
+            else:
+                right = mid - 1
+        if left > hi:
+            return hi
+        if left == lo or ts_at(left) == timestamp:
+            return left
+        before, after = ts_at(left - 1), ts_at(left)
+        return left - 1 if timestamp - before <= after - timestamp else left
+
+    # --- consumer offsets ---------------------------------------------------------------------------
+    def consumer_offsets(self) -> dict[tuple[str, str], dict[int, int]]:
+        """`config/consumerOffset.json` as {(topic, group): {queue_id: offset}}."""
+        return read_consumer_offsets(self.root)
+
+    def commit_offsets(self, group: str, topic: str, offsets: dict[int, int]) -> None:
+        """Record a consumer group's committed offsets for ``topic``'s queues."""
+        table = self.consumer_offsets()
+        table.setdefault((topic, group), {}).update(offsets)
+        write_consumer_offsets(self.root, table)
+
+    # --- lifecycle ----------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Flush everything, save the checkpoint, remove ``abort`` and release the lock."""
+        if self._closed:
+            return
+        self._closed = True
+        self.flusher.stop()
+        self.flush()
+        self.commitlog.close()
+        for cq in self.queues.values():
+            cq.close()
+        if self.index is not None:
+            self.index.close()
+        self._abort.unlink(missing_ok=True)
+        self._lock_file.release()
+
+    def __enter__(self) -> "MessageStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _tag_filter(tags: str | Iterable[str] | None) -> tuple[set[int], set[str]] | None:
+    """RocketMQ subscription expression ("A || B", "*") -> (tagsCodes, tags), None for all."""
+    if tags is None:
+        return None
+    names = [t.strip() for t in (tags.split("||") if isinstance(tags, str) else tags)]
+    names = [t for t in names if t]
+    if not names or "*" in names:
+        return None
+    return {codec.java_hash(t) for t in names}, set(names)
