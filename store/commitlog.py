@@ -250,7 +250,8 @@ class CommitLog:
 
 
 class Scan:
-    """Iterates records; afterwards ``end`` is where valid data ended and ``error`` why."""
+    """Iterates records; afterwards ``end`` is where valid data ended, and ``error`` says why
+    when it ended at something other than zeros."""
 
     def __init__(self, log: CommitLog, start: int, check_crc: bool, stop_at: int) -> None:
         self.log, self.end, self.check_crc, self.stop_at = log, start, check_crc, stop_at
@@ -262,10 +263,13 @@ class Scan:
             mf = files.find(self.end)
             if mf is None:
                 return
+            pos = self.end - mf.start
             try:
-                r = codec.decode_record(mf.mm, self.end - mf.start, mf.start, self.check_crc)
+                r = codec.decode_record(mf.mm, pos, mf.start, self.check_crc)
             except CorruptRecordError as e:
-                self.error = str(e)
+                # Zeros where the next record would start are the normal end of data.
+                if mf.mm[pos:pos + 8] != bytes(8):
+                    self.error = str(e)
                 return
             if isinstance(r, int):
                 self.end = mf.end

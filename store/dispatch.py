@@ -4,10 +4,14 @@ One definition of the rules, used by the writer, by recovery and by the Spark re
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import NamedTuple
 
 from store import codec
 from store.codec import Record
+from store.config import StoreConfig
+from store.consume_queue import ConsumeQueue
+from store.index import IndexService
 
 
 class DispatchRequest(NamedTuple):
@@ -64,3 +68,40 @@ def from_record(rec: Record, delay_levels_ms: tuple[int, ...]) -> DispatchReques
                            rec.size, cq_tags_code(rec.topic, props, rec.store_timestamp, delay_levels_ms),
                            rec.store_timestamp, goes_to_consume_queue(rec.sys_flag),
                            index_keys(rec.topic, props, rec.sys_flag))
+
+
+class Dispatcher:
+    """Applies DispatchRequests to a store's ConsumeQueues and index (RocketMQ's reput step)."""
+
+    def __init__(self, root: Path, cfg: StoreConfig, queues: dict[tuple[str, int], ConsumeQueue],
+                 index: IndexService | None) -> None:
+        self.root, self.cq_file_size = Path(root), cfg.mappedFileSizeConsumeQueue
+        self.queues, self.index = queues, index
+        self.last_timestamp = 0
+
+    def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            cq = self.queues[(topic, queue_id)] = ConsumeQueue(self.root, topic, queue_id,
+                                                               self.cq_file_size)
+        return cq
+
+    def __call__(self, req: DispatchRequest) -> None:
+        if req.to_consume_queue:
+            self.queue(req.topic, req.queue_id).put(req.queue_offset, req.commitlog_offset,
+                                                    req.size, req.tags_code)
+        if self.index is not None and req.index_keys:
+            self.index.add(req.index_keys, req.commitlog_offset, req.store_timestamp)
+        self.last_timestamp = req.store_timestamp
+
+    def flush(self) -> None:
+        for cq in list(self.queues.values()):
+            cq.flush()
+        if self.index is not None:
+            self.index.flush()
+
+    def close(self) -> None:
+        for cq in self.queues.values():
+            cq.close()
+        if self.index is not None:
+            self.index.close()

@@ -14,7 +14,7 @@ from store.commitlog import CommitLog, MessageEncoder, MessageRejected, Prepared
 from store.config import StoreConfig, load_config
 from store.config_files import read_consumer_offsets, write_consumer_offsets
 from store.consume_queue import ConsumeQueue, load_queues
-from store.dispatch import DispatchRequest, goes_to_consume_queue
+from store.dispatch import Dispatcher, DispatchRequest, goes_to_consume_queue
 from store.flush import FlushService
 from store.index import IndexService
 from store.lockfile import StoreLock
@@ -83,12 +83,13 @@ class MessageStore:
         if self.index is not None:
             self.index.load()
         self.encoder = MessageEncoder(cfg)
+        self._dispatch = Dispatcher(self.root, cfg, self.queues, self.index)
         self.recovery: RecoveryReport = recover(
             self.commitlog, self.queues, self.index, self.checkpoint, abnormal,
             cfg.delay_levels_ms, self._dispatch)
         self._abort.touch()
         self._last_ts = self.checkpoint.physic
-        self._dispatched_ts = self.checkpoint.logics
+        self._dispatch.last_timestamp = max(self._dispatch.last_timestamp, self.checkpoint.logics)
         self.flusher = FlushService(
             self._flush_commitlog, lambda: self.commitlog.max_offset, self._flush_logics,
             sync=cfg.sync_flush, interval_ms=cfg.flushIntervalCommitLog,
@@ -98,21 +99,6 @@ class MessageStore:
         self.flusher.start(self.commitlog.max_offset)
 
     # --- writing ------------------------------------------------------------------------------------
-    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        cq = self.queues.get((topic, queue_id))
-        if cq is None:
-            cq = self.queues[(topic, queue_id)] = ConsumeQueue(
-                self.root, topic, queue_id, self.config.mappedFileSizeConsumeQueue)
-        return cq
-
-    def _dispatch(self, req: DispatchRequest) -> None:
-        if req.to_consume_queue:
-            self._queue(req.topic, req.queue_id).put(req.queue_offset, req.commitlog_offset,
-                                                     req.size, req.tags_code)
-        if self.index is not None and req.index_keys:
-            self.index.add(req.index_keys, req.commitlog_offset, req.store_timestamp)
-        self._dispatched_ts = req.store_timestamp
-
     def _append(self, p: Prepared, store_ts: int) -> PutResult:
         placed = self.commitlog.append(p, store_ts if p.store_ts is None else p.store_ts)
         ts = placed.store_ts
@@ -159,11 +145,8 @@ class MessageStore:
 
     def _flush_logics(self) -> None:
         with self._put_lock:
-            ts = self._dispatched_ts
-            for cq in list(self.queues.values()):
-                cq.flush()
-            if self.index is not None:
-                self.index.flush()
+            ts = self._dispatch.last_timestamp
+            self._dispatch.flush()
         self.checkpoint.logics = max(self.checkpoint.logics, ts)
         if self.index is not None:
             self.checkpoint.index = max(self.checkpoint.index, ts)
@@ -299,10 +282,7 @@ class MessageStore:
         self.flusher.stop()
         self.flush()
         self.commitlog.close()
-        for cq in self.queues.values():
-            cq.close()
-        if self.index is not None:
-            self.index.close()
+        self._dispatch.close()
         self._abort.unlink(missing_ok=True)
         self._lock_file.release()
 
