@@ -222,8 +222,11 @@ def parse_host(host: str) -> tuple[bytes, int]:
 
 
 def format_host(addr: bytes, port: int) -> str:
-    ip = ipaddress.ip_address(addr)
-    return f"[{ip}]:{port}" if ip.version == 6 else f"{ip}:{port}"
+    """As Java prints a socket address: IPv6 as eight uncompressed groups, in brackets."""
+    if len(addr) == 16:
+        groups = ":".join(f"{g:x}" for g in struct.unpack(">8H", addr))
+        return f"[{groups}]:{port}"
+    return f"{ipaddress.ip_address(addr)}:{port}"
 
 
 def create_msg_id(store_addr: bytes, store_port: int, commitlog_offset: int) -> str:

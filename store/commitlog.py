@@ -16,7 +16,12 @@ _ALLOWED_SYS_FLAG = codec.TRANSACTION_MASK | codec.FLAG_COMPRESSED | codec.FLAG_
 
 
 class MessageRejected(ValueError):
-    """A message the store refuses; nothing of it was written."""
+    """A message the store refuses; nothing of it was written.
+
+    ``index`` is the message's position when it came in a batch (nothing of the batch was written).
+    """
+
+    index: int | None = None
 
 
 class Prepared(NamedTuple):

@@ -38,8 +38,6 @@ class ConsumeQueue:
         ok = (u["commitlog_offset"] >= 0) & (u["size"] > 0)
         n = int(np.argmin(ok)) if not ok.all() else len(u)
         last.wrote = last.flushed = n * CQ_UNIT_SIZE
-        if last.wrote == 0 and len(self.files.files) > 1:
-            self.files.files.pop().destroy()
         self._refresh_max_physic()
 
     def _units(self, mf: MappedFile) -> np.ndarray:

@@ -54,25 +54,30 @@ class MessageStore:
     present); ``close()`` flushes everything, writes the checkpoint and removes ``abort``.
     """
 
-    def __init__(self, root: str | os.PathLike, create: bool = True, **settings: Any) -> None:
+    def __init__(self, root: str | os.PathLike, create: bool = True, read_only: bool = False,
+                 **settings: Any) -> None:
         self.root = Path(root)
         self.config: StoreConfig = load_config(settings)
-        check_store_dir(self.root, create)
+        self.read_only = read_only
+        check_store_dir(self.root, create and not read_only)
+        self._closed = False
+        if read_only:
+            self._load()
+            self._find_end()
+            return
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock_file = StoreLock(self.root)
         self._lock_file.acquire()
-        self._closed = False
         try:
-            self._open()
+            self._load()
+            self._open_for_writing()
         except BaseException:
             self._lock_file.release()
             raise
 
-    def _open(self) -> None:
+    def _load(self) -> None:
         cfg = self.config
         self._put_lock = threading.RLock()
-        self._abort = self.root / "abort"
-        abnormal = self._abort.exists()
         self.checkpoint = Checkpoint(self.root / "checkpoint")
         self.commitlog = CommitLog(self.root, cfg)
         self.commitlog.files.load()
@@ -84,6 +89,21 @@ class MessageStore:
             self.index.load()
         self.encoder = MessageEncoder(cfg)
         self._dispatch = Dispatcher(self.root, cfg, self.queues, self.index)
+
+    def _find_end(self) -> None:
+        """Read-only open: find the end of valid CommitLog data without changing any file."""
+        files = self.commitlog.files.files
+        if files:
+            scan = self.commitlog.scan(files[max(0, len(files) - 3)].start, stop_at=files[-1].end)
+            for _ in scan:
+                pass
+            for mf in files:
+                mf.wrote = max(0, min(mf.size, scan.end - mf.start))
+
+    def _open_for_writing(self) -> None:
+        cfg = self.config
+        self._abort = self.root / "abort"
+        abnormal = self._abort.exists()
         self.recovery: RecoveryReport = recover(
             self.commitlog, self.queues, self.index, self.checkpoint, abnormal,
             cfg.delay_levels_ms, self._dispatch)
@@ -114,6 +134,8 @@ class MessageStore:
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"{self.root}: store is closed")
+        if self.read_only:
+            raise RuntimeError(f"{self.root}: store is open read-only")
 
     def put(self, msg: Message) -> PutResult:
         """Store one message; with SYNC_FLUSH, return only once it is durable."""
@@ -128,7 +150,13 @@ class MessageStore:
     def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
         """Store many messages in order; all are validated before any is written."""
         self._check_open()
-        prepared = [self.encoder.prepare(m) for m in msgs]
+        prepare, prepared = self.encoder.prepare, []
+        try:
+            for m in msgs:
+                prepared.append(prepare(m))
+        except MessageRejected as e:
+            e.index = len(prepared)
+            raise
         with self._put_lock:
             ts = now_ms()
             out = [self._append(p, ts) for p in prepared]
@@ -221,20 +249,25 @@ class MessageStore:
     def query(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
               end: int = 2 ** 63 - 1) -> list[Record]:
         """Messages of ``topic`` whose KEYS or UNIQ_KEY equal ``key``, stored in [begin, end],
-        in CommitLog order (hash collisions are filtered out by checking the real key)."""
+        in CommitLog order, at most ``max_num``.
+
+        The index keeps whole seconds and 32-bit hashes, so candidates are read back and checked
+        against the real key and store time (RocketMQ leaves both checks to the client).
+        """
         if self.index is None:
             raise RuntimeError("messageIndexEnable=false: this store keeps no index")
         with self._put_lock:
-            offsets = self.index.query(f"{topic}#{key}", max_num, begin, end)
+            offsets = self.index.query(f"{topic}#{key}", 2 ** 31 - 1, max(0, begin - 1000), end)
         out = []
         for off in sorted(set(offsets)):
             try:
                 rec = self.commitlog.read(off)
             except CorruptRecordError:
                 continue
-            if rec.topic == topic and (key in rec.keys or rec.uniq_key == key):
+            if (rec.topic == topic and begin <= rec.store_timestamp <= end
+                    and (key in rec.keys or rec.uniq_key == key)):
                 out.append(rec)
-        return out
+        return out[-max_num:] if max_num < len(out) else out
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """Queue offset of the message stored at ``timestamp``, else the nearer neighbour."""
@@ -279,12 +312,14 @@ class MessageStore:
         if self._closed:
             return
         self._closed = True
-        self.flusher.stop()
-        self.flush()
+        if not self.read_only:
+            self.flusher.stop()
+            self.flush()
         self.commitlog.close()
         self._dispatch.close()
-        self._abort.unlink(missing_ok=True)
-        self._lock_file.release()
+        if not self.read_only:
+            self._abort.unlink(missing_ok=True)
+            self._lock_file.release()
 
     def __enter__(self) -> "MessageStore":
         return self
