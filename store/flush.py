@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from store.mapped_file import PAGE_SIZE
 
@@ -11,9 +12,15 @@ from store.mapped_file import PAGE_SIZE
 class FlushService:
     """Makes CommitLog bytes durable and calls back with what each flush covered.
 
-    ``flush_commitlog()`` msyncs every byte written so far and returns the new durable offset.
-    SYNC_FLUSH producers call ``wait_durable(offset)``: one flush serves every producer whose
-    write it covers, so concurrent producers share fsyncs (group commit).
+    ``flush_commitlog()`` syncs every byte written so far and returns the offset it covered.
+    SYNC_FLUSH producers call ``wait_durable(offset)``. Group commit is leader/follower: the
+    first producer that finds no flush running leads one; producers arriving while it runs append
+    their records and wait, and the next leader's flush covers all of them at once. The sync
+    releases the GIL, so producers keep appending while it runs.
+
+    The background thread flushes the CommitLog every ``interval_ms`` once ``least_pages`` pages
+    are pending (ASYNC_FLUSH; every pending byte once ``thorough_ms`` has passed), and calls
+    ``flush_logics()`` (ConsumeQueues, index, checkpoint) every ``logics_interval_ms`` in both modes.
     """
 
     def __init__(self, flush_commitlog: Callable[[], int], written: Callable[[], int],
@@ -26,45 +33,86 @@ class FlushService:
         self.thorough = thorough_ms / 1000
         self.logics_interval = logics_interval_ms / 1000
         self.durable = 0
+        #: number of CommitLog syncs done (group commit shares one among many producers)
         self.flushes = 0
-        self._lock = threading.Lock()
+        #: the last exception the background thread met (it keeps running)
+        self.last_error: BaseException | None = None
+        self._cond = threading.Condition()
+        self._flushing = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rocketlake-flush", daemon=True)
 
     def start(self, durable: int) -> None:
+        """Start the background thread; ``durable`` is the offset already on disk."""
         self.durable = durable
         self._thread.start()
 
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold off every flush (waiting for a running one) while the block runs."""
+        with self._cond:
+            while self._flushing:
+                self._cond.wait()
+            self._flushing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._flushing = False
+                self._cond.notify_all()
+
+    def _lead(self) -> None:
+        """Run one flush; the caller holds ``_cond`` and saw no flush running."""
+        self._flushing = True
+        self._cond.release()
+        try:
+            end = self._flush_commitlog()
+        finally:
+            self._cond.acquire()
+            self._flushing = False
+            self._cond.notify_all()
+        self.durable = max(self.durable, end)
+        self.flushes += 1
+
     def flush(self) -> int:
-        """Flush now; returns the durable offset."""
-        with self._lock:
-            self.durable = self._flush_commitlog()
-            self.flushes += 1
+        """Flush everything written so far; returns the durable offset."""
+        with self._cond:
+            while self._flushing:
+                self._cond.wait()
+            self._lead()
             return self.durable
 
     def wait_durable(self, offset: int) -> None:
-        """Return once bytes below ``offset`` are durable (group commit)."""
+        """Return once every byte below ``offset`` is durable (group commit)."""
         if self.durable >= offset:
             return
-        with self._lock:  # producers queue here while one flush runs for all of them
-            if self.durable < offset:
-                self.durable = self._flush_commitlog()
-                self.flushes += 1
+        with self._cond:
+            while self.durable < offset:
+                if self._flushing:
+                    self._cond.wait()
+                else:
+                    self._lead()
 
     def _run(self) -> None:
         last_thorough = last_logics = time.monotonic()
         while not self._stop.wait(self.interval):
-            now = time.monotonic()
-            pending = self._written() - self.durable
-            thorough = now - last_thorough >= self.thorough
-            if not self.sync and pending > 0 and (pending >= self.least_bytes or thorough):
-                self.flush()
-                last_thorough = now if thorough else last_thorough
-            if now - last_logics >= self.logics_interval:
-                self._flush_logics()
-                last_logics = now
+            try:
+                now = time.monotonic()
+                if not self.sync:
+                    pending = self._written() - self.durable
+                    thorough = now - last_thorough >= self.thorough
+                    if pending > 0 and (pending >= self.least_bytes or thorough):
+                        self.flush()
+                    if thorough:
+                        last_thorough = now
+                if now - last_logics >= self.logics_interval:
+                    self._flush_logics()
+                    last_logics = now
+            except Exception as e:  # keep flushing; the error stays visible on the service
+                self.last_error = e
 
     def stop(self) -> None:
+        """Stop the background thread (the owner does the final flush)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()

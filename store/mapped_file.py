@@ -46,12 +46,16 @@ class MappedFile:
         return self.start + self.size
 
     def flush(self, upto: int | None = None) -> None:
-        """msync the bytes written since the last flush (page-aligned)."""
+        """Make the bytes written so far durable.
+
+        fdatasync on the file's descriptor writes the pages dirtied through the mapping (Linux
+        keeps one page cache for both) and, unlike ``mmap.flush``, releases the GIL while the disk
+        works, so other threads keep appending (group commit relies on that).
+        """
         upto = self.wrote if upto is None else upto
         if upto <= self.flushed:
             return
-        lo = self.flushed - self.flushed % PAGE_SIZE
-        self.mm.flush(lo, min(self.size, upto) - lo)
+        os.fdatasync(self._fd)
         self.flushed = upto
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ from typing import Any, Iterable, Sequence
 
 from store import codec
 from store.checkpoint import Checkpoint
+from store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
 from store.codec import CorruptRecordError, Record
 from store.commitlog import CommitLog, MessageEncoder, MessageRejected, Prepared
 from store.config import StoreConfig, load_config
@@ -166,7 +167,8 @@ class MessageStore:
 
     # --- flushing -----------------------------------------------------------------------------------
     def _flush_commitlog(self) -> int:
-        end, ts = self.commitlog.max_offset, self._last_ts
+        ts = self._last_ts  # read first: every record up to ``end`` is at least this old
+        end = self.commitlog.max_offset
         self.commitlog.flush()
         self.checkpoint.physic = max(self.checkpoint.physic, ts)
         return end
@@ -225,7 +227,7 @@ class MessageStore:
                     status = GetStatus.MESSAGE_WAS_REMOVING
                 continue
             try:
-                rec = self.commitlog.read(off)
+                rec = self.commitlog.read(off, check_crc=True)
             except CorruptRecordError:
                 if not msgs:
                     status = GetStatus.MESSAGE_WAS_REMOVING
@@ -261,7 +263,7 @@ class MessageStore:
         out = []
         for off in sorted(set(offsets)):
             try:
-                rec = self.commitlog.read(off)
+                rec = self.commitlog.read(off, check_crc=True)
             except CorruptRecordError:
                 continue
             if (rec.topic == topic and begin <= rec.store_timestamp <= end
@@ -305,6 +307,19 @@ class MessageStore:
         table = self.consumer_offsets()
         table.setdefault((topic, group), {}).update(offsets)
         write_consumer_offsets(self.root, table)
+
+    # --- retention ----------------------------------------------------------------------------------
+    def delete_expired_files(self, now: int | None = None, force: bool = False) -> CleanupReport:
+        """Retention (``store.cleanup``): at ``now`` (ms; default the clock), delete expired
+        CommitLog files if it is a ``deleteWhen`` hour, the disk is fuller than
+        ``diskMaxUsedSpaceRatio`` or ``force``; then the ConsumeQueue and index files below the new
+        minimum. Reads below a queue's new minimum answer OFFSET_TOO_SMALL."""
+        self._check_open()
+        with self._put_lock, self.flusher.exclusive():
+            self._dispatch.flush()
+            return delete_expired_files(self.commitlog, self.queues, self.index,
+                                        RetentionPolicy.from_config(self.config),
+                                        now_ms() if now is None else now, force)
 
     # --- lifecycle ----------------------------------------------------------------------------------
     def close(self) -> None:

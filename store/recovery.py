@@ -1,77 +1,77 @@
 """Recovery on open: find the end of valid CommitLog data, cut the torn tail, catch up dispatch.
 
-Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 describes.
+Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 describes:
+
+- normal: scan from the third-from-last CommitLog file; abnormal: from the newest file whose first
+  record is no newer than the checkpoint's minimum timestamp (the first file when none is).
+- The scan stops at the first invalid record (bad magic or length, a self offset that is not its
+  address, a body CRC mismatch when ``checkCRCOnRecover``, or a topic / queue id no writer could
+  have stored). Everything after it is cut and zeroed, so stale bytes never parse again.
+- ConsumeQueue units pointing past the new end are cut; each queue's minimum is corrected to the
+  CommitLog's minimum (files may have been deleted by retention).
+- Index files that reference cut data are dropped, and on abnormal recovery every index file
+  newer than the index checkpoint too, as RocketMQ does.
+- Records the ConsumeQueues or the index have not seen are dispatched again, from the earliest
+  point either of them needs; dispatch skips what is already there. The work is proportional to
+  the data written since the checkpoint (abnormal) or to the last three files (normal), never to
+  the whole store.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
+from store import codec
 from store.checkpoint import Checkpoint
 from store.codec import CorruptRecordError
 from store.commitlog import CommitLog
 from store.consume_queue import ConsumeQueue
-from store.dispatch import DispatchRequest, from_record
+from store.dispatch import Dispatcher, from_record
 from store.index import IndexService
+from store.mapped_file import MappedFile
 
 
 @dataclass
 class RecoveryReport:
+    """What recovery did: where it scanned from, where valid data ends, what it re-dispatched."""
     abnormal: bool
     scanned_from: int
     commitlog_end: int
+    dispatched_from: int
     dispatched: int
+    #: why the scan stopped before the zeros that end a healthy log (None when it did not)
     stop_reason: str | None
-
-
-def _first_store_timestamp(log: CommitLog, start: int) -> int | None:
-    try:
-        return log.read(start).store_timestamp
-    except CorruptRecordError:
-        return None
+    #: index files dropped (their keys were dispatched again)
+    index_files_dropped: int
 
 
 def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: IndexService | None,
             checkpoint: Checkpoint, abnormal: bool, delay_levels_ms: tuple[int, ...],
-            dispatch: Callable[[DispatchRequest], None]) -> RecoveryReport:
+            dispatch: Dispatcher) -> RecoveryReport:
     """Bring the CommitLog, ConsumeQueues and index back to one consistent, valid state."""
     files = log.files.files
-    if not files:
-        for cq in queues.values():
-            cq.truncate_dirty(0)
-        return RecoveryReport(abnormal, 0, 0, 0, None)
     if abnormal:
-        # Newest file whose first record is no newer than the checkpoint's safe timestamp.
-        start_file = files[0]
-        for mf in reversed(files):
-            ts = _first_store_timestamp(log, mf.start)
-            if ts is not None and ts <= checkpoint.min_timestamp:
-                start_file = mf
-                break
-        if index is not None:
-            index.drop_after(checkpoint.index)
+        start = _abnormal_start(log, checkpoint.min_timestamp)
     else:
-        start_file = files[max(0, len(files) - 3)]
-    scan = log.scan(start_file.start, stop_at=files[-1].end)
-    for _ in scan:
-        pass
-    end = scan.end
-    # Files before the one holding `end` are complete; cut everything after `end`.
+        start = files[max(0, len(files) - 3)].start if files else 0
+    end, reason = _valid_end(log, start)
     log.files.truncate_after(end)
-    for mf in log.files.files[:-1]:
-        mf.wrote = mf.flushed = mf.size
     for cq in queues.values():
         cq.truncate_dirty(end)
-    # Queue offset table from the ConsumeQueues.
+        cq.correct_min_offset(log.min_offset)
     log.queue_offsets = {key: cq.max_offset for key, cq in queues.items()}
-    # Catch up dispatch: from where the ConsumeQueues / index stopped (normal), or from the
-    # start file (abnormal). Dispatch is idempotent for records already there.
+
+    dropped = 0
+    if index is not None:
+        dropped = _drop_index_files(index, end, checkpoint.index if abnormal else None)
     if abnormal:
-        dispatch_from = start_file.start
+        dispatch_from = start
     else:
-        cq_end = max((cq.max_physic_offset for cq in queues.values()), default=0)
-        idx_end = index.end_phy if index is not None else cq_end
-        dispatch_from = min(max(cq_end, log.min_offset), _after(log, idx_end))
+        cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
+        dispatch_from = max(cq_end, log.min_offset)
+    if index is not None:
+        dispatch_from = min(dispatch_from, _after(log, index.end_phy))
+    dispatch_from = max(dispatch_from, log.min_offset)
+
     n = 0
     for rec in log.scan(dispatch_from, check_crc=False, stop_at=end):
         req = from_record(rec, delay_levels_ms)
@@ -80,11 +80,53 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
             log.queue_offsets[key] = max(log.queue_offsets.get(key, 0), req.queue_offset + 1)
         dispatch(req)
         n += 1
-    return RecoveryReport(abnormal, start_file.start, end, n, scan.error)
+    dispatch.flush()
+    return RecoveryReport(abnormal, start, end, dispatch_from, n, reason, dropped)
+
+
+def _abnormal_start(log: CommitLog, min_timestamp: int) -> int:
+    """Start of the newest file whose first record's store time is <= ``min_timestamp``."""
+    files = log.files.files
+    for mf in reversed(files):
+        ts = _first_store_timestamp(log, mf)
+        if ts is not None and ts <= min_timestamp:
+            return mf.start
+    return files[0].start if files else 0
+
+
+def _first_store_timestamp(log: CommitLog, mf: MappedFile) -> int | None:
+    try:
+        rec = log.read(mf.start, check_crc=True)
+    except CorruptRecordError:
+        return None
+    return rec.store_timestamp if rec.store_timestamp > 0 else None
+
+
+def _valid_end(log: CommitLog, start: int) -> tuple[int, str | None]:
+    """Where valid data ends from ``start`` on, and why it ended there (None: at zeros)."""
+    scan = log.scan(start, stop_at=log.files.files[-1].end if log.files.files else 0)
+    for rec in scan:
+        if rec.queue_id < 0 or not codec.TOPIC_PATTERN.match(rec.topic):
+            return rec.commitlog_offset, (f"offset {rec.commitlog_offset}: topic {rec.topic!r} / "
+                                          f"queue {rec.queue_id} cannot have been written")
+    return scan.end, scan.error
+
+
+def _drop_index_files(index: IndexService, end: int, checkpoint_ts: int | None) -> int:
+    """Drop index files that reference CommitLog data at or past ``end`` (cut by recovery), and
+    with ``checkpoint_ts`` (abnormal recovery) those updated after it. Returns how many."""
+    before = len(index.files)
+    if checkpoint_ts is not None:
+        index.drop_after(checkpoint_ts)
+    while index.files and index.files[-1].end_phy >= end:
+        f = index.files.pop()
+        f.close()
+        f.path.unlink()
+    return before - len(index.files)
 
 
 def _after(log: CommitLog, offset: int) -> int:
-    """The offset just past the record at ``offset`` (min offset when there is none)."""
+    """The offset just past the record at ``offset`` (the CommitLog's minimum when none)."""
     if offset < log.min_offset:
         return log.min_offset
     try:

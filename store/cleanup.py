@@ -1,0 +1,154 @@
+"""Retention: delete expired CommitLog files, then the ConsumeQueue and index files they leave behind.
+
+RocketMQ's rules (SPEC §9), with its setting names:
+
+- A CommitLog file is expired when ``mtime + fileReservedTime (hours) <= now``.
+- Deletion runs at a ``deleteWhen`` hour (``"04"``, or several as ``"03;04"``, local time), when
+  the disk's used share passes ``diskMaxUsedSpaceRatio`` (%), or when forced. It deletes the leading
+  run of expired files, in offset order, and never the last (active) file.
+- Then ConsumeQueue files whose last unit points below the new CommitLog minimum are deleted (never
+  a queue's last file) and each queue's minimum offset is corrected; index files whose
+  endPhyOffset is below the minimum are deleted (never the last).
+
+The decisions are pure functions of file names, mtimes, offsets, ``now`` and the settings, so the
+Spark compaction job applies exactly the same rules; ``delete_expired_files`` applies them to an
+open store's parts.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from store.codec import CQ_UNIT
+from store.commitlog import CommitLog
+from store.config import StoreConfig
+from store.consume_queue import ConsumeQueue
+from store.index import IndexService
+
+HOUR_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """``fileReservedTime`` (hours), ``deleteWhen`` hours, ``diskMaxUsedSpaceRatio`` (%)."""
+    file_reserved_hours: int
+    delete_hours: frozenset[int]
+    disk_max_used_ratio: int
+
+    @classmethod
+    def from_config(cls, cfg: StoreConfig) -> "RetentionPolicy":
+        return cls(cfg.fileReservedTime, parse_delete_when(cfg.deleteWhen), cfg.diskMaxUsedSpaceRatio)
+
+    def __post_init__(self) -> None:
+        if self.file_reserved_hours < 0:
+            raise ValueError(f"fileReservedTime must be >= 0 hours, got {self.file_reserved_hours}")
+        if not 0 <= self.disk_max_used_ratio <= 100:
+            raise ValueError(f"diskMaxUsedSpaceRatio must be a percentage, got {self.disk_max_used_ratio}")
+
+
+def parse_delete_when(value: str) -> frozenset[int]:
+    """``deleteWhen`` ("04", "03;04") -> the hours of the day it names."""
+    hours = set()
+    for tok in value.split(";"):
+        tok = tok.strip()
+        if not tok.isdigit() or not 0 <= int(tok) <= 23:
+            raise ValueError(f"deleteWhen: {tok!r} is not an hour of the day (expected e.g. 04 or 03;04)")
+        hours.add(int(tok))
+    return frozenset(hours)
+
+
+@dataclass(frozen=True)
+class CommitLogDecision:
+    """Why deletion runs now (None: it does not) and which CommitLog files it deletes."""
+    reason: str | None
+    delete: tuple[str, ...]
+
+
+def trigger(now_ms: int, policy: RetentionPolicy, disk_used_ratio: float,
+            force: bool = False) -> str | None:
+    """Why deletion runs at ``now_ms``: "forced", "deleteWhen" (local hour), "disk" (used share
+    in [0, 1] above the ratio); None when it does not run."""
+    if force:
+        return "forced"
+    if time.localtime(now_ms / 1000).tm_hour in policy.delete_hours:
+        return "deleteWhen"
+    if disk_used_ratio * 100 > policy.disk_max_used_ratio:
+        return "disk"
+    return None
+
+
+def expired_files(files: Sequence[tuple[str, int]], now_ms: int, file_reserved_hours: int) -> list[str]:
+    """Names of the leading expired files among ``(name, mtime_ms)`` in offset order, never the last."""
+    out = []
+    for name, mtime_ms in files[:-1]:
+        if mtime_ms + file_reserved_hours * HOUR_MS > now_ms:
+            break
+        out.append(name)
+    return out
+
+
+def plan_commitlog_deletion(files: Sequence[tuple[str, int]], now_ms: int, policy: RetentionPolicy,
+                            disk_used_ratio: float, force: bool = False) -> CommitLogDecision:
+    """The CommitLog files (``(name, mtime_ms)`` in offset order) to delete at ``now_ms``."""
+    reason = trigger(now_ms, policy, disk_used_ratio, force)
+    if reason is None:
+        return CommitLogDecision(None, ())
+    return CommitLogDecision(reason, tuple(expired_files(files, now_ms, policy.file_reserved_hours)))
+
+
+def consume_queue_files_below(last_unit_offsets: Sequence[int], min_offset: int) -> int:
+    """How many leading ConsumeQueue files to delete, given each file's last unit's CommitLog
+    offset: those wholly below ``min_offset``, never the last file."""
+    n = 0
+    for off in last_unit_offsets[:-1]:
+        if off >= min_offset:
+            break
+        n += 1
+    return n
+
+
+@dataclass
+class CleanupReport:
+    """What ``delete_expired_files`` did."""
+    reason: str | None
+    commitlog_min_offset: int
+    commitlog_files: list[str] = field(default_factory=list)
+    consume_queue_files: list[str] = field(default_factory=list)
+    index_files: list[str] = field(default_factory=list)
+
+
+def disk_used_ratio(path: Path) -> float:
+    """Used share (0..1) of the file system holding ``path``."""
+    u = shutil.disk_usage(path)
+    return (u.total - u.free) / u.total if u.total else 1.0
+
+
+def delete_expired_files(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
+                         index: IndexService | None, policy: RetentionPolicy, now_ms: int,
+                         force: bool = False) -> CleanupReport:
+    """Apply the rules above to a store's parts. The caller stops writers and flushes first."""
+    files = log.files.files
+    ratio = disk_used_ratio(log.files.dir) if log.files.dir.exists() else 0.0
+    decision = plan_commitlog_deletion(
+        [(mf.path.name, os.stat(mf.path).st_mtime_ns // 1_000_000) for mf in files],
+        now_ms, policy, ratio, force)
+    report = CleanupReport(decision.reason, log.min_offset)
+    if decision.reason is None:
+        return report
+    gone = log.files.delete_first(len(decision.delete))
+    report.commitlog_files = [mf.path.name for mf in gone]
+    report.commitlog_min_offset = min_offset = log.min_offset
+    for cq in queues.values():
+        last_units = [CQ_UNIT.unpack_from(mf.mm, mf.wrote - CQ_UNIT.size)[0] if mf.wrote else -1
+                      for mf in cq.files.files]
+        n = consume_queue_files_below(last_units, min_offset)
+        report.consume_queue_files += [f"{cq.topic}/{cq.queue_id}/{mf.path.name}"
+                                       for mf in cq.files.delete_first(n)]
+        cq.correct_min_offset(min_offset)
+    if index is not None:
+        report.index_files = [p.name for p in index.delete_below(min_offset)]
+    return report
