@@ -108,6 +108,8 @@ def cmd_ingest(a: argparse.Namespace) -> int:
             try:
                 rs = ms.put_batch([m for _, m in batch])
             except MessageRejected as e:
+                # keep every line before the rejected one, as a line-by-line producer would
+                ms.put_batch([m for _, m in batch[:e.index]])
                 raise InputError(f"line {batch[e.index][0]}: {e}") from None
             n += len(rs)
             size += sum(r.size for r in rs)

@@ -67,20 +67,37 @@ INDEX_ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"),
 CHECKPOINT = struct.Struct(">qqq")
 CHECKPOINT_FILE_SIZE = 4096
 
-# --- CommitLog record head: the fields up to and including BODYLEN --------------------------------
-# TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTS
-_PREFIX = ">iiiiiqqiq"
-PREFIX = struct.Struct(_PREFIX)  # 44 bytes: everything before BORNHOST
+# --- CommitLog record head: the fixed fields up to and including BODYLEN ---------------------------
+# One field list; the struct formats and numpy dtypes below are both derived from it.
+_HEAD_FIELDS = (
+    ("total_size", "i"), ("magic", "i"), ("body_crc", "i"), ("queue_id", "i"), ("flag", "i"),
+    ("queue_offset", "q"), ("physical_offset", "q"), ("sys_flag", "i"), ("born_timestamp", "q"),
+    ("born_addr", "addr"), ("born_port", "i"), ("store_timestamp", "q"), ("store_addr", "addr"),
+    ("store_port", "i"), ("reconsume_times", "i"), ("prepared_offset", "q"), ("body_len", "i"),
+)
+PREFIX = struct.Struct(">iiiiiqqiq")  # the 44 bytes before BORNHOST
 
 
-def _head_struct(born_v6: bool, store_v6: bool) -> struct.Struct:
-    born = "16si" if born_v6 else "4si"
-    store = "16si" if store_v6 else "4si"
-    return struct.Struct(f"{_PREFIX}{born}q{store}iqi")
+def _head(born_v6: bool, store_v6: bool) -> tuple[struct.Struct, np.dtype]:
+    fmt, dt = ">", []
+    for name, kind in _HEAD_FIELDS:
+        if kind == "addr":
+            n = 16 if (born_v6 if name == "born_addr" else store_v6) else 4
+            fmt += f"{n}s"
+            dt.append((name, f"V{n}"))
+        else:
+            fmt += kind
+            dt.append((name, ">i4" if kind == "i" else ">i8"))
+    return struct.Struct(fmt), np.dtype(dt)
 
 
 #: (born_v6, store_v6) -> Struct packing TOTALSIZE .. BODYLEN
-HEAD = {(b, s): _head_struct(b, s) for b in (False, True) for s in (False, True)}
+HEAD = {}
+#: (born_v6, store_v6) -> the same layout as a numpy structured dtype
+HEAD_DTYPE = {}
+for _b in (False, True):
+    for _s in (False, True):
+        HEAD[(_b, _s)], HEAD_DTYPE[(_b, _s)] = _head(_b, _s)
 OFF_MAGIC = 4
 OFF_PHYSICAL_OFFSET = 28
 OFF_SYSFLAG = 36
@@ -134,12 +151,16 @@ def java_hash_many(strings: list[str]) -> np.ndarray:
     n = len(strings)
     if n == 0:
         return np.zeros(0, dtype=np.int32)
-    enc = [s.encode("utf-16-be") for s in strings]
-    lens = np.fromiter((len(e) >> 1 for e in enc), dtype=np.int64, count=n)
+    lens = np.fromiter(map(len, strings), dtype=np.int64, count=n)
+    joined = "".join(strings).encode("utf-16-be")
+    if len(joined) != 2 * int(lens.sum()):  # characters outside the BMP: two code units each
+        enc = [s.encode("utf-16-be") for s in strings]
+        lens = np.fromiter((len(e) >> 1 for e in enc), dtype=np.int64, count=n)
+        joined = b"".join(enc)
     width = int(lens.max()) if n else 0
     if width == 0:
         return np.zeros(n, dtype=np.int32)
-    units = np.frombuffer(b"".join(enc), dtype=">u2").astype(np.uint64)
+    units = np.frombuffer(joined, dtype=">u2").astype(np.uint64)
     # Right-align each string in a (n, width) matrix so column j always weighs 31^(width-1-j).
     mat = np.zeros((n, width), dtype=np.uint64)
     rows = np.repeat(np.arange(n), lens)
@@ -179,6 +200,13 @@ def string_to_properties(s: str) -> dict[str, str]:
         if sep and name and value:
             out[name] = value
     return out
+
+
+def property_value_pattern(name: str) -> str:
+    """A regex (Python and RE2) whose group 1 is the value ``string_to_properties`` gives
+    ``name``: the last ``name\\x01value`` segment with a non-empty value."""
+    ps, nv = PROPERTY_SEPARATOR, NAME_VALUE_SEPARATOR
+    return f"(?s)^(?:.*{ps})?{re.escape(name)}{nv}([^{ps}]+)"
 
 
 def check_property(name: str, value: str) -> None:

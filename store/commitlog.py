@@ -1,9 +1,13 @@
 """The CommitLog: validated messages laid out as RocketMQ records in rolling, pre-allocated files."""
 from __future__ import annotations
 
-import struct
+import zlib
+from functools import partial
+from itertools import chain, repeat, starmap
 from pathlib import Path
 from typing import Iterator, NamedTuple, Sequence
+
+import numpy as np
 
 from store import codec, dispatch
 from store.codec import (BLANK, BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, FLAG_BORNHOST_V6,
@@ -12,6 +16,7 @@ from store.config import StoreConfig
 from store.mapped_file import MappedFileQueue
 from store.message import Message
 
+_HEAD_V4 = HEAD[(False, False)]
 _ALLOWED_SYS_FLAG = codec.TRANSACTION_MASK | codec.FLAG_COMPRESSED | codec.FLAG_MULTI_TAGS
 
 
@@ -45,36 +50,45 @@ class Prepared(NamedTuple):
     tags_code: int       # for delayed messages: the delay in ms (delivery = store time + delay)
     delayed: bool
     index_keys: tuple[str, ...]  # "topic#key" strings, UNIQ_KEY first
+    to_queue: bool       # gets a queue offset and a ConsumeQueue unit (not PREPARED/ROLLBACK)
 
 
-class Placed(NamedTuple):
-    """Where a prepared message landed."""
-    offset: int
-    size: int
-    queue_offset: int
-    store_ts: int
+_new_prepared = partial(tuple.__new__, Prepared)  # skips NamedTuple's slow __new__ in the hot path
+_SEPARATORS = (codec.NAME_VALUE_SEPARATOR, codec.PROPERTY_SEPARATOR)
+
+
+class _Topic(NamedTuple):
+    tail_prefix: bytes   # TOPICLEN + topic bytes
+    key_prefix: str      # "topic#"
+    fixed: int           # record length without body and properties
 
 
 class MessageEncoder:
-    """Turns Messages into Prepared records: validation, delay rewrite, properties encoding."""
+    """Turns Messages into Prepared records: validation, delay rewrite, properties encoding.
+
+    Caches per topic, tag and host keep the common message (topic, body, queue, tags, keys) to
+    a handful of string operations.
+    """
 
     def __init__(self, cfg: StoreConfig) -> None:
         self.max_body = cfg.maxMessageSize
+        self.max_record = cfg.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH
         self.delay_ms = cfg.delay_levels_ms
         self.store_addr, self.store_port = codec.parse_host(cfg.store_host)
-        self._topics: dict[str, bytes] = {}
+        self._topics: dict[str, _Topic] = {}
         self._tags: dict[str, int] = {}
         self._hosts: dict[str, tuple[bytes, int]] = {}
 
-    def _topic(self, topic: str) -> bytes:
-        b = self._topics.get(topic)
-        if b is None:
+    def _topic(self, topic: str) -> _Topic:
+        t = self._topics.get(topic)
+        if t is None:
             try:
                 b = codec.check_topic(topic)
             except ValueError as e:
                 raise MessageRejected(str(e)) from None
-            self._topics[topic] = b
-        return b
+            t = self._topics[topic] = _Topic(bytes((len(b),)) + b, topic + "#",
+                                             codec.record_length(0, 0, len(b), 0))
+        return t
 
     def _host(self, host: str) -> tuple[bytes, int]:
         h = self._hosts.get(host)
@@ -85,9 +99,7 @@ class MessageEncoder:
                 raise MessageRejected(str(e)) from None
         return h
 
-    def _tags_code(self, tags: str | None) -> int:
-        if not tags:
-            return 0
+    def _tags_code(self, tags: str) -> int:
         c = self._tags.get(tags)
         if c is None:
             c = self._tags[tags] = codec.java_hash(tags)
@@ -95,78 +107,118 @@ class MessageEncoder:
 
     def prepare(self, m: Message) -> Prepared:
         """Validate and encode one message; raise MessageRejected naming the problem."""
-        topic, body, qid = m.topic, m.body, m.queue_id
-        self._topic(topic)
-        if not isinstance(body, (bytes, bytearray)):
-            raise MessageRejected(f"body must be bytes, got {type(body).__name__}")
+        topic, body, qid, tags, keys = m.topic, m.body, m.queue_id, m.tags, m.keys
+        t = self._topics.get(topic) or self._topic(topic)
+        if body.__class__ is not bytes:
+            if not isinstance(body, (bytearray, memoryview)):
+                raise MessageRejected(f"body must be bytes, got {type(body).__name__}")
+            body = bytes(body)
         if len(body) > self.max_body:
             raise MessageRejected(f"body is {len(body)} bytes, over maxMessageSize {self.max_body}")
-        if type(qid) is not int or not 0 <= qid < 1 << 31:
-            raise MessageRejected(f"queue_id must be a non-negative int, got {qid!r}")
-        sys_flag = m.sys_flag
-        if sys_flag & ~_ALLOWED_SYS_FLAG:
-            raise MessageRejected(f"sys_flag {sys_flag:#x}: only transaction and compression bits may be set")
-        props: dict[str, str] = {}
-        if m.properties:
-            for k, v in m.properties.items():
-                try:
-                    codec.check_property(k, v)
-                except ValueError as e:
-                    raise MessageRejected(str(e)) from None
-                props[k] = v
-        tags = m.tags
+        if qid.__class__ is not int or qid < 0 or qid > 0x7FFFFFFF:
+            raise MessageRejected(f"queue_id must be an int in [0, 2^31), got {qid!r}")
+        if keys is not None and keys.__class__ is not str:
+            try:
+                keys = codec.KEY_SEPARATOR.join(keys)
+            except TypeError:
+                raise MessageRejected(f"keys must be a string or a list of strings, got {keys!r}") from None
+        sys_flag, props = m.sys_flag, m.properties
+        if props or m.delay_level or sys_flag or m.born_host or m.store_host:
+            return self._prepare_general(m, t, body, keys)
+        # The common message: TAGS and KEYS are its only properties.
         if tags:
-            props[codec.PROPERTY_TAGS] = tags
+            ps = f"TAGS\x01{tags}\x02KEYS\x01{keys}" if keys else "TAGS\x01" + tags
+            tags_code = self._tags.get(tags) or self._tags_code(tags)
         else:
-            tags = props.get(codec.PROPERTY_TAGS)
-        keys = m.keys
-        if keys:
-            keys = keys if isinstance(keys, str) else codec.KEY_SEPARATOR.join(keys)
-            props[codec.PROPERTY_KEYS] = keys
+            ps = "KEYS\x01" + keys if keys else ""
+            tags_code = 0
+        pairs = (tags is not None and tags != "") + (keys is not None and keys != "")
+        if ps.count("\x01") != pairs or ps.count("\x02") != max(0, pairs - 1):
+            raise MessageRejected(f"tags/keys {tags!r} {keys!r} contain a \\x01 or \\x02 separator")
+        pb = ps.encode()
+        if len(pb) > codec.MAX_PROPERTIES_LENGTH:
+            raise MessageRejected(f"properties are {len(pb)} bytes, over {codec.MAX_PROPERTIES_LENGTH}")
+        kp = t.key_prefix
+        index_keys = tuple([kp + k for k in keys.split(" ") if k]) if keys else ()
+        length = t.fixed + len(body) + len(pb)
+        if length > self.max_record or m.flag.__class__ is not int:
+            self._reject_fields(m, length)
+        return _new_prepared((
+            topic, qid, body, zlib.crc32(body) & 0x7FFFFFFF if body else 0,
+            t.tail_prefix + len(pb).to_bytes(2, "big") + pb, length,
+            0, m.flag, m.born_timestamp, self.store_addr, 0, self.store_addr, self.store_port,
+            m.store_timestamp, m.reconsume_times, m.prepared_transaction_offset, tags_code, False,
+            index_keys, True))
+
+    def _reject_fields(self, m: Message, length: int) -> None:
+        """Raise MessageRejected for a record too long for a file or a non-int numeric field."""
+        if length > self.max_record:
+            raise MessageRejected(f"record of {length} bytes does not fit a CommitLog file of "
+                                  f"{self.max_record + END_FILE_MIN_BLANK_LENGTH} bytes")
+        for name in ("flag", "reconsume_times", "prepared_transaction_offset"):
+            if getattr(m, name).__class__ is not int:
+                raise MessageRejected(f"{name} must be an int, got {getattr(m, name)!r}")
+        for name in ("born_timestamp", "store_timestamp"):
+            v = getattr(m, name)
+            if v is not None and (v.__class__ is not int or v < 0):
+                raise MessageRejected(f"{name} must be a non-negative int (ms), got {v!r}")
+
+    def _prepare_general(self, m: Message, t: _Topic, body: bytes, keys: str | None) -> Prepared:
+        """Messages with user properties, a delay, a transaction type or explicit hosts."""
+        topic, qid, tags, sys_flag = m.topic, m.queue_id, m.tags, m.sys_flag
+        if sys_flag.__class__ is not int or sys_flag & ~_ALLOWED_SYS_FLAG:
+            raise MessageRejected(f"sys_flag {sys_flag!r}: only transaction and compression bits may be set")
+        props: dict[str, str] = {}
+        for k, v in (m.properties or {}).items():
+            try:
+                codec.check_property(k, v)
+            except ValueError as e:
+                raise MessageRejected(str(e)) from None
+            props[k] = v
+        for name, v in ((codec.PROPERTY_TAGS, tags), (codec.PROPERTY_KEYS, keys)):
+            if v:
+                if _SEPARATORS[0] in v or _SEPARATORS[1] in v:
+                    raise MessageRejected(f"{name.lower()} {v!r} contain a \\x01 or \\x02 separator")
+                props[name] = v
+        tags = props.get(codec.PROPERTY_TAGS)
+        level = m.delay_level
+        if level.__class__ is not int or level < 0:
+            raise MessageRejected(f"delay_level must be a non-negative int, got {level!r}")
+        if level:
+            props[codec.PROPERTY_DELAY] = str(level)
         else:
-            keys = props.get(codec.PROPERTY_KEYS)
-        if tags or keys:
-            for v in (tags, keys):
-                if v and (codec.NAME_VALUE_SEPARATOR in v or codec.PROPERTY_SEPARATOR in v):
-                    raise MessageRejected(f"tags/keys {v!r} contain a \\x01 or \\x02 separator")
-        delay = m.delay_level or int(props.get(codec.PROPERTY_DELAY, 0) or 0)
-        delayed = False
-        tags_code = self._tags_code(tags)
-        if delay > 0 and (sys_flag & codec.TRANSACTION_MASK) in (codec.TRANSACTION_NOT,
-                                                                  codec.TRANSACTION_COMMIT):
-            delay = min(delay, len(self.delay_ms))
-            if m.delay_level:
-                props[codec.PROPERTY_DELAY] = str(m.delay_level)
+            try:
+                level = int(props.get(codec.PROPERTY_DELAY, 0))
+            except ValueError:
+                raise MessageRejected(f"DELAY property {props[codec.PROPERTY_DELAY]!r} is not a level") from None
+        tags_code = self._tags_code(tags) if tags else 0
+        delayed = level > 0 and dispatch.goes_to_consume_queue(sys_flag)
+        if delayed:
+            level = min(level, len(self.delay_ms))
             props[codec.PROPERTY_REAL_TOPIC] = topic
             props[codec.PROPERTY_REAL_QID] = str(qid)
-            topic, qid = codec.SCHEDULE_TOPIC, codec.delay_level_to_queue_id(delay)
-            tags_code = self.delay_ms[delay - 1]
-            delayed = True
-        elif m.delay_level:
-            props[codec.PROPERTY_DELAY] = str(m.delay_level)
-        topic_b = self._topic(topic)
-        props_b = codec.properties_to_string(props).encode() if props else b""
-        if len(props_b) > codec.MAX_PROPERTIES_LENGTH:
-            raise MessageRejected(f"properties are {len(props_b)} bytes, over {codec.MAX_PROPERTIES_LENGTH}")
-        if m.born_host:
-            born_addr, born_port = self._host(m.born_host)
-        else:
-            born_addr, born_port = self.store_addr, 0
-        if m.store_host:
-            store_addr, store_port = self._host(m.store_host)
-        else:
-            store_addr, store_port = self.store_addr, self.store_port
+            topic, qid = codec.SCHEDULE_TOPIC, codec.delay_level_to_queue_id(level)
+            t = self._topic(topic)
+            tags_code = self.delay_ms[level - 1]
+        pb = codec.properties_to_string(props).encode() if props else b""
+        if len(pb) > codec.MAX_PROPERTIES_LENGTH:
+            raise MessageRejected(f"properties are {len(pb)} bytes, over {codec.MAX_PROPERTIES_LENGTH}")
+        born_addr, born_port = self._host(m.born_host) if m.born_host else (self.store_addr, 0)
+        store_addr, store_port = (self._host(m.store_host) if m.store_host
+                                  else (self.store_addr, self.store_port))
         if len(born_addr) == 16:
             sys_flag |= FLAG_BORNHOST_V6
         if len(store_addr) == 16:
             sys_flag |= FLAG_STOREHOST_V6
-        length = codec.record_length(sys_flag, len(body), len(topic_b), len(props_b))
-        tail = bytes((len(topic_b),)) + topic_b + len(props_b).to_bytes(2, "big") + props_b
-        keys_for_index = dispatch.index_keys(topic, props, sys_flag)
-        return Prepared(topic, qid, bytes(body), codec.body_crc(body) if body else 0, tail, length,
-                        sys_flag, m.flag, m.born_timestamp, born_addr, born_port, store_addr,
-                        store_port, m.store_timestamp, m.reconsume_times,
-                        m.prepared_transaction_offset, tags_code, delayed, keys_for_index)
+        length = codec.record_length(sys_flag, len(body), len(t.tail_prefix) - 1, len(pb))
+        self._reject_fields(m, length)
+        return _new_prepared((
+            topic, qid, body, zlib.crc32(body) & 0x7FFFFFFF if body else 0,
+            t.tail_prefix + len(pb).to_bytes(2, "big") + pb, length,
+            sys_flag, m.flag, m.born_timestamp, born_addr, born_port, store_addr, store_port,
+            m.store_timestamp, m.reconsume_times, m.prepared_transaction_offset, tags_code,
+            delayed, dispatch.index_keys(topic, props, sys_flag),
+            dispatch.goes_to_consume_queue(sys_flag)))
 
 
 class CommitLog:
@@ -180,44 +232,86 @@ class CommitLog:
         self.queue_offsets: dict[tuple[str, int], int] = {}
 
     # --- writing --------------------------------------------------------------------------------
-    def _file_for(self, length: int):
-        """The file the next record of ``length`` bytes goes to, rolling with BLANK if needed."""
+    def _roll(self):
+        """Close the current file with a BLANK record and start the next one."""
         mf = self.files.last
         if mf is None:
             return self.files.create(0)
-        if mf.wrote + length + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            left = self.file_size - mf.wrote
-            if left >= END_FILE_MIN_BLANK_LENGTH:
-                BLANK.pack_into(mf.mm, mf.wrote, left, BLANK_MAGIC)
-            mf.wrote = self.file_size
-            mf = self.files.create(mf.end)
-        return mf
+        left = self.file_size - mf.wrote
+        if left >= END_FILE_MIN_BLANK_LENGTH:
+            BLANK.pack_into(mf.mm, mf.wrote, left, BLANK_MAGIC)
+        mf.wrote = self.file_size
+        return self.files.create(mf.end)
 
-    def append(self, p: Prepared, store_ts: int) -> Placed:
-        """Write one prepared record at the end of the log."""
-        if p.length + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            raise MessageRejected(f"record of {p.length} bytes does not fit a CommitLog file of "
-                                  f"{self.file_size} bytes")
-        mf = self._file_for(p.length)
+    def _next_queue_offset(self, p: Prepared) -> int:
+        if not p.to_queue:
+            return 0  # PREPARED / ROLLBACK take no queue offset
+        key = (p.topic, p.queue_id)
+        q = self.queue_offsets.get(key, 0)
+        self.queue_offsets[key] = q + 1
+        return q
+
+    def append(self, p: Prepared, store_ts: int) -> tuple[int, int, int]:
+        """Write one record at the end of the log -> (commitlog offset, queue offset, store time)."""
+        mf = self.files.last
+        if mf is None or mf.wrote + p.length + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            mf = self._roll()
         pos = mf.wrote
-        if dispatch.goes_to_consume_queue(p.sys_flag):
-            key = (p.topic, p.queue_id)
-            qoff = self.queue_offsets.get(key, 0)
-            self.queue_offsets[key] = qoff + 1
-        else:
-            qoff = 0  # PREPARED / ROLLBACK take no queue offset
+        qoff = self._next_queue_offset(p)
+        if p.store_ts is not None:
+            store_ts = p.store_ts
         head = HEAD[(len(p.born_addr) == 16, len(p.store_addr) == 16)]
-        mm = mf.mm
-        head.pack_into(mm, pos, p.length, MAGIC_V1, p.crc, p.queue_id, p.flag, qoff, mf.start + pos,
+        mm, offset, body = mf.mm, mf.start + pos, p.body
+        head.pack_into(mm, pos, p.length, MAGIC_V1, p.crc, p.queue_id, p.flag, qoff, offset,
                        p.sys_flag, store_ts if p.born_ts is None else p.born_ts, p.born_addr,
                        p.born_port, store_ts, p.store_addr, p.store_port, p.reconsume,
-                       p.prepared_offset, len(p.body))
+                       p.prepared_offset, len(body))
         b = pos + head.size
-        e = b + len(p.body)
-        mm[b:e] = p.body
+        e = b + len(body)
+        mm[b:e] = body
         mm[e:pos + p.length] = p.tail
         mf.wrote = pos + p.length
-        return Placed(mf.start + pos, p.length, qoff, store_ts)
+        return offset, qoff, store_ts
+
+    def append_many(self, preps: Sequence[Prepared], store_ts: int) -> tuple[list[int], list[int], list[int]]:
+        """Write records in order, file by file, each file's share in one copy.
+
+        Returns (commitlog offsets, queue offsets, store times), one entry per record.
+        """
+        (_, qids, bodies, crcs, tails, lengths, sys_flags, flags, born_tss, born_addrs, born_ports,
+         store_addrs, store_ports, store_tss, reconsumes, prepared_offsets, *_) = zip(*preps)
+        qoffs = [self._next_queue_offset(p) for p in preps]
+        tss = [store_ts if t is None else t for t in store_tss]
+        borns = [t if b is None else b for b, t in zip(born_tss, tss)]
+        lens = np.asarray(lengths, dtype=np.int64)
+        ends = np.cumsum(lens)  # end of record k relative to the batch start
+        offsets: list[int] = []
+        i, n = 0, len(preps)
+        while i < n:
+            mf = self.files.last or self._roll()
+            base = int(ends[i - 1]) if i else 0
+            # records i..j-1 fit when each ends at least 8 bytes before the end of the file
+            room = self.file_size - END_FILE_MIN_BLANK_LENGTH - mf.wrote
+            j = i + int(np.searchsorted(ends[i:] - base, room, side="right"))
+            if j == i:
+                self._roll()
+                continue
+            offs = (mf.start + mf.wrote - base + ends[i:j] - lens[i:j]).tolist()
+            cols = (lengths[i:j], repeat(MAGIC_V1), crcs[i:j], qids[i:j], flags[i:j], qoffs[i:j],
+                    offs, sys_flags[i:j], borns[i:j], born_addrs[i:j], born_ports[i:j], tss[i:j],
+                    store_addrs[i:j], store_ports[i:j], reconsumes[i:j], prepared_offsets[i:j],
+                    map(len, bodies[i:j]))
+            if max(map(len, born_addrs[i:j])) == 4 and max(map(len, store_addrs[i:j])) == 4:
+                heads = starmap(_HEAD_V4.pack, zip(*cols))
+            else:
+                heads = (HEAD[(len(c[9]) == 16, len(c[12]) == 16)].pack(*c) for c in zip(*cols))
+            blob = b"".join(chain.from_iterable(zip(heads, bodies[i:j], tails[i:j])))
+            pos = mf.wrote
+            mf.mm[pos:pos + len(blob)] = blob
+            mf.wrote = pos + len(blob)
+            offsets.extend(offs)
+            i = j
+        return offsets, qoffs, tss
 
     # --- reading --------------------------------------------------------------------------------
     @property

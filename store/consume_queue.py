@@ -71,21 +71,35 @@ class ConsumeQueue:
             self.min_logic_offset = byte_offset
         return mf
 
-    def put(self, queue_offset: int, commitlog_offset: int, size: int, tags_code: int) -> None:
-        """Write the unit for ``queue_offset``; a record already dispatched is ignored."""
-        if commitlog_offset + size <= self.max_physic_offset:
-            return
-        byte_offset = queue_offset * CQ_UNIT_SIZE
-        mf = self._file_at(byte_offset)
-        pos = byte_offset - mf.start
-        if pos != mf.wrote and mf.wrote:
-            if pos < mf.wrote:
-                return  # already there (re-dispatch)
-            raise StoreFormatError(f"{self.topic}/{self.queue_id}: queue offset {queue_offset} "
-                                   f"leaves a gap after {(mf.start + mf.wrote) // CQ_UNIT_SIZE}")
-        CQ_UNIT.pack_into(mf.mm, pos, commitlog_offset, size, tags_code)
-        mf.wrote = pos + CQ_UNIT_SIZE
-        self.max_physic_offset = commitlog_offset + size
+    def put_many(self, queue_offsets: np.ndarray, units: np.ndarray) -> None:
+        """Write units (CQ_UNIT_DTYPE) at consecutive ``queue_offsets``, in order.
+
+        Units of records already dispatched (ending at or before the last dispatched record) are
+        skipped, so re-dispatching after a crash is harmless.
+        """
+        fresh = units["commitlog_offset"] + units["size"] > self.max_physic_offset
+        if not fresh.all():
+            queue_offsets, units = queue_offsets[fresh], units[fresh]
+        i, n = 0, units.size
+        while i < n:
+            byte_offset = int(queue_offsets[i]) * CQ_UNIT_SIZE
+            mf = self._file_at(byte_offset)
+            pos = byte_offset - mf.start
+            if pos < mf.wrote:  # already there (re-dispatch of units the queue kept)
+                skip = min(n - i, (mf.wrote - pos) // CQ_UNIT_SIZE)
+                i += skip
+                continue
+            if pos > mf.wrote:
+                raise StoreFormatError(
+                    f"{self.topic}/{self.queue_id}: queue offset {queue_offsets[i]} leaves a gap "
+                    f"after {(mf.start + mf.wrote) // CQ_UNIT_SIZE}")
+            k = min(n - i, (mf.size - pos) // CQ_UNIT_SIZE)
+            mf.mm[pos:pos + k * CQ_UNIT_SIZE] = units[i:i + k].tobytes()
+            mf.wrote = pos + k * CQ_UNIT_SIZE
+            i += k
+        if n:
+            last = units[-1]
+            self.max_physic_offset = int(last["commitlog_offset"]) + int(last["size"])
 
     # --- reading ----------------------------------------------------------------------------------
     @property

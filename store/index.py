@@ -151,8 +151,8 @@ class IndexService:
         self.slot_num, self.entry_num = slot_num, entry_num
         self.files: list[IndexFile] = []
         self._keys: list[str] = []
-        self._phy: list[int] = []
-        self._ts: list[int] = []
+        self._phy: list[np.ndarray] = []
+        self._ts: list[np.ndarray] = []
 
     def load(self) -> None:
         if not self.dir.exists():
@@ -174,12 +174,12 @@ class IndexService:
                 return f.end_phy
         return -1
 
-    def add(self, keys: tuple[str, ...], phy: int, ts: int) -> None:
-        """Queue a message's index keys ("topic#key"); applied at ``BATCH`` keys or ``build``."""
-        self._keys.extend(keys)
-        n = len(keys)
-        self._phy.extend([phy] * n)
-        self._ts.extend([ts] * n)
+    def add_many(self, keys: list[tuple[str, ...]], phy: list[int], ts: list[int]) -> None:
+        """Queue messages' index keys ("topic#key"); applied at ``BATCH`` keys or on ``build``."""
+        counts = [len(k) for k in keys]
+        self._keys.extend(k for ks in keys for k in ks)
+        self._phy.append(np.repeat(np.asarray(phy, dtype=np.int64), counts))
+        self._ts.append(np.repeat(np.asarray(ts, dtype=np.int64), counts))
         if len(self._keys) >= self.BATCH:
             self.build()
 
@@ -187,7 +187,7 @@ class IndexService:
         """Apply the queued keys to the files, rolling to new files as they fill."""
         if not self._keys:
             return
-        keys, phy, ts = self._keys, np.array(self._phy, dtype=np.int64), np.array(self._ts, dtype=np.int64)
+        keys, phy, ts = self._keys, np.concatenate(self._phy), np.concatenate(self._ts)
         self._keys, self._phy, self._ts = [], [], []
         keep = phy > self.end_phy  # a message already indexed is not indexed again
         hashes = codec.index_key_hash(codec.java_hash_many(keys))[keep]

@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from store.codec import Record
+from typing import NamedTuple
+
+from store.codec import Record, create_msg_id
 
 
 @dataclass(slots=True)
@@ -38,16 +40,21 @@ class PutStatus(str, Enum):
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
 
 
-@dataclass(frozen=True, slots=True)
-class PutResult:
+class PutResult(NamedTuple):
+    """Where a put landed. ``msg_id`` is RocketMQ's offset msgId (store host + offset)."""
     status: PutStatus
-    msg_id: str
     commitlog_offset: int
     size: int
     queue_offset: int
     store_timestamp: int
     topic: str
     queue_id: int
+    store_addr: bytes
+    store_port: int
+
+    @property
+    def msg_id(self) -> str:
+        return create_msg_id(self.store_addr, self.store_port, self.commitlog_offset)
 
 
 class GetStatus(str, Enum):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+from functools import partial
 import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -15,7 +16,7 @@ from store.commitlog import CommitLog, MessageEncoder, MessageRejected, Prepared
 from store.config import StoreConfig, load_config
 from store.config_files import read_consumer_offsets, write_consumer_offsets
 from store.consume_queue import ConsumeQueue, load_queues
-from store.dispatch import Dispatcher, DispatchRequest, goes_to_consume_queue
+from store.dispatch import Dispatcher, DispatchRequest
 from store.flush import FlushService
 from store.index import IndexService
 from store.lockfile import StoreLock
@@ -120,18 +121,6 @@ class MessageStore:
         self.flusher.start(self.commitlog.max_offset)
 
     # --- writing ------------------------------------------------------------------------------------
-    def _append(self, p: Prepared, store_ts: int) -> PutResult:
-        placed = self.commitlog.append(p, store_ts if p.store_ts is None else p.store_ts)
-        ts = placed.store_ts
-        tags_code = ts + p.tags_code if p.delayed else p.tags_code
-        self._dispatch(DispatchRequest(
-            p.topic, p.queue_id, placed.queue_offset, placed.offset, placed.size, tags_code, ts,
-            goes_to_consume_queue(p.sys_flag), p.index_keys))
-        self._last_ts = ts
-        return PutResult(PutStatus.PUT_OK,
-                         codec.create_msg_id(p.store_addr, p.store_port, placed.offset),
-                         placed.offset, placed.size, placed.queue_offset, ts, p.topic, p.queue_id)
-
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"{self.root}: store is closed")
@@ -143,10 +132,13 @@ class MessageStore:
         self._check_open()
         p = self.encoder.prepare(msg)
         with self._put_lock:
-            r = self._append(p, now_ms())
+            offset, qoff, ts = self.commitlog.append(p, now_ms())
+            self._dispatch(_dispatch_request(p, offset, qoff, ts))
+            self._last_ts = ts
         if self.flusher.sync:
-            self.flusher.wait_durable(r.commitlog_offset + r.size)
-        return r
+            self.flusher.wait_durable(offset + p.length)
+        return _put_result((PutStatus.PUT_OK, offset, p.length, qoff, ts, p.topic, p.queue_id,
+                            p.store_addr, p.store_port))
 
     def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
         """Store many messages in order; all are validated before any is written."""
@@ -158,12 +150,17 @@ class MessageStore:
         except MessageRejected as e:
             e.index = len(prepared)
             raise
+        if not prepared:
+            return []
         with self._put_lock:
-            ts = now_ms()
-            out = [self._append(p, ts) for p in prepared]
-        if self.flusher.sync and out:
-            self.flusher.wait_durable(out[-1].commitlog_offset + out[-1].size)
-        return out
+            offsets, qoffs, tss = self.commitlog.append_many(prepared, now_ms())
+            self._dispatch.extend(list(map(_dispatch_request, prepared, offsets, qoffs, tss)))
+            self._last_ts = tss[-1]
+        if self.flusher.sync:
+            self.flusher.wait_durable(offsets[-1] + prepared[-1].length)
+        ok = PutStatus.PUT_OK
+        return [_put_result((ok, o, p.length, q, t, p.topic, p.queue_id, p.store_addr, p.store_port))
+                for p, o, q, t in zip(prepared, offsets, qoffs, tss)]
 
     # --- flushing -----------------------------------------------------------------------------------
     def _flush_commitlog(self) -> int:
@@ -188,17 +185,31 @@ class MessageStore:
         self._flush_logics()
 
     # --- reading ------------------------------------------------------------------------------------
+    def _visible(self) -> None:
+        """Apply queued dispatch so reads see every message put so far."""
+        if not self.read_only:
+            with self._put_lock:
+                self._dispatch.apply()
+
     def min_offset(self, topic: str, queue_id: int) -> int:
+        self._visible()
         cq = self.queues.get((topic, queue_id))
         return cq.min_offset if cq else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
+        self._visible()
         cq = self.queues.get((topic, queue_id))
         return cq.max_offset if cq else 0
+
+    def queue_offsets(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(topic, queue_id) -> (min offset, max offset) for every ConsumeQueue."""
+        self._visible()
+        return {k: (cq.min_offset, cq.max_offset) for k, cq in sorted(self.queues.items())}
 
     def get(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
             tags: str | Iterable[str] | None = None) -> GetResult:
         """RocketMQ's getMessage: statuses, next-offset rules, tag filter by tagsCode + real tag."""
+        self._visible()
         cq = self.queues.get((topic, queue_id))
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
@@ -258,6 +269,7 @@ class MessageStore:
         """
         if self.index is None:
             raise RuntimeError("messageIndexEnable=false: this store keeps no index")
+        self._visible()
         with self._put_lock:
             offsets = self.index.query(f"{topic}#{key}", 2 ** 31 - 1, max(0, begin - 1000), end)
         out = []
@@ -273,6 +285,7 @@ class MessageStore:
 
     def offset_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """Queue offset of the message stored at ``timestamp``, else the nearer neighbour."""
+        self._visible()
         cq = self.queues.get((topic, queue_id))
         if cq is None or cq.max_offset == 0:
             return 0
@@ -341,6 +354,17 @@ class MessageStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_put_result = partial(tuple.__new__, PutResult)
+_new_request = partial(tuple.__new__, DispatchRequest)
+
+
+def _dispatch_request(p: Prepared, offset: int, queue_offset: int, ts: int) -> DispatchRequest:
+    """The dispatch of a record just written (delayed records: tagsCode = delivery time)."""
+    return _new_request((p.topic, p.queue_id, queue_offset, offset, p.length,
+                         ts + p.tags_code if p.delayed else p.tags_code, ts, p.to_queue,
+                         p.index_keys))
 
 
 def _tag_filter(tags: str | Iterable[str] | None) -> tuple[set[int], set[str]] | None:
