@@ -10,6 +10,7 @@ import sys
 
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "pipeline": ("jobs.pipeline", "the main job: sample -> store -> checks -> summary"),
     "ingest": ("jobs.store_commands", "write JSON Lines events into a store"),
     "dump": ("jobs.store_commands", "print commitlog / consumequeue / index records as JSON Lines"),
     "get": ("jobs.store_commands", "read a queue from an offset (RocketMQ getMessage)"),
@@ -17,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 EPILOG = """examples:
+  rocketlake pipeline
   rocketlake ingest --store var/store events.jsonl
   rocketlake dump commitlog --store var/store | head
   rocketlake get --store var/store --topic orders --queue 0 --offset 0
