@@ -1,0 +1,107 @@
+"""The one place a SparkSession is built: master, Delta Lake, Ivy cache, Python workers.
+
+Every job calls :func:`build_session`. Under ``spark-submit`` the master (and anything else given
+with ``--master`` / ``--conf``) comes from spark-submit; started from plain Python it defaults to
+``local[*]``. Delta Lake is configured through ``delta.configure_spark_with_delta_pip``: the first
+session on a machine fetches the Delta jars from Maven Central into the git-ignored ``.ivy/``
+folder of the project, later sessions reuse them.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Mapping
+
+from pyspark.sql import SparkSession
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+IVY_DIR = PROJECT_ROOT / ".ivy"
+DEFAULT_MASTER = "local[*]"
+
+#: delta-spark wheel versions whose jars Maven Central does not carry, and the published jar
+#: version with the same Python API to fetch instead (4.4.1 exists on PyPI only; the Spark 4.2
+#: artifact ``delta-spark_4.2_2.13`` is published as 4.4.0).
+DELTA_JAR_VERSION_FOR_WHEEL: dict[str, str] = {"4.4.1": "4.4.0"}
+
+#: Session settings every job gets; callers and spark-submit --conf may override them.
+DEFAULT_CONF: dict[str, str] = {
+    "spark.jars.ivy": str(IVY_DIR),
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
+}
+DELTA_CONF: dict[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+def under_spark_submit() -> bool:
+    """True when this Python process is the driver spark-submit started (its JVM already runs)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(app_name: str, conf: Mapping[str, str] | None = None,
+                  master: str | None = None, delta: bool = True) -> SparkSession:
+    """Get or create the SparkSession for ``app_name``, with Delta Lake unless ``delta=False``.
+
+    ``master`` applies only when no spark-submit chose one (default ``local[*]``); ``conf`` entries
+    override the defaults. Python workers run this interpreter (``sys.executable``), so they see
+    the same packages (pyarrow, numpy, the project) as the driver.
+
+    Under spark-submit the driver JVM is already running, so jars can no longer be added: a job
+    that needs Delta must then be submitted with :func:`delta_submit_args`; without them this
+    raises a RuntimeError saying so.
+    """
+    from delta import configure_spark_with_delta_pip
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    IVY_DIR.mkdir(exist_ok=True)
+    builder = SparkSession.builder.appName(app_name)
+    if not under_spark_submit():
+        builder = builder.master(master or DEFAULT_MASTER)
+    settings = {**DEFAULT_CONF, **(DELTA_CONF if delta else {}), **(conf or {})}
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    if delta:
+        builder = configure_spark_with_delta_pip(builder)
+        builder = builder.config("spark.jars.packages",
+                                 _published_delta_packages(builder._options["spark.jars.packages"]))
+        if under_spark_submit() and not _jvm_has_class(DELTA_CONF["spark.sql.extensions"]):
+            raise RuntimeError("Delta Lake jars are not on this spark-submit's classpath; submit "
+                               "with: spark-submit " + " ".join(delta_submit_args()) + " ...")
+    return builder.getOrCreate()
+
+
+def delta_submit_args() -> list[str]:
+    """spark-submit options that put the Delta jars (fetched once into ``.ivy/``) on the classpath."""
+    from delta import configure_spark_with_delta_pip
+
+    packages = configure_spark_with_delta_pip(SparkSession.Builder())._options["spark.jars.packages"]
+    return ["--packages", _published_delta_packages(packages), "--conf", f"spark.jars.ivy={IVY_DIR}"]
+
+
+def _jvm_has_class(name: str) -> bool:
+    from pyspark import SparkContext
+
+    SparkContext._ensure_initialized()
+    jvm = SparkContext._jvm
+    try:
+        jvm.java.lang.Class.forName(name, False, jvm.java.lang.Thread.currentThread()
+                                    .getContextClassLoader())
+        return True
+    except Exception:  # py4j wraps the ClassNotFoundException
+        return False
+
+
+def _published_delta_packages(packages: str) -> str:
+    """Rewrite the Delta coordinate ``configure_spark_with_delta_pip`` chose to a published one."""
+    out = []
+    for coord in packages.split(","):
+        group, artifact, version = coord.split(":")
+        if group == "io.delta":
+            version = DELTA_JAR_VERSION_FOR_WHEEL.get(version, version)
+        out.append(f"{group}:{artifact}:{version}")
+    return ",".join(out)
