@@ -17,6 +17,7 @@ from store import Message, MessageRejected, MessageStore, Record, StoreFormatErr
 from store import codec
 from store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
 from store.config import parse_set_options
+from store.verify import verify
 
 BATCH = 1000
 _err = Console(stderr=True)
@@ -189,6 +190,22 @@ def cmd_get(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(a: argparse.Namespace) -> int:
+    report = verify(a.store, **parse_set_options(a.set))
+    if a.json:
+        print(json.dumps(report.as_dict()))
+    else:
+        for p in report.problems:
+            where = p.file + (f" @{p.offset}" if p.offset is not None else "")
+            _err.print(f"[{'red' if p.severity == 'error' else 'yellow'}]{p.severity}[/]: {where}: {p.what}",
+                       highlight=False)
+        errors = sum(p.severity == "error" for p in report.problems)
+        print(f"{'OK' if report.ok else 'FAILED'}: {report.records} records, {report.units} "
+              f"ConsumeQueue units, {report.index_keys} index keys checked; {errors} errors, "
+              f"{len(report.problems) - errors} warnings")
+    return 0 if report.ok else 3
+
+
 def cmd_query(a: argparse.Namespace) -> int:
     with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
         if a.msg_id:
@@ -245,6 +262,17 @@ def build_parser(name: str) -> argparse.ArgumentParser:
         p.add_argument("--max", type=int, default=32)
         p.add_argument("--tags", help="subscription expression, e.g. 'TagA || TagB'")
         p.set_defaults(func=cmd_get)
+    elif name == "verify":
+        p = argparse.ArgumentParser(prog="rocketlake verify", formatter_class=fmt,
+                                    description="Check a whole store (fsck): every CommitLog record (CRC, "
+                                                "lengths, self offsets), every ConsumeQueue unit, every "
+                                                "index key, the checkpoint and the config files. Exit "
+                                                "code 0 when clean, 3 when anything disagrees.",
+                                    epilog="examples:\n  rocketlake verify --store var/store\n"
+                                           "  rocketlake verify --store var/store --json | jq .problems")
+        _common(p)
+        p.add_argument("--json", action="store_true", help="one JSON report on stdout")
+        p.set_defaults(func=cmd_verify)
     else:
         p = argparse.ArgumentParser(prog="rocketlake query", formatter_class=fmt,
                                     description="Find messages by key, offset msgId or store time.",

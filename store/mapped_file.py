@@ -155,11 +155,22 @@ class MappedFileQueue:
 
 def zero_tail(mf: MappedFile, pos: int, chunk: int = 1 << 22) -> None:
     """Zero ``[pos, size)`` of a mapped file so no stale bytes can parse later; msync what changed."""
+    lo = first_nonzero(mf, pos, chunk)
+    while lo is not None:
+        hi = min(mf.size, (lo // chunk + 1) * chunk)
+        mf.mm[lo:hi] = bytes(hi - lo)
+        start = lo - lo % PAGE_SIZE
+        mf.mm.flush(start, hi - start)
+        lo = first_nonzero(mf, hi, chunk)
+
+
+def first_nonzero(mf: MappedFile, pos: int, chunk: int = 1 << 22) -> int | None:
+    """Offset of the first non-zero byte at or after ``pos`` in a mapped file, or None."""
     lo = pos
     while lo < mf.size:
         hi = min(mf.size, (lo // chunk + 1) * chunk)
-        if np.frombuffer(mf.mm, dtype=np.uint8, count=hi - lo, offset=lo).any():
-            mf.mm[lo:hi] = bytes(hi - lo)
-            start = lo - lo % PAGE_SIZE
-            mf.mm.flush(start, hi - start)
+        nz = np.flatnonzero(np.frombuffer(mf.mm, dtype=np.uint8, count=hi - lo, offset=lo))
+        if nz.size:
+            return lo + int(nz[0])
         lo = hi
+    return None

@@ -1,0 +1,234 @@
+"""fsck for a RocketMQ store: check every record, unit, index key, the checkpoint and config files.
+
+Read-only: nothing under the store root is changed. Each problem names the file, the byte offset
+where it applies, and what is wrong.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from store import codec
+from store.checkpoint import Checkpoint
+from store.codec import CQ_UNIT_SIZE, CorruptRecordError
+from store.commitlog import CommitLog
+from store.config import StoreConfig, load_config
+from store.config_files import ConfigFileError, read_config, read_consumer_offsets
+from store.consume_queue import ConsumeQueue, load_queues
+from store.dispatch import DispatchRequest, from_record
+from store.index import IndexService
+from store.mapped_file import StoreFormatError, first_nonzero
+
+
+@dataclass
+class Problem:
+    severity: str          # "error" or "warning"
+    file: str              # path relative to the store root
+    offset: int | None     # byte offset in that file, when it applies
+    what: str
+
+
+@dataclass
+class VerifyReport:
+    root: str
+    records: int = 0
+    units: int = 0
+    index_keys: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.severity == "error" for p in self.problems)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"root": self.root, "ok": self.ok, "records": self.records, "units": self.units,
+                "index_keys": self.index_keys, "problems": [asdict(p) for p in self.problems]}
+
+
+class _Checker:
+    def __init__(self, root: Path, cfg: StoreConfig) -> None:
+        self.root, self.cfg = root, cfg
+        self.report = VerifyReport(str(root))
+
+    def problem(self, file: Path | str, offset: int | None, what: str, severity: str = "error") -> None:
+        rel = str(Path(file).relative_to(self.root)) if Path(file).is_absolute() else str(file)
+        self.report.problems.append(Problem(severity, rel, offset, what))
+
+    # --- CommitLog ---------------------------------------------------------------------------------
+    def commitlog(self) -> tuple[CommitLog, dict[int, DispatchRequest]] | None:
+        log = CommitLog(self.root, self.cfg)
+        try:
+            log.files.load()
+        except StoreFormatError as e:
+            self.problem("commitlog", None, str(e))
+            return None
+        records: dict[int, DispatchRequest] = {}
+        files = log.files.files
+        for k, mf in enumerate(files):
+            scan = log.scan(mf.start, check_crc=True, stop_at=mf.end)
+            for r in scan:
+                records[r.commitlog_offset] = from_record(r, self.cfg.delay_levels_ms)
+            last = k == len(files) - 1
+            pos = scan.end - mf.start
+            if scan.error:
+                self.problem(mf.path, pos, f"invalid record: {scan.error.split(': ', 1)[-1]}")
+            elif not last and pos < mf.size:
+                self.problem(mf.path, pos, "file ends without a BLANK record before the next file")
+            if last and not scan.error:
+                garbage = first_nonzero(mf, pos)
+                if garbage is not None:
+                    self.problem(mf.path, garbage, "non-zero bytes after the end of valid data "
+                                                   "(torn write or stale data)")
+            mf.wrote = min(mf.size, max(pos, 0))
+        self.report.records = len(records)
+        return log, records
+
+    # --- ConsumeQueues -----------------------------------------------------------------------------
+    def consume_queues(self, log: CommitLog, records: dict[int, DispatchRequest]) -> None:
+        try:
+            queues = load_queues(self.root, self.cfg.mappedFileSizeConsumeQueue)
+        except StoreFormatError as e:
+            self.problem("consumequeue", None, str(e))
+            return
+        expected: dict[tuple[str, int], dict[int, DispatchRequest]] = {}
+        for req in records.values():
+            if req.to_consume_queue:
+                expected.setdefault((req.topic, req.queue_id), {})[req.queue_offset] = req
+        cl_min = log.min_offset
+        for key, cq in sorted(queues.items()):
+            self._queue(cq, expected.pop(key, {}), records, cl_min)
+        for (topic, qid), reqs in sorted(expected.items()):
+            first = min(reqs)
+            self.problem(f"consumequeue/{topic}/{qid}", None,
+                         f"queue missing: {len(reqs)} CommitLog records (first at queue offset "
+                         f"{first}, commitlog offset {reqs[first].commitlog_offset}) have no unit")
+        for cq in queues.values():
+            cq.close()
+
+    def _queue(self, cq: ConsumeQueue, want: dict[int, DispatchRequest], records: dict[int, DispatchRequest], cl_min: int) -> None:
+        units = cq.all_units()
+        base = cq.files.min_offset // CQ_UNIT_SIZE
+        for i, (off, size, tcode) in enumerate(units.tolist()):
+            q = base + i
+            if q < cq.min_offset or off < cl_min:
+                continue  # pre-blank units and units below the retained CommitLog
+            self.report.units += 1
+            where = cq.files.find(q * CQ_UNIT_SIZE)
+            fpos = q * CQ_UNIT_SIZE - where.start
+            req = want.pop(q, None)
+            rec = records.get(off)
+            if rec is None:
+                self.problem(where.path, fpos, f"unit {q} points at commitlog offset {off}, "
+                                               f"where no valid record starts")
+            elif req is None or req.commitlog_offset != off:
+                self.problem(where.path, fpos, f"unit {q} points at the record at {off} "
+                                               f"({rec.topic}/{rec.queue_id} queue offset {rec.queue_offset})")
+            elif size != req.size or tcode != req.tags_code:
+                self.problem(where.path, fpos, f"unit {q}: size/tagsCode {size}/{tcode}, record says "
+                                               f"{req.size}/{req.tags_code}")
+        for q, req in sorted(want.items()):
+            if req.commitlog_offset >= cl_min and q >= cq.min_offset:
+                self.problem(f"consumequeue/{cq.topic}/{cq.queue_id}", q * CQ_UNIT_SIZE,
+                             f"no unit for queue offset {q} (record at {req.commitlog_offset})")
+
+    # --- index -------------------------------------------------------------------------------------
+    def index(self, records: dict[int, DispatchRequest]) -> None:
+        if not self.cfg.messageIndexEnable:
+            return
+        idx = IndexService(self.root, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum)
+        try:
+            idx.load()
+        except StoreFormatError as e:
+            self.problem("index", None, str(e))
+            return
+        if not idx.files:
+            if any(req.index_keys for req in records.values()):
+                self.problem("index", None, "no index files, but records have keys")
+            return
+        first = min(f.begin_phy for f in idx.files if f.index_count > 1) if any(
+            f.index_count > 1 for f in idx.files) else idx.end_phy + 1
+        for f in idx.files:
+            if f.index_count > f.entry_num or f.slot_count > f.slot_num:
+                self.problem(f.path, 32, f"header counts out of range: hashSlotCount {f.slot_count}, "
+                                         f"indexCount {f.index_count}")
+        for off in sorted(records):
+            if off < first or off > idx.end_phy:
+                continue
+            for key in records[off].index_keys:
+                self.report.index_keys += 1
+                if off not in idx.query(key, 2 ** 31 - 1, 0, 2 ** 63 - 1):
+                    self.problem("index", None, f"key {key!r} of the record at {off} is not found "
+                                                f"through the index")
+        idx.close()
+
+    # --- checkpoint and config ---------------------------------------------------------------------
+    def checkpoint(self, records: dict[int, DispatchRequest]) -> None:
+        path = self.root / "checkpoint"
+        if not path.exists():
+            if records:
+                self.problem("checkpoint", None, "missing", "warning")
+            return
+        try:
+            cp = Checkpoint(path)
+        except StoreFormatError as e:
+            self.problem(path, None, str(e))
+            return
+        newest = max((r.store_timestamp for r in records.values()), default=0)
+        for name, at, ts in (("physicMsgTimestamp", 0, cp.physic), ("logicsMsgTimestamp", 8, cp.logics),
+                             ("indexMsgTimestamp", 16, cp.index)):
+            if ts > newest + 1000 and records:
+                self.problem(path, at, f"{name} {ts} is after the newest stored message ({newest})")
+        if (self.root / "abort").exists():
+            self.problem("abort", None, "abort file present: the store was not closed cleanly "
+                                        "(or a writer is running)", "warning")
+
+    def config(self, queues_max: dict[tuple[str, int], int]) -> None:
+        cdir = self.root / "config"
+        if not cdir.exists():
+            return
+        for p in sorted(cdir.glob("*.json")):
+            try:
+                read_config(p)
+            except ConfigFileError as e:
+                self.problem(p, None, str(e))
+        try:
+            offsets = read_consumer_offsets(self.root)
+        except ConfigFileError as e:
+            self.problem("config/consumerOffset.json", None, str(e))
+            return
+        for (topic, group), qs in sorted(offsets.items()):
+            for q, off in sorted(qs.items()):
+                hi = queues_max.get((topic, q))
+                if hi is None:
+                    if not topic.startswith("%RETRY%"):
+                        self.problem("config/consumerOffset.json", None,
+                                     f"group {group}: queue {topic}/{q} does not exist", "warning")
+                elif off > hi:
+                    self.problem("config/consumerOffset.json", None,
+                                 f"group {group}: offset {off} of {topic}/{q} is past its max {hi}")
+
+
+def verify(root: str | Path, **settings: Any) -> VerifyReport:
+    """Check the whole store at ``root``; the report lists every problem found."""
+    root = Path(root).resolve()
+    cfg = load_config(settings)
+    c = _Checker(root, cfg)
+    if not root.is_dir():
+        c.report.problems.append(Problem("error", ".", None, "no such store directory"))
+        return c.report
+    loaded = c.commitlog()
+    if loaded is None:
+        return c.report
+    log, records = loaded
+    c.consume_queues(log, records)
+    c.index(records)
+    c.checkpoint(records)
+    maxes: dict[tuple[str, int], int] = {}
+    for req in records.values():
+        if req.to_consume_queue:
+            key = (req.topic, req.queue_id)
+            maxes[key] = max(maxes.get(key, 0), req.queue_offset + 1)
+    c.config(maxes)
+    log.close()
+    return c.report
