@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 IVY_DIR = PROJECT_ROOT / ".ivy"
 DEFAULT_MASTER = "local[*]"
+LOG_LEVEL = "WARN"
 
 #: delta-spark wheel versions whose jars Maven Central does not carry, and the published jar
 #: version with the same Python API to fetch instead (4.4.1 exists on PyPI only; the Spark 4.2
@@ -72,7 +73,9 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None,
         if under_spark_submit() and not _jvm_has_class(DELTA_CONF["spark.sql.extensions"]):
             raise RuntimeError("Delta Lake jars are not on this spark-submit's classpath; submit "
                                "with: spark-submit " + " ".join(delta_submit_args()) + " ...")
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(LOG_LEVEL)
+    return spark
 
 
 def delta_submit_args() -> list[str]:

@@ -203,10 +203,10 @@ def string_to_properties(s: str) -> dict[str, str]:
 
 
 def property_value_pattern(name: str) -> str:
-    """A regex (Python and RE2) whose group 1 is the value ``string_to_properties`` gives
+    """A regex (Python and RE2) whose group ``value`` is what ``string_to_properties`` gives
     ``name``: the last ``name\\x01value`` segment with a non-empty value."""
     ps, nv = PROPERTY_SEPARATOR, NAME_VALUE_SEPARATOR
-    return f"(?s)^(?:.*{ps})?{re.escape(name)}{nv}([^{ps}]+)"
+    return f"(?s)^(?:.*{ps})?{re.escape(name)}{nv}(?P<value>[^{ps}]+)"
 
 
 def check_property(name: str, value: str) -> None:

@@ -1,0 +1,117 @@
+"""What every Spark job shares: its command line, settings, store checks and the atomic swap.
+
+A job runs as ``spark-submit jobs/<name>.py --store DIR [--set NAME=VALUE ...]`` or as
+``rocketlake <command> ...``; both call the module's ``main(argv)``, which uses this helper.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from store.config import StoreConfig, load_config, parse_set_options
+from store.lockfile import StoreLockedError, is_locked
+from store.mapped_file import StoreFormatError
+from transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, ScanEnd
+
+#: Errors a job reports as one line (exit status 2) instead of a traceback.
+JOB_ERRORS = (FileNotFoundError, FileExistsError, StoreFormatError, StoreLockedError, ValueError)
+
+
+def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """An argument parser with the options every job takes (``--store``, ``--set``)."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    p.add_argument("--store", required=True, type=Path, help="store root directory")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="store setting override, RocketMQ names (repeatable)")
+    p.add_argument("--split-bytes", type=int, default=DEFAULT_SPLIT_BYTES,
+                   help="CommitLog bytes per scan task (default %(default)s)")
+    return p
+
+
+def rebuild_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """:func:`job_parser` plus the rebuild modes (full into the store, ``--incremental``,
+    ``--output DIR``)."""
+    p = job_parser(prog, description)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--output", type=Path,
+                      help="write the rebuilt files under this directory; leave the store alone")
+    mode.add_argument("--incremental", action="store_true",
+                      help="only add what the store's files lack, in place")
+    return p
+
+
+def store_config(args: argparse.Namespace) -> StoreConfig:
+    """Settings from `conf/store.conf` with the job's ``--set`` overrides."""
+    return load_config(parse_set_options(args.set))
+
+
+def check_store(root: Path) -> Path:
+    """``root`` if it is a store with a CommitLog directory; a clear error otherwise."""
+    if not root.exists():
+        raise FileNotFoundError(f"{root}: no such store directory")
+    if not root.is_dir():
+        raise StoreFormatError(f"{root}: not a directory")
+    if not (root / "commitlog").is_dir():
+        raise StoreFormatError(f"{root}: not a RocketMQ store (no commitlog/ directory)")
+    return root
+
+
+def check_writable(root: Path) -> None:
+    """Refuse a store a live writer holds."""
+    if is_locked(root):
+        raise StoreLockedError(f"{root}: the store is held by a live writer (its lock file is "
+                               f"locked); stop the writer or use --output DIR")
+
+
+def aside(root: Path, name: str) -> Path:
+    """A fresh, empty directory next to ``root/name`` to write a replacement into."""
+    tmp = root / f".{name}.rebuild-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def swap_in(root: Path, name: str, new: Path) -> None:
+    """Replace ``root/name`` with the directory ``new`` (same file system): move the old one
+    aside, rename the new one into place, then delete the old one."""
+    target = root / name
+    old = root / f".{name}.old-{os.getpid()}"
+    if target.exists():
+        target.rename(old)
+    new.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def run(prog: str, body: Callable[[], int]) -> int:
+    """Run a job body; expected errors become one line on stderr and exit status 2."""
+    try:
+        return body()
+    except JOB_ERRORS as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+
+
+@contextmanager
+def topic_progress(counts: dict[str, int]) -> Iterator[Callable[[str, int], None]]:
+    """A progress bar per topic (on stderr); yields ``advance(topic, n)``."""
+    columns = (TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
+        tasks = {t: bar.add_task(t, total=n) for t, n in sorted(counts.items())}
+        yield lambda topic, n: bar.advance(tasks[topic], n)
+
+
+def report_scan(prog: str, end: ScanEnd) -> None:
+    """One line on where the CommitLog scan stopped and what it counted."""
+    how = f" ({end.reason})" if end.reason else ""
+    crc = (f"; {end.bad_crc} record(s) with a bad body CRC, first at offset {end.first_bad_crc}"
+           if end.bad_crc else "")
+    print(f"{prog}: scanned {end.records} records, valid data ends at offset {end.end}{how}{crc}",
+          file=sys.stderr)

@@ -1,0 +1,162 @@
+"""Rebuild a store's ConsumeQueues from its CommitLog with Spark, byte-identical to the library.
+
+    spark-submit jobs/rebuild_consumequeue.py --store DIR [--output DIR | --incremental]
+        [--set NAME=VALUE ...] [--split-bytes N]
+
+Full (default): write every queue aside, then swap the new `consumequeue/` in. ``--incremental``:
+scan from the ConsumeQueues' current max physical offset and append in place. ``--output DIR``:
+write `DIR/consumequeue/` and leave the store alone. The scan and the unit extraction run on
+Spark; the driver writes the (sorted) units into files.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from jobs import _job
+from jobs.spark_session import build_session
+from store.codec import CQ_PRE_BLANK, CQ_UNIT_DTYPE, CQ_UNIT_SIZE, format_file_name
+from store.config import StoreConfig
+from store.consume_queue import load_queues
+from store.mapped_file import StoreFormatError
+from transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
+from transforms.consumequeue import consumequeue_units
+
+PROG = "rebuild-consumequeue"
+
+
+def collect_units(units: DataFrame) -> pa.Table:
+    """The units on the driver, sorted by topic, queue and queue offset."""
+    return units.toArrow().sort_by([("topic", "ascending"), ("queue_id", "ascending"),
+                                    ("queue_offset", "ascending")])
+
+
+def write_queue(qdir: Path, file_size: int, queue_offsets: np.ndarray, units: np.ndarray,
+                after: int = 0) -> int:
+    """Write units (``CQ_UNIT_DTYPE``, in queue-offset order) into the queue's files under
+    ``qdir``, as ``store.consume_queue.ConsumeQueue.put`` would. ``after``: the queue's current
+    max offset; units below it are already there. Returns the number of units written."""
+    keep = queue_offsets >= after
+    queue_offsets, units = queue_offsets[keep], units[keep]
+    if queue_offsets.size == 0:
+        return 0
+    gaps = np.flatnonzero(np.diff(queue_offsets) != 1)
+    if gaps.size:
+        raise StoreFormatError(f"{qdir}: queue offset {queue_offsets[gaps[0] + 1]} leaves a gap "
+                               f"after {queue_offsets[gaps[0]]}")
+    if after and queue_offsets[0] != after:
+        raise StoreFormatError(f"{qdir}: queue offset {queue_offsets[0]} leaves a gap after "
+                               f"{after - 1}")
+    qdir.mkdir(parents=True, exist_ok=True)
+    new_queue = not any(qdir.iterdir())
+    first = int(queue_offsets[0]) * CQ_UNIT_SIZE
+    data = units.astype(CQ_UNIT_DTYPE, copy=False).tobytes()
+    pos = first
+    while pos < first + len(data):
+        start = pos - pos % file_size
+        n = min(start + file_size, first + len(data)) - pos
+        path = qdir / format_file_name(start)
+        with open(path, "r+b" if path.exists() else "w+b") as f:
+            if os.fstat(f.fileno()).st_size != file_size:
+                f.truncate(file_size)
+            if new_queue and pos == first and pos > start:
+                # A queue's first file made at a non-zero offset: the units before it are blanks.
+                os.pwrite(f.fileno(), CQ_PRE_BLANK * ((pos - start) // CQ_UNIT_SIZE), 0)
+            os.pwrite(f.fileno(), data[pos - first:pos - first + n], pos - start)
+        pos += n
+    return int(queue_offsets.size)
+
+
+def write_units(table: pa.Table, cq_dir: Path, file_size: int,
+                existing: dict[tuple[str, int], int], progress: Callable[[str, int], None]
+                ) -> dict[str, int]:
+    """Write sorted units into ``cq_dir/<topic>/<queueId>/``; ``existing`` maps (topic, queue)
+    to the queue's current max offset. Returns units written per topic."""
+    topic = table.column("topic").to_numpy(zero_copy_only=False)
+    qid = table.column("queue_id").to_numpy()
+    qoff = table.column("queue_offset").to_numpy()
+    units = np.empty(table.num_rows, dtype=CQ_UNIT_DTYPE)
+    for name in CQ_UNIT_DTYPE.names:
+        units[name] = table.column(name).to_numpy()
+    bounds = np.flatnonzero((topic[1:] != topic[:-1]) | (qid[1:] != qid[:-1])) + 1
+    written: dict[str, int] = {}
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, table.num_rows]):
+        if lo == hi:
+            continue
+        t, q = str(topic[lo]), int(qid[lo])
+        n = write_queue(cq_dir / t / str(q), file_size, qoff[lo:hi], units[lo:hi],
+                        existing.get((t, q), 0))
+        written[t] = written.get(t, 0) + n
+        progress(t, int(hi - lo))
+    return written
+
+
+def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
+                         output: Path | None = None, incremental: bool = False,
+                         split_bytes: int = DEFAULT_SPLIT_BYTES) -> dict[str, int]:
+    """Rebuild the ConsumeQueues of ``store`` (see the module doc); returns units per topic."""
+    if output is None:
+        _job.check_writable(store)
+    elif (output / "consumequeue").exists() and any((output / "consumequeue").iterdir()):
+        raise FileExistsError(f"{output / 'consumequeue'}: already exists and is not empty")
+    existing: dict[tuple[str, int], int] = {}
+    start = None
+    if incremental:
+        queues = load_queues(store, cfg.mappedFileSizeConsumeQueue)
+        existing = {k: cq.max_offset for k, cq in queues.items()}
+        ends = [cq.max_physic_offset for cq in queues.values() if cq.max_physic_offset >= 0]
+        start = max(ends) if ends else None
+        for cq in queues.values():
+            cq.close()
+    scan = scan_store(spark, store, cfg.mappedFileSizeCommitLog, start, split_bytes,
+                      delay_levels_ms=cfg.delay_levels_ms)
+    try:
+        _job.report_scan(PROG, scan.end)
+        table = collect_units(consumequeue_units(scan.messages))
+    finally:
+        scan.close()
+    counts = Counter(table.column("topic").to_pylist())
+    if output is not None:
+        cq_dir = output / "consumequeue"
+    elif incremental:
+        cq_dir = store / "consumequeue"
+    else:
+        cq_dir = _job.aside(store, "consumequeue")
+    with _job.topic_progress(counts) as progress:
+        written = write_units(table, cq_dir, cfg.mappedFileSizeConsumeQueue, existing, progress)
+    if output is None and not incremental:
+        _job.swap_in(store, "consumequeue", cq_dir)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _job.rebuild_parser(PROG, "Rebuild ConsumeQueues from the CommitLog (Spark).")
+    args = p.parse_args(argv)
+
+    def body() -> int:
+        cfg = _job.store_config(args)
+        store = _job.check_store(args.store)
+        spark = build_session(f"rocketlake {PROG}", delta=False)
+        written = rebuild_consumequeue(spark, store, cfg, args.output, args.incremental,
+                                       args.split_bytes)
+        where = args.output or store
+        print(f"{PROG}: wrote {sum(written.values())} units for {len(written)} topic(s) under "
+              f"{where / 'consumequeue'}: " + ", ".join(f"{t}={n}" for t, n in sorted(written.items())),
+              file=sys.stderr)
+        return 0
+
+    return _job.run(PROG, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

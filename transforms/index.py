@@ -1,0 +1,133 @@
+"""messages -> IndexFile entries (SPEC §7), the whole put chain computed with sorts and windows.
+
+RocketMQ puts keys one at a time: entry ``i`` of a file takes position ``indexCount``, its
+prevIndex is the slot's old value, the slot then points at it; a file holds ``maxIndexNum - 1``
+keys and the next key opens a new file. Because every key's place depends only on how many keys
+came before it, the whole chain follows from one global rank:
+
+- rank ``g`` of a key in put order (CommitLog offset, then key order within the message),
+  counted per offset bucket with ``row_number`` and offset by the bucket sizes before it;
+- file ``g // (maxIndexNum - 1)`` and position ``g % (maxIndexNum - 1) + 1``;
+- prevIndex = the previous position in the same (file, slot), a ``lag`` window;
+- timeDiff against the header's beginTimestamp as it was at each put (the first put of a file
+  still sees the previous file's end time, see ``store.index.chain_batch``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from store import codec, dispatch
+
+#: Transaction types whose records are indexed, read off ``store.dispatch`` (the one rule).
+INDEXED_TRANSACTIONS = [t for t in (codec.TRANSACTION_NOT, codec.TRANSACTION_PREPARED,
+                                    codec.TRANSACTION_COMMIT, codec.TRANSACTION_ROLLBACK)
+                        if dispatch.index_keys("t", {codec.PROPERTY_KEYS: "k"}, t)]
+#: What joins topic and key in an index key ("topic#key"), read off ``store.dispatch``.
+TOPIC_KEY_SEPARATOR = dispatch.index_keys("t", {codec.PROPERTY_KEYS: "k"}, 0)[0][1:-1]
+_MAX_DIFF = 0x7FFFFFFF
+DEFAULT_BUCKET_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class IndexStart:
+    """The open index file new keys continue in. The defaults describe an empty index: a virtual
+    file with no keys and beginTimestamp 0 (RocketMQ's first file starts from (0, 0)).
+
+    ``index_count`` is that file's indexCount (``maxIndexNum`` when it is full, so new keys open
+    a new file), ``begin_ts`` / ``end_ts`` its header times, and ``slots`` (columns ``slot``,
+    ``value``) its non-empty hash slots.
+    """
+    index_count: int = 1
+    begin_ts: int = 0
+    end_ts: int = 0
+    slots: DataFrame | None = None
+
+
+class IndexChain(NamedTuple):
+    """``entries``: file_no, position, key_hash, phy_offset, time_diff, prev_index.
+    ``files``: file_no, first_ts, first_phy, last_ts, last_phy, index_count, new_slots
+    (file_no 0 is the open file of the IndexStart). ``slots``: file_no, slot, value (the slot's
+    final value)."""
+    entries: DataFrame
+    files: DataFrame
+    slots: DataFrame
+
+
+@F.arrow_udf("int")
+def index_key_hash(keys: pa.Array) -> pa.Array:
+    """IndexFile keyHash of "topic#key" strings (``store.codec.index_key_hash``), vectorised."""
+    hashes = codec.index_key_hash(codec.java_hash_many(keys.to_pylist()))
+    return pa.array(np.asarray(hashes, dtype=np.int32))
+
+
+def index_keys(messages: DataFrame) -> DataFrame:
+    """One row per index key, as the store puts them: ``commitlog_offset, key_pos,
+    store_timestamp, key`` ("topic#key"); UNIQ_KEY first, then each KEYS token; none for
+    ROLLBACK records."""
+    tx = F.col("sys_flag").bitwiseAND(codec.TRANSACTION_MASK)
+    uniq = F.when(F.col("uniq_key").isNotNull(), F.array("uniq_key")).otherwise(F.array())
+    keys = F.concat(uniq, F.coalesce(F.col("keys"), F.array().cast("array<string>")))
+    return (messages.filter(tx.isin(INDEXED_TRANSACTIONS))
+            .select("commitlog_offset", "store_timestamp", "topic",
+                    F.posexplode(keys).alias("key_pos", "k"))
+            .select("commitlog_offset", "key_pos", "store_timestamp",
+                    F.concat_ws(TOPIC_KEY_SEPARATOR, "topic", "k").alias("key")))
+
+
+def index_chain(keys: DataFrame, slot_num: int, entry_num: int, start: IndexStart = IndexStart(),
+                bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> IndexChain:
+    """Place ``keys`` (rows of :func:`index_keys`) into index files as RocketMQ's puts would."""
+    per_file = entry_num - 1
+    hashed = keys.withColumn("key_hash", index_key_hash("key")).withColumn(
+        "bucket", F.floor(F.col("commitlog_offset") / bucket_bytes))
+    order = Window.partitionBy("bucket").orderBy("commitlog_offset", "key_pos")
+    ranked = hashed.withColumn("local", F.row_number().over(order) - 1)
+    sizes = ranked.groupBy("bucket").agg(F.count(F.lit(1)).alias("n"))
+    before = Window.orderBy("bucket").rowsBetween(Window.unboundedPreceding, -1)
+    bases = sizes.select("bucket", F.coalesce(F.sum("n").over(before), F.lit(0)).alias("base"))
+    g = F.col("base") + F.col("local") + (start.index_count - 1)
+    placed = (ranked.join(F.broadcast(bases), "bucket")
+              .select((g / per_file).cast("long").alias("file_no"),
+                      (g % per_file + 1).cast("int").alias("position"),
+                      "key_hash", F.col("commitlog_offset").alias("phy_offset"),
+                      F.col("store_timestamp").alias("ts"),
+                      (F.col("key_hash") % slot_num).cast("int").alias("slot")))
+    prev = F.lag("position").over(Window.partitionBy("file_no", "slot").orderBy("position"))
+    placed = placed.withColumn("prev", prev)
+    if start.slots is not None:
+        old = start.slots.select(F.col("slot").alias("old_slot"), F.col("value").alias("old"))
+        placed = placed.join(F.broadcast(old), (F.col("file_no") == 0)
+                             & (F.col("slot") == F.col("old_slot")), "left").drop("old_slot")
+    else:
+        placed = placed.withColumn("old", F.lit(None).cast("int"))
+    old_valid = (F.col("old") > 0) & (F.col("old") <= F.col("position"))
+    placed = placed.select(
+        "*",
+        F.coalesce("prev", F.when(old_valid, F.col("old")), F.lit(0)).alias("prev_index"),
+        (F.col("prev").isNull() & ~F.coalesce(old_valid, F.lit(False))).alias("new_slot"))
+
+    files = placed.groupBy("file_no").agg(
+        F.min_by("ts", "position").alias("first_ts"), F.min_by("phy_offset", "position").alias("first_phy"),
+        F.max_by("ts", "position").alias("last_ts"), F.max_by("phy_offset", "position").alias("last_phy"),
+        (F.max("position") + 1).alias("index_count"),
+        F.sum(F.col("new_slot").cast("int")).alias("new_slots"))
+    prev_end = F.coalesce(F.lag("last_ts").over(Window.orderBy("file_no")), F.lit(start.end_ts))
+    begins = files.select(
+        "file_no",
+        F.when(F.col("file_no") == 0, F.lit(start.begin_ts)).otherwise(prev_end).alias("open_begin"),
+        F.when((F.col("file_no") == 0) & F.lit(start.index_count > 1), F.lit(start.begin_ts))
+        .otherwise(F.col("first_ts")).alias("begin"))
+    seen = F.when(F.col("position") == 1, F.col("open_begin")).otherwise(F.col("begin"))
+    diff = F.least(F.greatest(F.floor((F.col("ts") - seen) / 1000), F.lit(0)), F.lit(_MAX_DIFF))
+    entries = (placed.join(F.broadcast(begins), "file_no")
+               .select("file_no", "position", "key_hash", "phy_offset",
+                       F.when(seen > 0, diff).otherwise(0).cast("int").alias("time_diff"),
+                       F.col("prev_index").cast("int")))
+    slots = placed.groupBy("file_no", "slot").agg(F.max("position").alias("value"))
+    return IndexChain(entries, files, slots)
