@@ -131,14 +131,27 @@ def delete_expired_files(log: CommitLog, queues: dict[tuple[str, int], ConsumeQu
                          index: IndexService | None, policy: RetentionPolicy, now_ms: int,
                          force: bool = False) -> CleanupReport:
     """Apply the rules above to a store's parts. The caller stops writers and flushes first."""
-    files = log.files.files
-    ratio = disk_used_ratio(log.files.dir) if log.files.dir.exists() else 0.0
-    decision = plan_commitlog_deletion(
-        [(mf.path.name, os.stat(mf.path).st_mtime_ns // 1_000_000) for mf in files],
-        now_ms, policy, ratio, force)
+    decision = plan_commitlog_deletion(commitlog_file_times(log), now_ms, policy,
+                                       disk_used_ratio(log.files.dir) if log.files.dir.exists() else 0.0,
+                                       force)
+    return apply_deletion(log, queues, index, decision)
+
+
+def commitlog_file_times(log: CommitLog) -> list[tuple[str, int]]:
+    """``(name, mtime_ms)`` of the CommitLog files, in offset order."""
+    return [(mf.path.name, os.stat(mf.path).st_mtime_ns // 1_000_000) for mf in log.files.files]
+
+
+def apply_deletion(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
+                   index: IndexService | None, decision: CommitLogDecision) -> CleanupReport:
+    """Delete the leading CommitLog files ``decision`` names, then the ConsumeQueue and index
+    files wholly below the new minimum, and correct each queue's minimum offset."""
     report = CleanupReport(decision.reason, log.min_offset)
     if decision.reason is None:
         return report
+    names = [mf.path.name for mf in log.files.files[:len(decision.delete)]]
+    if names != list(decision.delete):
+        raise ValueError(f"deletion must take the leading CommitLog files, got {list(decision.delete)}")
     gone = log.files.delete_first(len(decision.delete))
     report.commitlog_files = [mf.path.name for mf in gone]
     report.commitlog_min_offset = min_offset = log.min_offset
