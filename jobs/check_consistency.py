@@ -1,0 +1,92 @@
+"""Consistency check as a submittable job: verify a store and write the JSON report to a file.
+
+    spark-submit jobs/check_consistency.py --store DIR --report FILE [--set NAME=VALUE ...]
+    rocketlake check-consistency --store DIR --report FILE
+
+Runs :func:`store.verify.verify` (library only, no Spark session) and writes its report plus
+``"rebuild"``: the derived structures that drifted from the CommitLog (``"consumequeue"``,
+``"index"``), which a scheduler rebuilds next. Drift is data, not a failure: the exit status is
+0 whenever the report is written and the CommitLog itself is sound, 3 when the CommitLog is
+corrupt (nothing can be rebuilt from it), 2 on bad arguments or a missing store.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from store.config import parse_set_options
+from store.verify import VerifyReport, verify
+
+PROG = "check-consistency"
+#: Derived structures, in rebuild order, named by the top-level path their problems point at.
+STRUCTURES: tuple[str, ...] = ("consumequeue", "index")
+EXIT_CORRUPT_COMMITLOG = 3
+
+
+def _top(file: str) -> str:
+    return file.split("/", 1)[0]
+
+
+def structures_to_rebuild(report: VerifyReport) -> list[str]:
+    """The derived structures with at least one error, in :data:`STRUCTURES` order."""
+    drifted = {_top(p.file) for p in report.problems if p.severity == "error"}
+    return [s for s in STRUCTURES if s in drifted]
+
+
+def commitlog_ok(report: VerifyReport) -> bool:
+    """False when the store is missing or its CommitLog has an error."""
+    return not any(p.severity == "error" and _top(p.file) in ("commitlog", ".")
+                   for p in report.problems)
+
+
+def consistency_report(store: Path, settings: dict[str, str]) -> dict[str, Any]:
+    """The verify report of ``store`` with ``commitlog_ok`` and ``rebuild`` added."""
+    report = verify(store, **settings)
+    return {**report.as_dict(), "commitlog_ok": commitlog_ok(report),
+            "rebuild": structures_to_rebuild(report)}
+
+
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    """Write ``report`` as JSON to ``path`` atomically (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Verify a store against its CommitLog and write a JSON report "
+                               "naming the structures to rebuild.")
+    p.add_argument("--store", required=True, type=Path, help="store root directory")
+    p.add_argument("--report", required=True, type=Path, help="where to write the JSON report")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="store setting override, RocketMQ names (repeatable)")
+    args = p.parse_args(argv)
+    try:
+        settings = parse_set_options(args.set)
+        if not args.store.is_dir():
+            raise FileNotFoundError(f"{args.store}: no such store directory")
+        report = consistency_report(args.store, settings)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    write_report(args.report, report)
+    errors = sum(p["severity"] == "error" for p in report["problems"])
+    print(f"{PROG}: {report['records']} records, {errors} error(s); rebuild: "
+          f"{', '.join(report['rebuild']) or 'nothing'}; report in {args.report}", file=sys.stderr)
+    if not report["commitlog_ok"]:
+        print(f"{PROG}: error: the CommitLog itself is corrupt; see {args.report}", file=sys.stderr)
+        return EXIT_CORRUPT_COMMITLOG
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
