@@ -99,10 +99,12 @@ for _b in (False, True):
     for _s in (False, True):
         HEAD[(_b, _s)], HEAD_DTYPE[(_b, _s)] = _head(_b, _s)
 OFF_MAGIC = 4
+OFF_QUEUE_OFFSET = 20
 OFF_PHYSICAL_OFFSET = 28
 OFF_SYSFLAG = 36
 BLANK = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
+PHYSICAL = struct.Struct(">q")  # PHYSICALOFFSET at OFF_PHYSICAL_OFFSET
 _I16 = struct.Struct(">h")
 
 

@@ -1,6 +1,7 @@
 """The CommitLog: validated messages laid out as RocketMQ records in rolling, pre-allocated files."""
 from __future__ import annotations
 
+import struct
 import zlib
 from functools import partial
 from itertools import chain, repeat, starmap
@@ -17,6 +18,7 @@ from store.mapped_file import MappedFileQueue
 from store.message import Message
 
 _HEAD_V4 = HEAD[(False, False)]
+_QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET @20 and PHYSICALOFFSET @28
 _ALLOWED_SYS_FLAG = codec.TRANSACTION_MASK | codec.FLAG_COMPRESSED | codec.FLAG_MULTI_TAGS
 
 
@@ -243,10 +245,10 @@ class CommitLog:
         mf.wrote = self.file_size
         return self.files.create(mf.end)
 
-    def _next_queue_offset(self, p: Prepared) -> int:
-        if not p.to_queue:
+    def _next_queue_offset(self, topic: str, queue_id: int, to_queue: bool) -> int:
+        if not to_queue:
             return 0  # PREPARED / ROLLBACK take no queue offset
-        key = (p.topic, p.queue_id)
+        key = (topic, queue_id)
         q = self.queue_offsets.get(key, 0)
         self.queue_offsets[key] = q + 1
         return q
@@ -257,7 +259,7 @@ class CommitLog:
         if mf is None or mf.wrote + p.length + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             mf = self._roll()
         pos = mf.wrote
-        qoff = self._next_queue_offset(p)
+        qoff = self._next_queue_offset(p.topic, p.queue_id, p.to_queue)
         if p.store_ts is not None:
             store_ts = p.store_ts
         head = HEAD[(len(p.born_addr) == 16, len(p.store_addr) == 16)]
@@ -273,6 +275,19 @@ class CommitLog:
         mf.wrote = pos + p.length
         return offset, qoff, store_ts
 
+    def append_raw(self, raw: bytes, topic: str, queue_id: int, to_queue: bool) -> tuple[int, int]:
+        """Copy a record verbatim to the end of the log, rewriting only QUEUEOFFSET and
+        PHYSICALOFFSET for its new place -> (commitlog offset, queue offset)."""
+        mf = self.files.last
+        if mf is None or mf.wrote + len(raw) + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            mf = self._roll()
+        pos = mf.wrote
+        qoff = self._next_queue_offset(topic, queue_id, to_queue)
+        mf.mm[pos:pos + len(raw)] = raw
+        _QUEUE_AND_PHYSICAL_OFFSET.pack_into(mf.mm, pos + codec.OFF_QUEUE_OFFSET, qoff, mf.start + pos)
+        mf.wrote = pos + len(raw)
+        return mf.start + pos, qoff
+
     def append_many(self, preps: Sequence[Prepared], store_ts: int) -> tuple[list[int], list[int], list[int]]:
         """Write records in order, file by file, each file's share in one copy.
 
@@ -280,7 +295,7 @@ class CommitLog:
         """
         (_, qids, bodies, crcs, tails, lengths, sys_flags, flags, born_tss, born_addrs, born_ports,
          store_addrs, store_ports, store_tss, reconsumes, prepared_offsets, *_) = zip(*preps)
-        qoffs = [self._next_queue_offset(p) for p in preps]
+        qoffs = [self._next_queue_offset(p.topic, p.queue_id, p.to_queue) for p in preps]
         tss = [store_ts if t is None else t for t in store_tss]
         borns = [t if b is None else b for b, t in zip(born_tss, tss)]
         lens = np.asarray(lengths, dtype=np.int64)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import threading
+from struct import error as struct_error
 from functools import partial
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from store.commitlog import CommitLog, MessageEncoder, MessageRejected, Prepared
 from store.config import StoreConfig, load_config
 from store.config_files import read_consumer_offsets, write_consumer_offsets
 from store.consume_queue import ConsumeQueue, load_queues
-from store.dispatch import Dispatcher, DispatchRequest
+from store.dispatch import Dispatcher, DispatchRequest, from_record
 from store.flush import FlushService
 from store.index import IndexService
 from store.lockfile import StoreLock
@@ -161,6 +162,43 @@ class MessageStore:
         ok = PutStatus.PUT_OK
         return [_put_result((ok, o, p.length, q, t, p.topic, p.queue_id, p.store_addr, p.store_port))
                 for p, o, q, t in zip(prepared, offsets, qoffs, tss)]
+
+    def put_records(self, raws: Sequence[bytes]) -> list[PutResult]:
+        """Append records copied byte for byte from another CommitLog (compaction, migration).
+
+        Each record is validated (magic, lengths, body CRC, topic); only its QUEUEOFFSET and
+        PHYSICALOFFSET change, to its place here. All are checked before any is written.
+        """
+        self._check_open()
+        recs = []
+        for i, raw in enumerate(raws):
+            try:
+                raw = bytes(raw)
+                rec = codec.decode_record(raw, 0, codec.PHYSICAL.unpack_from(raw, codec.OFF_PHYSICAL_OFFSET)[0])
+                if isinstance(rec, int):
+                    raise CorruptRecordError("a BLANK end-of-file record is not a message")
+                if rec.size != len(raw):
+                    raise ValueError(f"{len(raw)} bytes given for a record of {rec.size}")
+                codec.check_topic(rec.topic)
+                if rec.size > self.encoder.max_record:
+                    raise ValueError(f"record of {rec.size} bytes does not fit a CommitLog file")
+            except (ValueError, struct_error) as e:
+                err = MessageRejected(f"record {i}: {e}")
+                err.index = i
+                raise err from None
+            recs.append((raw, rec))
+        out = []
+        with self._put_lock:
+            for raw, rec in recs:
+                req = from_record(rec, self.config.delay_levels_ms)
+                offset, qoff = self.commitlog.append_raw(raw, rec.topic, rec.queue_id, req.to_consume_queue)
+                self._dispatch(req._replace(commitlog_offset=offset, queue_offset=qoff))
+                self._last_ts = rec.store_timestamp
+                out.append(_put_result((PutStatus.PUT_OK, offset, rec.size, qoff, rec.store_timestamp,
+                                        rec.topic, rec.queue_id, rec.store_addr, rec.store_port)))
+        if self.flusher.sync and out:
+            self.flusher.wait_durable(out[-1].commitlog_offset + out[-1].size)
+        return out
 
     # --- flushing -----------------------------------------------------------------------------------
     def _flush_commitlog(self) -> int:
