@@ -5,6 +5,7 @@ import json
 import os
 import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,10 @@ _UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
 
 class ConfigFileError(ValueError):
     """A config JSON file that neither it nor its .bak can be read."""
+
+
+class ConfigFallbackWarning(UserWarning):
+    """A config JSON file was unreadable and its .bak was used instead."""
 
 
 def parse_fastjson(text: str) -> Any:
@@ -47,6 +52,7 @@ def read_config(path: Path) -> Any | None:
     """Read a config file, falling back to ``<path>.bak`` when the main file is unreadable.
 
     Returns None when neither exists; raises ConfigFileError when what exists cannot be parsed.
+    Falling back from an unreadable main file warns with a ConfigFallbackWarning.
     """
     path = Path(path)
     errors = []
@@ -57,9 +63,14 @@ def read_config(path: Path) -> Any | None:
             text = p.read_text(encoding="utf-8")
             if not text.strip():
                 raise ValueError("file is empty")
-            return parse_fastjson(text)
+            data = parse_fastjson(text)
         except (ValueError, UnicodeDecodeError) as e:
             errors.append(f"{p.name}: {e}")
+            continue
+        if errors:
+            warnings.warn(ConfigFallbackWarning(f"{path}: unreadable ({errors[0]}); using "
+                                                f"{p.name}"), stacklevel=2)
+        return data
     if errors:
         raise ConfigFileError(f"{path}: unreadable ({'; '.join(errors)})")
     return None
