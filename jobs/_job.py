@@ -100,12 +100,12 @@ def run(prog: str, body: Callable[[], int]) -> int:
 
 
 @contextmanager
-def topic_progress(counts: dict[str, int]) -> Iterator[Callable[[str, int], None]]:
-    """A progress bar per topic (on stderr); yields ``advance(topic, n)``."""
+def progress_bars(totals: dict[str, int]) -> Iterator[Callable[[str, int], None]]:
+    """One progress bar per name (on stderr); yields ``advance(name, n)``."""
     columns = (TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
-        tasks = {t: bar.add_task(t, total=n) for t, n in sorted(counts.items())}
-        yield lambda topic, n: bar.advance(tasks[topic], n)
+    with Progress(*columns, console=Console(stderr=True)) as bar:
+        tasks = {t: bar.add_task(t, total=n) for t, n in sorted(totals.items())}
+        yield lambda name, n: bar.advance(tasks[name], n)
 
 
 def report_scan(prog: str, end: ScanEnd) -> None:

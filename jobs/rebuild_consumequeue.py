@@ -132,7 +132,7 @@ def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
         cq_dir = store / "consumequeue"
     else:
         cq_dir = _job.aside(store, "consumequeue")
-    with _job.topic_progress(counts) as progress:
+    with _job.progress_bars(counts) as progress:
         written = write_units(table, cq_dir, cfg.mappedFileSizeConsumeQueue, existing, progress)
     if output is None and not incremental:
         _job.swap_in(store, "consumequeue", cq_dir)

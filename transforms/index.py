@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType
 
 from store import codec, dispatch
 
@@ -59,7 +60,7 @@ class IndexChain(NamedTuple):
     slots: DataFrame
 
 
-@F.arrow_udf("int")
+@F.arrow_udf(IntegerType())
 def index_key_hash(keys: pa.Array) -> pa.Array:
     """IndexFile keyHash of "topic#key" strings (``store.codec.index_key_hash``), vectorised."""
     hashes = codec.index_key_hash(codec.java_hash_many(keys.to_pylist()))
@@ -68,7 +69,7 @@ def index_key_hash(keys: pa.Array) -> pa.Array:
 
 def index_keys(messages: DataFrame) -> DataFrame:
     """One row per index key, as the store puts them: ``commitlog_offset, key_pos,
-    store_timestamp, key`` ("topic#key"); UNIQ_KEY first, then each KEYS token; none for
+    store_timestamp, topic, key`` (key: "topic#key"); UNIQ_KEY first, then each KEYS token; none for
     ROLLBACK records."""
     tx = F.col("sys_flag").bitwiseAND(codec.TRANSACTION_MASK)
     uniq = F.when(F.col("uniq_key").isNotNull(), F.array("uniq_key")).otherwise(F.array())
@@ -76,7 +77,7 @@ def index_keys(messages: DataFrame) -> DataFrame:
     return (messages.filter(tx.isin(INDEXED_TRANSACTIONS))
             .select("commitlog_offset", "store_timestamp", "topic",
                     F.posexplode(keys).alias("key_pos", "k"))
-            .select("commitlog_offset", "key_pos", "store_timestamp",
+            .select("commitlog_offset", "key_pos", "store_timestamp", "topic",
                     F.concat_ws(TOPIC_KEY_SEPARATOR, "topic", "k").alias("key")))
 
 

@@ -1,0 +1,193 @@
+"""Rebuild a store's IndexFiles from its CommitLog with Spark, byte-identical to the library.
+
+    spark-submit jobs/rebuild_index.py --store DIR [--output DIR | --incremental]
+        [--set NAME=VALUE ...] [--split-bytes N]
+
+Full (default): write every index file aside, then swap the new `index/` in. ``--incremental``:
+index the messages after the index's last indexed offset, continuing its last file in place.
+``--output DIR``: write `DIR/index/` and leave the store alone. The scan, the key extraction and
+the whole put chain run on Spark; the driver writes the placed entries into files.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from jobs import _job
+from jobs.spark_session import build_session
+from store import codec
+from store.codec import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER, INDEX_HEADER_SIZE
+from store.commitlog import CommitLog
+from store.config import StoreConfig
+from store.index import IndexService
+from transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
+from transforms.index import IndexChain, IndexStart, index_chain, index_keys
+
+PROG = "rebuild-index"
+
+
+@dataclass(frozen=True)
+class OpenFile:
+    """The store's last index file, which an incremental rebuild continues."""
+    path: Path
+    begin_ts: int
+    begin_phy: int
+    slot_count: int
+    full: bool
+
+
+def _existing(spark: SparkSession, store: Path, cfg: StoreConfig
+              ) -> tuple[IndexStart, OpenFile | None, int]:
+    """(where new keys continue, the open last file, last indexed CommitLog offset)."""
+    svc = IndexService(store, cfg.maxHashSlotNum, cfg.maxIndexNum)
+    svc.load()
+    try:
+        if not svc.files:
+            return IndexStart(), None, -1
+        last = svc.files[-1]
+        full = last.index_count >= cfg.maxIndexNum
+        used = np.flatnonzero(np.asarray(last.slots) != 0)
+        slots = None if full or used.size == 0 else spark.createDataFrame(pa.table({
+            "slot": pa.array(used.astype(np.int32)),
+            "value": pa.array(np.asarray(last.slots)[used].astype(np.int32))}))
+        start = IndexStart(min(last.index_count, cfg.maxIndexNum), last.begin_ts, last.end_ts, slots)
+        return start, OpenFile(last.path, last.begin_ts, last.begin_phy, last.slot_count, full), svc.end_phy
+    finally:
+        svc.close()
+
+
+def next_file_name(first_ts: int, previous: str | None) -> str:
+    """The name a new index file gets (``store.index.IndexService._create``): the store time of
+    the key that opens it, bumped 1 ms past the previous file's name when not later."""
+    ts = first_ts if previous is None else max(first_ts, codec.index_file_time(previous) + 1)
+    return codec.index_file_name(ts)
+
+
+def write_index_files(index_dir: Path, chain: IndexChain, slot_num: int, entry_num: int,
+                      open_file: OpenFile | None) -> list[Path]:
+    """Write the placed entries into files under ``index_dir`` (file 0 continues ``open_file``
+    unless it is full or absent). Returns the files written."""
+    files = chain.files.orderBy("file_no").collect()
+    entries = chain.entries.toArrow().sort_by([("file_no", "ascending"), ("position", "ascending")])
+    slots = chain.slots.toArrow()
+    e_file = entries.column("file_no").to_numpy()
+    s_file = slots.column("file_no").to_numpy()
+    s_slot, s_value = slots.column("slot").to_numpy(), slots.column("value").to_numpy()
+    previous = open_file.path.name if open_file is not None else None
+    out = []
+    index_dir.mkdir(parents=True, exist_ok=True)
+    with _job.progress_bars({"index files": len(files)}) as advance:
+        for f in files:
+            n = f["file_no"]
+            continuing = n == 0 and open_file is not None and not open_file.full
+            path = (open_file.path if continuing
+                    else index_dir / next_file_name(f["first_ts"], previous))
+            lo, hi = np.searchsorted(e_file, [n, n + 1])
+            part = entries.slice(lo, hi - lo)
+            rows = np.empty(part.num_rows, dtype=INDEX_ENTRY_DTYPE)
+            for name in INDEX_ENTRY_DTYPE.names:
+                rows[name] = part.column(name).to_numpy()
+            first_pos = part.column("position")[0].as_py()
+            if continuing and first_pos > 1:  # the file's first put set its begin already
+                begin_ts, begin_phy = open_file.begin_ts, open_file.begin_phy
+            else:
+                begin_ts, begin_phy = f["first_ts"], f["first_phy"]
+            header = INDEX_HEADER.pack(
+                begin_ts, f["last_ts"], begin_phy, f["last_phy"],
+                f["new_slots"] + (open_file.slot_count if continuing else 0), f["index_count"])
+            touched = s_file == n
+            _write_file(path, continuing, codec.index_file_size(slot_num, entry_num), slot_num,
+                        header, s_slot[touched], s_value[touched], first_pos, rows)
+            out.append(path)
+            previous = path.name
+            advance("index files", 1)
+    return out
+
+
+def _write_file(path: Path, existing: bool, size: int, slot_num: int, header: bytes,
+                slots: np.ndarray, values: np.ndarray, first_pos: int, entries: np.ndarray) -> None:
+    """Header, the slots' new values and entries from position ``first_pos`` into one file."""
+    slots_at = INDEX_HEADER_SIZE
+    with open(path, "r+b" if existing else "w+b") as fh:
+        fd = fh.fileno()
+        if not existing:
+            os.ftruncate(fd, size)
+        table = np.frombuffer(os.pread(fd, 4 * slot_num, slots_at), dtype=">i4").copy()
+        table[slots] = values
+        os.pwrite(fd, header, 0)
+        os.pwrite(fd, table.tobytes(), slots_at)
+        os.pwrite(fd, entries.tobytes(), slots_at + 4 * slot_num + first_pos * INDEX_ENTRY_SIZE)
+
+
+def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | None = None,
+                  incremental: bool = False, split_bytes: int = DEFAULT_SPLIT_BYTES,
+                  bucket_bytes: int | None = None) -> dict[str, int]:
+    """Rebuild the index files of ``store`` (see the module doc); returns keys per topic."""
+    if output is None:
+        _job.check_writable(store)
+    elif (output / "index").exists() and any((output / "index").iterdir()):
+        raise FileExistsError(f"{output / 'index'}: already exists and is not empty")
+    start, open_file, end_phy, scan_from = IndexStart(), None, -1, None
+    if incremental:
+        start, open_file, end_phy = _existing(spark, store, cfg)
+        if end_phy >= 0:
+            log = CommitLog(store, cfg)
+            log.files.load()
+            try:
+                scan_from = end_phy + log.read(end_phy).size
+            finally:
+                log.close()
+    scan = scan_store(spark, store, cfg.mappedFileSizeCommitLog, scan_from, split_bytes,
+                      delay_levels_ms=cfg.delay_levels_ms)
+    try:
+        _job.report_scan(PROG, scan.end)
+        keys = index_keys(scan.messages.filter(F.col("commitlog_offset") > end_phy)).persist()
+        counts = {r["topic"]: r["n"] for r in
+                  keys.groupBy("topic").agg(F.count(F.lit(1)).alias("n")).collect()}
+        chain = index_chain(keys, cfg.maxHashSlotNum, cfg.maxIndexNum, start,
+                            bucket_bytes or split_bytes)
+        if output is not None:
+            index_dir = output / "index"
+        elif incremental:
+            index_dir = store / "index"
+        else:
+            index_dir = _job.aside(store, "index")
+        write_index_files(index_dir, chain, cfg.maxHashSlotNum, cfg.maxIndexNum, open_file)
+        keys.unpersist()
+    finally:
+        scan.close()
+    if output is None and not incremental:
+        _job.swap_in(store, "index", index_dir)
+    return dict(counts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _job.rebuild_parser(PROG, "Rebuild IndexFiles from the CommitLog (Spark).")
+    args = p.parse_args(argv)
+
+    def body() -> int:
+        cfg = _job.store_config(args)
+        store = _job.check_store(args.store)
+        spark = build_session(f"rocketlake {PROG}", delta=False)
+        counts = rebuild_index(spark, store, cfg, args.output, args.incremental, args.split_bytes)
+        where = args.output or store
+        print(f"{PROG}: indexed {sum(counts.values())} keys for {len(counts)} topic(s) under "
+              f"{where / 'index'}: " + ", ".join(f"{t}={n}" for t, n in sorted(counts.items())),
+              file=sys.stderr)
+        return 0
+
+    return _job.run(PROG, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
