@@ -18,6 +18,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("jobs.store_commands", "check a whole store (fsck); exit 3 on any disagreement"),
     "check-consistency": ("jobs.check_consistency",
                           "verify a store, write a JSON report naming what to rebuild (exit 0 on drift)"),
+    "rebuild-consumequeue": ("jobs.rebuild_consumequeue",
+                             "Spark: rebuild ConsumeQueues from the CommitLog (full, --incremental, --output)"),
+    "rebuild-index": ("jobs.rebuild_index",
+                      "Spark: rebuild IndexFiles from the CommitLog (full, --incremental, --output)"),
 }
 
 EPILOG = """examples:
