@@ -15,6 +15,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dump": ("jobs.store_commands", "print commitlog / consumequeue / index records as JSON Lines"),
     "get": ("jobs.store_commands", "read a queue from an offset (RocketMQ getMessage)"),
     "query": ("jobs.store_commands", "find messages by --key, --msg-id or --time"),
+    "report": ("jobs.report", "write a self-contained HTML report of a store and its lake"),
     "verify": ("jobs.store_commands", "check a whole store (fsck); exit 3 on any disagreement"),
     "check-consistency": ("jobs.check_consistency",
                           "verify a store, write a JSON report naming what to rebuild (exit 0 on drift)"),
