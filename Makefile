@@ -4,7 +4,12 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: run test bench clean
+.PHONY: run test bench clean chromium
+
+# Headless Chromium renders the HTML report in the tests (Debian's package).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,7 +22,7 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(BIN)/rocketlake pipeline
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
