@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from typing import Any, Iterator
 
 from store import TRANSACTION_COMMIT, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
@@ -18,11 +19,18 @@ GROUPS = {"billing": ["orders", "payments"], "analytics": ["orders", "audit-log"
           "warehouse": ["inventory"]}
 
 
-def events(n: int, seed: int = 7, start_ms: int = 1_700_000_000_000) -> Iterator[dict[str, Any]]:
-    """``n`` JSON-ready events (the `rocketlake ingest` input format)."""
+def events(n: int, seed: int = 7, end_ms: int | None = None,
+           span_ms: int = 2 * 3_600_000) -> Iterator[dict[str, Any]]:
+    """``n`` JSON-ready events (the `rocketlake ingest` input format), stored over the ``span_ms``
+    before ``end_ms`` (default: now) with a daily-traffic-like swell, as a broker would have
+    stored them (replayed store times)."""
     rnd = random.Random(seed)
     topics = list(TOPICS)
+    end_ms = int(time.time() * 1000) if end_ms is None else end_ms
+    # store times: denser in the middle of the span (a traffic swell), sorted like a real log
+    phases = sorted(rnd.betavariate(2.2, 2.2) for _ in range(n))
     for i in range(n):
+        stored = end_ms - span_ms + int(phases[i] * span_ms)
         topic = rnd.choices(topics, weights=[5, 3, 1, 1])[0]
         customer = f"cust-{rnd.randrange(200)}"
         ev: dict[str, Any] = {
@@ -31,7 +39,8 @@ def events(n: int, seed: int = 7, start_ms: int = 1_700_000_000_000) -> Iterator
             "body": json.dumps({"seq": i, "customer": customer,
                                 "amount": round(rnd.uniform(1, 500), 2)}),
             "properties": {"UNIQ_KEY": f"0A0000010000{i:020X}", "source": "sample"},
-            "born_timestamp": start_ms + i * 10,
+            "born_timestamp": stored - rnd.randrange(1, 40),
+            "store_timestamp": stored,
         }
         if rnd.random() < 0.1:
             ev["born_host"] = f"[2001:db8::{rnd.randrange(1, 99)}]:{40000 + rnd.randrange(1000)}"
