@@ -1,0 +1,173 @@
+"""What the rocketlake DAG files share: the settings in `conf/airflow.toml` and one way to submit a job.
+
+The DAG files only orchestrate; everything deployment-specific (connection, jobs folder, driver
+interpreter, Delta packages, spark conf, stores, lake, schedules, retries, timeouts) is read here
+from the config file, and the data paths are overridable at run time with Airflow Variables
+(``rocketlake_lake``, ``rocketlake_store_<name>``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pendulum
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+#: Environment variable naming the config file to read instead of `conf/airflow.toml`.
+CONFIG_ENV = "ROCKETLAKE_AIRFLOW_CONFIG"
+#: The project root: relative paths in the config file are relative to it.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "airflow.toml"
+STORE_CONF = PROJECT_ROOT / "conf" / "store.conf"
+#: Derived structures a rebuild job exists for, in rebuild order: structure -> job.
+REBUILD_JOBS: dict[str, str] = {"consumequeue": "rebuild_consumequeue", "index": "rebuild_index"}
+#: Rebuild mode -> the jobs' arguments for it.
+REBUILD_MODE_ARGS: dict[str, list[str]] = {"full": [], "incremental": ["--incremental"]}
+LAKE_VARIABLE = "rocketlake_lake"
+#: First possible run of every DAG (none catches up on runs before it was deployed).
+START_DATE = pendulum.datetime(2024, 1, 1, tz="UTC")
+#: The run's time as ISO-8601: its logical date, or when it was triggered if it has none. A retry
+#: of the same run renders the same value.
+RUN_TIME = "{{ (logical_date or dag_run.run_after).isoformat() }}"
+
+
+def _path(value: str) -> str:
+    """``value`` as an absolute path, relative ones taken from the project root."""
+    return str(PROJECT_ROOT / Path(value).expanduser())
+
+
+def _jinja_str(value: str) -> str:
+    """A Jinja string literal for ``value``."""
+    return json.dumps(value)
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """``NAME=VALUE`` lines of a Java properties file (comments and blank lines skipped)."""
+    out: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and "=" in line:
+            name, _, value = line.partition("=")
+            out[name.strip()] = value.strip()
+    return out
+
+
+@dataclass(frozen=True)
+class Store:
+    """One configured store: its name (used in DAG and task ids), default path and ``--set``s."""
+
+    name: str
+    path: str
+    settings: dict[str, str]
+    delete_when: str
+
+    @property
+    def set_args(self) -> list[str]:
+        """The ``--set NAME=VALUE`` arguments every job on this store gets."""
+        return [arg for k, v in self.settings.items() for arg in ("--set", f"{k}={v}")]
+
+    @property
+    def variable(self) -> str:
+        """The Airflow Variable that overrides this store's path at run time."""
+        return f"rocketlake_store_{self.name}"
+
+    @property
+    def path_template(self) -> str:
+        """The store path as a template: the Variable if set, else the configured path."""
+        return f"{{{{ var.value.get({_jinja_str(self.variable)}, {_jinja_str(self.path)}) }}}}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The parsed config file."""
+
+    raw: dict[str, Any]
+    stores: dict[str, Store]
+
+    @property
+    def spark(self) -> dict[str, Any]:
+        return self.raw["spark"]
+
+    def section(self, name: str) -> dict[str, Any]:
+        """A DAG's section (``publish_offsets``, ``nightly``, ``rebuild``) over ``[tasks]``."""
+        return {**self.raw["tasks"], **self.raw.get(name, {})}
+
+    def default_args(self, section: str) -> dict[str, Any]:
+        """Retries, retry delay and time limit for every task of a DAG."""
+        s = self.section(section)
+        return {"owner": "rocketlake", "retries": int(s["retries"]),
+                "retry_delay": timedelta(minutes=s["retry_delay_minutes"]),
+                "execution_timeout": timedelta(minutes=s["timeout_minutes"])}
+
+    def lake_template(self, store: Store) -> str:
+        """The store's lake directory as a template: ``<lake root>/<store name>``."""
+        root = _path(self.raw["lake"])
+        return f"{{{{ var.value.get({_jinja_str(LAKE_VARIABLE)}, {_jinja_str(root)}) }}}}/{store.name}"
+
+    def report_template(self, store: Store) -> str:
+        """Where a nightly run's consistency report goes: one file per run."""
+        return f"{_path(self.raw['reports'])}/{store.name}/{{{{ run_id }}}}.json"
+
+    def nightly_cron(self, store: Store) -> str:
+        """Cron for the store's ``deleteWhen`` hours (``04``, or several as ``04;16``)."""
+        hours = ",".join(str(int(h)) for h in store.delete_when.split(";") if h.strip())
+        return f"{int(self.section('nightly')['minute'])} {hours} * * *"
+
+    def application(self, job: str) -> str:
+        """The spark-submit application file of ``job``."""
+        return f"{_path(self.spark['jobs'])}/{job}.py"
+
+    def submit_kwargs(self, *, delta: bool = False) -> dict[str, Any]:
+        """:class:`SparkSubmitOperator` arguments shared by every job (``delta``: with the
+        Delta Lake packages)."""
+        python = _path(self.spark["python"]) if "/" in self.spark["python"] else self.spark["python"]
+        conf = {**self.spark.get("conf", {}), "spark.pyspark.python": python,
+                "spark.pyspark.driver.python": python}
+        if delta:
+            conf["spark.jars.ivy"] = _path(self.spark["ivy"])
+        py_files = ",".join(_path(p) for p in self.spark.get("py_files", []))
+        return {"conn_id": self.spark["conn_id"], "conf": conf, "packages": self.spark["packages"] if delta else None,
+                "py_files": py_files or None}
+
+    def spark_job(self, task_id: str, job: str, store: Store, args: list[str], *,
+                  delta: bool = False, **kwargs: Any) -> SparkSubmitOperator:
+        """A task that spark-submits ``jobs/<job>.py --store <store> <args> <store --sets>``."""
+        return SparkSubmitOperator(
+            task_id=task_id, name=f"rocketlake-{job}-{store.name}", application=self.application(job),
+            application_args=["--store", store.path_template, *args, *store.set_args],
+            **self.submit_kwargs(delta=delta), **kwargs)
+
+    def rebuild_mode_args(self, mode: str) -> list[str]:
+        """The rebuild jobs' arguments for ``mode`` (``full`` or ``incremental``)."""
+        if mode not in REBUILD_MODE_ARGS:
+            raise ValueError(f"rebuild mode {mode!r}: expected one of {', '.join(REBUILD_MODE_ARGS)}")
+        return REBUILD_MODE_ARGS[mode]
+
+    def rebuild_request(self, store: Store, path: str, structure: str, mode: str) -> dict[str, Any]:
+        """The per-job :class:`SparkSubmitOperator` arguments that rebuild ``structure`` of the
+        store at ``path``."""
+        job = REBUILD_JOBS[structure]
+        return {"application": self.application(job), "name": f"rocketlake-{job}-{store.name}",
+                "application_args": ["--store", path, *self.rebuild_mode_args(mode),
+                                     *store.set_args]}
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    """Read the config file (``path``, else ``$ROCKETLAKE_AIRFLOW_CONFIG``, else `conf/airflow.toml`)."""
+    path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
+    with open(path, "rb") as f:
+        raw = tomllib.load(f)
+    delete_when = read_properties(STORE_CONF).get("deleteWhen", "04")
+    stores = {}
+    for name, s in raw.get("stores", {}).items():
+        settings = {k: str(v) for k, v in s.get("set", {}).items()}
+        stores[name] = Store(name, _path(s["path"]), settings,
+                             settings.get("deleteWhen", delete_when))
+    if not stores:
+        raise ValueError(f"{path}: no [stores.<name>] configured")
+    return Settings(raw, stores)
