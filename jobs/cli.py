@@ -23,6 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "Spark: rebuild ConsumeQueues from the CommitLog (full, --incremental, --output)"),
     "rebuild-index": ("jobs.rebuild_index",
                       "Spark: rebuild IndexFiles from the CommitLog (full, --incremental, --output)"),
+    "publish-offsets": ("jobs.publish_offsets",
+                        "Spark: publish queue offsets, consumer offsets and lag as Delta tables"),
 }
 
 EPILOG = """examples:

@@ -1,0 +1,271 @@
+"""Publish a store's queue offsets and its consumer groups' offsets and lag as Delta tables.
+
+    spark-submit $(delta_submit_args) jobs/publish_offsets.py --store DIR --lake DIR
+        [--store-name NAME] [--snapshot-time ISO-8601] [--set NAME=VALUE ...]
+
+Writes ``<lake>/queue_offsets`` and ``<lake>/consumer_offsets`` (current state, MERGE on their
+keys; a row changes only for a newer snapshot; rows of queues and groups the store no longer has
+are deleted) and appends to ``<lake>/offsets_history`` (partitioned by ``snapshot_date``). A run
+whose rows equal the current ones writes nothing. Each write is one Delta commit carrying the
+transaction id (``rocketlake.publish-offsets/<store>``, snapshot time in ms), so re-running a
+snapshot, also after a killed run, never writes it twice.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import partial
+from pathlib import Path
+from typing import Iterator
+
+if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from jobs import _job
+from jobs.spark_session import build_session
+from store.config import StoreConfig
+from store.config_files import read_config, read_consumer_offsets
+from store.mapped_file import StoreFormatError
+from transforms.offsets import (CONSUMER_KEYS, CONSUMER_OFFSETS_SCHEMA, HISTORY_SCHEMA,
+                                QUEUE_KEYS, QUEUE_OFFSETS_SCHEMA, QUEUES_SCHEMA,
+                                committed_offsets, consumer_offsets, history_rows,
+                                queue_offsets, queue_requests, same_state)
+from transforms.queue_units import UNIT_SCHEMA, read_queue_units
+
+PROG = "publish-offsets"
+APP_ID = "rocketlake.publish-offsets"
+#: table name -> (schema, merge keys (None: append-only), partition columns)
+TABLES = {
+    "queue_offsets": (QUEUE_OFFSETS_SCHEMA, QUEUE_KEYS, ()),
+    "consumer_offsets": (CONSUMER_OFFSETS_SCHEMA, CONSUMER_KEYS, ()),
+    "offsets_history": (HISTORY_SCHEMA, None, ("snapshot_date",)),
+}
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+MAX_REPORTED = 10
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """What the driver lists: the queues, the topics the store knows, the CommitLog minimum."""
+    queues: list[tuple[str, int]]
+    topics: frozenset[str]
+    commitlog_min_offset: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One snapshot's rows, computed and pinned (local checkpoints), before anything is written."""
+    store: str
+    ts: datetime
+    queue_rows: DataFrame
+    consumer_rows: DataFrame
+    commitlog_errors: list[str]
+    commitlog_error_count: int
+
+
+# --- reading the store ----------------------------------------------------------------------------
+def _store_files(directory: Path, size: int, setting: str) -> list[int]:
+    """Start offsets of the 20-digit files in ``directory``, each checked to be ``size`` bytes."""
+    starts = []
+    for p in sorted(directory.iterdir()) if directory.is_dir() else ():
+        if len(p.name) == 20 and p.name.isdigit():
+            if p.stat().st_size != size:
+                raise StoreFormatError(f"{p}: file is {p.stat().st_size} bytes, expected {size} "
+                                       f"(set the store's size with --set {setting}=BYTES)")
+            starts.append(int(p.name))
+    return starts
+
+
+def read_layout(root: Path, cfg: StoreConfig) -> StoreLayout:
+    """List the store's queues and topics (ConsumeQueue directories and `config/topics.json`)."""
+    queues = []
+    base = root / "consumequeue"
+    for tdir in sorted(base.iterdir()) if base.is_dir() else ():
+        for qdir in sorted(tdir.iterdir()) if tdir.is_dir() else ():
+            if not qdir.name.isdigit():
+                raise StoreFormatError(f"{qdir}: queue directory name is not a queue id")
+            _store_files(qdir, cfg.mappedFileSizeConsumeQueue, "mappedFileSizeConsumeQueue")
+            queues.append((tdir.name, int(qdir.name)))
+    commitlog = _store_files(root / "commitlog", cfg.mappedFileSizeCommitLog,
+                             "mappedFileSizeCommitLog")
+    topics_json = read_config(root / "config" / "topics.json") or {}
+    configured = topics_json.get("topicConfigTable", {}) if isinstance(topics_json, dict) else {}
+    return StoreLayout(sorted(queues), frozenset({t for t, _ in queues} | set(configured)),
+                       commitlog[0] if commitlog else 0)
+
+
+def check_topics(table: dict[tuple[str, str], dict[int, int]], layout: StoreLayout) -> None:
+    """Refuse consumer offsets for topics the store no longer has (no queues, not configured)."""
+    gone: dict[str, list[str]] = {}
+    for topic, group in sorted(table):
+        if topic not in layout.topics:
+            gone.setdefault(topic, []).append(group)
+    if gone:
+        names = "; ".join(f"topic {t} (group {', '.join(g)})" for t, g in gone.items())
+        raise ValueError(f"config/consumerOffset.json has offsets for topics this store no longer "
+                         f"has: {names}. Remove those entries (or restore the topics) and re-run")
+
+
+def read_snapshot(spark: SparkSession, root: Path, cfg: StoreConfig, layout: StoreLayout,
+                  table: dict[tuple[str, str], dict[int, int]], store: str, ts: datetime) -> Snapshot:
+    """Compute the snapshot's queue and consumer rows from the store's files."""
+    committed = committed_offsets(spark, table)
+    queues = spark.createDataFrame(layout.queues, QUEUES_SCHEMA)
+    tasks = max(1, min(len(layout.queues), spark.sparkContext.defaultParallelism))
+    units = (queue_requests(queues, committed).repartition(tasks)
+             .mapInArrow(partial(read_queue_units, root=str(root), config=cfg),
+                         from_arrow_schema(UNIT_SCHEMA))
+             .localCheckpoint())
+    errors = units.where(F.col("commitlog_error").isNotNull())
+    queue_rows = queue_offsets(units, layout.commitlog_min_offset, store, ts).localCheckpoint()
+    consumer_rows = consumer_offsets(committed, queue_rows, units, store, ts).localCheckpoint()
+    return Snapshot(store, ts, queue_rows, consumer_rows,
+                    [r[0] for r in errors.select("commitlog_error").limit(MAX_REPORTED).collect()],
+                    errors.count())
+
+
+# --- writing the lake -----------------------------------------------------------------------------
+def ensure_tables(spark: SparkSession, lake: Path) -> None:
+    """Create the three tables with their explicit schemas where they do not exist yet."""
+    from delta.tables import DeltaTable
+
+    for name, (schema, _, partitions) in TABLES.items():
+        (DeltaTable.createIfNotExists(spark).location(str(lake / name)).addColumns(schema)
+         .partitionedBy(*partitions).execute())
+
+
+def _current(spark: SparkSession, lake: Path, name: str, store: str) -> DataFrame:
+    return spark.read.format("delta").load(str(lake / name)).where(F.col("store") == store)
+
+
+@contextmanager
+def _transaction(spark: SparkSession, app_id: str, version: int) -> Iterator[None]:
+    """Delta's idempotent DML: a MERGE under an (app id, version) already committed is skipped."""
+    spark.conf.set(TXN_APP_ID, app_id)
+    spark.conf.set(TXN_VERSION, str(version))
+    try:
+        yield
+    finally:
+        spark.conf.unset(TXN_APP_ID)
+        spark.conf.unset(TXN_VERSION)
+
+
+def append_history(lake: Path, snap: Snapshot, app_id: str, version: int) -> None:
+    """Append the snapshot to ``offsets_history`` once per (app id, version)."""
+    (history_rows(snap.queue_rows, snap.consumer_rows).write.format("delta").mode("append")
+     .option("txnAppId", app_id).option("txnVersion", version)
+     .save(str(lake / "offsets_history")))
+
+
+def merge_current(spark: SparkSession, lake: Path, name: str, rows: DataFrame, snap: Snapshot,
+                  app_id: str, version: int) -> None:
+    """MERGE one snapshot's ``rows`` into the current-state table ``name``: insert new keys,
+    update a key only from a newer snapshot, delete this store's keys the snapshot lacks."""
+    from delta.tables import DeltaTable
+
+    on = F.col("t.store") == F.lit(snap.store)
+    for k in TABLES[name][1]:
+        on &= F.col(f"t.{k}") == F.col(f"s.{k}")
+    with _transaction(spark, app_id, version):
+        (DeltaTable.forPath(spark, str(lake / name)).alias("t").merge(rows.alias("s"), on)
+         .whenMatchedUpdateAll(condition=F.col("s.snapshot_ts") > F.col("t.snapshot_ts"))
+         .whenNotMatchedInsertAll()
+         .whenNotMatchedBySourceDelete(condition=(F.col("t.store") == F.lit(snap.store))
+                                       & (F.col("t.snapshot_ts") < F.lit(snap.ts)))
+         .execute())
+
+
+def publish(spark: SparkSession, lake: Path, snap: Snapshot) -> bool:
+    """Write the snapshot: history first, then the current tables. False when the current tables
+    already hold these rows (nothing written). Refuses a snapshot older than the published one."""
+    ensure_tables(spark, lake)
+    cur_q = _current(spark, lake, "queue_offsets", snap.store)
+    cur_c = _current(spark, lake, "consumer_offsets", snap.store)
+    if same_state(cur_q, snap.queue_rows) and same_state(cur_c, snap.consumer_rows):
+        return False
+    latest = cur_q.select("snapshot_ts").unionByName(cur_c.select("snapshot_ts")).agg(
+        F.max("snapshot_ts")).first()[0]
+    if latest is not None and snap.ts < latest:
+        raise ValueError(f"snapshot time {snap.ts.isoformat()} is older than the published "
+                         f"snapshot {latest.isoformat()} of store {snap.store}; nothing written")
+    app_id, version = f"{APP_ID}/{snap.store}", epoch_ms(snap.ts)
+    append_history(lake, snap, app_id, version)
+    merge_current(spark, lake, "queue_offsets", snap.queue_rows, snap, app_id, version)
+    merge_current(spark, lake, "consumer_offsets", snap.consumer_rows, snap, app_id, version)
+    return True
+
+
+# --- command line ---------------------------------------------------------------------------------
+def epoch_ms(ts: datetime) -> int:
+    return int(ts.timestamp() * 1000)
+
+
+def whole_ms(ts: datetime) -> datetime:
+    """``ts`` in UTC (naive means UTC), truncated to the millisecond the version id keeps."""
+    ts = ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    return ts.astimezone(timezone.utc).replace(microsecond=ts.microsecond // 1000 * 1000)
+
+
+def parse_time(text: str) -> datetime:
+    """``--snapshot-time``: ISO-8601 such as ``2026-11-22T10:00:00Z`` (no zone means UTC)."""
+    try:
+        return whole_ms(datetime.fromisoformat(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text!r}") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _job.job_parser(PROG, "Publish queue offsets, consumer offsets and lag as Delta tables.")
+    p.add_argument("--lake", required=True, type=Path, help="directory holding the Delta tables")
+    p.add_argument("--store-name", help="the store column's value (default: the store "
+                                        "directory's name)")
+    p.add_argument("--snapshot-time", type=parse_time,
+                   help="the snapshot's time, ISO-8601 (default: now); a scheduler passes its "
+                        "logical time so a retried run is the same snapshot")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    root = _job.check_store(args.store)
+    cfg = _job.store_config(args)
+    store = args.store_name or root.resolve().name
+    ts = args.snapshot_time or whole_ms(datetime.now(timezone.utc))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = read_consumer_offsets(root)
+        layout = read_layout(root, cfg)
+    for w in caught:
+        print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+    check_topics(table, layout)
+    spark = build_session(PROG)
+    snap = read_snapshot(spark, root, cfg, layout, table, store, ts)
+    if snap.commitlog_error_count:
+        print(f"{PROG}: warning: {snap.commitlog_error_count} ConsumeQueue unit(s) disagree with "
+              f"the CommitLog (published without their store times):", file=sys.stderr)
+        for e in snap.commitlog_errors:
+            print(f"  {e}", file=sys.stderr)
+    counts = f"{snap.queue_rows.count()} queues, {snap.consumer_rows.count()} consumer rows"
+    if publish(spark, args.lake, snap):
+        print(f"{PROG}: published store {store} snapshot {ts.isoformat()}: {counts}")
+    else:
+        print(f"{PROG}: store {store} unchanged since its published snapshot ({counts}); "
+              f"nothing written")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return _job.run(PROG, lambda: run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Read the ConsumeQueue units the offsets tables need and check each against the CommitLog.
+
+Executor side of ``jobs.publish_offsets``: :func:`read_queue_units` is a ``mapInArrow`` function
+over one row per queue (``topic``, ``queue_id``, ``wanted``: queue offsets whose units are asked
+for). No Spark here: the store library maps the files, numpy parses them.
+
+Per queue it loads the ConsumeQueue as the store does (``store.consume_queue``: the units of the
+first and last file parsed as one ``CQ_UNIT_DTYPE`` array each, valid-unit masks vectorised), moves
+the minimum to the first unit at or above the CommitLog's minimum offset (RocketMQ's
+``correctMinOffset``), and returns the units at the queue's minimum, at ``max - 1`` and at each
+wanted offset inside the written range: O(queues + wanted) rows, whatever the queue lengths.
+
+Each returned unit whose message should still be in the CommitLog (not a pre-blank unit, at or
+above the CommitLog minimum) is checked against the record at its offset: a valid record with
+TOTALSIZE equal to the unit's size and the unit's topic, queue id and queue offset. A unit that
+passes gets the record's ``store_timestamp``; one that does not gets ``commitlog_error`` instead.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+
+from store.codec import CQ_PRE_BLANK, CQ_UNIT, CorruptRecordError
+from store.commitlog import CommitLog
+from store.config import StoreConfig
+from store.consume_queue import ConsumeQueue
+
+#: The size field of a pre-blank unit (SPEC §6): a placeholder, not a message.
+BLANK_UNIT_SIZE: int = CQ_UNIT.unpack(CQ_PRE_BLANK)[1]
+
+#: What :func:`read_queue_units` returns, one row per unit.
+UNIT_SCHEMA = pa.schema([
+    pa.field("topic", pa.string(), False),
+    pa.field("queue_id", pa.int32(), False),
+    pa.field("queue_offset", pa.int64(), False),
+    pa.field("commitlog_offset", pa.int64(), False),
+    pa.field("size", pa.int32(), False),
+    pa.field("store_timestamp", pa.int64()),   # ms; null unless checked and found
+    pa.field("commitlog_error", pa.string()),  # null unless the check failed
+])
+
+
+def read_queue_units(batches: Iterator[pa.RecordBatch], root: str, config: StoreConfig
+                     ) -> Iterator[pa.RecordBatch]:
+    """``mapInArrow`` body: request rows (topic, queue_id, wanted) -> units (:data:`UNIT_SCHEMA`)."""
+    commitlog = CommitLog(Path(root), config)
+    commitlog.files.load()
+    try:
+        for batch in batches:
+            rows: list[tuple] = []
+            for req in batch.to_pylist():
+                rows += _queue_units(commitlog, Path(root), config.mappedFileSizeConsumeQueue,
+                                     req["topic"], req["queue_id"], req["wanted"] or ())
+            yield pa.RecordBatch.from_pylist(
+                [dict(zip(UNIT_SCHEMA.names, r)) for r in rows], schema=UNIT_SCHEMA)
+    finally:
+        commitlog.close()
+
+
+def _queue_units(commitlog: CommitLog, root: Path, cq_file_size: int, topic: str, queue_id: int,
+                 wanted) -> list[tuple]:
+    cq = ConsumeQueue(root, topic, queue_id, cq_file_size)
+    try:
+        cq.load()
+        cq.correct_min_offset(commitlog.min_offset)
+        lo, hi = cq.files.min_offset // CQ_UNIT.size, cq.max_offset
+        offsets = {o for o in wanted if lo <= o < hi}
+        if cq.min_offset < hi:
+            offsets.add(cq.min_offset)
+        if hi > lo:
+            offsets.add(hi - 1)
+        out = []
+        for q in sorted(offsets):
+            (off, size, _), = cq.units(q, 1).tolist()
+            ts, err = _check(commitlog, topic, queue_id, q, off, size)
+            out.append((topic, queue_id, q, off, size, ts, err))
+        return out
+    finally:
+        cq.close()
+
+
+def _check(commitlog: CommitLog, topic: str, queue_id: int, queue_offset: int, offset: int,
+           size: int) -> tuple[int | None, str | None]:
+    """(store timestamp, None) when the unit's record is there, (None, why) when it is not;
+    (None, None) for units whose message is gone or never was (pre-blank, below the minimum)."""
+    if size == BLANK_UNIT_SIZE or size <= 0 or offset < commitlog.min_offset:
+        return None, None
+    where = f"{topic}/{queue_id} queue offset {queue_offset}: CommitLog offset {offset}"
+    try:
+        rec = commitlog.read(offset, check_crc=False)
+    except CorruptRecordError as e:
+        return None, f"{where}: no valid record ({e})"
+    found = (rec.size, rec.topic, rec.queue_id, rec.queue_offset)
+    if found != (size, topic, queue_id, queue_offset):
+        return None, (f"{where}: record has size {rec.size}, topic {rec.topic}, queue "
+                      f"{rec.queue_id}, queue offset {rec.queue_offset}; the unit says size {size}")
+    return rec.store_timestamp, None
