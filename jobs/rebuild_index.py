@@ -31,7 +31,8 @@ from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.index import IndexService
 from transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
-from transforms.index import IndexChain, IndexStart, index_chain, index_keys
+from transforms.index import (IndexChain, IndexStart, index_entries, index_files,
+                              index_keys, index_slots, place_keys)
 
 PROG = "rebuild-index"
 
@@ -154,8 +155,10 @@ def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Pa
         keys = index_keys(scan.messages.filter(F.col("commitlog_offset") > end_phy)).persist()
         counts = {r["topic"]: r["n"] for r in
                   keys.groupBy("topic").agg(F.count(F.lit(1)).alias("n")).collect()}
-        chain = index_chain(keys, cfg.maxHashSlotNum, cfg.maxIndexNum, start,
-                            bucket_bytes or split_bytes)
+        placed = place_keys(keys, cfg.maxHashSlotNum, cfg.maxIndexNum, start,
+                            bucket_bytes or split_bytes).persist()
+        files = index_files(placed)
+        chain = IndexChain(index_entries(placed, files, start), files, index_slots(placed))
         if output is not None:
             index_dir = output / "index"
         elif incremental:
@@ -163,6 +166,7 @@ def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Pa
         else:
             index_dir = _job.aside(store, "index")
         write_index_files(index_dir, chain, cfg.maxHashSlotNum, cfg.maxIndexNum, open_file)
+        placed.unpersist()
         keys.unpersist()
     finally:
         scan.close()

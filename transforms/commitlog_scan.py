@@ -114,11 +114,12 @@ def scan_end(records: DataFrame, start: int, files: list[tuple[Path, int]]) -> S
                     F.sum((~F.col("crc_ok")).cast("long")).alias("bad_crc"),
                     F.min(F.when(~F.col("crc_ok"), F.col("commitlog_offset"))).alias("first_bad"))
                .orderBy("range_start").collect())
-    expected, end, reason = start, None, None
+    expected, end, reason, walked = start, None, None, 0
     for row in summary:
         if row["first"] != expected:
             end = expected
             break
+        walked += 1
         if row["break_at"] is not None:
             end, reason = row["break_at"], row["reason"]
             break
@@ -127,7 +128,10 @@ def scan_end(records: DataFrame, start: int, files: list[tuple[Path, int]]) -> S
         end = expected
     elif reason is None and not _zeros_at(end, files):
         reason = f"offset {end}: no valid record starts here"
-    counted = (records.filter(F.col("commitlog_offset") < end).count() if summary else 0)
+    if walked == len(summary) and (not summary or summary[-1]["tail"] <= end):
+        counted = sum(r["n"] for r in summary)  # no record lies past the end
+    else:
+        counted = records.filter(F.col("commitlog_offset") < end).count()
     bad = [r for r in summary if r["bad_crc"]]
     return ScanEnd(end, reason, counted, sum(r["bad_crc"] for r in bad),
                    min((r["first_bad"] for r in bad), default=None))

@@ -81,9 +81,10 @@ def index_keys(messages: DataFrame) -> DataFrame:
                     F.concat_ws(TOPIC_KEY_SEPARATOR, "topic", "k").alias("key")))
 
 
-def index_chain(keys: DataFrame, slot_num: int, entry_num: int, start: IndexStart = IndexStart(),
-                bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> IndexChain:
-    """Place ``keys`` (rows of :func:`index_keys`) into index files as RocketMQ's puts would."""
+def place_keys(keys: DataFrame, slot_num: int, entry_num: int, start: IndexStart = IndexStart(),
+               bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> DataFrame:
+    """Each key's place: ``file_no, position, slot, key_hash, phy_offset, ts, prev_index,
+    new_slot`` (new_slot: the put found its slot empty, so hashSlotCount grows)."""
     per_file = entry_num - 1
     hashed = keys.withColumn("key_hash", index_key_hash("key")).withColumn(
         "bucket", F.floor(F.col("commitlog_offset") / bucket_bytes))
@@ -96,9 +97,9 @@ def index_chain(keys: DataFrame, slot_num: int, entry_num: int, start: IndexStar
     placed = (ranked.join(F.broadcast(bases), "bucket")
               .select((g / per_file).cast("long").alias("file_no"),
                       (g % per_file + 1).cast("int").alias("position"),
+                      (F.col("key_hash") % slot_num).cast("int").alias("slot"),
                       "key_hash", F.col("commitlog_offset").alias("phy_offset"),
-                      F.col("store_timestamp").alias("ts"),
-                      (F.col("key_hash") % slot_num).cast("int").alias("slot")))
+                      F.col("store_timestamp").alias("ts")))
     prev = F.lag("position").over(Window.partitionBy("file_no", "slot").orderBy("position"))
     placed = placed.withColumn("prev", prev)
     if start.slots is not None:
@@ -108,16 +109,33 @@ def index_chain(keys: DataFrame, slot_num: int, entry_num: int, start: IndexStar
     else:
         placed = placed.withColumn("old", F.lit(None).cast("int"))
     old_valid = (F.col("old") > 0) & (F.col("old") <= F.col("position"))
-    placed = placed.select(
-        "*",
-        F.coalesce("prev", F.when(old_valid, F.col("old")), F.lit(0)).alias("prev_index"),
+    return placed.select(
+        "file_no", "position", "slot", "key_hash", "phy_offset", "ts",
+        F.coalesce("prev", F.when(old_valid, F.col("old")), F.lit(0)).cast("int").alias("prev_index"),
         (F.col("prev").isNull() & ~F.coalesce(old_valid, F.lit(False))).alias("new_slot"))
 
-    files = placed.groupBy("file_no").agg(
-        F.min_by("ts", "position").alias("first_ts"), F.min_by("phy_offset", "position").alias("first_phy"),
-        F.max_by("ts", "position").alias("last_ts"), F.max_by("phy_offset", "position").alias("last_phy"),
-        (F.max("position") + 1).alias("index_count"),
+
+def index_files(placed: DataFrame) -> DataFrame:
+    """Per file of placed keys: ``file_no, first_ts, first_phy, last_ts, last_phy, index_count,
+    new_slots``."""
+    return placed.groupBy("file_no").agg(
+        F.min_by("ts", "position").alias("first_ts"),
+        F.min_by("phy_offset", "position").alias("first_phy"),
+        F.max_by("ts", "position").alias("last_ts"),
+        F.max_by("phy_offset", "position").alias("last_phy"),
+        (F.max("position") + 1).cast("int").alias("index_count"),
         F.sum(F.col("new_slot").cast("int")).alias("new_slots"))
+
+
+def index_slots(placed: DataFrame) -> DataFrame:
+    """Each touched slot's final value: ``file_no, slot, value``."""
+    return placed.groupBy("file_no", "slot").agg(F.max("position").alias("value"))
+
+
+def index_entries(placed: DataFrame, files: DataFrame, start: IndexStart = IndexStart()) -> DataFrame:
+    """The entries: ``file_no, position, key_hash, phy_offset, time_diff, prev_index``. timeDiff
+    is against beginTimestamp as each put saw it: the first put of a file sees the previous
+    file's end time (``start.begin_ts`` for file 0), later ones the file's first put time."""
     prev_end = F.coalesce(F.lag("last_ts").over(Window.orderBy("file_no")), F.lit(start.end_ts))
     begins = files.select(
         "file_no",
@@ -126,9 +144,15 @@ def index_chain(keys: DataFrame, slot_num: int, entry_num: int, start: IndexStar
         .otherwise(F.col("first_ts")).alias("begin"))
     seen = F.when(F.col("position") == 1, F.col("open_begin")).otherwise(F.col("begin"))
     diff = F.least(F.greatest(F.floor((F.col("ts") - seen) / 1000), F.lit(0)), F.lit(_MAX_DIFF))
-    entries = (placed.join(F.broadcast(begins), "file_no")
-               .select("file_no", "position", "key_hash", "phy_offset",
-                       F.when(seen > 0, diff).otherwise(0).cast("int").alias("time_diff"),
-                       F.col("prev_index").cast("int")))
-    slots = placed.groupBy("file_no", "slot").agg(F.max("position").alias("value"))
-    return IndexChain(entries, files, slots)
+    return (placed.join(F.broadcast(begins), "file_no")
+            .select("file_no", "position", "key_hash", "phy_offset",
+                    F.when(seen > 0, diff).otherwise(0).cast("int").alias("time_diff"),
+                    "prev_index"))
+
+
+def index_chain(keys: DataFrame, slot_num: int, entry_num: int, start: IndexStart = IndexStart(),
+                bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> IndexChain:
+    """Place ``keys`` (rows of :func:`index_keys`) into index files as RocketMQ's puts would."""
+    placed = place_keys(keys, slot_num, entry_num, start, bucket_bytes)
+    files = index_files(placed)
+    return IndexChain(index_entries(placed, files, start), files, index_slots(placed))

@@ -1,0 +1,110 @@
+"""Both rebuild jobs, in process on the shared session: golden store, modes, bad input."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from jobs import cli
+from jobs.rebuild_consumequeue import rebuild_consumequeue
+from jobs.rebuild_index import rebuild_index
+from store import MessageStore
+from store.commitlog import CommitLog
+from store.config import load_config
+from store.rebuild import rebuild
+from transforms.commitlog_scan import scan_store
+
+from .conftest import SMALL, library_messages, tree_bytes
+
+GOLDEN_STORE = Path(__file__).resolve().parent.parent / "golden" / "rocketmq-4.9.8" / "store"
+
+
+def sets(settings: dict) -> list[str]:
+    return [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
+
+
+def test_golden_store_rebuilds_byte_identical(spark, golden_store: Path, golden_settings: dict,
+                                              tmp_path: Path) -> None:
+    cfg = load_config(golden_settings)
+    out = tmp_path / "out"
+    rebuild_consumequeue(spark, golden_store, cfg, output=out, split_bytes=20000)
+    rebuild_index(spark, golden_store, cfg, output=out, split_bytes=20000)
+    assert tree_bytes(out / "consumequeue") == tree_bytes(GOLDEN_STORE / "consumequeue")
+    # RocketMQ named its index files by wall clock: compare contents in order.
+    assert list(tree_bytes(out / "index").values()) == list(tree_bytes(GOLDEN_STORE / "index").values())
+    assert tree_bytes(golden_store) == tree_bytes(GOLDEN_STORE)  # --output left the store alone
+
+
+def test_full_rebuild_in_place_via_cli(spark, store_copy: Path, library_store: Path) -> None:
+    shutil.rmtree(store_copy / "index")
+    (store_copy / "consumequeue" / "orders" / "0" / "00000000000000000000").write_bytes(b"junk")
+    argv = ["--store", str(store_copy), "--split-bytes", "20000", *sets(SMALL)]
+    assert cli.main(["rebuild-consumequeue", *argv]) == 0
+    assert cli.main(["rebuild-index", *argv]) == 0
+    assert tree_bytes(store_copy / "consumequeue") == tree_bytes(library_store / "consumequeue")
+    assert tree_bytes(store_copy / "index") == tree_bytes(library_store / "index")
+    assert not [p for p in store_copy.iterdir() if p.name.startswith(".")]  # nothing left aside
+
+
+def test_incremental_continues_where_the_files_stop(spark, tmp_path: Path,
+                                                    library_store: Path) -> None:
+    # The library wrote the first messages; the CommitLog then grew without dispatch (the
+    # ConsumeQueues and index of the half-way store are put back over the full store's).
+    half = tmp_path / "half"
+    msgs = library_messages()
+    with MessageStore(half, **SMALL) as s:
+        for k in range(0, 250, 60):
+            s.put_batch(msgs[k:min(k + 60, 250)])
+    full = tmp_path / "full"
+    shutil.copytree(library_store, full)
+    for name in ("consumequeue", "index"):
+        shutil.rmtree(full / name)
+        shutil.copytree(half / name, full / name)
+    cfg = load_config(SMALL)
+    rebuild_consumequeue(spark, full, cfg, incremental=True, split_bytes=20000)
+    rebuild_index(spark, full, cfg, incremental=True, split_bytes=20000)
+    assert tree_bytes(full / "consumequeue") == tree_bytes(library_store / "consumequeue")
+    assert tree_bytes(full / "index") == tree_bytes(library_store / "index")
+
+
+def test_bad_crc_ends_valid_data_where_the_library_stops(spark, store_copy: Path,
+                                                         tmp_path: Path) -> None:
+    cfg = load_config(SMALL)
+    log = CommitLog(store_copy, cfg)
+    log.files.load()
+    victim = [r for r in log.scan() if r.commitlog_offset > 70000][0]
+    log.close()
+    path = store_copy / "commitlog" / "00000000000000065536"
+    data = bytearray(path.read_bytes())
+    body_at = data.index(victim.body, victim.commitlog_offset - 65536)
+    data[body_at] ^= 0xFF  # the body of a record in the second file
+    path.write_bytes(bytes(data))
+    ref = rebuild(store_copy, tmp_path / "ref", **SMALL)
+    scan = scan_store(spark, store_copy, cfg.mappedFileSizeCommitLog, split_bytes=20000)
+    try:
+        assert (scan.end.end, scan.end.records) == (ref.commitlog_end, ref.records)
+        assert scan.end.bad_crc == 1 and "CRC" in scan.end.reason
+    finally:
+        scan.close()
+    out = tmp_path / "out"
+    rebuild_consumequeue(spark, store_copy, cfg, output=out, split_bytes=20000)
+    rebuild_index(spark, store_copy, cfg, output=out, split_bytes=20000)
+    assert tree_bytes(out / "consumequeue") == tree_bytes(tmp_path / "ref" / "consumequeue")
+    assert tree_bytes(out / "index") == tree_bytes(tmp_path / "ref" / "index")
+
+
+@pytest.mark.parametrize("job", ["rebuild-consumequeue", "rebuild-index"])
+def test_refuses_a_store_a_live_writer_holds(spark, store_copy: Path, job: str, capsys) -> None:
+    with MessageStore(store_copy, **SMALL):
+        assert cli.main([job, "--store", str(store_copy), *sets(SMALL)]) == 2
+    assert "held by a live writer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p / "missing", "no such store directory"),
+    (lambda p: (p / "plain").mkdir() or p / "plain", "not a RocketMQ store"),
+])
+def test_bad_store_paths_are_named(spark, tmp_path: Path, make, message, capsys) -> None:
+    assert cli.main(["rebuild-index", "--store", str(make(tmp_path))]) == 2
+    assert message in capsys.readouterr().err
