@@ -4,9 +4,12 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 de
 
 - normal: scan from the third-from-last CommitLog file; abnormal: from the newest file whose first
   record is no newer than the checkpoint's minimum timestamp (the first file when none is).
-- The scan stops at the first invalid record (bad magic or length, a self offset that is not its
-  address, a body CRC mismatch when ``checkCRCOnRecover``, or a topic / queue id no writer could
-  have stored). Everything after it is cut and zeroed, so stale bytes never parse again.
+- The scan stops at the first invalid record: bad magic or length, a self offset that is not its
+  address, a body CRC mismatch when ``checkCRCOnRecover``, a topic / queue id no writer could have
+  stored, or (for a record its ConsumeQueue has not seen) a QUEUEOFFSET that is not its queue's
+  next offset. Version 1 records carry no checksum over their header, so the last rule is what
+  catches a damaged QUEUEID / QUEUEOFFSET before it is dispatched. Everything after the end is
+  cut and zeroed, so stale bytes never parse again.
 - ConsumeQueue units pointing past the new end are cut; each queue's minimum is corrected to the
   CommitLog's minimum (files may have been deleted by retention).
 - Index files that reference cut data are dropped, and on abnormal recovery every index file
@@ -25,7 +28,7 @@ from store.checkpoint import Checkpoint
 from store.codec import CorruptRecordError
 from store.commitlog import CommitLog
 from store.consume_queue import ConsumeQueue
-from store.dispatch import Dispatcher, from_record
+from store.dispatch import Dispatcher, from_record, goes_to_consume_queue
 from store.index import IndexService
 from store.mapped_file import MappedFile
 
@@ -53,12 +56,11 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         start = _abnormal_start(log, checkpoint.min_timestamp)
     else:
         start = files[max(0, len(files) - 3)].start if files else 0
-    end, reason = _valid_end(log, start)
+    end, reason = _valid_end(log, start, queues)
     log.files.truncate_after(end)
     for cq in queues.values():
         cq.truncate_dirty(end)
         cq.correct_min_offset(log.min_offset)
-    log.queue_offsets = {key: cq.max_offset for key, cq in queues.items()}
 
     dropped = 0
     if index is not None:
@@ -74,13 +76,10 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
 
     n = 0
     for rec in log.scan(dispatch_from, check_crc=False, stop_at=end):
-        req = from_record(rec, delay_levels_ms)
-        if req.to_consume_queue:
-            key = (req.topic, req.queue_id)
-            log.queue_offsets[key] = max(log.queue_offsets.get(key, 0), req.queue_offset + 1)
-        dispatch(req)
+        dispatch(from_record(rec, delay_levels_ms))
         n += 1
     dispatch.flush()
+    log.queue_offsets = {key: cq.max_offset for key, cq in queues.items()}
     return RecoveryReport(abnormal, start, end, dispatch_from, n, reason, dropped)
 
 
@@ -102,13 +101,24 @@ def _first_store_timestamp(log: CommitLog, mf: MappedFile) -> int | None:
     return rec.store_timestamp if rec.store_timestamp > 0 else None
 
 
-def _valid_end(log: CommitLog, start: int) -> tuple[int, str | None]:
+def _valid_end(log: CommitLog, start: int,
+               queues: dict[tuple[str, int], ConsumeQueue]) -> tuple[int, str | None]:
     """Where valid data ends from ``start`` on, and why it ended there (None: at zeros)."""
+    seen = {key: cq.max_physic_offset for key, cq in queues.items()}
+    # Next queue offset of each queue holding units; a queue without any accepts any start.
+    next_q = {key: cq.max_offset for key, cq in queues.items() if cq.max_offset}
     scan = log.scan(start, stop_at=log.files.files[-1].end if log.files.files else 0)
     for rec in scan:
+        at = rec.commitlog_offset
         if rec.queue_id < 0 or not codec.TOPIC_PATTERN.match(rec.topic):
-            return rec.commitlog_offset, (f"offset {rec.commitlog_offset}: topic {rec.topic!r} / "
-                                          f"queue {rec.queue_id} cannot have been written")
+            return at, f"offset {at}: topic {rec.topic!r} / queue {rec.queue_id} cannot have been written"
+        key = (rec.topic, rec.queue_id)
+        if goes_to_consume_queue(rec.sys_flag) and at + rec.size > seen.get(key, -1):
+            want = next_q.get(key, rec.queue_offset)
+            if rec.queue_offset != want:
+                return at, (f"offset {at}: QUEUEOFFSET {rec.queue_offset} of {key[0]}/{key[1]} "
+                            f"is not the queue's next offset {want}")
+            next_q[key] = want + 1
     return scan.end, scan.error
 
 
