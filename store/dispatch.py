@@ -91,10 +91,11 @@ def from_record(rec: Record, delay_levels_ms: tuple[int, ...]) -> DispatchReques
 
 
 class Dispatcher:
-    """Applies DispatchRequests to a store's ConsumeQueues and index (RocketMQ's reput step).
+    """Applies dispatches to a store's ConsumeQueues and index (RocketMQ's reput step).
 
-    Requests queue up and are applied in vectorised batches, as RocketMQ's reput thread applies
-    them after the CommitLog write. ``apply()`` makes everything queued visible; readers call it.
+    Dispatches queue up in flat per-queue lists and are applied in vectorised batches, as
+    RocketMQ's reput thread applies them after the CommitLog write. ``apply()`` makes everything
+    queued visible; readers call it.
     """
 
     BATCH = 4096
@@ -104,7 +105,8 @@ class Dispatcher:
         self.root, self.cq_file_size = Path(root), cfg.mappedFileSizeConsumeQueue
         self.queues, self.index = queues, index
         self.last_timestamp = 0
-        self._pending: list[DispatchRequest] = []
+        self._units: dict[tuple[str, int], list[int]] = {}  # queue_offset, offset, size, tags_code ...
+        self._pending = 0
 
     def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.queues.get((topic, queue_id))
@@ -114,33 +116,42 @@ class Dispatcher:
         return cq
 
     def __call__(self, req: DispatchRequest) -> None:
-        self._pending.append(req)
-        if len(self._pending) >= self.BATCH:
-            self.apply()
+        """Queue one dispatch."""
+        self.add_many((req.topic,), (req.queue_id,), (req.queue_offset,), (req.commitlog_offset,),
+                      (req.size,), (req.tags_code,), (req.store_timestamp,), (req.to_consume_queue,),
+                      (req.index_keys,))
 
-    def extend(self, reqs: list[DispatchRequest]) -> None:
-        self._pending.extend(reqs)
-        if len(self._pending) >= self.BATCH:
+    def add_many(self, topics: Sequence[str], queue_ids: Sequence[int], queue_offsets: Sequence[int],
+                 offsets: Sequence[int], sizes: Sequence[int], tags_codes: Sequence[int],
+                 timestamps: Sequence[int], to_queue: Sequence[bool],
+                 index_keys: Sequence[tuple[str, ...]]) -> None:
+        """Queue the dispatches of records given column by column, in CommitLog order."""
+        units = self._units
+        for t, q, qo, off, size, tc, cq in zip(topics, queue_ids, queue_offsets, offsets, sizes,
+                                               tags_codes, to_queue):
+            if cq:
+                u = units.get((t, q))
+                if u is None:
+                    u = units[(t, q)] = []
+                u += (qo, off, size, tc)
+        if self.index is not None:
+            self.index.add_many(index_keys, offsets, timestamps)
+        if timestamps:
+            self.last_timestamp = timestamps[-1]
+        self._pending += len(offsets)
+        if self._pending >= self.BATCH:
             self.apply()
 
     def apply(self) -> None:
-        """Write every queued request's ConsumeQueue unit and index keys."""
-        reqs, self._pending = self._pending, []
-        if not reqs:
-            return
-        by_queue: dict[tuple[str, int], list[DispatchRequest]] = {}
-        for r in reqs:
-            if r.to_consume_queue:
-                by_queue.setdefault((r.topic, r.queue_id), []).append(r)
-        for key, rs in by_queue.items():
-            qoffs = np.fromiter((r.queue_offset for r in rs), dtype=np.int64, count=len(rs))
-            units = np.array([(r.commitlog_offset, r.size, r.tags_code) for r in rs],
-                             dtype=codec.CQ_UNIT_DTYPE)
-            self.queue(*key).put_many(qoffs, units)
+        """Write every queued ConsumeQueue unit and index key."""
+        units, self._units, self._pending = self._units, {}, 0
+        for key, flat in units.items():
+            cols = np.array(flat, dtype=np.int64).reshape(-1, 4)
+            rows = np.empty(len(cols), dtype=codec.CQ_UNIT_DTYPE)
+            rows["commitlog_offset"], rows["size"], rows["tags_code"] = cols[:, 1], cols[:, 2], cols[:, 3]
+            self.queue(*key).put_many(cols[:, 0], rows)
         if self.index is not None:
-            self.index.add_many([r.index_keys for r in reqs], [r.commitlog_offset for r in reqs],
-                                [r.store_timestamp for r in reqs])
-        self.last_timestamp = reqs[-1].store_timestamp
+            self.index.build()
 
     def flush(self) -> None:
         self.apply()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -151,8 +152,8 @@ class IndexService:
         self.slot_num, self.entry_num = slot_num, entry_num
         self.files: list[IndexFile] = []
         self._keys: list[str] = []
-        self._phy: list[np.ndarray] = []
-        self._ts: list[np.ndarray] = []
+        self._phy: list[int] = []
+        self._ts: list[int] = []
 
     def load(self) -> None:
         if not self.dir.exists():
@@ -174,12 +175,14 @@ class IndexService:
                 return f.end_phy
         return -1
 
-    def add_many(self, keys: list[tuple[str, ...]], phy: list[int], ts: list[int]) -> None:
+    def add_many(self, keys: Sequence[tuple[str, ...]], phy: Sequence[int], ts: Sequence[int]) -> None:
         """Queue messages' index keys ("topic#key"); applied at ``BATCH`` keys or on ``build``."""
-        counts = [len(k) for k in keys]
-        self._keys.extend(k for ks in keys for k in ks)
-        self._phy.append(np.repeat(np.asarray(phy, dtype=np.int64), counts))
-        self._ts.append(np.repeat(np.asarray(ts, dtype=np.int64), counts))
+        for ks, p, t in zip(keys, phy, ts):
+            if ks:
+                n = len(ks)
+                self._keys += ks
+                self._phy += [p] * n
+                self._ts += [t] * n
         if len(self._keys) >= self.BATCH:
             self.build()
 
@@ -187,7 +190,7 @@ class IndexService:
         """Apply the queued keys to the files, rolling to new files as they fill."""
         if not self._keys:
             return
-        keys, phy, ts = self._keys, np.concatenate(self._phy), np.concatenate(self._ts)
+        keys, phy, ts = self._keys, np.array(self._phy, dtype=np.int64), np.array(self._ts, dtype=np.int64)
         self._keys, self._phy, self._ts = [], [], []
         keep = phy > self.end_phy  # a message already indexed is not indexed again
         hashes = codec.index_key_hash(codec.java_hash_many(keys))[keep]

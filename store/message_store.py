@@ -17,7 +17,7 @@ from store.commitlog import CommitLog, MessageEncoder, MessageRejected, Prepared
 from store.config import StoreConfig, load_config
 from store.config_files import read_consumer_offsets, write_consumer_offsets
 from store.consume_queue import ConsumeQueue, load_queues
-from store.dispatch import Dispatcher, DispatchRequest, from_record
+from store.dispatch import Dispatcher, from_record
 from store.flush import FlushService
 from store.index import IndexService
 from store.lockfile import StoreLock
@@ -134,7 +134,9 @@ class MessageStore:
         p = self.encoder.prepare(msg)
         with self._put_lock:
             offset, qoff, ts = self.commitlog.append(p, now_ms())
-            self._dispatch(_dispatch_request(p, offset, qoff, ts))
+            self._dispatch.add_many((p.topic,), (p.queue_id,), (qoff,), (offset,), (p.length,),
+                                    (ts + p.tags_code if p.delayed else p.tags_code,), (ts,),
+                                    (p.to_queue,), (p.index_keys,))
             self._last_ts = ts
         if self.flusher.sync:
             self.flusher.wait_durable(offset + p.length)
@@ -155,7 +157,10 @@ class MessageStore:
             return []
         with self._put_lock:
             offsets, qoffs, tss = self.commitlog.append_many(prepared, now_ms())
-            self._dispatch.extend(list(map(_dispatch_request, prepared, offsets, qoffs, tss)))
+            (topics, qids, _, _, _, sizes, *_, codes, delayed, keys, to_queue) = zip(*prepared)
+            if any(delayed):  # delayed records: tagsCode = delivery time = store time + delay
+                codes = [t + c if d else c for t, c, d in zip(tss, codes, delayed)]
+            self._dispatch.add_many(topics, qids, qoffs, offsets, sizes, codes, tss, to_queue, keys)
             self._last_ts = tss[-1]
         if self.flusher.sync:
             self.flusher.wait_durable(offsets[-1] + prepared[-1].length)
@@ -395,14 +400,6 @@ class MessageStore:
 
 
 _put_result = partial(tuple.__new__, PutResult)
-_new_request = partial(tuple.__new__, DispatchRequest)
-
-
-def _dispatch_request(p: Prepared, offset: int, queue_offset: int, ts: int) -> DispatchRequest:
-    """The dispatch of a record just written (delayed records: tagsCode = delivery time)."""
-    return _new_request((p.topic, p.queue_id, queue_offset, offset, p.length,
-                         ts + p.tags_code if p.delayed else p.tags_code, ts, p.to_queue,
-                         p.index_keys))
 
 
 def _tag_filter(tags: str | Iterable[str] | None) -> tuple[set[int], set[str]] | None:
