@@ -14,8 +14,9 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 de
   CommitLog's minimum (files may have been deleted by retention).
 - Index files that reference cut data are dropped, and on abnormal recovery every index file
   newer than the index checkpoint too, as RocketMQ does.
-- Records the ConsumeQueues or the index have not seen are dispatched again, from the earliest
-  point either of them needs; dispatch skips what is already there. The work is proportional to
+- Records the ConsumeQueues have not seen are dispatched again (abnormal: everything from the
+  start file), and when index files were dropped, everything after the last record the remaining
+  index files hold; dispatch skips what is already there. The work is proportional to
   the data written since the checkpoint (abnormal) or to the last three files (normal), never to
   the whole store.
 """
@@ -70,7 +71,7 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
     else:
         cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
         dispatch_from = max(cq_end, log.min_offset)
-    if index is not None:
+    if dropped:  # re-index what the dropped files held
         dispatch_from = min(dispatch_from, _after(log, index.end_phy))
     dispatch_from = max(dispatch_from, log.min_offset)
 
