@@ -3,6 +3,9 @@ PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+# Airflow lives in its own venv: its Spark provider's pyspark-client would overwrite full pyspark.
+AIRFLOW_VENV  := .venv-airflow
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 
 .PHONY: run test bench clean chromium
 
@@ -17,16 +20,23 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[spark,test]'
 	touch $(STAMP)
 
+$(AIRFLOW_STAMP): conf/airflow-requirements.txt
+	$(PY) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install --quiet --upgrade pip
+	$(AIRFLOW_VENV)/bin/pip install --quiet -r conf/airflow-requirements.txt
+	touch $(AIRFLOW_STAMP)
+
 venv: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/rocketlake pipeline
 
-test: $(STAMP) chromium
+test: $(STAMP) chromium $(AIRFLOW_STAMP)
 	$(BIN)/python -m pytest -q
+	$(AIRFLOW_VENV)/bin/python -m pytest -q tests/airflow
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) var .ivy
+	rm -rf $(VENV) $(AIRFLOW_VENV) var .ivy

@@ -7,7 +7,7 @@ its Python, as a production worker calls a Spark installation it does not share 
 """
 from __future__ import annotations
 
-import importlib.util
+import importlib.metadata
 import os
 import subprocess
 import sys
@@ -19,7 +19,9 @@ import pytest
 
 from airflow_support import CONN_ID, DAGS, MAIN_BIN, dag_bag
 
-if importlib.util.find_spec("airflow") is None:
+try:  # (not find_spec("airflow"): this folder itself would pass for a namespace package "airflow")
+    importlib.metadata.version("apache-airflow")
+except importlib.metadata.PackageNotFoundError:
     collect_ignore_glob = ["test_*.py"]
 else:
     # Airflow reads its configuration when first imported: set it up before any test imports it.
