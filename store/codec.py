@@ -348,6 +348,9 @@ def decode_record(buf, pos: int, file_offset: int = 0, check_crc: bool = True) -
         raise CorruptRecordError(f"offset {file_offset + pos}: bad TOTALSIZE {total}")
     (_, _, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
      born_ts) = PREFIX.unpack_from(buf, pos)
+    if total < record_length(sys_flag, 0, 0, 0, magic):  # the fixed fields must fit
+        raise CorruptRecordError(f"offset {file_offset + pos}: TOTALSIZE {total} too short for "
+                                 f"SYSFLAG {sys_flag:#x}")
     p = pos + PREFIX.size
     alen = 16 if sys_flag & FLAG_BORNHOST_V6 else 4
     born_addr = bytes(buf[p:p + alen])
@@ -360,7 +363,7 @@ def decode_record(buf, pos: int, file_offset: int = 0, check_crc: bool = True) -
     (store_port, reconsume, prepared, body_len) = struct.unpack_from(">iiqi", buf, p + alen)
     p += alen + 20
     rec_end = pos + total
-    if body_len < 0 or p + body_len > rec_end:
+    if body_len < 0 or p + body_len + (4 if magic == MAGIC_V2 else 3) > rec_end:
         raise CorruptRecordError(f"offset {file_offset + pos}: bad BODYLEN {body_len}")
     body = bytes(buf[p:p + body_len])
     p += body_len
