@@ -51,11 +51,24 @@ CHAIN_FIELDS: list[pa.Field] = [
     pa.field("crc_ok", pa.bool_(), False),
 ]
 BODY_FIELD = pa.field("body", pa.binary())
+#: The rest of the record head, for consumers that keep whole records (the Delta archive).
+FULL_HEAD_FIELDS: list[pa.Field] = [
+    pa.field("magic", pa.int64(), False),          # unsigned, as `dump commitlog` prints it
+    pa.field("body_crc", pa.int32(), False),
+    pa.field("flag", pa.int32(), False),
+    pa.field("born_host", pa.string()),
+    pa.field("store_host", pa.string()),
+    pa.field("store_addr", pa.binary()),
+    pa.field("store_port", pa.int32(), False),
+    pa.field("reconsume_times", pa.int32(), False),
+    pa.field("prepared_transaction_offset", pa.int64(), False),
+]
 
 
-def batch_schema(with_body: bool = False) -> pa.Schema:
+def batch_schema(with_body: bool = False, full_head: bool = False) -> pa.Schema:
     """The Arrow schema :func:`parse_range` returns."""
-    return pa.schema(MESSAGE_FIELDS + CHAIN_FIELDS + ([BODY_FIELD] if with_body else []))
+    return pa.schema(MESSAGE_FIELDS + CHAIN_FIELDS + ([BODY_FIELD] if with_body else [])
+                     + (FULL_HEAD_FIELDS if full_head else []))
 
 
 def _be(buf: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
@@ -112,11 +125,18 @@ def find_record_starts(buf: np.ndarray, file_start: int, lo: int, hi: int) -> np
     return c[_be(buf, c + codec.OFF_PHYSICAL_OFFSET, ">i8") == file_start + c]
 
 
-def _heads(buf: np.ndarray, c: np.ndarray) -> dict[str, np.ndarray]:
-    """Fixed head fields of the records at ``c`` (any mix of IPv4/IPv6 hosts), plus head size."""
+_FULL_HEAD_INTS = ("flag", "born_port", "store_port", "reconsume_times", "prepared_offset")
+
+
+def _heads(buf: np.ndarray, c: np.ndarray, full: bool = False) -> dict[str, np.ndarray]:
+    """Fixed head fields of the records at ``c`` (any mix of IPv4/IPv6 hosts), plus head size;
+    ``full`` adds the remaining fields, host addresses as object arrays of bytes."""
     names = ("total_size", "magic", "body_crc", "queue_id", "queue_offset", "sys_flag",
-             "born_timestamp", "store_timestamp", "body_len")
+             "born_timestamp", "store_timestamp", "body_len") + (_FULL_HEAD_INTS if full else ())
     out = {n: np.zeros(c.size, dtype=np.int64) for n in names + ("head_size",)}
+    if full:
+        out["born_addr"] = np.empty(c.size, dtype=object)
+        out["store_addr"] = np.empty(c.size, dtype=object)
     sys_flag = _be(buf, c + codec.OFF_SYSFLAG, ">i4")
     born6 = (sys_flag & codec.FLAG_BORNHOST_V6) != 0
     store6 = (sys_flag & codec.FLAG_STOREHOST_V6) != 0
@@ -128,12 +148,16 @@ def _heads(buf: np.ndarray, c: np.ndarray) -> dict[str, np.ndarray]:
             for n in names:
                 out[n][part] = rows[n]
             out["head_size"][part] = dt.itemsize
+            if full:
+                for n in ("born_addr", "store_addr"):
+                    raw, w = rows[n].tobytes(), rows.dtype[n].itemsize
+                    out[n][part] = [raw[i:i + w] for i in range(0, len(raw), w)]
     return out
 
 
 def parse_range(buf: np.ndarray, file_start: int, lo: int, hi: int, check_crc: bool = True,
-                with_body: bool = False, delay_levels_ms: Sequence[int] = codec.DELAY_LEVELS_MS
-                ) -> pa.RecordBatch:
+                with_body: bool = False, delay_levels_ms: Sequence[int] = codec.DELAY_LEVELS_MS,
+                full_head: bool = False) -> pa.RecordBatch:
     """Parse the records starting in ``[lo, hi)`` of one CommitLog file (``buf``: its bytes).
 
     Returns one row per structurally valid record (see :func:`batch_schema`). A row's
@@ -143,7 +167,7 @@ def parse_range(buf: np.ndarray, file_start: int, lo: int, hi: int, check_crc: b
     """
     size = buf.size
     c = find_record_starts(buf, file_start, lo, hi)
-    h = _heads(buf, c)
+    h = _heads(buf, c, full_head)
     total, body_len = h["total_size"], h["body_len"]
     rec_end = c + total
     body_start = c + h["head_size"]
@@ -230,7 +254,17 @@ def parse_range(buf: np.ndarray, file_start: int, lo: int, hi: int, check_crc: b
     }
     if with_body:
         cols["body"] = _strings(buf, body_start[rows], body_len[rows], pa.binary())
-    schema = batch_schema(with_body)
+    if full_head:
+        hosts = {side: [codec.format_host(a, int(p)) for a, p in
+                        zip(h[f"{side}_addr"][rows], h[f"{side}_port"][rows])] for side in ("born", "store")}
+        cols.update({
+            "magic": h["magic"][rows] & 0xFFFFFFFF, "body_crc": h["body_crc"][rows].astype(np.int32),
+            "flag": h["flag"][rows].astype(np.int32), "born_host": hosts["born"],
+            "store_host": hosts["store"], "store_addr": pa.array(list(h["store_addr"][rows]), pa.binary()),
+            "store_port": h["store_port"][rows].astype(np.int32),
+            "reconsume_times": h["reconsume_times"][rows].astype(np.int32),
+            "prepared_transaction_offset": h["prepared_offset"][rows]})
+    schema = batch_schema(with_body, full_head)
     return pa.RecordBatch.from_arrays([pa.array(cols[f.name], type=f.type) if not isinstance(
         cols[f.name], pa.Array) else cols[f.name] for f in schema], schema=schema)
 

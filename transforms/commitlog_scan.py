@@ -79,13 +79,14 @@ def ranges_frame(spark: SparkSession, ranges: list[ScanRange]) -> DataFrame:
     return spark.createDataFrame(rdd, schema)
 
 
-def scan_schema(with_body: bool = False):
+def scan_schema(with_body: bool = False, full_head: bool = False):
     """Spark schema of :func:`parse_ranges` rows."""
-    return from_arrow_schema(batch_schema(with_body))
+    return from_arrow_schema(batch_schema(with_body, full_head))
 
 
 def parse_ranges(ranges: DataFrame, with_body: bool = False, check_crc: bool = True,
-                 delay_levels_ms: tuple[int, ...] = codec.DELAY_LEVELS_MS) -> DataFrame:
+                 delay_levels_ms: tuple[int, ...] = codec.DELAY_LEVELS_MS,
+                 full_head: bool = False) -> DataFrame:
     """Parse every range of ``ranges`` (rows of :func:`ranges_frame`) into record rows."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -93,10 +94,10 @@ def parse_ranges(ranges: DataFrame, with_body: bool = False, check_crc: bool = T
             for r in batch.to_pylist():
                 buf = np.memmap(r["path"], dtype=np.uint8, mode="r")
                 yield parse_range(buf, r["file_start"], r["lo"], r["hi"], check_crc, with_body,
-                                  delay_levels_ms)
+                                  delay_levels_ms, full_head)
                 del buf
 
-    return ranges.mapInArrow(parse, scan_schema(with_body))
+    return ranges.mapInArrow(parse, scan_schema(with_body, full_head))
 
 
 def scan_end(records: DataFrame, start: int, files: list[tuple[Path, int]]) -> ScanEnd:
@@ -169,13 +170,15 @@ class StoreScan:
 
 def scan_store(spark: SparkSession, root: Path, file_size: int, start: int | None = None,
                split_bytes: int = DEFAULT_SPLIT_BYTES, with_body: bool = False,
-               delay_levels_ms: tuple[int, ...] = codec.DELAY_LEVELS_MS) -> StoreScan:
-    """Scan the store's CommitLog from ``start`` (default: its first record), CRCs checked."""
+               delay_levels_ms: tuple[int, ...] = codec.DELAY_LEVELS_MS,
+               full_head: bool = False) -> StoreScan:
+    """Scan the store's CommitLog from ``start`` (default: its first record), CRCs checked.
+    ``full_head`` adds every remaining head field (hosts, flag, CRC, ...) to ``records``."""
     files = commitlog_files(root, file_size)
     first = files[0][1] if files else 0
     start = first if start is None else max(start, first)
     ranges = plan_ranges(root, file_size, split_bytes, start)
-    records = parse_ranges(ranges_frame(spark, ranges), with_body, True, delay_levels_ms)
+    records = parse_ranges(ranges_frame(spark, ranges), with_body, True, delay_levels_ms, full_head)
     records = records.persist(StorageLevel.MEMORY_AND_DISK)
     end = scan_end(records, start, files)
     return StoreScan(records, valid_messages(records, end.end), end)
