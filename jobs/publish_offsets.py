@@ -192,11 +192,13 @@ def publish(spark: SparkSession, lake: Path, snap: Snapshot) -> bool:
     cur_c = _current(spark, lake, "consumer_offsets", snap.store)
     if same_state(cur_q, snap.queue_rows) and same_state(cur_c, snap.consumer_rows):
         return False
-    latest = cur_q.select("snapshot_ts").unionByName(cur_c.select("snapshot_ts")).agg(
-        F.max("snapshot_ts")).first()[0]
-    if latest is not None and snap.ts < latest:
+    latest = F.max("snapshot_ts")
+    published = cur_q.select("snapshot_ts").unionByName(cur_c.select("snapshot_ts")).agg(
+        F.date_format(latest, "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("ts"),
+        (latest > F.lit(snap.ts)).alias("newer")).first()
+    if published.newer:
         raise ValueError(f"snapshot time {snap.ts.isoformat()} is older than the published "
-                         f"snapshot {latest.isoformat()} of store {snap.store}; nothing written")
+                         f"snapshot {published.ts} of store {snap.store}; nothing written")
     app_id, version = f"{APP_ID}/{snap.store}", epoch_ms(snap.ts)
     append_history(lake, snap, app_id, version)
     merge_current(spark, lake, "queue_offsets", snap.queue_rows, snap, app_id, version)
