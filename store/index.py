@@ -14,7 +14,7 @@ import numpy as np
 
 from store import codec
 from store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
-from store.mapped_file import StoreFormatError
+from store.mapped_file import StoreFormatError, create_file
 
 _MAX_DIFF = 0x7FFFFFFF
 
@@ -65,8 +65,7 @@ class IndexFile:
         self.path, self.slot_num, self.entry_num = path, slot_num, entry_num
         size = codec.index_file_size(slot_num, entry_num)
         if create_from is not None:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            os.ftruncate(fd, size)
+            fd = create_file(path, size)
         else:
             fd = os.open(path, os.O_RDWR if os.access(path, os.W_OK) else os.O_RDONLY)
             if os.fstat(fd).st_size != size:
@@ -135,6 +134,28 @@ class IndexFile:
 
     def flush(self) -> None:
         self.mm.flush()
+
+    def keep_first(self, count: int) -> None:
+        """Roll back to the entries at positions below ``count`` (entry 0 is never used): later
+        entries are zeroed, the slots rebuilt from the kept entries alone (so no slot points at a
+        dropped or torn entry) and the header recomputed."""
+        kept = self.entries[1:count]
+        self.entries[count:max(count, self.index_count)] = 0
+        self.slots[:] = 0
+        slots = kept["key_hash"].astype(np.int64) % self.slot_num
+        pos = np.arange(1, count, dtype=np.int64)
+        order = np.lexsort((pos, slots))
+        last = np.ones(order.size, dtype=bool)
+        last[:-1] = slots[order][1:] != slots[order][:-1]
+        self.slots[slots[order][last]] = pos[order][last]
+        self.slot_count = int(np.count_nonzero(last))
+        self.index_count = count
+        if kept.size:
+            self.end_phy = int(kept["phy_offset"][-1])
+            self.end_ts = self.begin_ts + int(kept["time_diff"][-1]) * 1000
+        else:
+            self.end_phy, self.end_ts = self.begin_phy, self.begin_ts
+        self.write_header()
 
     def close(self) -> None:
         # numpy views hold exported buffers; drop them before closing the map.
@@ -244,13 +265,29 @@ class IndexService:
             gone.append(f.path)
         return gone
 
-    def drop_after(self, ts: int) -> None:
-        """Delete files created after store time ``ts`` (abnormal recovery rebuilds them)."""
+    def truncate(self, offset: int) -> int:
+        """Forget every entry for a CommitLog offset at or past ``offset`` (recovery re-indexes
+        from there): newer files holding only such entries are deleted, the file holding the
+        boundary is rolled back (``IndexFile.keep_first``). Returns how many entries went."""
         self._keys, self._phy, self._ts = [], [], []
-        while self.files and self.files[-1].end_ts > ts:
-            f = self.files.pop()
-            f.close()
-            f.path.unlink()
+        dropped = 0
+        while self.files:
+            f = self.files[-1]
+            if f.index_count > 1 and f.end_phy < offset:
+                break
+            phy = f.entries["phy_offset"][1:f.index_count]
+            keep, n = int(np.searchsorted(phy, offset)), phy.size  # entries in CommitLog order
+            del phy  # a view on the map: it must go before the file can close
+            dropped += n - keep
+            if keep == 0:
+                self.files.pop()
+                f.close()
+                f.path.unlink()
+                continue
+            if keep < n:
+                f.keep_first(1 + keep)
+            break
+        return dropped
 
     def close(self) -> None:
         for f in self.files:

@@ -18,6 +18,31 @@ class StoreFormatError(ValueError):
     """A store file or directory that is not what RocketMQ would have written."""
 
 
+def create_file(path: Path, size: int) -> int:
+    """Create ``path`` pre-allocated (sparse, reading as zeros) to ``size`` bytes; return an
+    O_RDWR descriptor. The file is sized under a hidden temporary name and then renamed, so a
+    crash leaves either no file or a whole one, never a short one that would stop the store from
+    opening. Refuses to replace an existing file."""
+    path = Path(path)
+    if path.exists():
+        raise FileExistsError(f"{path}: already exists")
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        os.rename(tmp, path)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)  # the new name survives a power loss
+    finally:
+        os.close(dfd)
+    return fd
+
+
 class MappedFile:
     """One store file of a fixed size, mapped read-write; ``wrote`` is the append position."""
 
@@ -26,8 +51,7 @@ class MappedFile:
     def __init__(self, path: Path, start: int, size: int, create: bool = False) -> None:
         self.path, self.start, self.size = path, start, size
         if create:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-            os.ftruncate(fd, size)  # sparse: reads as zeros, like Java's setLength
+            fd = create_file(path, size)
         else:
             fd = os.open(path, os.O_RDWR if os.access(path, os.W_OK) else os.O_RDONLY)
             actual = os.fstat(fd).st_size
