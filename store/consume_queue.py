@@ -137,6 +137,7 @@ class ConsumeQueue:
             bad = np.flatnonzero((u["commitlog_offset"] + u["size"] > commitlog_end)
                                  & (u["size"] != 0x7FFFFFFF))
             keep = int(bad[0]) if bad.size else u.size
+            del u  # a view on the map: it must go before the file can close
             if keep == 0 and len(self.files.files) > 1:
                 self.files.files.pop().destroy()
                 continue
