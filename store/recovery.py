@@ -12,11 +12,13 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 de
   cut and zeroed, so stale bytes never parse again.
 - ConsumeQueue units pointing past the new end are cut; each queue's minimum is corrected to the
   CommitLog's minimum (files may have been deleted by retention).
-- Index files that reference cut data are dropped, and on abnormal recovery every index file
-  newer than the index checkpoint too, as RocketMQ does.
+- Index entries for cut data are forgotten; on abnormal recovery so is every entry from the
+  start file on (it may be torn, or not yet applied). RocketMQ instead deletes whole index files
+  newer than the index checkpoint, which loses the keys of older messages those files held; rolling
+  the newest file back to the start point (``IndexService.truncate``) loses nothing, and keeps the
+  work proportional to the data since the checkpoint.
 - Records the ConsumeQueues have not seen are dispatched again (abnormal: everything from the
-  start file), and when index files were dropped, everything after the last record the remaining
-  index files hold; dispatch skips what is already there. The work is proportional to
+  start file, which re-indexes it too); dispatch skips what is already there. The work is proportional to
   the data written since the checkpoint (abnormal) or to the last three files (normal), never to
   the whole store.
 """
@@ -44,8 +46,8 @@ class RecoveryReport:
     dispatched: int
     #: why the scan stopped before the zeros that end a healthy log (None when it did not)
     stop_reason: str | None
-    #: index files dropped (their keys were dispatched again)
-    index_files_dropped: int
+    #: index entries forgotten (for cut data, or re-indexed from the start file)
+    index_entries_dropped: int
 
 
 def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: IndexService | None,
@@ -63,17 +65,12 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         cq.truncate_dirty(end)
         cq.correct_min_offset(log.min_offset)
 
-    dropped = 0
-    if index is not None:
-        dropped = _drop_index_files(index, end, checkpoint.index if abnormal else None)
+    dropped = index.truncate(start if abnormal else end) if index is not None else 0
     if abnormal:
         dispatch_from = start
     else:
         cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
         dispatch_from = max(cq_end, log.min_offset)
-    if dropped:  # re-index what the dropped files held
-        dispatch_from = min(dispatch_from, _after(log, index.end_phy))
-    dispatch_from = max(dispatch_from, log.min_offset)
 
     n = 0
     for rec in log.scan(dispatch_from, check_crc=False, stop_at=end):
@@ -121,26 +118,3 @@ def _valid_end(log: CommitLog, start: int,
                             f"is not the queue's next offset {want}")
             next_q[key] = want + 1
     return scan.end, scan.error
-
-
-def _drop_index_files(index: IndexService, end: int, checkpoint_ts: int | None) -> int:
-    """Drop index files that reference CommitLog data at or past ``end`` (cut by recovery), and
-    with ``checkpoint_ts`` (abnormal recovery) those updated after it. Returns how many."""
-    before = len(index.files)
-    if checkpoint_ts is not None:
-        index.drop_after(checkpoint_ts)
-    while index.files and index.files[-1].end_phy >= end:
-        f = index.files.pop()
-        f.close()
-        f.path.unlink()
-    return before - len(index.files)
-
-
-def _after(log: CommitLog, offset: int) -> int:
-    """The offset just past the record at ``offset`` (the CommitLog's minimum when none)."""
-    if offset < log.min_offset:
-        return log.min_offset
-    try:
-        return offset + log.read(offset).size
-    except CorruptRecordError:
-        return log.min_offset
