@@ -91,8 +91,10 @@ def place_keys(keys: DataFrame, slot_num: int, entry_num: int, start: IndexStart
     order = Window.partitionBy("bucket").orderBy("commitlog_offset", "key_pos")
     ranked = hashed.withColumn("local", F.row_number().over(order) - 1)
     sizes = ranked.groupBy("bucket").agg(F.count(F.lit(1)).alias("n"))
-    before = Window.orderBy("bucket").rowsBetween(Window.unboundedPreceding, -1)
-    bases = sizes.select("bucket", F.coalesce(F.sum("n").over(before), F.lit(0)).alias("base"))
+    # Keys in earlier buckets (a join of the tiny per-bucket table with itself).
+    earlier = sizes.select(F.col("bucket").alias("b"), F.col("n").alias("m"))
+    bases = (sizes.join(F.broadcast(earlier), F.col("b") < F.col("bucket"), "left")
+             .groupBy("bucket").agg(F.coalesce(F.sum("m"), F.lit(0)).alias("base")))
     g = F.col("base") + F.col("local") + (start.index_count - 1)
     placed = (ranked.join(F.broadcast(bases), "bucket")
               .select((g / per_file).cast("long").alias("file_no"),
@@ -136,8 +138,9 @@ def index_entries(placed: DataFrame, files: DataFrame, start: IndexStart = Index
     """The entries: ``file_no, position, key_hash, phy_offset, time_diff, prev_index``. timeDiff
     is against beginTimestamp as each put saw it: the first put of a file sees the previous
     file's end time (``start.begin_ts`` for file 0), later ones the file's first put time."""
-    prev_end = F.coalesce(F.lag("last_ts").over(Window.orderBy("file_no")), F.lit(start.end_ts))
-    begins = files.select(
+    before = files.select((F.col("file_no") + 1).alias("file_no"), F.col("last_ts").alias("prev_last"))
+    prev_end = F.coalesce(F.col("prev_last"), F.lit(start.end_ts))
+    begins = files.join(before, "file_no", "left").select(
         "file_no",
         F.when(F.col("file_no") == 0, F.lit(start.begin_ts)).otherwise(prev_end).alias("open_begin"),
         F.when((F.col("file_no") == 0) & F.lit(start.index_count > 1), F.lit(start.begin_ts))
