@@ -44,12 +44,14 @@ class ConsumeQueue:
         return np.frombuffer(mf.mm, dtype=CQ_UNIT_DTYPE, count=mf.size // CQ_UNIT_SIZE)
 
     def _refresh_max_physic(self) -> None:
-        last = self.files.last
+        # The last unit written; a crash can leave the newest file empty, so look back.
         self.max_physic_offset = -1
-        if last is not None and last.wrote:
-            off, size, _ = CQ_UNIT.unpack_from(last.mm, last.wrote - CQ_UNIT_SIZE)
-            if size != 0x7FFFFFFF:
-                self.max_physic_offset = off + size
+        for mf in reversed(self.files.files):
+            if mf.wrote:
+                off, size, _ = CQ_UNIT.unpack_from(mf.mm, mf.wrote - CQ_UNIT_SIZE)
+                if size != 0x7FFFFFFF:
+                    self.max_physic_offset = off + size
+                return
 
     # --- writing ----------------------------------------------------------------------------------
     def _file_at(self, byte_offset: int) -> MappedFile:
