@@ -8,7 +8,7 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -135,27 +135,73 @@ class IndexFile:
     def flush(self) -> None:
         self.mm.flush()
 
-    def keep_first(self, count: int) -> None:
-        """Roll back to the entries at positions below ``count`` (entry 0 is never used): later
-        entries are zeroed, the slots rebuilt from the kept entries alone (so no slot points at a
-        dropped or torn entry) and the header recomputed."""
+    def truncate(self, offset: int, store_time: Callable[[int], int]) -> int:
+        """Forget the entries for CommitLog offsets at or past ``offset`` (they are in CommitLog
+        order); returns how many. ``store_time(phy)`` is the store time of the record at a
+        CommitLog offset (the header keeps it in ms, entries only in seconds). Slots that pointed at a forgotten entry are walked back along
+        the forgotten entries' chains, work proportional to what is forgotten. When those entries
+        are torn (zeros or garbage after a power loss), the slots are rebuilt from the kept entries
+        instead."""
+        count = self._first_dropped(offset)
+        dropped = self.index_count - count
+        if dropped <= 0:
+            return 0
+        heads = self._unchain(count, offset)
+        if heads is None:
+            self._rebuild_slots(count)
+        else:
+            for slot, head in heads.items():
+                self.slots[slot] = head
+                self.slot_count -= head == 0
+        self.entries[count:self.index_count] = 0
+        self.index_count = count
+        if count > 1:
+            self.end_phy = int(self.entries[count - 1]["phy_offset"])
+            self.end_ts = store_time(self.end_phy)
+        else:
+            self.end_phy, self.end_ts = self.begin_phy, self.begin_ts
+        self.write_header()
+        return dropped
+
+    def _first_dropped(self, offset: int) -> int:
+        """Binary search for the first entry at or past ``offset`` or torn (all zeros): entries
+        are in CommitLog order, and only entries written after the last flush can be torn."""
+        lo, hi = 1, min(self.index_count, self.entry_num)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            h, phy, diff, prev = self.entries[mid].tolist()
+            if phy >= offset or h == phy == diff == prev == 0:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _unchain(self, count: int, offset: int) -> dict[int, int] | None:
+        """New heads of the slots pointing at entries >= ``count``; None if a chain is torn."""
+        heads: dict[int, int] = {}
+        for slot in np.flatnonzero(self.slots >= count).tolist():
+            cur = int(self.slots[slot])
+            while cur >= count:
+                if cur >= min(self.index_count, self.entry_num):
+                    return None
+                h, phy, _, prev = self.entries[cur].tolist()
+                if h < 0 or h % self.slot_num != slot or phy < offset or not 0 <= prev < cur:
+                    return None
+                cur = prev
+            heads[slot] = cur
+        return heads
+
+    def _rebuild_slots(self, count: int) -> None:
+        """Slots from the entries below ``count`` alone: each slot holds its last entry."""
         kept = self.entries[1:count]
-        self.entries[count:max(count, self.index_count)] = 0
-        self.slots[:] = 0
         slots = kept["key_hash"].astype(np.int64) % self.slot_num
         pos = np.arange(1, count, dtype=np.int64)
         order = np.lexsort((pos, slots))
         last = np.ones(order.size, dtype=bool)
         last[:-1] = slots[order][1:] != slots[order][:-1]
+        self.slots[:] = 0
         self.slots[slots[order][last]] = pos[order][last]
         self.slot_count = int(np.count_nonzero(last))
-        self.index_count = count
-        if kept.size:
-            self.end_phy = int(kept["phy_offset"][-1])
-            self.end_ts = self.begin_ts + int(kept["time_diff"][-1]) * 1000
-        else:
-            self.end_phy, self.end_ts = self.begin_phy, self.begin_ts
-        self.write_header()
 
     def close(self) -> None:
         # numpy views hold exported buffers; drop them before closing the map.
@@ -265,28 +311,22 @@ class IndexService:
             gone.append(f.path)
         return gone
 
-    def truncate(self, offset: int) -> int:
+    def truncate(self, offset: int, store_time: Callable[[int], int]) -> int:
         """Forget every entry for a CommitLog offset at or past ``offset`` (recovery re-indexes
-        from there): newer files holding only such entries are deleted, the file holding the
-        boundary is rolled back (``IndexFile.keep_first``). Returns how many entries went."""
+        from there; ``store_time`` as for ``IndexFile.truncate``): newer files holding only such entries are deleted, the file holding the
+        boundary is rolled back (``IndexFile.truncate``). Returns how many entries went."""
         self._keys, self._phy, self._ts = [], [], []
         dropped = 0
         while self.files:
             f = self.files[-1]
             if f.index_count > 1 and f.end_phy < offset:
                 break
-            phy = f.entries["phy_offset"][1:f.index_count]
-            keep, n = int(np.searchsorted(phy, offset)), phy.size  # entries in CommitLog order
-            del phy  # a view on the map: it must go before the file can close
-            dropped += n - keep
-            if keep == 0:
-                self.files.pop()
-                f.close()
-                f.path.unlink()
-                continue
-            if keep < n:
-                f.keep_first(1 + keep)
-            break
+            dropped += f.truncate(offset, store_time)
+            if f.index_count > 1:
+                break
+            self.files.pop()
+            f.close()
+            f.path.unlink()
         return dropped
 
     def close(self) -> None:

@@ -5,11 +5,10 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 de
 - normal: scan from the third-from-last CommitLog file; abnormal: from the newest file whose first
   record is no newer than the checkpoint's minimum timestamp (the first file when none is).
 - The scan stops at the first invalid record: bad magic or length, a self offset that is not its
-  address, a body CRC mismatch when ``checkCRCOnRecover``, a topic / queue id no writer could have
-  stored, or (for a record its ConsumeQueue has not seen) a QUEUEOFFSET that is not its queue's
-  next offset. Version 1 records carry no checksum over their header, so the last rule is what
-  catches a damaged QUEUEID / QUEUEOFFSET before it is dispatched. Everything after the end is
-  cut and zeroed, so stale bytes never parse again.
+  address, a body CRC mismatch when ``checkCRCOnRecover``, or a topic / queue id no writer could
+  have stored (a damaged topic must never become a ConsumeQueue path). Everything after the end is
+  cut and zeroed, so stale bytes never parse again. Only the CommitLog decides validity: the
+  ConsumeQueues and index are derived data and never cause CommitLog data to be cut.
 - ConsumeQueue units pointing past the new end are cut; each queue's minimum is corrected to the
   CommitLog's minimum (files may have been deleted by retention).
 - Index entries for cut data are forgotten; on abnormal recovery so is every entry from the
@@ -25,13 +24,14 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 de
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from store import codec
 from store.checkpoint import Checkpoint
-from store.codec import CorruptRecordError
+from store.codec import CorruptRecordError, Record
 from store.commitlog import CommitLog
 from store.consume_queue import ConsumeQueue
-from store.dispatch import Dispatcher, from_record, goes_to_consume_queue
+from store.dispatch import Dispatcher, from_record
 from store.index import IndexService
 from store.mapped_file import MappedFile
 
@@ -55,27 +55,35 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
             dispatch: Dispatcher) -> RecoveryReport:
     """Bring the CommitLog, ConsumeQueues and index back to one consistent, valid state."""
     files = log.files.files
+    store_time = lambda at: log.read(at).store_timestamp  # noqa: E731
+    dropped = n = 0
+
+    def redispatch(rec: Record) -> None:
+        nonlocal n
+        dispatch(from_record(rec, delay_levels_ms))
+        n += 1
+
     if abnormal:
-        start = _abnormal_start(log, checkpoint.min_timestamp)
+        # Everything from the start file is dispatched again while it is validated (one pass).
+        # Units already in a ConsumeQueue are skipped; units past the end are cut below.
+        start = dispatch_from = _abnormal_start(log, checkpoint.min_timestamp)
+        if index is not None:
+            dropped = index.truncate(start, store_time)
+        end, reason = _valid_end(log, start, redispatch)
     else:
         start = files[max(0, len(files) - 3)].start if files else 0
-    end, reason = _valid_end(log, start, queues)
+        end, reason = _valid_end(log, start, None)
     log.files.truncate_after(end)
     for cq in queues.values():
         cq.truncate_dirty(end)
         cq.correct_min_offset(log.min_offset)
-
-    dropped = index.truncate(start if abnormal else end) if index is not None else 0
-    if abnormal:
-        dispatch_from = start
-    else:
+    if not abnormal:
+        if index is not None:
+            dropped = index.truncate(end, store_time)
         cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
         dispatch_from = max(cq_end, log.min_offset)
-
-    n = 0
-    for rec in log.scan(dispatch_from, check_crc=False, stop_at=end):
-        dispatch(from_record(rec, delay_levels_ms))
-        n += 1
+        for rec in log.scan(dispatch_from, check_crc=False, stop_at=end):
+            redispatch(rec)
     dispatch.flush()
     log.queue_offsets = {key: cq.max_offset for key, cq in queues.items()}
     return RecoveryReport(abnormal, start, end, dispatch_from, n, reason, dropped)
@@ -100,21 +108,14 @@ def _first_store_timestamp(log: CommitLog, mf: MappedFile) -> int | None:
 
 
 def _valid_end(log: CommitLog, start: int,
-               queues: dict[tuple[str, int], ConsumeQueue]) -> tuple[int, str | None]:
-    """Where valid data ends from ``start`` on, and why it ended there (None: at zeros)."""
-    seen = {key: cq.max_physic_offset for key, cq in queues.items()}
-    # Next queue offset of each queue holding units; a queue without any accepts any start.
-    next_q = {key: cq.max_offset for key, cq in queues.items() if cq.max_offset}
+               on_valid: Callable[[Record], None] | None) -> tuple[int, str | None]:
+    """Where valid data ends from ``start`` on, and why it ended there (None: at zeros).
+    ``on_valid`` is called with each record found valid, in order."""
     scan = log.scan(start, stop_at=log.files.files[-1].end if log.files.files else 0)
     for rec in scan:
         at = rec.commitlog_offset
         if rec.queue_id < 0 or not codec.TOPIC_PATTERN.match(rec.topic):
             return at, f"offset {at}: topic {rec.topic!r} / queue {rec.queue_id} cannot have been written"
-        key = (rec.topic, rec.queue_id)
-        if goes_to_consume_queue(rec.sys_flag) and at + rec.size > seen.get(key, -1):
-            want = next_q.get(key, rec.queue_offset)
-            if rec.queue_offset != want:
-                return at, (f"offset {at}: QUEUEOFFSET {rec.queue_offset} of {key[0]}/{key[1]} "
-                            f"is not the queue's next offset {want}")
-            next_q[key] = want + 1
+        if on_valid is not None:
+            on_valid(rec)
     return scan.end, scan.error

@@ -45,7 +45,8 @@ def index_key_hash(s: str) -> int:
 
 def commitlog_records(root: Path, file_size: int) -> tuple[list[Record], int]:
     """Every valid record from the first CommitLog file on, and the offset where valid data ends."""
-    files = sorted((root / "commitlog").iterdir())
+    # Hidden files are a crash's leftovers from creating a file (store.mapped_file.create_file).
+    files = sorted(p for p in (root / "commitlog").iterdir() if not p.name.startswith("."))
     out: list[Record] = []
     end = int(files[0].name) if files else 0
     for path in files:
@@ -75,7 +76,7 @@ def cq_units(root: Path, topic: str, queue_id: int, file_size: int) -> dict[int,
     """{queue offset: (commitlog offset, size, tagsCode)} of a queue's valid units (SPEC §6)."""
     out = {}
     qdir = root / "consumequeue" / topic / str(queue_id)
-    for path in sorted(qdir.iterdir()) if qdir.exists() else ():
+    for path in sorted(p for p in qdir.iterdir() if not p.name.startswith(".")) if qdir.exists() else ():
         data = path.read_bytes()
         base = int(path.name) // 20
         for i in range(len(data) // 20):
@@ -92,7 +93,7 @@ def index_entries(root: Path, slot_num: int) -> collections.Counter:
     """Multiset of (keyHash, phyOffset) over every index file's used entries (SPEC §7)."""
     out: collections.Counter = collections.Counter()
     idir = root / "index"
-    for path in sorted(idir.iterdir()) if idir.exists() else ():
+    for path in sorted(p for p in idir.iterdir() if not p.name.startswith(".")) if idir.exists() else ():
         data = path.read_bytes()
         count = struct.unpack_from(">i", data, 36)[0]
         base = 40 + 4 * slot_num

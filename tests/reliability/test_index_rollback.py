@@ -1,0 +1,78 @@
+"""Abnormal recovery rolls the index back to the recovery start point (IndexService.truncate).
+
+The rolled-back index must hold exactly the bytes an index built from only the records before
+that point holds (built here by ``store.rebuild`` from a CommitLog cut at the point), whether the
+forgotten entries are intact (kill -9) or torn to zeros (lost pages after a power loss).
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from durability_check import SETTINGS, commitlog_records, message_for
+from store import Message, MessageStore
+from store.commitlog import CommitLog
+from store.config import load_config
+from store.index import IndexService
+from store.rebuild import rebuild
+
+SLOTS, ENTRIES = SETTINGS["maxHashSlotNum"], SETTINGS["maxIndexNum"]
+ENTRIES_AT = 40 + 4 * SLOTS
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("rollback") / "store"
+    with MessageStore(root, **SETTINGS) as ms:
+        for i in range(5000):  # 2.5 index files
+            key = f"x{i % 3100}"  # repeated keys: chains through older entries
+            topic, qid, tags, body = message_for(key)
+            ms.put(Message(topic, body[:40], queue_id=qid, tags=tags, keys=key))
+    return root
+
+
+def index_bytes(root: Path) -> list[bytes]:
+    return [p.read_bytes() for p in sorted((root / "index").iterdir())]
+
+
+@pytest.mark.parametrize("torn", [False, True])
+@pytest.mark.parametrize("nth", [1, 1500, 2600, 4999])
+def test_rollback_equals_an_index_of_the_records_before(store: Path, tmp_path: Path, nth: int,
+                                                        torn: bool) -> None:
+    records, _ = commitlog_records(store, SETTINGS["mappedFileSizeCommitLog"])
+    offset = records[nth].commitlog_offset
+    # Reference: the index rebuilt from a copy whose CommitLog ends at ``offset``.
+    cut = tmp_path / "cut"
+    shutil.copytree(store / "commitlog", cut / "commitlog")
+    cl = SETTINGS["mappedFileSizeCommitLog"]
+    for p in sorted((cut / "commitlog").iterdir()):
+        start = int(p.name)
+        if start >= offset:
+            p.write_bytes(bytes(cl))
+        elif start + cl > offset:
+            data = bytearray(p.read_bytes())
+            data[offset - start:] = bytes(cl - (offset - start))
+            p.write_bytes(bytes(data))
+    ref = tmp_path / "ref"
+    rebuild(cut, ref, consume_queue=False, index=True, **SETTINGS)
+
+    work = tmp_path / "work"
+    shutil.copytree(store / "index", work / "index")
+    if torn:  # every entry at or past the offset reads as zeros
+        for p in sorted((work / "index").iterdir()):
+            data = bytearray(p.read_bytes())
+            for i in range(1, ENTRIES):
+                at = ENTRIES_AT + 20 * i
+                if int.from_bytes(data[at + 4:at + 12], "big") >= offset:
+                    data[at:at + 20] = bytes(20)
+            p.write_bytes(bytes(data))
+    idx = IndexService(work, SLOTS, ENTRIES)
+    idx.load()
+    log = CommitLog(store, load_config(SETTINGS))
+    log.files.load()
+    idx.truncate(offset, lambda at: log.read(at).store_timestamp)
+    log.close()
+    idx.close()
+    assert index_bytes(work) == index_bytes(ref)
