@@ -117,7 +117,6 @@ def damage(root: Path, rng: random.Random, kind: str, clean: list) -> None:
         data[rng.randrange(body_at, body_at + len(r.body))] ^= 1 << rng.randrange(8)
     target.write_bytes(bytes(data))
     assert len(data) == CL
-    return target
 
 
 KINDS = ["torn-tail", "zero-range", "flip", "flip-previous-file", "garbage-after-end", "flip-old-body"]
