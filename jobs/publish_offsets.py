@@ -125,12 +125,11 @@ def read_snapshot(spark: SparkSession, root: Path, cfg: StoreConfig, layout: Sto
              .mapInArrow(partial(read_queue_units, root=str(root), config=cfg),
                          from_arrow_schema(UNIT_SCHEMA))
              .localCheckpoint())
-    errors = units.where(F.col("commitlog_error").isNotNull())
+    errors = units.where(F.col("commitlog_error").isNotNull()).agg(
+        F.count("*"), F.slice(F.collect_list("commitlog_error"), 1, MAX_REPORTED)).first()
     queue_rows = queue_offsets(units, layout.commitlog_min_offset, store, ts).localCheckpoint()
     consumer_rows = consumer_offsets(committed, queue_rows, units, store, ts).localCheckpoint()
-    return Snapshot(store, ts, queue_rows, consumer_rows,
-                    [r[0] for r in errors.select("commitlog_error").limit(MAX_REPORTED).collect()],
-                    errors.count())
+    return Snapshot(store, ts, queue_rows, consumer_rows, errors[1], errors[0])
 
 
 # --- writing the lake -----------------------------------------------------------------------------

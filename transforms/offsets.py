@@ -193,7 +193,8 @@ def history_rows(queue_rows: DataFrame, consumer_rows: DataFrame) -> DataFrame:
 
 
 def same_state(current: DataFrame, new: DataFrame) -> bool:
-    """True when both hold the same rows, ignoring ``snapshot_ts`` (as multisets)."""
+    """True when both hold the same rows, ignoring ``snapshot_ts`` (as multisets; one Spark job)."""
     cols = [c for c in new.columns if c != "snapshot_ts"]
-    a, b = current.select(cols), new.select(cols)
-    return a.exceptAll(b).isEmpty() and b.exceptAll(a).isEmpty()
+    signed = (current.select(*cols, F.lit(1).alias("_n"))
+              .unionByName(new.select(*cols, F.lit(-1).alias("_n"))))
+    return signed.groupBy(*cols).agg(F.sum("_n").alias("_n")).where("_n != 0").isEmpty()

@@ -3,7 +3,10 @@ idempotence, a run cut short, vanished queues and groups, and the inputs it must
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -13,15 +16,17 @@ from delta.tables import DeltaTable
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs import cli
-from jobs.publish_offsets import (APP_ID, append_history, epoch_ms, main, read_layout,
-                                  read_snapshot)
+from jobs.publish_offsets import (APP_ID, append_history, ensure_tables, epoch_ms, main,
+                                  read_layout, read_snapshot)
+from jobs.spark_session import delta_submit_args
 from store import Message, MessageStore
 from store.config import load_config
 from store.config_files import read_consumer_offsets, write_consumer_offsets
 from transforms.offsets import queue_offsets
 from transforms.queue_units import UNIT_SCHEMA, read_queue_units
 
-GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "rocketmq-4.9.8"
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "rocketmq-4.9.8"
 SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600}
 SETS = [a for k, v in SMALL.items() for a in ("--set", f"{k}={v}")]
 BASE = 1_795_000_000_000  # store time of message 0; message i is stored at BASE + i s
@@ -168,9 +173,8 @@ def test_snapshots_current_tables_history_and_idempotence(spark, store: Path, tm
     after2 = versions(spark, lake)
     assert after2 == {"queue_offsets": 2, "consumer_offsets": 2, "offsets_history": 2}
 
-    # The same store again, as the same snapshot or a later one: nothing is written.
+    # A third run on the same store, as a later snapshot: nothing is written.
     capsys.readouterr()
-    assert publish(store, lake, T2) == 0
     assert publish(store, lake, T3) == 0
     assert "unchanged" in capsys.readouterr().out
     assert versions(spark, lake) == after2
@@ -228,43 +232,63 @@ def test_cli_route_and_commitlog_disagreement_reported(spark, store: Path, tmp_p
 
 # --- inputs it must refuse (nothing written) ------------------------------------------------------
 def lake_files(lake: Path) -> list[str]:
-    return sorted(str(p.relative_to(lake)) for p in lake.rglob("*")) if lake.exists() else []
+    return sorted(str(p.relative_to(lake)) for p in lake.rglob("*"))
 
 
 def test_bad_consumer_offsets_missing_store_and_vanished_topic(spark, store: Path, tmp_path: Path,
                                                                capsys) -> None:
     lake = tmp_path / "lake"
-    assert publish(store, lake, T1) == 0
+    ensure_tables(spark, lake)
     before = lake_files(lake)
     offsets = store / "config" / "consumerOffset.json"
+    good = offsets.read_text()
 
     # Malformed, no .bak: an error naming the file.
-    offsets.with_name("consumerOffset.json.bak").unlink(missing_ok=True)
-    good = offsets.read_text()
+    assert not offsets.with_name("consumerOffset.json.bak").exists()
     offsets.write_text('{"offsetTable":{"orders@g1":{0:12,')
-    capsys.readouterr()
-    assert publish(store, lake, T2) == 2
+    assert publish(store, lake, T1) == 2
     assert "consumerOffset.json: unreadable" in capsys.readouterr().err
 
     # A topic the store no longer has.
     offsets.write_text(good.replace("audit-log@g2", "gone-topic@g2"))
-    assert publish(store, lake, T2) == 2
+    assert publish(store, lake, T1) == 2
     assert "topics this store no longer has: topic gone-topic (group g2)" in \
         capsys.readouterr().err
 
     # A missing store, and file sizes that are not the store's.
-    assert publish(tmp_path / "nowhere", lake, T2) == 2
+    assert publish(tmp_path / "nowhere", lake, T1) == 2
     assert "no such store directory" in capsys.readouterr().err
     assert main(["--store", str(store), "--lake", str(lake)]) == 2
     assert "--set mappedFileSizeConsumeQueue=BYTES" in capsys.readouterr().err
     assert lake_files(lake) == before
 
-    # Malformed with a good .bak: the .bak is used, with a warning (same offsets: no change).
+    # Malformed with a good .bak: the .bak's offsets are published, with a warning.
     offsets.write_text(good)
-    commit(store, read_consumer_offsets(store))  # the good content is now also the .bak
+    commit(store, {("orders", "g1"): {0: 7}})  # the good file becomes the .bak
     offsets.write_text("{not json")
-    assert publish(store, lake, T2) == 0
-    out = capsys.readouterr()
-    assert "warning:" in out.err and "using consumerOffset.json.bak" in out.err
-    assert "unchanged" in out.out
-    assert lake_files(lake) == before
+    assert publish(store, lake, T1) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and "using consumerOffset.json.bak" in err
+    assert [r[:4] for r in consumer_rows(spark, lake)] == [
+        ("g1", "orders", 0, 10), ("g1", "orders", 1, 33), ("g1", "orders", 2, 0),
+        ("g2", "audit-log", 0, 4)]
+
+
+# --- real spark-submit ----------------------------------------------------------------------------
+def test_spark_submit_publishes_a_library_store(spark, store: Path, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    r = subprocess.run(
+        [str(Path(sys.executable).parent / "spark-submit"), *delta_submit_args(),
+         "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2",
+         "--conf", "spark.ui.enabled=false", str(ROOT / "jobs" / "publish_offsets.py"),
+         "--store", str(store), "--lake", str(lake), *SETS, "--snapshot-time", T1.isoformat()],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "published store broker-a snapshot 2026-11-20T10:00:00+00:00: 4 queues, " \
+        "4 consumer rows" in r.stdout + r.stderr
+    assert [r[:6] for r in queue_rows(spark, lake)] == [
+        ("audit-log", 0, 0, 10, 10, ts(109)), ("orders", 0, 0, 34, 34, ts(99)),
+        ("orders", 1, 0, 33, 33, ts(97)), ("orders", 2, 0, 33, 33, ts(98))]
+    assert [r[3:6] for r in consumer_rows(spark, lake)] == [
+        (10, 34, 24), (33, 33, 0), (0, 33, 33), (4, 10, 6)]
