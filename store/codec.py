@@ -371,7 +371,7 @@ def decode_record(buf, pos: int, file_offset: int = 0, check_crc: bool = True) -
         (topic_len,) = struct.unpack_from(">h", buf, p)
         p += 2
     else:
-        topic_len = buf[p]
+        topic_len = buf[p] - 256 if buf[p] > 127 else buf[p]  # a signed byte, as Java reads it
         p += 1
     if topic_len < 0 or p + topic_len + 2 > rec_end:
         raise CorruptRecordError(f"offset {file_offset + pos}: bad TOPICLEN {topic_len}")

@@ -102,6 +102,8 @@ class MessageStore:
                 pass
             for mf in files:
                 mf.wrote = max(0, min(mf.size, scan.end - mf.start))
+        for cq in self.queues.values():  # units below retained CommitLog data are not served
+            cq.correct_min_offset(self.commitlog.min_offset)
 
     def _open_for_writing(self) -> None:
         cfg = self.config

@@ -1,0 +1,213 @@
+"""Nightly maintenance: expire old CommitLog files (archiving them to Delta first) and compact
+keyed topics.
+
+    spark-submit jobs/compact.py --store DIR --lake DIR [--protect-unconsumed] [--dry-run]
+        [--force] [--set NAME=VALUE ...]
+
+1. Plan: RocketMQ's retention rules (`store.cleanup`): files with mtime + fileReservedTime <= now,
+   at the deleteWhen hour or above diskMaxUsedSpaceRatio (or ``--force``); never the last file.
+   ``--protect-unconsumed`` keeps files holding messages a consumer group has not read.
+2. Archive: each file's records go to ``<lake>/messages_archive`` (Delta), one commit per file,
+   idempotent (``txnAppId`` per store, ``txnVersion`` = the file's start offset).
+3. Delete the archived files, then ConsumeQueue and index files wholly below the new minimum.
+4. Compact: for each compaction topic, the latest message per key into `compaction/<topic>`.
+
+A store held by a live writer is expired only through sealed files (never the last one) and read
+without writing into its active files. ``--dry-run`` prints the plan and changes nothing.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from jobs import _job
+from jobs.runs import record_run
+from jobs.spark_session import build_session
+from store import codec
+from store.cleanup import (CommitLogDecision, RetentionPolicy, apply_deletion, disk_used_ratio,
+                           plan_commitlog_deletion)
+from store.commitlog import CommitLog
+from store.compaction import (KeptRecord, SegmentMeta, compaction_topics, segment_path,
+                              write_segment)
+from store.config import StoreConfig
+from store.config_files import read_consumer_offsets
+from store.consume_queue import load_queues
+from store.consumer_guard import guard, holds
+from store.index import IndexService
+from store.lockfile import is_locked
+from store.message_store import MessageStore
+from transforms.archive import ARCHIVE_TABLE, PARTITION_COLUMNS, archive_rows
+from transforms.commitlog_scan import scan_store
+from transforms.compaction import latest_per_key, with_compaction_key
+
+PROG = "compact"
+
+
+def plan(root: Path, cfg: StoreConfig, now_ms: int, force: bool, protect: bool) -> dict:
+    """What expiry would delete now, and what the guard keeps (pure reads of the store)."""
+    names = sorted(p.name for p in (root / "commitlog").iterdir() if p.name.isdigit())
+    files = [(n, (root / "commitlog" / n).stat().st_mtime_ns // 1_000_000) for n in names]
+    decision = plan_commitlog_deletion(files, now_ms, RetentionPolicy.from_config(cfg),
+                                       disk_used_ratio(root), force)
+    delete, kept = list(decision.delete), {}
+    if protect and delete:
+        queues = load_queues(root, cfg.mappedFileSizeConsumeQueue)
+        try:
+            delete, kept = guard(delete, cfg.mappedFileSizeCommitLog,
+                                 holds(queues, read_consumer_offsets(root)))
+        finally:
+            for cq in queues.values():
+                cq.close()
+    return {"reason": decision.reason, "delete": delete,
+            "kept": {name: (f"group {h.group} has not read {h.topic}/{h.queue_id} from offset "
+                            f"{h.committed} (stored at {h.commitlog_offset})")
+                     for name, h in kept.items()},
+            "live_writer": is_locked(root)}
+
+
+def archive(spark: SparkSession, root: Path, lake: Path, cfg: StoreConfig, names: list[str],
+            store_name: str) -> dict[str, int]:
+    """Write the records of the CommitLog files ``names`` to the archive, one Delta commit per
+    file; a file already archived (its offset <= the last committed txnVersion) is skipped."""
+    size = cfg.mappedFileSizeCommitLog
+    first, last = int(names[0]), int(names[-1]) + size
+    scan = scan_store(spark, root, size, start=first, with_body=True, full_head=True,
+                      delay_levels_ms=cfg.delay_levels_ms)
+    try:
+        rows = archive_rows(scan.records.filter(F.col("commitlog_offset") < min(last, scan.end.end))
+                            .filter(F.col("crc_ok")), store_name, size)
+        counts = {}
+        for name in names:
+            part = rows.filter(F.col("commitlog_file") == name)
+            counts[name] = part.count()
+            (part.write.format("delta").mode("append").partitionBy(*PARTITION_COLUMNS)
+             .option("txnAppId", f"rocketlake-archive:{store_name}").option("txnVersion", int(name))
+             .save(str(lake / ARCHIVE_TABLE)))
+        return counts
+    finally:
+        scan.close()
+
+
+def delete(root: Path, cfg: StoreConfig, reason: str, names: list[str]) -> dict:
+    """Delete the planned CommitLog files and what they leave behind (store.cleanup rules)."""
+    log = CommitLog(root, cfg)
+    log.files.load()
+    queues = load_queues(root, cfg.mappedFileSizeConsumeQueue)
+    index = IndexService(root, cfg.maxHashSlotNum, cfg.maxIndexNum) if cfg.messageIndexEnable else None
+    if index is not None:
+        index.load()
+    try:
+        report = apply_deletion(log, queues, index, CommitLogDecision(reason, tuple(names)))
+    finally:
+        log.close()
+        for cq in queues.values():
+            cq.close()
+        if index is not None:
+            index.close()
+    return {"commitlog_min_offset": report.commitlog_min_offset,
+            "consume_queue_files": report.consume_queue_files, "index_files": report.index_files}
+
+
+def compact_topic(spark: SparkSession, root: Path, cfg: StoreConfig, topic: str) -> dict:
+    """Merge the topic's records since the last compaction with its current segment, keep the
+    latest per key, and swap in the new segment."""
+    meta = SegmentMeta.load(root, topic)
+    scan = scan_store(spark, root, cfg.mappedFileSizeCommitLog, start=meta.source_end,
+                      delay_levels_ms=cfg.delay_levels_ms)
+    try:
+        tx = F.col("sys_flag").bitwiseAND(codec.TRANSACTION_MASK)
+        fresh = (scan.messages.filter((F.col("topic") == topic) & tx.isin(codec.TRANSACTION_NOT, codec.TRANSACTION_COMMIT))
+                 .select("topic", "queue_id", F.col("queue_offset").alias("origin_offset"),
+                         "commitlog_offset", "size", "properties")
+                 .withColumn("source", F.lit("store")))
+        old = _segment_frame(spark, root, cfg, topic, meta)
+        rows = latest_per_key(with_compaction_key(fresh.unionByName(old) if old is not None else fresh)) \
+            .orderBy("queue_id", "origin_offset").collect()
+        end = scan.end.end
+    finally:
+        scan.close()
+    kept = [KeptRecord(r["queue_id"], r["origin_offset"],
+                       _read_raw(root if r["source"] == "store" else segment_path(root, topic), cfg,
+                                 r["commitlog_offset"], r["size"])) for r in rows]
+    rep = write_segment(root, topic, kept, end, **_segment_settings(cfg))
+    return {"kept": rep.kept, "source_end": end, "translated_offsets": rep.translated_offsets}
+
+
+def _segment_settings(cfg: StoreConfig) -> dict:
+    return {"mappedFileSizeCommitLog": cfg.mappedFileSizeCommitLog,
+            "mappedFileSizeConsumeQueue": cfg.mappedFileSizeConsumeQueue,
+            "maxHashSlotNum": cfg.maxHashSlotNum, "maxIndexNum": cfg.maxIndexNum}
+
+
+def _segment_frame(spark: SparkSession, root: Path, cfg: StoreConfig, topic: str,
+                   meta: SegmentMeta) -> DataFrame | None:
+    """The current segment's records (small: one per key) as rows like the scan's."""
+    seg = segment_path(root, topic)
+    if not seg.exists():
+        return None
+    rows = []
+    with MessageStore(seg, read_only=True, **_segment_settings(cfg)) as ms:
+        for rec in ms.commitlog.scan():
+            origin = meta.origin[rec.queue_id][rec.queue_offset]
+            rows.append((rec.topic, rec.queue_id, origin, rec.commitlog_offset, rec.size,
+                         rec.properties_string, "segment"))
+    schema = ("topic string, queue_id int, origin_offset long, commitlog_offset long, size int, "
+              "properties string, source string")
+    return spark.createDataFrame(rows, schema)
+
+
+def _read_raw(root: Path, cfg: StoreConfig, offset: int, size: int) -> bytes:
+    name = root / "commitlog" / codec.format_file_name(offset - offset % cfg.mappedFileSizeCommitLog)
+    with open(name, "rb") as f:
+        f.seek(offset % cfg.mappedFileSizeCommitLog)
+        return f.read(size)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = _job.job_parser(PROG, __doc__.split("\n\n")[0])
+    p.add_argument("--lake", required=True, type=Path, help="Delta lake root (archive, run log)")
+    p.add_argument("--protect-unconsumed", action="store_true",
+                   help="keep files holding messages a consumer group has not read")
+    p.add_argument("--dry-run", action="store_true", help="print what would be deleted; change nothing")
+    p.add_argument("--force", action="store_true", help="delete expired files now, whatever the hour")
+    p.add_argument("--now", type=int, help="evaluate retention at this time (epoch ms), not now")
+    p.add_argument("--topic", action="append", default=[], help="also compact this topic (repeatable)")
+    p.add_argument("--store-name", help="name of the store in the lake (default: the directory name)")
+    a = p.parse_args(argv)
+
+    def body() -> int:
+        started = time.time_ns() // 1_000_000
+        root = _job.check_store(a.store)
+        cfg = _job.store_config(a)
+        store_name = a.store_name or root.resolve().name
+        now = a.now if a.now is not None else started
+        summary: dict = {"plan": plan(root, cfg, now, a.force, a.protect_unconsumed)}
+        topics = compaction_topics(root, a.topic)
+        if a.dry_run:
+            summary["compact_topics"] = topics
+            print(json.dumps(summary, indent=1))
+            return 0
+        spark = build_session(f"rocketlake-{PROG}",
+                              conf={"spark.sql.mapKeyDedupPolicy": "LAST_WIN"})
+        names = summary["plan"]["delete"]
+        if names:
+            summary["archived"] = archive(spark, root, a.lake, cfg, names, store_name)
+            summary["deleted"] = delete(root, cfg, summary["plan"]["reason"], names)
+        summary["compacted"] = {t: compact_topic(spark, root, cfg, t) for t in topics}
+        record_run(spark, a.lake, PROG, root, started, "ok", summary)
+        print(json.dumps(summary, indent=1))
+        return 0
+
+    return _job.run(PROG, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

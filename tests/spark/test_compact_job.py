@@ -1,0 +1,178 @@
+"""jobs/compact.py end to end: expiry with aged files, the unconsumed guard, dry-run, the Delta
+archive read back row for row, a re-run after a crash between archive and delete, and key
+compaction."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs import compact
+from jobs.spark_session import delta_submit_args
+from store import GetStatus, Message, MessageStore
+from store.codec import decode_record
+from store.compaction import segment_path
+from store.config import load_config
+from store.config_files import write_config
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZES = {"mappedFileSizeCommitLog": 16384, "mappedFileSizeConsumeQueue": 400,
+         "maxHashSlotNum": 64, "maxIndexNum": 200}
+SETS = [a for k, v in SIZES.items() for a in ("--set", f"{k}={v}")]
+HOUR = 3600
+
+
+def _store(root: Path, n: int = 300) -> list:
+    """orders (2 queues) and a keyed topic 'user-state'; every file but the last aged 80 h."""
+    with MessageStore(root, **SIZES) as ms:
+        puts = ms.put_batch([Message("orders" if i % 3 else "user-state", f"event-{i}".encode() * 8,
+                                     i % 2, tags="T", keys=f"user-{i % 5}",
+                                     born_host="[2001:db8::1]:7000" if i % 10 == 0 else None)
+                             for i in range(n)])
+    files = sorted((root / "commitlog").iterdir())
+    old = time.time() - 80 * HOUR
+    for f in files[:-1]:
+        os.utime(f, (old, old))
+    return puts
+
+
+def _records(root: Path, names: list[str]) -> dict[int, object]:
+    out = {}
+    for name in names:
+        raw, pos = (root / "commitlog" / name).read_bytes(), 0
+        while pos < len(raw):
+            try:
+                r = decode_record(raw, pos, int(name))
+            except ValueError:
+                break
+            if isinstance(r, int):
+                break
+            out[r.commitlog_offset] = r
+            pos += r.size
+    return out
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path, capsys):
+    root = tmp_path / "s"
+    _store(root)
+    before = {p: p.stat().st_mtime for p in root.rglob("*") if p.is_file()}
+    assert compact.main(["--store", str(root), "--lake", str(tmp_path / "lake"), "--dry-run",
+                         "--force", *SETS]) == 0
+    plan = json.loads(capsys.readouterr().out)["plan"]
+    names = sorted(p.name for p in (root / "commitlog").iterdir())
+    assert plan["reason"] == "forced" and plan["delete"] == names[:-1]
+    assert {p: p.stat().st_mtime for p in root.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "lake").exists()
+
+
+def test_expire_archive_guard_and_reads_below_the_minimum(spark, tmp_path, capsys):
+    root, lake = tmp_path / "s", tmp_path / "lake"
+    puts = _store(root)
+    orders0 = [p for p in puts if p.topic == "orders" and p.queue_id == 0]
+    with MessageStore(root, **SIZES) as ms:
+        ms.commit_offsets("g1", "orders", {0: 60, 1: 200})
+    hold = orders0[60].commitlog_offset            # g1's first unread message
+    names = sorted(p.name for p in (root / "commitlog").iterdir())
+    size = SIZES["mappedFileSizeCommitLog"]
+    expect_deleted = [n for n in names[:-1] if int(n) + size <= hold]
+    assert 0 < len(expect_deleted) < len(names) - 1  # the guard really keeps something
+    archived_records = _records(root, expect_deleted)
+
+    assert compact.main(["--store", str(root), "--lake", str(lake), "--force",
+                         "--protect-unconsumed", *SETS]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["plan"]["delete"] == expect_deleted
+    kept = summary["plan"]["kept"]
+    assert list(kept)[0] == names[len(expect_deleted)] and "group g1" in kept[names[len(expect_deleted)]]
+    assert sorted(p.name for p in (root / "commitlog").iterdir()) == names[len(expect_deleted):]
+
+    rows = {r["commitlog_offset"]: r for r in spark.read.format("delta").load(str(lake / "messages_archive")).collect()}
+    assert sorted(rows) == sorted(archived_records)
+    for off, rec in archived_records.items():
+        row = rows[off]
+        assert (bytes(row["body"]), row["topic"], row["queue_id"], row["queue_offset"], row["store_timestamp"],
+                row["born_host"], row["store_host"], row["msg_id"], row["properties"], row["tags"],
+                list(row["keys"]), row["body_crc"], row["commitlog_file"]) == (
+            rec.body, rec.topic, rec.queue_id, rec.queue_offset, rec.store_timestamp, rec.born_host,
+            rec.store_host, rec.msg_id, rec.properties, rec.tags, rec.keys, rec.body_crc,
+            f"{off - off % size:020d}")
+    # queryable with Spark SQL by topic, key and time range
+    spark.read.format("delta").load(str(lake / "messages_archive")).createOrReplaceTempView("archive")
+    lo, hi = min(r.store_timestamp for r in archived_records.values()), max(r.store_timestamp for r in archived_records.values())
+    want = sorted(o for o, r in archived_records.items() if r.topic == "orders" and "user-3" in r.keys)
+    got = spark.sql(f"SELECT commitlog_offset FROM archive WHERE topic = 'orders' AND "
+                    f"array_contains(keys, 'user-3') AND store_timestamp BETWEEN {lo} AND {hi} "
+                    f"ORDER BY commitlog_offset").collect()
+    assert [r[0] for r in got] == want
+
+    new_min = int(names[len(expect_deleted)])
+    with MessageStore(root, read_only=True, **SIZES) as ms:
+        lo_q = ms.min_offset("orders", 0)
+        assert orders0[lo_q].commitlog_offset >= new_min > orders0[lo_q - 1].commitlog_offset
+        g = ms.get("orders", 0, 0)
+        assert (g.status, g.next_begin_offset) == (GetStatus.OFFSET_TOO_SMALL, lo_q)
+    runs = spark.read.format("delta").load(str(lake / "maintenance_runs")).collect()
+    assert [(r["job"], r["status"]) for r in runs] == [("compact", "ok")]
+
+
+def test_rerun_after_crash_between_archive_and_delete(spark, tmp_path, capsys):
+    root, lake = tmp_path / "s", tmp_path / "lake"
+    _store(root)
+    cfg = load_config(SIZES)
+    names = compact.plan(root, cfg, int(time.time() * 1000), True, False)["delete"]
+    compact.archive(spark, root, lake, cfg, names, "s")   # killed here: archived, nothing deleted
+    n = spark.read.format("delta").load(str(lake / "messages_archive")).count()
+    assert compact.main(["--store", str(root), "--lake", str(lake), "--force", *SETS]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["plan"]["delete"] == names
+    assert spark.read.format("delta").load(str(lake / "messages_archive")).count() == n  # no duplicates
+    assert not any((root / "commitlog" / f).exists() for f in names)
+
+
+def test_key_compaction_keeps_the_latest_value_per_key(spark, tmp_path, capsys):
+    root, lake = tmp_path / "s", tmp_path / "lake"
+    puts = _store(root)
+    write_config(root / "config/topics.json", {"topicConfigTable": {
+        "user-state": {"topicName": "user-state", "attributes": {"+cleanup.policy": "COMPACTION"}}}})
+    with MessageStore(root, **SIZES) as ms:
+        ms.commit_offsets("g2", "user-state", {0: 10, 1: 50})
+    assert compact.main(["--store", str(root), "--lake", str(lake), *SETS]) == 0  # not the deleteWhen hour
+    capsys.readouterr()
+    # independent expectation: per queue and key, the highest queue offset wins, in offset order
+    latest: dict[tuple[int, str], object] = {}
+    for i, p in enumerate(puts):
+        if p.topic == "user-state":
+            latest[(p.queue_id, f"user-{i % 5}")] = (p, i)
+    with MessageStore(segment_path(root, "user-state"), read_only=True, **SIZES) as seg:
+        for q in (0, 1):
+            want = sorted((p.queue_offset, f"event-{i}".encode() * 8) for (qq, _), (p, i) in latest.items() if qq == q)
+            got = seg.get("user-state", q, 0, max_msgs=64)
+            assert [m.record.body for m in got.messages] == [b for _, b in want]
+        origin = {q: sorted(p.queue_offset for (qq, _), (p, _) in latest.items() if qq == q) for q in (0, 1)}
+        assert seg.consumer_offsets()[("user-state", "g2")] == {
+            q: sum(1 for o in origin[q] if o < c) for q, c in ((0, 10), (1, 50))}
+    # a second run with a newer value for one key replaces just that value
+    with MessageStore(root, **SIZES) as ms:
+        ms.put(Message("user-state", b"newest", 0, keys="user-0"))
+    assert compact.main(["--store", str(root), "--lake", str(lake), *SETS]) == 0
+    with MessageStore(segment_path(root, "user-state"), read_only=True, **SIZES) as seg:
+        bodies = [m.record.body for m in seg.get("user-state", 0, 0, max_msgs=64).messages]
+        assert bodies[-1] == b"newest" and len(bodies) == sum(1 for (q, _) in latest if q == 0)
+
+
+def test_spark_submit_compact(tmp_path):
+    root, lake = tmp_path / "s", tmp_path / "lake"
+    _store(root)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    r = subprocess.run([str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
+                        *delta_submit_args(), str(ROOT / "jobs/compact.py"), "--store", str(root),
+                        "--lake", str(lake), "--force", *SETS],
+                       env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(list((root / "commitlog").iterdir())) == 1
+    assert (lake / "messages_archive/_delta_log").exists()
