@@ -30,7 +30,7 @@ from store.config import StoreConfig
 from store.consume_queue import load_queues
 from store.mapped_file import StoreFormatError
 from transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
-from transforms.consumequeue import consumequeue_units
+from transforms.consumequeue import UNIT_COLUMNS, consumequeue_units
 
 PROG = "rebuild-consumequeue"
 
@@ -119,7 +119,7 @@ def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
         for cq in queues.values():
             cq.close()
     scan = scan_store(spark, store, cfg.mappedFileSizeCommitLog, start, split_bytes,
-                      delay_levels_ms=cfg.delay_levels_ms)
+                      delay_levels_ms=cfg.delay_levels_ms, columns=[*UNIT_COLUMNS, "sys_flag"])
     try:
         _job.report_scan(PROG, scan.end)
         table = collect_units(consumequeue_units(scan.messages))

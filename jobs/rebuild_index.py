@@ -31,8 +31,8 @@ from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.index import IndexService
 from transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
-from transforms.index import (IndexChain, IndexStart, index_entries, index_files,
-                              index_keys, index_slots, place_keys)
+from transforms.index import (KEY_INPUT_COLUMNS, IndexChain, IndexStart, index_entries,
+                              index_files, index_keys, index_slots, place_keys)
 
 PROG = "rebuild-index"
 
@@ -149,7 +149,7 @@ def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Pa
             finally:
                 log.close()
     scan = scan_store(spark, store, cfg.mappedFileSizeCommitLog, scan_from, split_bytes,
-                      delay_levels_ms=cfg.delay_levels_ms)
+                      delay_levels_ms=cfg.delay_levels_ms, columns=list(KEY_INPUT_COLUMNS))
     try:
         _job.report_scan(PROG, scan.end)
         keys = index_keys(scan.messages.filter(F.col("commitlog_offset") > end_phy)).persist()

@@ -11,6 +11,7 @@ carries what the driver needs to find the end of valid data across ranges (``nex
 """
 from __future__ import annotations
 
+import re
 import zlib
 from typing import Sequence
 
@@ -270,9 +271,21 @@ def parse_range(buf: np.ndarray, file_start: int, lo: int, hi: int, check_crc: b
 
 
 def _property(props: pa.Array, name: str) -> pa.Array:
-    """The value ``store.codec.string_to_properties`` gives ``name``, null when absent."""
-    found = pc.extract_regex(props, codec.property_value_pattern(name))
-    return pc.struct_field(found, [0])
+    """The value ``store.codec.string_to_properties`` gives ``name``, null when absent.
+
+    Fast path: the first ``name\\x01`` segment. Rows where that may not be the answer (the name
+    appears more than once, or its first value is empty) take the exact rule,
+    ``store.codec.property_value_pattern``.
+    """
+    ps, nv = codec.PROPERTY_SEPARATOR, codec.NAME_VALUE_SEPARATOR
+    first = pc.struct_field(
+        pc.extract_regex(props, f"(?:^|{ps}){re.escape(name)}{nv}(?P<value>[^{ps}]*)"), [0])
+    unsure = pc.fill_null(pc.or_(pc.greater(pc.count_substring(props, name + nv), 1),
+                                 pc.equal(first, "")), False)
+    if not pc.any(unsure).as_py():
+        return first
+    exact = pc.struct_field(pc.extract_regex(props, codec.property_value_pattern(name)), [0])
+    return pc.if_else(unsure, exact, first)
 
 
 def _split_keys(keys: pa.Array) -> pa.Array:

@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from store import codec
-from store.mapped_file import MappedFileQueue, StoreFormatError
-from transforms.commitlog_batch import MESSAGE_FIELDS, batch_schema, parse_range
+from store.mapped_file import MappedFileQueue
+from transforms.commitlog_batch import CHAIN_FIELDS, batch_schema, parse_range
 
 #: Default range size: several ranges per 1 GiB CommitLog file.
 DEFAULT_SPLIT_BYTES = 64 << 20
@@ -151,7 +151,8 @@ def _zeros_at(offset: int, files: list[tuple[Path, int]]) -> bool:
 
 def valid_messages(records: DataFrame, end: int) -> DataFrame:
     """The message columns of the records before ``end`` (drops the chain bookkeeping)."""
-    cols = [f.name for f in MESSAGE_FIELDS] + (["body"] if "body" in records.columns else [])
+    chain = {f.name for f in CHAIN_FIELDS}
+    cols = [c for c in records.columns if c not in chain]
     return records.filter(F.col("commitlog_offset") < end).select(*cols)
 
 
@@ -171,14 +172,18 @@ class StoreScan:
 def scan_store(spark: SparkSession, root: Path, file_size: int, start: int | None = None,
                split_bytes: int = DEFAULT_SPLIT_BYTES, with_body: bool = False,
                delay_levels_ms: tuple[int, ...] = codec.DELAY_LEVELS_MS,
-               full_head: bool = False) -> StoreScan:
+               full_head: bool = False, columns: list[str] | None = None) -> StoreScan:
     """Scan the store's CommitLog from ``start`` (default: its first record), CRCs checked.
-    ``full_head`` adds every remaining head field (hosts, flag, CRC, ...) to ``records``."""
+    ``full_head`` adds every remaining head field (hosts, flag, CRC, ...) to ``records``;
+    ``columns`` keeps only those message columns (a smaller cache)."""
     files = commitlog_files(root, file_size)
     first = files[0][1] if files else 0
     start = first if start is None else max(start, first)
     ranges = plan_ranges(root, file_size, split_bytes, start)
     records = parse_ranges(ranges_frame(spark, ranges), with_body, True, delay_levels_ms, full_head)
+    if columns is not None:
+        keep = ["commitlog_offset"] + [c for c in columns if c != "commitlog_offset"]
+        records = records.select(*keep, *[f.name for f in CHAIN_FIELDS])
     records = records.persist(StorageLevel.MEMORY_AND_DISK)
     end = scan_end(records, start, files)
     return StoreScan(records, valid_messages(records, end.end), end)

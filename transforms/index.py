@@ -31,6 +31,8 @@ INDEXED_TRANSACTIONS = [t for t in (codec.TRANSACTION_NOT, codec.TRANSACTION_PRE
                         if dispatch.index_keys("t", {codec.PROPERTY_KEYS: "k"}, t)]
 #: What joins topic and key in an index key ("topic#key"), read off ``store.dispatch``.
 TOPIC_KEY_SEPARATOR = dispatch.index_keys("t", {codec.PROPERTY_KEYS: "k"}, 0)[0][1:-1]
+#: The message columns :func:`index_keys` reads.
+KEY_INPUT_COLUMNS = ("commitlog_offset", "store_timestamp", "topic", "sys_flag", "uniq_key", "keys")
 _MAX_DIFF = 0x7FFFFFFF
 DEFAULT_BUCKET_BYTES = 64 << 20
 
