@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         topics = compaction_topics(root, a.topic)
         if a.dry_run:
             summary["compact_topics"] = topics
-            print(json.dumps(summary, indent=1))
+            print(json.dumps(summary))
             return 0
         spark = build_session(f"rocketlake-{PROG}",
                               conf={"spark.sql.mapKeyDedupPolicy": "LAST_WIN"})
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             summary["deleted"] = delete(root, cfg, summary["plan"]["reason"], names)
         summary["compacted"] = {t: compact_topic(spark, root, cfg, t) for t in topics}
         record_run(spark, a.lake, PROG, root, started, "ok", summary)
-        print(json.dumps(summary, indent=1))
+        print(json.dumps(summary))
         return 0
 
     return _job.run(PROG, body)

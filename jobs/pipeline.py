@@ -1,11 +1,20 @@
-"""`rocketlake pipeline`: the main job on embedded defaults.
+"""`rocketlake pipeline`: the main job, end to end, on embedded defaults.
 
-Ingests a realistic sample into a local store (default `var/store`), records consumer progress,
-reads everything back, and prints a summary table. Each stage is timed.
+1. ingest a realistic sample (topics, queues, tags, keys, delays, transactions, consumer groups,
+   a keyed compaction topic) into a local store (default `var/store`);
+2. verify the store (every record, unit, index key, checkpoint and config file);
+3. rebuild its ConsumeQueues and index with Spark into `var/rebuild` and prove them identical;
+4. publish queue offsets, consumer offsets and lag to Delta (default `var/lake`);
+5. run compaction (expiry with the unconsumed guard, archive, key compaction);
+6. write the HTML report and print a summary: messages, topics, queues, bytes, lag per group,
+   time and MB/s per stage.
+
+Exit status: 0 when every stage succeeded and the rebuild is byte-identical, 1 otherwise.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import shutil
 import sys
 import time
@@ -19,12 +28,18 @@ from rich.table import Table
 from jobs import sample
 from jobs.store_commands import event_to_message
 from store import MessageStore
-from store.config import parse_set_options
+from store.config import load_config, parse_set_options
+from store.config_files import write_config
+from store.verify import verify
 
 PROJECT = Path(__file__).resolve().parent.parent
 DEFAULT_STORE = PROJECT / "var" / "store"
 DEFAULT_LAKE = PROJECT / "var" / "lake"
 _out = Console()
+
+
+class StageFailed(RuntimeError):
+    """A pipeline stage that did not succeed (the message says why)."""
 
 
 @dataclass
@@ -44,11 +59,13 @@ class Run:
         t0 = time.perf_counter()
         nbytes, detail = fn()
         self.stages.append(Stage(name, time.perf_counter() - t0, nbytes, detail))
+        _out.print(f"  {detail}")
 
 
 def ingest(store: Path, n: int, settings: dict) -> tuple[int, str]:
-    """Write ``n`` sample events and the sample consumer groups' offsets."""
+    """Write ``n`` sample events, the sample groups' offsets and the topic config."""
     msgs = [event_to_message(ev) for ev in sample.events(n)]
+    write_config(store / "config" / "topics.json", sample.topic_config())
     with MessageStore(store, **settings) as ms:
         total = 0
         for i in range(0, len(msgs), 1000):
@@ -56,52 +73,132 @@ def ingest(store: Path, n: int, settings: dict) -> tuple[int, str]:
         highs = {k: hi for k, (_, hi) in ms.queue_offsets().items()}
         for (topic, group), offsets in sample.consumer_progress(highs).items():
             ms.commit_offsets(group, topic, offsets)
-    return total, f"{n} messages"
+    return total, f"{n:,} messages, {total / 1e6:.1f} MB of CommitLog"
 
 
-def summarize(store: Path, settings: dict) -> Table:
+def data_bytes(store: Path, settings: dict) -> int:
+    """Bytes of valid CommitLog data (files are pre-allocated, so not their sizes)."""
     with MessageStore(store, read_only=True, **settings) as ms:
-        t = Table(title=f"store {store.name}: {ms.commitlog.max_offset:,} CommitLog bytes")
+        return ms.commitlog.max_offset - ms.commitlog.min_offset
+
+
+def check(store: Path, settings: dict) -> tuple[int, str]:
+    report = verify(store, **settings)
+    if not report.ok:
+        first = next(p for p in report.problems if p.severity == "error")
+        raise StageFailed(f"verify: {first.file} @{first.offset}: {first.what}")
+    return data_bytes(store, settings), (f"{report.records:,} records, {report.units:,} ConsumeQueue units, "
+                  f"{report.index_keys:,} index keys: all consistent")
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def rebuild(store: Path, out: Path, sets: list[str], settings: dict) -> tuple[int, str]:
+    """Rebuild both structures with Spark into ``out`` and compare them with the store's."""
+    from jobs import rebuild_consumequeue, rebuild_index
+
+    shutil.rmtree(out, ignore_errors=True)
+    for job in (rebuild_consumequeue, rebuild_index):
+        if job.main(["--store", str(store), "--output", str(out), *sets]) != 0:
+            raise StageFailed(f"{job.PROG} failed")
+    same = {name: _digest(store / name) == _digest(out / name) for name in ("consumequeue", "index")}
+    if not all(same.values()):
+        raise StageFailed(f"rebuilt files differ from the store's: {same}")
+    files = sum(1 for p in out.rglob("*") if p.is_file())
+    return data_bytes(store, settings), f"{files} ConsumeQueue and index files rebuilt on Spark, byte-identical"
+
+
+def publish(store: Path, lake: Path, sets: list[str]) -> tuple[int, str]:
+    from jobs import publish_offsets
+
+    if publish_offsets.main(["--store", str(store), "--lake", str(lake), *sets]) != 0:
+        raise StageFailed("publish-offsets failed")
+    return 0, f"Delta tables under {lake.name}/: queue_offsets, consumer_offsets, offsets_history"
+
+
+def compact(store: Path, lake: Path, sets: list[str]) -> tuple[int, str]:
+    from jobs import compact as compact_job
+
+    if compact_job.main(["--store", str(store), "--lake", str(lake), "--protect-unconsumed", *sets]) != 0:
+        raise StageFailed("compact failed")
+    return 0, "expiry (with the unconsumed guard), archive and key compaction done"
+
+
+def report(store: Path, lake: Path, out: Path, sets: list[str]) -> tuple[int, str]:
+    from jobs import report as report_job
+
+    if report_job.main(["--store", str(store), "--lake", str(lake), "--out", str(out), *sets]) != 0:
+        raise StageFailed("report failed")
+    return 0, f"{out}"
+
+
+def summary(store: Path, settings: dict) -> Table:
+    with MessageStore(store, read_only=True, **settings) as ms:
+        t = Table(title=f"store {store}: {ms.commitlog.max_offset - ms.commitlog.min_offset:,} "
+                        f"CommitLog bytes")
         for col in ("topic", "queues", "messages", "groups (lag)"):
-            t.add_column(col, justify="right" if col != "topic" else "left")
+            t.add_column(col, justify="left" if col == "topic" else "right")
         lag: dict[str, list[str]] = {}
         for (topic, group), offs in sorted(ms.consumer_offsets().items()):
             behind = sum(max(0, ms.max_offset(topic, q) - o) for q, o in offs.items())
-            lag.setdefault(topic, []).append(f"{group} ({behind})")
+            lag.setdefault(topic, []).append(f"{group} ({behind:,})")
         table = ms.queue_offsets()
         for topic in sorted({t for t, _ in table}):
             qs = [(lo, hi) for (t, _), (lo, hi) in table.items() if t == topic]
-            count = sum(hi - lo for lo, hi in qs)
-            t.add_row(topic, str(len(qs)), f"{count:,}", ", ".join(lag.get(topic, [])))
+            t.add_row(topic, str(len(qs)), f"{sum(hi - lo for lo, hi in qs):,}", ", ".join(lag.get(topic, [])))
     return t
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="rocketlake pipeline", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=__doc__,
-        epilog="examples:\n  rocketlake pipeline\n  rocketlake pipeline --messages 100000 --fresh\n"
-               "  rocketlake pipeline --store /data/rocketmq/store --set mappedFileSizeCommitLog=1073741824")
+        description=__doc__.split("\n\n", 1)[1],
+        epilog="examples:\n  rocketlake pipeline\n  rocketlake pipeline --messages 200000 --master 'local[2]'\n"
+               "  rocketlake pipeline --store /data/rocketmq/store --lake /data/lake --skip-ingest")
     p.add_argument("--store", type=Path, default=DEFAULT_STORE, help="store root (default var/store)")
     p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help="Delta lake root (default var/lake)")
-    p.add_argument("--messages", type=int, default=20000, help="sample events to ingest")
-    p.add_argument("--fresh", action="store_true", help="delete the store first")
-    p.add_argument("--set", action="append", metavar="NAME=VALUE", help="store setting override")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--messages", type=int, default=50_000, help="sample events to ingest")
+    p.add_argument("--skip-ingest", action="store_true", help="use the store as it is (a real store)")
+    p.add_argument("--keep", action="store_true", help="keep an existing sample store and add to it")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="store setting override (RocketMQ names)")
     a = p.parse_args(argv)
     settings = parse_set_options(a.set)
-    if a.fresh and a.store.exists():
-        shutil.rmtree(a.store)
+    load_config(settings)  # unknown names fail here, before anything is written
+    if not a.skip_ingest and not a.keep:
+        shutil.rmtree(a.store, ignore_errors=True)
+        shutil.rmtree(a.lake, ignore_errors=True)
+    from jobs.spark_session import build_session
+
     run = Run()
-    run.timed("ingest sample", lambda: ingest(a.store, a.messages, settings))
-    _out.print(summarize(a.store, settings))
+    try:
+        if not a.skip_ingest:
+            run.timed("ingest", lambda: ingest(a.store, a.messages, settings))
+        run.timed("verify", lambda: check(a.store, settings))
+        build_session("rocketlake-pipeline", master=a.master)  # the jobs below share this session
+        sets = [arg for s in a.set for arg in ("--set", s)]
+        work = a.store.parent / f"{a.store.name}-rebuild"
+        run.timed("rebuild (Spark)", lambda: rebuild(a.store, work, sets, settings))
+        run.timed("publish offsets (Delta)", lambda: publish(a.store, a.lake, sets))
+        run.timed("compact", lambda: compact(a.store, a.lake, sets))
+        run.timed("report", lambda: report(a.store, a.lake, a.store.parent / "report.html", sets))
+        ok = True
+    except StageFailed as e:
+        _out.print(f"[red]pipeline stopped: {e}[/red]")
+        ok = False
+    _out.print(summary(a.store, settings))
     t = Table(title="stages")
-    for col in ("stage", "seconds", "MB/s", "detail"):
+    for col in ("stage", "seconds", "MB/s", "result"):
         t.add_column(col)
     for s in run.stages:
-        mbps = f"{s.bytes / s.seconds / 1e6:.1f}" if s.bytes and s.seconds else ""
-        t.add_row(s.name, f"{s.seconds:.2f}", mbps, s.detail)
+        t.add_row(s.name, f"{s.seconds:.1f}", f"{s.bytes / s.seconds / 1e6:.1f}" if s.bytes and s.seconds else "",
+                  s.detail)
     _out.print(t)
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

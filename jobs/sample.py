@@ -12,11 +12,14 @@ from typing import Any, Iterator
 
 from store import TRANSACTION_COMMIT, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 
-TOPICS = {"orders": 4, "payments": 4, "audit-log": 2, "inventory": 2}
+TOPICS = {"orders": 4, "payments": 4, "audit-log": 2, "inventory": 2, "user-profile": 2}
 TAGS = {"orders": ["created", "paid", "shipped"], "payments": ["auth", "capture", "refund"],
-        "audit-log": ["login", "change"], "inventory": ["reserve", "release"]}
+        "audit-log": ["login", "change"], "inventory": ["reserve", "release"],
+        "user-profile": ["update"]}
+#: keyed topics whose latest value per key is kept by compaction (RocketMQ 5 topic attribute)
+COMPACTED = ("user-profile",)
 GROUPS = {"billing": ["orders", "payments"], "analytics": ["orders", "audit-log"],
-          "warehouse": ["inventory"]}
+          "warehouse": ["inventory"], "profiles": ["user-profile"]}
 
 
 def events(n: int, seed: int = 7, end_ms: int | None = None,
@@ -31,11 +34,12 @@ def events(n: int, seed: int = 7, end_ms: int | None = None,
     phases = sorted(rnd.betavariate(2.2, 2.2) for _ in range(n))
     for i in range(n):
         stored = end_ms - span_ms + int(phases[i] * span_ms)
-        topic = rnd.choices(topics, weights=[5, 3, 1, 1])[0]
+        topic = rnd.choices(topics, weights=[5, 3, 1, 1, 1])[0]
         customer = f"cust-{rnd.randrange(200)}"
         ev: dict[str, Any] = {
             "topic": topic, "queue_id": rnd.randrange(TOPICS[topic]),
-            "tags": rnd.choice(TAGS[topic]), "keys": [f"{topic[:3]}-{i}", customer],
+            "tags": rnd.choice(TAGS[topic]),
+            "keys": customer if topic in COMPACTED else [f"{topic[:3]}-{i}", customer],
             "body": json.dumps({"seq": i, "customer": customer,
                                 "amount": round(rnd.uniform(1, 500), 2)}),
             "properties": {"UNIQ_KEY": f"0A0000010000{i:020X}", "source": "sample"},
@@ -52,6 +56,19 @@ def events(n: int, seed: int = 7, end_ms: int | None = None,
         elif r < 0.06:
             ev["sys_flag"] = rnd.choice([TRANSACTION_PREPARED, TRANSACTION_COMMIT, TRANSACTION_ROLLBACK])
         yield ev
+
+
+def topic_config() -> dict[str, Any]:
+    """`config/topics.json` content for the sample topics (fastjson layout, as a broker writes)."""
+    table = {}
+    for topic, queues in TOPICS.items():
+        tc: dict[str, Any] = {"order": False, "perm": 6, "readQueueNums": queues,
+                              "topicFilterType": "SINGLE_TAG", "topicName": topic, "topicSysFlag": 0,
+                              "writeQueueNums": queues}
+        if topic in COMPACTED:
+            tc["attributes"] = {"+cleanup.policy": "COMPACTION"}
+        table[topic] = tc
+    return {"dataVersion": {"counter": 1, "timestamp": 0}, "topicConfigTable": table}
 
 
 def consumer_progress(max_offsets: dict[tuple[str, int], int], seed: int = 7) -> dict[tuple[str, str], dict[int, int]]:
