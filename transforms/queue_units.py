@@ -64,8 +64,10 @@ def _queue_units(commitlog: CommitLog, root: Path, cq_file_size: int, topic: str
     cq = ConsumeQueue(root, topic, queue_id, cq_file_size)
     try:
         cq.load()
-        cq.correct_min_offset(commitlog.min_offset)
         lo, hi = cq.files.min_offset // CQ_UNIT.size, cq.max_offset
+        if cq.min_offset < hi and cq.units(cq.min_offset, 1)["commitlog_offset"][0] < \
+                commitlog.min_offset:  # retention deleted CommitLog files under this queue's min
+            cq.correct_min_offset(commitlog.min_offset)
         offsets = {o for o in wanted if lo <= o < hi}
         if cq.min_offset < hi:
             offsets.add(cq.min_offset)

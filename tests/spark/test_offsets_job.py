@@ -128,6 +128,29 @@ def test_golden_store_units_and_offsets_match_rocketmq(spark, golden_store: Path
         assert r.last_store_timestamp == datetime.fromtimestamp(last["store_timestamp"] / 1000)
 
 
+def test_retention_moves_min_offsets_to_the_commitlog_minimum(spark, tmp_path: Path) -> None:
+    """After RocketMQ-style retention deleted the first CommitLog file, a queue starts at its
+    first message in the files that are left; older consumed messages have no store time."""
+    root = tmp_path / "broker-r"
+    with MessageStore(root, **SMALL) as s:
+        results = s.put_batch([Message("orders", b"%04d" % i * 250, queue_id=i % 3,
+                                       store_timestamp=BASE + i * 1000) for i in range(110)])
+        s.commit_offsets("g1", "orders", {0: 2, 1: 30})
+        s.delete_expired_files(now=BASE + 10 ** 10, force=True)
+    assert sorted(p.name for p in (root / "commitlog").iterdir()) == ["00000000000000065536"]
+    live = [r for r in results if r.commitlog_offset >= 65536]
+    cfg = load_config(SMALL)
+    snap = read_snapshot(spark, root, cfg, read_layout(root, cfg), read_consumer_offsets(root),
+                         "r", T1)
+    got = {(r.queue_id): (r.min_offset, r.max_offset, r.min_commitlog_offset)
+           for r in snap.queue_rows.collect()}
+    assert got == {q: (min(r.queue_offset for r in live if r.queue_id == q),
+                       sum(r.queue_id == q for r in results),
+                       min(r.commitlog_offset for r in live if r.queue_id == q)) for q in range(3)}
+    consumed = {r.queue_id: r.last_consumed_store_timestamp for r in snap.consumer_rows.collect()}
+    assert consumed == {0: None, 1: ts(3 * 29 + 1), 2: None}  # q0 offset 1 is gone; q1 offset 29
+
+
 # --- snapshots, idempotence, recovery ------------------------------------------------------------
 def test_snapshots_current_tables_history_and_idempotence(spark, store: Path, tmp_path: Path,
                                                           capsys) -> None:
