@@ -134,18 +134,26 @@ def chart_rate(ts: np.ndarray, topics: np.ndarray) -> str:
 
 
 def chart_lag(rows: list[dict[str, Any]]) -> str:
+    """Lag per group over snapshot time; bars when there is only one snapshot so far."""
     fig, ax = plt.subplots(figsize=(9, 3.2))
-    for group in sorted({r["consumer_group"] for r in rows}):
-        pts = [(r["snapshot_ts"], r["lag"]) for r in rows if r["consumer_group"] == group]
-        x = [p[0] for p in pts]
-        ax.plot(x, [p[1] for p in pts], marker="o", label=group)
-    ax.set_ylabel("messages behind")
-    ax.set_title("Consumer lag per group (offsets_history)")
-    if rows:
-        ax.legend(fontsize=7)
-        fig.autofmt_xdate()
+    groups = sorted({r["consumer_group"] for r in rows})
+    snapshots = sorted({r["snapshot_ts"] for r in rows})
+    if len(snapshots) == 1:
+        ax.bar(groups, [sum(r["lag"] for r in rows if r["consumer_group"] == g) for g in groups],
+               color=plt.get_cmap("tab10").colors[:len(groups)])
+        ax.set_title(f"Consumer lag per group at {snapshots[0]:%Y-%m-%d %H:%M:%S} (one snapshot so far)")
     else:
-        ax.text(0.5, 0.5, "no offsets history yet: run publish-offsets", ha="center", transform=ax.transAxes)
+        for group in groups:
+            pts = [(r["snapshot_ts"], r["lag"]) for r in rows if r["consumer_group"] == group]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=group)
+        ax.set_title("Consumer lag per group (offsets_history)")
+        if rows:
+            ax.legend(fontsize=7)
+            fig.autofmt_xdate()
+        else:
+            ax.text(0.5, 0.5, "no offsets history yet: run publish-offsets", ha="center",
+                    transform=ax.transAxes)
+    ax.set_ylabel("messages behind")
     return _png(fig)
 
 
