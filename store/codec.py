@@ -291,9 +291,9 @@ class Record:
     physical_offset: int
     sys_flag: int
     born_timestamp: int
-    born_host: str
+    born_addr: bytes
+    born_port: int
     store_timestamp: int
-    store_host: str
     store_addr: bytes
     store_port: int
     reconsume_times: int
@@ -301,6 +301,14 @@ class Record:
     body: bytes
     topic: str
     properties_string: str
+
+    @property
+    def born_host(self) -> str:
+        return format_host(self.born_addr, self.born_port)
+
+    @property
+    def store_host(self) -> str:
+        return format_host(self.store_addr, self.store_port)
 
     @property
     def properties(self) -> dict[str, str]:
@@ -396,9 +404,8 @@ def decode_record(buf, pos: int, file_offset: int = 0, check_crc: bool = True) -
     except UnicodeDecodeError as e:
         raise CorruptRecordError(f"offset {file_offset + pos}: topic/properties not UTF-8") from e
     return Record(file_offset + pos, total, magic, body_crc, queue_id, flag, queue_offset,
-                  physical_offset, sys_flag, born_ts, format_host(born_addr, born_port), store_ts,
-                  format_host(store_addr, store_port), store_addr, store_port, reconsume,
-                  prepared, body, topic, props)
+                  physical_offset, sys_flag, born_ts, born_addr, born_port, store_ts, store_addr,
+                  store_port, reconsume, prepared, body, topic, props)
 
 
 def body_crc(body: bytes) -> int:
