@@ -67,13 +67,6 @@ def _existing(spark: SparkSession, store: Path, cfg: StoreConfig
         svc.close()
 
 
-def next_file_name(first_ts: int, previous: str | None) -> str:
-    """The name a new index file gets (``store.index.IndexService._create``): the store time of
-    the key that opens it, bumped 1 ms past the previous file's name when not later."""
-    ts = first_ts if previous is None else max(first_ts, codec.index_file_time(previous) + 1)
-    return codec.index_file_name(ts)
-
-
 def write_index_files(index_dir: Path, chain: IndexChain, slot_num: int, entry_num: int,
                       open_file: OpenFile | None) -> list[Path]:
     """Write the placed entries into files under ``index_dir`` (file 0 continues ``open_file``
@@ -92,7 +85,7 @@ def write_index_files(index_dir: Path, chain: IndexChain, slot_num: int, entry_n
             n = f["file_no"]
             continuing = n == 0 and open_file is not None and not open_file.full
             path = (open_file.path if continuing
-                    else index_dir / next_file_name(f["first_ts"], previous))
+                    else index_dir / codec.next_index_file_name(f["first_ts"], previous))
             lo, hi = np.searchsorted(e_file, [n, n + 1])
             part = entries.slice(lo, hi - lo)
             rows = np.empty(part.num_rows, dtype=INDEX_ENTRY_DTYPE)

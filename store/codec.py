@@ -429,6 +429,13 @@ def index_file_name(ts_ms: int) -> str:
     return time.strftime("%Y%m%d%H%M%S", time.localtime(secs)) + f"{ms:03d}"
 
 
+def next_index_file_name(first_ts: int, previous: str | None) -> str:
+    """The name a new index file gets: the store time of the key that opens it, bumped 1 ms past
+    the previous file's name when not later (names must stay unique and ordered)."""
+    ts = first_ts if previous is None else max(first_ts, index_file_time(previous) + 1)
+    return index_file_name(ts)
+
+
 def index_file_time(name: str) -> int:
     """Inverse of ``index_file_name``: the local-time name back to epoch milliseconds."""
     if len(name) != 17 or not name.isdigit():

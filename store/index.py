@@ -273,9 +273,7 @@ class IndexService:
 
     def _create(self, ts: int, prev: IndexFile | None) -> IndexFile:
         self.dir.mkdir(parents=True, exist_ok=True)
-        if prev is not None:
-            ts = max(ts, codec.index_file_time(prev.path.name) + 1)
-        path = self.dir / codec.index_file_name(ts)
+        path = self.dir / codec.next_index_file_name(ts, prev.path.name if prev is not None else None)
         start = (prev.end_phy, prev.end_ts) if prev is not None else (0, 0)
         f = IndexFile(path, self.slot_num, self.entry_num, create_from=start)
         self.files.append(f)
