@@ -116,7 +116,8 @@ def check_topics(table: dict[tuple[str, str], dict[int, int]], layout: StoreLayo
 
 
 def read_snapshot(spark: SparkSession, root: Path, cfg: StoreConfig, layout: StoreLayout,
-                  table: dict[tuple[str, str], dict[int, int]], store: str, ts: datetime) -> Snapshot:
+                  table: dict[tuple[str, str], dict[int, int]], store: str,
+                  ts: datetime) -> Snapshot:
     """Compute the snapshot's queue and consumer rows from the store's files."""
     committed = committed_offsets(spark, table)
     queues = spark.createDataFrame(layout.queues, QUEUES_SCHEMA)

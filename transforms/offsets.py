@@ -120,10 +120,6 @@ def _live(commitlog_min_offset: int) -> Column:
             & (F.col("commitlog_offset") >= commitlog_min_offset))
 
 
-def _ms_to_ts(c: Column) -> Column:
-    return F.timestamp_millis(c)
-
-
 def queue_offsets(units: DataFrame, commitlog_min_offset: int, store: str,
                   snapshot_ts: datetime) -> DataFrame:
     """Units (``transforms.queue_units.UNIT_SCHEMA``) -> one row per queue
@@ -148,7 +144,7 @@ def queue_offsets(units: DataFrame, commitlog_min_offset: int, store: str,
         "max_offset",
         F.when(F.col("min_live").isNotNull(), F.col("min_cl")).alias("min_commitlog_offset"),
         F.col("last.cl").alias("max_commitlog_offset"),
-        _ms_to_ts(F.col("last.ts")).alias("last_store_timestamp"),
+        F.timestamp_millis(F.col("last.ts")).alias("last_store_timestamp"),
         (F.col("max_offset") - F.coalesce("min_live", "max_offset")).alias("message_count"),
         F.lit(snapshot_ts).alias("snapshot_ts"))
     return conform(out, QUEUE_OFFSETS_SCHEMA)
@@ -173,12 +169,14 @@ def consumer_offsets(committed: DataFrame, queue_offsets: DataFrame, units: Data
             .join(queues, ["topic", "queue_id"], "left")
             .select(*keys, F.coalesce("consumer_offset", F.lit(0)).alias("consumer_offset"),
                     F.coalesce("max_offset", F.lit(0)).alias("max_offset")))
-    consumed = units.select("topic", "queue_id", (F.col("queue_offset") + 1).alias("consumer_offset"),
-                            "store_timestamp")
+    consumed = units.select("topic", "queue_id",
+                            (F.col("queue_offset") + 1).alias("consumer_offset"),
+                            F.timestamp_millis("store_timestamp").alias("last_consumed"))
     out = (rows.join(consumed, ["topic", "queue_id", "consumer_offset"], "left")
            .select(F.lit(store).alias("store"), *keys, "consumer_offset", "max_offset",
-                   F.greatest(F.col("max_offset") - F.col("consumer_offset"), F.lit(0)).alias("lag"),
-                   _ms_to_ts(F.col("store_timestamp")).alias("last_consumed_store_timestamp"),
+                   F.greatest(F.col("max_offset") - F.col("consumer_offset"),
+                              F.lit(0)).alias("lag"),
+                   F.col("last_consumed").alias("last_consumed_store_timestamp"),
                    F.lit(snapshot_ts).alias("snapshot_ts")))
     return conform(out, CONSUMER_OFFSETS_SCHEMA)
 

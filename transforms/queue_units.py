@@ -44,7 +44,7 @@ UNIT_SCHEMA = pa.schema([
 
 def read_queue_units(batches: Iterator[pa.RecordBatch], root: str, config: StoreConfig
                      ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: request rows (topic, queue_id, wanted) -> units (:data:`UNIT_SCHEMA`)."""
+    """``mapInArrow`` body: requests (topic, queue_id, wanted) -> units (:data:`UNIT_SCHEMA`)."""
     commitlog = CommitLog(Path(root), config)
     commitlog.files.load()
     try:

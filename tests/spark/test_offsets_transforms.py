@@ -93,7 +93,8 @@ def test_consumer_offsets_lag_and_last_consumed_time(spark) -> None:
         ("g2", "r", 0, 0),   # empty queue
         ("g2", "r", 5, 3),   # a queue the store does not have: max 0
     ], COMMITTED_SCHEMA)
-    units = units_df(spark, [("t", 0, 9, 900, 90, 4_242, None), ("t", 0, 33, 3300, 90, 5_000, None)])
+    units = units_df(spark, [("t", 0, 9, 900, 90, 4_242, None),
+                             ("t", 0, 33, 3300, 90, 5_000, None)])
     expected = [
         ("s", "g1", "t", 0, 10, 34, 24, ms(4_242), SNAP),
         ("s", "g1", "t", 1, 40, 33, 0, None, SNAP),
@@ -116,7 +117,8 @@ def test_history_rows_tag_kind_and_date(spark) -> None:
     day = date(2026, 11, 22)
     expected = [
         (day, SNAP, "s", "queue", None, "t", 0, 2, 8, 1000, 1600, ms(9_000), 6, None, None, None),
-        (day, SNAP, "s", "consumer", "g1", "t", 0, None, 8, None, None, None, None, 5, 3, ms(8_000)),
+        (day, SNAP, "s", "consumer", "g1", "t", 0, None, 8, None, None, None, None, 5, 3,
+         ms(8_000)),
     ]
     equal(history_rows(q, c), spark.createDataFrame(expected, HISTORY_SCHEMA))
 
