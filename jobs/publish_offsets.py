@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from jobs import _job
+from jobs.runs import record_run
 from jobs.spark_session import build_session
 from store.config import StoreConfig
 from store.config_files import read_config, read_consumer_offsets
@@ -237,6 +239,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    started = time.time_ns() // 1_000_000
     root = _job.check_store(args.store)
     cfg = _job.store_config(args)
     store = args.store_name or root.resolve().name
@@ -255,12 +258,16 @@ def run(args: argparse.Namespace) -> int:
               f"the CommitLog (published without their store times):", file=sys.stderr)
         for e in snap.commitlog_errors:
             print(f"  {e}", file=sys.stderr)
-    counts = f"{snap.queue_rows.count()} queues, {snap.consumer_rows.count()} consumer rows"
-    if publish(spark, args.lake, snap):
+    queues, consumers = snap.queue_rows.count(), snap.consumer_rows.count()
+    counts = f"{queues} queues, {consumers} consumer rows"
+    written = publish(spark, args.lake, snap)
+    if written:
         print(f"{PROG}: published store {store} snapshot {ts.isoformat()}: {counts}")
     else:
         print(f"{PROG}: store {store} unchanged since its published snapshot ({counts}); "
               f"nothing written")
+    record_run(spark, args.lake, PROG, root, started, "ok" if written else "unchanged",
+               {"snapshot": ts.isoformat(), "queues": queues, "consumer_rows": consumers})
     return 0
 
 
