@@ -1,4 +1,4 @@
-"""Shared fixtures: paths to the vendored golden files (written by RocketMQ, not by us)."""
+"""Shared fixtures: writable copies of the vendored golden store and its settings."""
 from __future__ import annotations
 
 import json
@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-GOLDEN = Path(__file__).parent / "golden"
-GOLDEN_498 = GOLDEN / "rocketmq-4.9.8"
+from goldens import GOLDEN_498
 
 
 @pytest.fixture()
@@ -22,7 +21,3 @@ def golden_store(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def golden_settings() -> dict:
     return json.loads((GOLDEN_498 / "settings.json").read_text())
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

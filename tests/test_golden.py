@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOLDEN, GOLDEN_498, read_jsonl
+from goldens import GOLDEN, GOLDEN_498, read_jsonl
 from store import Message, MessageStore
 from store.codec import MAGIC_V1
 from store.commitlog import CommitLog

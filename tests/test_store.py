@@ -294,7 +294,7 @@ def test_consumer_offsets_fastjson_round_trip_and_bak_fallback(tmp_path):
 
 
 def test_reads_real_broker_config_files():
-    from conftest import GOLDEN
+    from goldens import GOLDEN
     cfg = GOLDEN / "study/store/config"
     offsets = read_consumer_offsets(cfg.parent)
     assert offsets[("TopicTest", "please_rename_unique_group_name_4")] == {0: 250, 1: 250, 2: 250, 3: 250}

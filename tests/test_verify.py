@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GOLDEN_498
+from goldens import GOLDEN_498
 from jobs.cli import main
 from store import Message, MessageStore
 from store.verify import verify

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from conftest import GOLDEN_498
+from goldens import GOLDEN_498
 from store.commitlog import CommitLog
 from store.config import load_config
 from transforms.commitlog_batch import parse_range
