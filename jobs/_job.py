@@ -90,6 +90,27 @@ def swap_in(root: Path, name: str, new: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def rebuild_main(prog: str, description: str, rebuild: Callable[..., dict[str, int]], noun: str,
+                 subdir: str, argv: list[str] | None) -> int:
+    """The command line of a rebuild job: parse, build a (Delta-less) session, run ``rebuild``
+    (``spark, store, cfg, output, incremental, split_bytes`` -> count per topic), report."""
+    from jobs.spark_session import build_session
+
+    args = rebuild_parser(prog, description).parse_args(argv)
+
+    def body() -> int:
+        cfg = store_config(args)
+        store = check_store(args.store)
+        spark = build_session(f"rocketlake {prog}", delta=False)
+        counts = rebuild(spark, store, cfg, args.output, args.incremental, args.split_bytes)
+        print(f"{prog}: wrote {sum(counts.values())} {noun} for {len(counts)} topic(s) under "
+              f"{(args.output or store) / subdir}: "
+              + ", ".join(f"{t}={n}" for t, n in sorted(counts.items())), file=sys.stderr)
+        return 0
+
+    return run(prog, body)
+
+
 def run(prog: str, body: Callable[[], int]) -> int:
     """Run a job body; expected errors become one line on stderr and exit status 2."""
     try:

@@ -24,7 +24,6 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs import _job
-from jobs.spark_session import build_session
 from store.codec import CQ_PRE_BLANK, CQ_UNIT_DTYPE, CQ_UNIT_SIZE, format_file_name
 from store.config import StoreConfig
 from store.consume_queue import load_queues
@@ -140,22 +139,7 @@ def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = _job.rebuild_parser(PROG, "Rebuild ConsumeQueues from the CommitLog (Spark).")
-    args = p.parse_args(argv)
-
-    def body() -> int:
-        cfg = _job.store_config(args)
-        store = _job.check_store(args.store)
-        spark = build_session(f"rocketlake {PROG}", delta=False)
-        written = rebuild_consumequeue(spark, store, cfg, args.output, args.incremental,
-                                       args.split_bytes)
-        where = args.output or store
-        print(f"{PROG}: wrote {sum(written.values())} units for {len(written)} topic(s) under "
-              f"{where / 'consumequeue'}: " + ", ".join(f"{t}={n}" for t, n in sorted(written.items())),
-              file=sys.stderr)
-        return 0
-
-    return _job.run(PROG, body)
+    return _job.rebuild_main(PROG, "Rebuild ConsumeQueues from the CommitLog (Spark).", rebuild_consumequeue, "units", "consumequeue", argv)
 
 
 if __name__ == "__main__":

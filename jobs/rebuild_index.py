@@ -24,7 +24,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from jobs import _job
-from jobs.spark_session import build_session
 from store import codec
 from store.codec import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER, INDEX_HEADER_SIZE
 from store.commitlog import CommitLog
@@ -169,21 +168,7 @@ def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Pa
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = _job.rebuild_parser(PROG, "Rebuild IndexFiles from the CommitLog (Spark).")
-    args = p.parse_args(argv)
-
-    def body() -> int:
-        cfg = _job.store_config(args)
-        store = _job.check_store(args.store)
-        spark = build_session(f"rocketlake {PROG}", delta=False)
-        counts = rebuild_index(spark, store, cfg, args.output, args.incremental, args.split_bytes)
-        where = args.output or store
-        print(f"{PROG}: indexed {sum(counts.values())} keys for {len(counts)} topic(s) under "
-              f"{where / 'index'}: " + ", ".join(f"{t}={n}" for t, n in sorted(counts.items())),
-              file=sys.stderr)
-        return 0
-
-    return _job.run(PROG, body)
+    return _job.rebuild_main(PROG, "Rebuild IndexFiles from the CommitLog (Spark).", rebuild_index, "index keys", "index", argv)
 
 
 if __name__ == "__main__":
