@@ -79,6 +79,16 @@ def aside(root: Path, name: str) -> Path:
     return tmp
 
 
+def target_dir(store: Path, name: str, output: Path | None, incremental: bool) -> Path:
+    """Where a rebuild writes ``name``: under ``--output``, in place (``--incremental``), or
+    aside for a swap (full rebuild into the store)."""
+    if output is not None:
+        return output / name
+    if incremental:
+        return store / name
+    return aside(store, name)
+
+
 def swap_in(root: Path, name: str, new: Path) -> None:
     """Replace ``root/name`` with the directory ``new`` (same file system): move the old one
     aside, rename the new one into place, then delete the old one."""

@@ -125,12 +125,7 @@ def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
     finally:
         scan.close()
     counts = Counter(table.column("topic").to_pylist())
-    if output is not None:
-        cq_dir = output / "consumequeue"
-    elif incremental:
-        cq_dir = store / "consumequeue"
-    else:
-        cq_dir = _job.aside(store, "consumequeue")
+    cq_dir = _job.target_dir(store, "consumequeue", output, incremental)
     with _job.progress_bars(counts) as progress:
         written = write_units(table, cq_dir, cfg.mappedFileSizeConsumeQueue, existing, progress)
     if output is None and not incremental:

@@ -151,12 +151,7 @@ def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Pa
                             bucket_bytes or split_bytes).persist()
         files = index_files(placed)
         chain = IndexChain(index_entries(placed, files, start), files, index_slots(placed))
-        if output is not None:
-            index_dir = output / "index"
-        elif incremental:
-            index_dir = store / "index"
-        else:
-            index_dir = _job.aside(store, "index")
+        index_dir = _job.target_dir(store, "index", output, incremental)
         write_index_files(index_dir, chain, cfg.maxHashSlotNum, cfg.maxIndexNum, open_file)
         placed.unpersist()
         keys.unpersist()
