@@ -208,3 +208,31 @@ def test_physically_short_file_is_refused_and_left_alone(template, tmp_path: Pat
         f.truncate(CL)
     with MessageStore(root, **SMALL) as ms:
         assert ms.recovery.commitlog_end == template[1][-1].commitlog_offset + template[1][-1].size
+
+
+def test_verify_finds_every_damage_recovery_would_cut(template, tmp_path: Path) -> None:
+    """`rocketlake verify` (read-only) reports every damaged store whose valid data the damage
+    shortened, or that has bytes after the end of valid data; it changes no file."""
+    from store.verify import verify
+
+    src, clean = template
+    full_end = clean[-1].commitlog_offset + clean[-1].size
+    checked = 0
+    for seed in range(60):
+        rng = random.Random(1000 + seed)
+        kind = KINDS[seed % len(KINDS)]
+        root = tmp_path / f"v{seed}"
+        shutil.copytree(src, root)
+        damage(root, rng, kind, clean)
+        before = {p.name: p.read_bytes() for p in (root / "commitlog").iterdir()}
+        last = sorted(before)[-1]
+        written_end = int(last) + len(before[last].rstrip(b"\0"))
+        cut = expected_end(root) < full_end or written_end > full_end
+        report = verify(root, **SMALL)
+        assert {p.name: p.read_bytes() for p in (root / "commitlog").iterdir()} == before
+        if cut or kind == "flip-old-body":
+            checked += 1
+            # a torn tail reads as a shorter log; its ConsumeQueue units then point past the end
+            assert not report.ok, (kind, seed)
+        shutil.rmtree(root)
+    assert checked >= 40
