@@ -13,7 +13,7 @@ from store import codec
 from store.checkpoint import Checkpoint
 from store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
 from store.codec import CorruptRecordError, Record
-from store.commitlog import CommitLog, MessageEncoder, MessageRejected, Prepared
+from store.commitlog import CommitLog, MessageEncoder, MessageRejected
 from store.config import StoreConfig, load_config
 from store.config_files import read_consumer_offsets, write_consumer_offsets
 from store.consume_queue import ConsumeQueue, load_queues

@@ -9,9 +9,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from store import codec
 from store.checkpoint import Checkpoint
-from store.codec import CQ_UNIT_SIZE, CorruptRecordError
+from store.codec import CQ_UNIT_SIZE
 from store.commitlog import CommitLog
 from store.config import StoreConfig, load_config
 from store.config_files import ConfigFileError, read_config, read_consumer_offsets
