@@ -17,7 +17,7 @@ from store import Message, MessageRejected, MessageStore, Record, StoreFormatErr
 from store import codec
 from store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
 from store.config import parse_set_options
-from store.verify import verify
+from store.verify import not_a_store, verify
 
 BATCH = 1000
 _err = Console(stderr=True)
@@ -191,7 +191,11 @@ def cmd_get(a: argparse.Namespace) -> int:
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
-    report = verify(a.store, **parse_set_options(a.set))
+    settings = parse_set_options(a.set)
+    refused = not_a_store(a.store)
+    if refused:
+        raise FileNotFoundError(refused)
+    report = verify(a.store, **settings)
     if a.json:
         print(json.dumps(report.as_dict()))
     else:

@@ -43,10 +43,14 @@ def check_store_dir(root: Path, create: bool) -> None:
         if not create:
             raise FileNotFoundError(f"{root}: no such store directory")
         return
-    entries = {p.name for p in root.iterdir()}
-    if entries and not entries & _STORE_ENTRIES:
+    if any(root.iterdir()) and not is_store(root):
         raise StoreFormatError(f"{root}: not a RocketMQ store (no commitlog/, consumequeue/, "
                                f"index/ or checkpoint); refusing to write into it")
+
+
+def is_store(root: Path) -> bool:
+    """True when directory ``root`` holds at least one entry a RocketMQ store has."""
+    return any((root / name).exists() for name in _STORE_ENTRIES)
 
 
 class MessageStore:
