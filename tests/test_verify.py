@@ -189,3 +189,22 @@ def _last_indexed(root: Path) -> int:
 def _first_late(root: Path) -> int:
     with MessageStore(root, read_only=True, **SMALL) as ms:
         return ms.get("t0", 0, ms.max_offset("t0", 0) - 5, 1).messages[0].record.commitlog_offset
+
+
+@pytest.mark.parametrize("damage", ["flip-magic", "zero-header"])
+def test_dump_commitlog_fails_where_a_damaged_header_stops_it(store, capsys, damage):
+    first = store / "commitlog/00000000000000000000"
+    from store import codec
+    raw = bytearray(first.read_bytes())
+    second = codec.decode_record(bytes(raw), 0).size
+    if damage == "flip-magic":
+        raw[second + 5] ^= 0x40
+    else:
+        raw[second:second + 8] = bytes(8)
+    first.write_bytes(bytes(raw))
+    settings = sum((["--set", f"{k}={v}"] for k, v in SMALL.items()), [])
+    assert main(["dump", "commitlog", "--store", str(store), *settings]) == 3
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 1  # the one record before the damage
+    assert (f"stopped after 1 records at commitlog offset {second} "
+            f"(file 00000000000000000000 @{second}): ") in err
