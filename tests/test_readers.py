@@ -130,3 +130,37 @@ def test_read_only_readers_beside_a_live_writer_skip_nothing(tmp_path: Path) -> 
             nxt = g.next_begin_offset
         assert ms.max_offset("live", 0) == acked
     assert nxt == acked and opens > 20, (nxt, acked, opens)
+
+
+CHECKER = """
+import sys, time
+from pathlib import Path
+from store.lockfile import is_locked
+root, seen = Path(sys.argv[1]), set()
+stop, n = root.parent / "stop", 0
+while n % 100 or not stop.exists():
+    seen.add(is_locked(root))
+    n += 1
+print(sorted(seen), flush=True)
+"""
+
+
+def test_checking_the_lock_never_makes_a_writer_fail(tmp_path: Path) -> None:
+    """Two processes ask ``is_locked`` in a tight loop while a writer opens and closes the
+    store 50 times: every open succeeds, and the checkers saw both states."""
+    root = tmp_path / "s"
+    MessageStore(root, **SMALL).close()
+    checkers = [subprocess.Popen([sys.executable, "-c", CHECKER, str(root)], cwd=ROOT,
+                                 stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        time.sleep(0.5)  # both are looping
+        for i in range(50):
+            with MessageStore(root, **SMALL) as ms:
+                ms.put(Message("t", b"x"))
+            time.sleep(0.01)
+    finally:
+        (tmp_path / "stop").touch()
+        seen = [c.communicate(timeout=60)[0].strip() for c in checkers]
+    assert seen == ["[False, True]"] * 2
+    with MessageStore(root, read_only=True, **SMALL) as ms:
+        assert ms.max_offset("t", 0) == 50
