@@ -7,7 +7,7 @@ Runs :func:`store.verify.verify` (library only, no Spark session) and writes its
 ``"rebuild"``: the derived structures that drifted from the CommitLog (``"consumequeue"``,
 ``"index"``), which a scheduler rebuilds next. Drift is data, not a failure: the exit status is
 0 whenever the report is written and the CommitLog itself is sound, 3 when the CommitLog is
-corrupt (nothing can be rebuilt from it), 2 on bad arguments or a missing store.
+corrupt (nothing can be rebuilt from it), 2 on bad arguments or a path that is not a store.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ if __package__ in (None, ""):  # run as a script by spark-submit: make the proje
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from store.config import parse_set_options
-from store.verify import VerifyReport, verify
+from store.verify import VerifyReport, not_a_store, verify
 
 PROG = "check-consistency"
 #: Derived structures, in rebuild order, named by the top-level path their problems point at.
@@ -72,8 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         settings = parse_set_options(args.set)
-        if not args.store.is_dir():
-            raise FileNotFoundError(f"{args.store}: no such store directory")
+        refused = not_a_store(args.store)
+        if refused:
+            raise FileNotFoundError(refused)
         report = consistency_report(args.store, settings)
     except (FileNotFoundError, ValueError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)

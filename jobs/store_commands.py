@@ -16,8 +16,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from store import Message, MessageRejected, MessageStore, Record, StoreFormatError
 from store import codec
 from store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
+from store.commitlog import Scan
 from store.config import parse_set_options
-from store.verify import verify
+from store.mapped_file import first_nonzero
+from store.verify import not_a_store, verify
 
 BATCH = 1000
 _err = Console(stderr=True)
@@ -146,12 +148,36 @@ def cmd_dump(a: argparse.Namespace) -> int:
     with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
         if a.what == "commitlog":
             scan = ms.commitlog.scan(check_crc=False)
-            _emit(record_to_json(r) for r in scan)
+            n = 0
+            for r in scan:
+                _emit([record_to_json(r)])
+                n += 1
+            why = _early_stop(ms, scan)
+            if why:
+                mf = ms.commitlog.files.find(scan.end)
+                where = f"file {mf.path.name} @{scan.end - mf.start}" if mf else "no file"
+                print(f"rocketlake dump: error: stopped after {n} records at commitlog offset "
+                      f"{scan.end} ({where}): {why}", file=sys.stderr)
+                return 3
         elif a.what == "consumequeue":
             _emit(_cq_rows(ms, a.topic, a.queue))
         else:
             _emit(_index_rows(ms))
     return 0
+
+
+def _early_stop(ms: MessageStore, scan: Scan) -> str | None:
+    """Why a finished CommitLog scan ended before the end of the data, None at the real end
+    (zeros with nothing but zeros after them)."""
+    if scan.error:
+        return scan.error
+    if scan.end < ms.commitlog.max_offset:
+        return f"zeros where a record should start, valid records follow up to {ms.commitlog.max_offset}"
+    mf = ms.commitlog.files.find(scan.end)
+    garbage = first_nonzero(mf, scan.end - mf.start) if mf else None
+    if garbage is not None:
+        return f"zeros where a record should start, non-zero bytes follow at {mf.start + garbage}"
+    return None
 
 
 def _cq_rows(ms: MessageStore, topic: str | None, queue: int | None) -> Iterator[dict[str, Any]]:
@@ -191,7 +217,11 @@ def cmd_get(a: argparse.Namespace) -> int:
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
-    report = verify(a.store, **parse_set_options(a.set))
+    settings = parse_set_options(a.set)
+    refused = not_a_store(a.store)
+    if refused:
+        raise FileNotFoundError(refused)
+    report = verify(a.store, **settings)
     if a.json:
         print(json.dumps(report.as_dict()))
     else:

@@ -64,7 +64,7 @@ def read_config(path: Path) -> Any | None:
             if not text.strip():
                 raise ValueError("file is empty")
             data = parse_fastjson(text)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, OSError) as e:  # UnicodeDecodeError is a ValueError
             errors.append(f"{p.name}: {e}")
             continue
         if errors:
@@ -92,17 +92,30 @@ def write_config(path: Path, obj: Any) -> None:
 
 def read_consumer_offsets(root: Path) -> dict[tuple[str, str], dict[int, int]]:
     """`config/consumerOffset.json` -> {(topic, group): {queue_id: offset}}."""
-    data = read_config(Path(root) / "config" / "consumerOffset.json") or {}
+    path = Path(root) / "config" / "consumerOffset.json"
+    data = read_config(path) or {}
     table = data.get("offsetTable", {}) if isinstance(data, dict) else None
     if not isinstance(table, dict):
-        raise ConfigFileError(f"{root}/config/consumerOffset.json: no offsetTable object")
+        raise ConfigFileError(f"{path}: no offsetTable object")
     out: dict[tuple[str, str], dict[int, int]] = {}
     for name, queues in table.items():
         topic, sep, group = str(name).rpartition("@")
         if not sep or not isinstance(queues, dict):
-            raise ConfigFileError(f"consumerOffset.json: bad entry {name!r} (expected topic@group)")
-        out[(topic, group)] = {int(q): int(o) for q, o in queues.items()}
+            raise ConfigFileError(f"{path}: bad entry {name!r} (expected topic@group: {{queueId: offset}})")
+        out[(topic, group)] = {_non_negative_int(q, path, f"{name}: queue id {q!r}"):
+                               _non_negative_int(o, path, f"{name}: offset {o!r} of queue {q}")
+                               for q, o in queues.items()}
     return out
+
+
+def _non_negative_int(v: Any, path: Path, what: str) -> int:
+    """``v`` as an int >= 0 (an int, or a string of digits as a quoted map key); else
+    ConfigFileError naming the file and ``what``."""
+    if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+        return v
+    if isinstance(v, str) and v.isdecimal() and v.isascii():
+        return int(v)
+    raise ConfigFileError(f"{path}: {what} is not a non-negative integer")
 
 
 def write_consumer_offsets(root: Path, table: dict[tuple[str, str], dict[int, int]]) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from pathlib import Path
 
 
@@ -17,14 +18,23 @@ class StoreLock:
         self.path = Path(root) / "lock"
         self._fd = -1
 
-    def acquire(self) -> None:
+    def acquire(self, patience: float = 0.5) -> None:
+        """Take the lock, or raise StoreLockedError. A conflict is retried for ``patience``
+        seconds: ``is_locked`` in another process holds a shared lock for an instant, and a
+        writer opening at that instant must not fail; a live writer holds it for longer."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise StoreLockedError(f"{self.path.parent}: the store is held by another writer "
-                                   f"(lock file {self.path.name} is locked)") from None
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.005)
+                    continue
+                os.close(fd)
+                raise StoreLockedError(f"{self.path.parent}: the store is held by another writer "
+                                       f"(lock file {self.path.name} is locked)") from None
         if os.fstat(fd).st_size != 4:
             os.ftruncate(fd, 0)
             os.pwrite(fd, b"lock", 0)
@@ -38,13 +48,18 @@ class StoreLock:
 
 
 def is_locked(root: Path) -> bool:
-    """True when a live writer holds the store at ``root``."""
+    """True when a live writer holds the store at ``root``.
+
+    flock has no query, so this probes with a shared lock held for an instant: it conflicts
+    only with the writer's exclusive lock (never with another ``is_locked``), and a writer
+    opening during the probe retries (``StoreLock.acquire``)."""
     path = Path(root) / "lock"
-    if not path.exists():
-        return False
-    fd = os.open(path, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
     finally:

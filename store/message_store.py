@@ -21,7 +21,7 @@ from store.dispatch import Dispatcher, from_record
 from store.flush import FlushService
 from store.index import IndexService
 from store.lockfile import StoreLock
-from store.mapped_file import StoreFormatError
+from store.mapped_file import MappedFile, StoreFormatError
 from store.message import (GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage)
 from store.recovery import RecoveryReport, recover
 
@@ -43,10 +43,14 @@ def check_store_dir(root: Path, create: bool) -> None:
         if not create:
             raise FileNotFoundError(f"{root}: no such store directory")
         return
-    entries = {p.name for p in root.iterdir()}
-    if entries and not entries & _STORE_ENTRIES:
+    if any(root.iterdir()) and not is_store(root):
         raise StoreFormatError(f"{root}: not a RocketMQ store (no commitlog/, consumequeue/, "
                                f"index/ or checkpoint); refusing to write into it")
+
+
+def is_store(root: Path) -> bool:
+    """True when directory ``root`` holds at least one entry a RocketMQ store has."""
+    return any((root / name).exists() for name in _STORE_ENTRIES)
 
 
 class MessageStore:
@@ -65,8 +69,7 @@ class MessageStore:
         check_store_dir(self.root, create and not read_only)
         self._closed = False
         if read_only:
-            self._load()
-            self._find_end()
+            self._open_read_only()
             return
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock_file = StoreLock(self.root)
@@ -93,17 +96,56 @@ class MessageStore:
         self.encoder = MessageEncoder(cfg)
         self._dispatch = Dispatcher(self.root, cfg, self.queues, self.index)
 
-    def _find_end(self) -> None:
-        """Read-only open: find the end of valid CommitLog data without changing any file."""
+    def _open_read_only(self, attempts: int = 5) -> None:
+        """Map the store without changing any file. A file listed but deleted before it was
+        opened (a writer's retention running meanwhile) makes the open start over."""
+        for attempt in range(attempts):
+            try:
+                self._load()
+                break
+            except FileNotFoundError:
+                self._close_maps()
+                if attempt == attempts - 1:
+                    raise
         files = self.commitlog.files.files
-        if files:
-            scan = self.commitlog.scan(files[max(0, len(files) - 3)].start, stop_at=files[-1].end)
-            for _ in scan:
-                pass
-            for mf in files:
-                mf.wrote = max(0, min(mf.size, scan.end - mf.start))
+        self._find_end(files[max(0, len(files) - 3)].start if files else 0)
         for cq in self.queues.values():  # units below retained CommitLog data are not served
             cq.correct_min_offset(self.commitlog.min_offset)
+
+    def _close_maps(self) -> None:
+        for part in ("commitlog", "queues", "index"):
+            obj = self.__dict__.pop(part, None)
+            for closable in (obj.values() if isinstance(obj, dict) else [obj] if obj else []):
+                closable.close()
+
+    def _find_end(self, start: int) -> None:
+        """Read-only: the end of valid CommitLog data, scanning from ``start`` (a record
+        boundary) through the mapped files; sets each file's ``wrote``."""
+        files = self.commitlog.files.files
+        if not files:
+            return
+        scan = self.commitlog.scan(start, stop_at=files[-1].end)
+        for _ in scan:
+            pass
+        for mf in files:
+            mf.wrote = max(0, min(mf.size, scan.end - mf.start))
+
+    def _refresh_end(self) -> int:
+        """Read-only: take in what a running writer appended since the end was last found —
+        CommitLog files created since, records after the old end — and return the new end."""
+        files = self.commitlog.files
+        if not files.files:
+            files.load()
+            start = files.min_offset
+        else:
+            start = files.max_offset
+            while (path := files.dir / codec.format_file_name(files.last.end)).exists():
+                try:
+                    files.files.append(MappedFile(path, files.last.end, files.file_size))
+                except FileNotFoundError:
+                    break
+        self._find_end(start)
+        return files.max_offset
 
     def _open_for_writing(self) -> None:
         cfg = self.config
@@ -270,21 +312,20 @@ class MessageStore:
         wanted = _tag_filter(tags)
         units = cq.units(offset, max(MAX_FILTER_UNITS, max_msgs))
         status, msgs, total, scanned = GetStatus.NO_MATCHED_MESSAGE, [], 0, 0
-        cl_min = self.commitlog.min_offset
+        cl_min, cl_end = self.commitlog.min_offset, self.commitlog.max_offset
         for i, (off, size, tcode) in enumerate(units.tolist()):
             if msgs and (len(msgs) >= min(max_msgs, MAX_TRANSFER_COUNT)
                          or total + size > MAX_TRANSFER_BYTES):
                 break
+            if self.read_only and off + size > cl_end and off >= cl_min:
+                cl_end = self._refresh_end()
+                if off + size > cl_end:
+                    break  # written by a running writer but not visible yet: retry from here
             scanned = i + 1
             if wanted is not None and tcode not in wanted[0]:
                 continue
-            if off < cl_min:
-                if not msgs:
-                    status = GetStatus.MESSAGE_WAS_REMOVING
-                continue
-            try:
-                rec = self.commitlog.read(off, check_crc=True)
-            except CorruptRecordError:
+            rec = self._unit_record(topic, queue_id, offset + i, off, size) if off >= cl_min else None
+            if rec is None:  # removed by retention, or damaged: skipped, never served
                 if not msgs:
                     status = GetStatus.MESSAGE_WAS_REMOVING
                 continue
@@ -293,7 +334,24 @@ class MessageStore:
             msgs.append(StoredMessage(rec, offset + i, tcode))
             total += size
             status = GetStatus.FOUND
+        if scanned == 0:  # the first unit is not visible yet
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, offset)
         return GetResult(status, offset + scanned, lo, hi, msgs)
+
+    def _unit_record(self, topic: str, queue_id: int, queue_offset: int, offset: int,
+                     size: int) -> Record | None:
+        """The record a ConsumeQueue unit points at, or None when there is no valid record there
+        or it is not this unit's (another queue's or another queue offset's record, or another
+        size): RocketMQ's dispatch wrote the unit from the record's own QUEUEID and QUEUEOFFSET
+        (CommitLog.checkMessageAndReturnSize), under the record's stored topic — for delayed
+        messages SCHEDULE_TOPIC_XXXX and queue delayLevel - 1, as the unit's queue is."""
+        try:
+            rec = self.commitlog.read(offset, check_crc=True)
+        except CorruptRecordError:
+            return None
+        if (rec.topic, rec.queue_id, rec.queue_offset, rec.size) != (topic, queue_id, queue_offset, size):
+            return None
+        return rec
 
     def read(self, commitlog_offset: int) -> Record:
         """The record at a CommitLog offset (CorruptRecordError if there is none)."""

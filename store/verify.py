@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from store.checkpoint import Checkpoint
-from store.codec import CQ_UNIT_SIZE
+from store.codec import CQ_UNIT_SIZE, INDEX_HEADER
 from store.commitlog import CommitLog
 from store.config import StoreConfig, load_config
 from store.config_files import ConfigFileError, read_config, read_consumer_offsets
 from store.consume_queue import ConsumeQueue, load_queues
 from store.dispatch import DispatchRequest, from_record
-from store.index import IndexService
+from store.index import IndexFile, IndexService
 from store.mapped_file import StoreFormatError, first_nonzero
+from store.message_store import is_store
 
 
 @dataclass
@@ -132,7 +133,7 @@ class _Checker:
                              f"no unit for queue offset {q} (record at {req.commitlog_offset})")
 
     # --- index -------------------------------------------------------------------------------------
-    def index(self, records: dict[int, DispatchRequest]) -> None:
+    def index(self, records: dict[int, DispatchRequest], cl_min: int) -> None:
         if not self.cfg.messageIndexEnable:
             return
         idx = IndexService(self.root, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum)
@@ -141,25 +142,65 @@ class _Checker:
         except StoreFormatError as e:
             self.problem("index", None, str(e))
             return
+        try:
+            self._index(idx, records, cl_min)
+        finally:
+            idx.close()
+
+    def _index(self, idx: IndexService, records: dict[int, DispatchRequest], cl_min: int) -> None:
         if not idx.files:
             if any(req.index_keys for req in records.values()):
                 self.problem("index", None, "no index files, but records have keys")
             return
-        first = min(f.begin_phy for f in idx.files if f.index_count > 1) if any(
-            f.index_count > 1 for f in idx.files) else idx.end_phy + 1
         for f in idx.files:
-            if f.index_count > f.entry_num or f.slot_count > f.slot_num:
-                self.problem(f.path, 32, f"header counts out of range: hashSlotCount {f.slot_count}, "
-                                         f"indexCount {f.index_count}")
+            self._index_header(f, records, cl_min)
+        used = [f for f in idx.files if f.index_count > 1]
+        first = min((f.begin_phy for f in used), default=idx.end_phy + 1)
+        unindexed: list[int] = []
         for off in sorted(records):
-            if off < first or off > idx.end_phy:
+            if off < first or not records[off].index_keys:
+                continue
+            if off > idx.end_phy:
+                unindexed.append(off)
                 continue
             for key in records[off].index_keys:
                 self.report.index_keys += 1
                 if off not in idx.query(key, 2 ** 31 - 1, 0, 2 ** 63 - 1):
                     self.problem("index", None, f"key {key!r} of the record at {off} is not found "
                                                 f"through the index")
-        idx.close()
+        if unindexed:
+            self.problem(idx.files[-1].path, None,
+                         f"{len(unindexed)} records with keys after the index's last indexed "
+                         f"commitlog offset {idx.end_phy} are not indexed (first at {unindexed[0]})")
+
+    def _index_header(self, f: IndexFile, records: dict[int, DispatchRequest], cl_min: int) -> None:
+        """Check one index file's header against its geometry, its entries and the records it
+        names (RocketMQ's IndexHeader, as IndexFile.putKey maintains it)."""
+        begin_ts, end_ts, begin_phy, end_phy, slots, count = INDEX_HEADER.unpack_from(f.mm, 0)
+        wrong = []
+        if not 0 <= count <= f.entry_num:
+            wrong.append(f"indexCount {count} outside [0, {f.entry_num}]")
+        elif not 0 <= slots <= min(f.slot_num, max(0, count - 1)):
+            wrong.append(f"hashSlotCount {slots} outside [0, {min(f.slot_num, max(0, count - 1))}] "
+                         f"for indexCount {count}")
+        if begin_ts < 0 or end_ts < begin_ts:
+            wrong.append(f"timestamps begin {begin_ts} / end {end_ts} out of order")
+        if begin_phy < 0 or end_phy < begin_phy:
+            wrong.append(f"phy offsets begin {begin_phy} / end {end_phy} out of order")
+        if not wrong and count > 1:
+            last, first = (int(f.entries[count - 1]["phy_offset"]), int(f.entries[1]["phy_offset"]))
+            if (begin_phy, end_phy) != (first, last):
+                wrong.append(f"phy offsets begin {begin_phy} / end {end_phy}, but its entries run "
+                             f"from {first} to {last}")
+            for name, phy, ts in (("begin", begin_phy, begin_ts), ("end", end_phy, end_ts)):
+                rec = records.get(phy)
+                if rec is None and phy >= cl_min:
+                    wrong.append(f"{name}PhyOffset {phy}: no record starts there")
+                elif rec is not None and rec.store_timestamp != ts:
+                    wrong.append(f"{name}Timestamp {ts}, but the record at {phy} was stored at "
+                                 f"{rec.store_timestamp}")
+        for what in wrong:
+            self.problem(f.path, 0, f"header: {what}")
 
     # --- checkpoint and config ---------------------------------------------------------------------
     def checkpoint(self, records: dict[int, DispatchRequest]) -> None:
@@ -208,20 +249,35 @@ class _Checker:
                                  f"group {group}: offset {off} of {topic}/{q} is past its max {hi}")
 
 
-def verify(root: str | Path, **settings: Any) -> VerifyReport:
-    """Check the whole store at ``root``; the report lists every problem found."""
-    root = Path(root).resolve()
-    cfg = load_config(settings)
-    c = _Checker(root, cfg)
+def not_a_store(root: str | Path) -> str | None:
+    """Why ``root`` cannot be verified (missing, not a directory, not a RocketMQ store), naming
+    the path; None when it is a store directory."""
+    root = Path(root)
+    if not root.exists():
+        return f"{root}: no such store directory"
     if not root.is_dir():
-        c.report.problems.append(Problem("error", ".", None, "no such store directory"))
+        return f"{root}: not a directory"
+    if not is_store(root):
+        return f"{root}: not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)"
+    return None
+
+
+def verify(root: str | Path, **settings: Any) -> VerifyReport:
+    """Check the whole store at ``root``; the report lists every problem found. A ``root`` that
+    is not a store gives one error (file ``"."``) that names the path and says why."""
+    cfg = load_config(settings)
+    refused = not_a_store(root)
+    root = Path(root).resolve()
+    c = _Checker(root, cfg)
+    if refused:
+        c.report.problems.append(Problem("error", ".", None, refused))
         return c.report
     loaded = c.commitlog()
     if loaded is None:
         return c.report
     log, records = loaded
     c.consume_queues(log, records)
-    c.index(records)
+    c.index(records, log.min_offset)
     c.checkpoint(records)
     maxes: dict[tuple[str, int], int] = {}
     for req in records.values():

@@ -12,6 +12,7 @@ from goldens import GOLDEN_498
 from jobs.cli import main
 from store import Message, MessageStore
 from store.verify import verify
+from jobs import check_consistency
 
 SMALL = dict(mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=200, maxHashSlotNum=32,
              maxIndexNum=50)
@@ -108,4 +109,102 @@ def test_cli_exit_codes_and_json(store, capsys):
     assert main(args) == 3
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is False and report["problems"][0]["file"] == "commitlog/00000000000000000000"
-    assert main(["verify", "--store", str(store.parent / "nowhere")]) == 3
+    assert main(["verify", "--store", str(store.parent / "nowhere")]) == 1
+
+
+@pytest.mark.parametrize("content", ["file", "empty", "missing"])
+def test_a_path_that_is_not_a_store_is_refused_by_name(tmp_path, capsys, content):
+    path = tmp_path / "notastore"
+    if content != "missing":
+        path.mkdir()
+    if content == "file":
+        (path / "notes.txt").write_text("hello")
+    r = verify(path)
+    assert not r.ok and [(p.file, p.what.split(": ")[0]) for p in r.problems] == [(".", str(path))]
+    assert main(["verify", "--store", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert "OK" not in out and f"rocketlake verify: error: {path}: " in err
+    report = tmp_path / "report.json"
+    assert check_consistency.main(["--store", str(path), "--report", str(report)]) == 2
+    err = capsys.readouterr().err
+    assert f"check-consistency: error: {path}: " in err and "rebuild" not in err
+    assert not report.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ([] if content == "missing" else ["notastore"])
+
+
+@pytest.mark.parametrize("offset", ['"abc"', "1.5", "-3", "{}", "true"])
+def test_malformed_consumer_offset_is_a_reported_problem(store, offset):
+    path = store / "config/consumerOffset.json"
+    path.write_text('{"offsetTable":{"t0@g":{0:%s}}}' % offset)
+    (store / "config/consumerOffset.json.bak").unlink(missing_ok=True)
+    r = verify(store, **SMALL)
+    assert [(p.file, p.severity) for p in r.problems] == [("config/consumerOffset.json", "error")]
+    assert str(path) in r.problems[0].what and "t0@g: offset" in r.problems[0].what
+
+
+def _index_header(path: Path, **fields: int) -> None:
+    """Overwrite fields of an index file's header (SPEC §7 layout)."""
+    at = {"begin_ts": (0, 8), "end_ts": (8, 8), "begin_phy": (16, 8), "end_phy": (24, 8),
+          "slot_count": (32, 4), "index_count": (36, 4)}
+    raw = bytearray(path.read_bytes())
+    for name, value in fields.items():
+        pos, n = at[name]
+        raw[pos:pos + n] = value.to_bytes(n, "big", signed=True)
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("damage", [
+    dict(end_phy=0),                      # end before its entries: later records look unindexed
+    dict(end_phy=10 ** 12),               # past every record
+    dict(end_ts=1),                       # before beginTimestamp
+    dict(begin_ts=12345),                 # not the first entry's store time
+    dict(slot_count=60),                  # more used slots than entries / slots
+    dict(index_count=-7),
+    dict(begin_phy=-1),
+])
+def test_garbage_header_on_the_last_index_file_is_found(store, damage):
+    last = sorted((store / "index").iterdir())[-1]
+    _index_header(last, **damage)
+    r = verify(store, **SMALL)
+    assert not r.ok
+    assert any(p.file == f"index/{last.name}" and p.offset == 0 and p.what.startswith("header: ")
+               for p in r.problems), r.problems
+
+
+def test_records_after_the_index_end_must_be_indexed(store):
+    with MessageStore(store, messageIndexEnable="false", **SMALL) as ms:
+        ms.put_batch([Message("t0", b"late", keys=f"late{i}") for i in range(5)])
+    r = verify(store, **SMALL)
+    assert not r.ok
+    assert [p.what for p in r.problems if p.file.startswith("index/")] == [
+        f"5 records with keys after the index's last indexed commitlog offset {_last_indexed(store)} "
+        f"are not indexed (first at {_first_late(store)})"]
+
+
+def _last_indexed(root: Path) -> int:
+    last = sorted((root / "index").iterdir())[-1]
+    return int.from_bytes(last.read_bytes()[24:32], "big")
+
+
+def _first_late(root: Path) -> int:
+    with MessageStore(root, read_only=True, **SMALL) as ms:
+        return ms.get("t0", 0, ms.max_offset("t0", 0) - 5, 1).messages[0].record.commitlog_offset
+
+
+@pytest.mark.parametrize("damage", ["flip-magic", "zero-header"])
+def test_dump_commitlog_fails_where_a_damaged_header_stops_it(store, capsys, damage):
+    first = store / "commitlog/00000000000000000000"
+    from store import codec
+    raw = bytearray(first.read_bytes())
+    second = codec.decode_record(bytes(raw), 0).size
+    if damage == "flip-magic":
+        raw[second + 5] ^= 0x40
+    else:
+        raw[second:second + 8] = bytes(8)
+    first.write_bytes(bytes(raw))
+    settings = sum((["--set", f"{k}={v}"] for k, v in SMALL.items()), [])
+    assert main(["dump", "commitlog", "--store", str(store), *settings]) == 3
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 1  # the one record before the damage
+    assert (f"stopped after 1 records at commitlog offset {second} "
+            f"(file 00000000000000000000 @{second}): ") in err
