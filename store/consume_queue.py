@@ -1,4 +1,5 @@
-"""ConsumeQueue: one logical queue's 20-byte units (commitlog offset, size, tagsCode), SPEC §6."""
+"""ConsumeQueue: one logical queue's 20-byte units (commitlog offset, size, tagsCode), as
+RocketMQ's ``ConsumeQueue`` writes them."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,13 +31,16 @@ class ConsumeQueue:
         valid = np.flatnonzero((units["commitlog_offset"] >= 0) & (units["size"] > 0)
                                & (units["size"] != 0x7FFFFFFF))
         self.min_logic_offset = first.start + (int(valid[0]) * CQ_UNIT_SIZE if valid.size else 0)
-        # Extent: files before the last are full; the last stops at its first invalid unit.
+        # Extent: files before the last are full; the last ends after its last non-zero unit
+        # (zeros are pre-allocated space). A damaged unit before that does not hide the units
+        # after it: recovery finds it (``first_damaged``) and rebuilds from the CommitLog.
         for mf in self.files.files[:-1]:
             mf.wrote = mf.flushed = mf.size
         last = self.files.files[-1]
         u = self._units(last)
-        ok = (u["commitlog_offset"] >= 0) & (u["size"] > 0)
-        n = int(np.argmin(ok)) if not ok.all() else len(u)
+        written = np.flatnonzero((u["commitlog_offset"] != 0) | (u["size"] != 0) | (u["tags_code"] != 0))
+        n = int(written[-1]) + 1 if written.size else 0
+        del u
         last.wrote = last.flushed = n * CQ_UNIT_SIZE
         self._refresh_max_physic()
 
@@ -129,6 +133,39 @@ class ConsumeQueue:
         parts = [np.frombuffer(mf.mm, dtype=CQ_UNIT_DTYPE, count=mf.wrote // CQ_UNIT_SIZE).copy()
                  for mf in self.files.files]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=CQ_UNIT_DTYPE)
+
+    def first_damaged(self) -> int | None:
+        """Byte offset of the first unit in the last three files (where RocketMQ's
+        ``ConsumeQueue.recover`` starts) that cannot be right: not a unit (offset < 0 or
+        size <= 0; pre-blank units excepted), or out of CommitLog order with the unit after it
+        (a unit ends at or before the next one starts). None when all are sound. O(units)."""
+        files = self.files.files[-3:]
+        if not files:
+            return None
+        u = np.concatenate([self._units(mf)[: mf.wrote // CQ_UNIT_SIZE] for mf in files])
+        off, size = u["commitlog_offset"], u["size"]
+        blank = size == 0x7FFFFFFF
+        bad = ~blank & ((off < 0) | (size <= 0))
+        unit = np.flatnonzero(~blank)
+        order = off[unit[:-1]] + size[unit[:-1]] > off[unit[1:]]
+        bad[unit[:-1][order]] = True
+        first = np.flatnonzero(bad)
+        return files[0].start + int(first[0]) * CQ_UNIT_SIZE if first.size else None
+
+    def cut(self, byte_offset: int) -> None:
+        """Drop every unit from ``byte_offset`` on (whole later files are deleted)."""
+        self.files.truncate_after(byte_offset)
+        self._refresh_max_physic()
+
+    def last_unit(self) -> tuple[int, int, int] | None:
+        """(queue offset, commitlog offset, size) of the last unit written, None when there is
+        none or it is a pre-blank unit."""
+        if self.max_offset == 0 or self.max_physic_offset < 0:
+            return None
+        q = self.max_offset - 1
+        mf = self.files.find(q * CQ_UNIT_SIZE)
+        off, size, _ = CQ_UNIT.unpack_from(mf.mm, q * CQ_UNIT_SIZE - mf.start)
+        return q, off, size
 
     def truncate_dirty(self, commitlog_end: int) -> None:
         """Drop tail units whose record reaches past ``commitlog_end``."""

@@ -1,6 +1,7 @@
 """Recovery on open: find the end of valid CommitLog data, cut the torn tail, catch up dispatch.
 
-Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 describes:
+Normal (clean shutdown) and abnormal (``abort`` present) recovery, as RocketMQ's
+``CommitLog.recoverNormally`` / ``CommitLog.recoverAbnormally`` do it:
 
 - normal: scan from the third-from-last CommitLog file; abnormal: from the newest file whose first
   record is no newer than the checkpoint's minimum timestamp (the first file when none is).
@@ -11,6 +12,14 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 de
   ConsumeQueues and index are derived data and never cause CommitLog data to be cut.
 - ConsumeQueue units pointing past the new end are cut; each queue's minimum is corrected to the
   CommitLog's minimum (files may have been deleted by retention).
+- Units and index entries below the CommitLog's minimum are what retention left: they are kept
+  and never read.
+- Damaged derived data is rebuilt from the CommitLog, never cut: a queue whose units are not
+  units or out of CommitLog order (checked over its last three files), or whose last unit does
+  not point at its own record, is cut at the first bad unit and its units are dispatched again
+  from the records' QUEUEOFFSETs; an index file whose header is damaged is deleted with the
+  files after it and their keys are dispatched again. Only then does the re-dispatch scan
+  further back than the checkpoint.
 - Index entries for cut data are forgotten; on abnormal recovery so is every entry from the
   start file on (it may be torn, or not yet applied). RocketMQ instead deletes whole index files
   newer than the index checkpoint, which loses the keys of older messages those files held; rolling
@@ -23,12 +32,13 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 de
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 from store import codec
 from store.checkpoint import Checkpoint
-from store.codec import CorruptRecordError, Record
+from store.codec import CQ_UNIT_SIZE, CorruptRecordError, Record
 from store.commitlog import CommitLog
 from store.consume_queue import ConsumeQueue
 from store.dispatch import Dispatcher, from_record
@@ -48,6 +58,8 @@ class RecoveryReport:
     stop_reason: str | None
     #: index entries forgotten (for cut data, or re-indexed from the start file)
     index_entries_dropped: int
+    #: damaged ConsumeQueues and index files found, each rebuilt from the CommitLog
+    rebuilt: list[str] = field(default_factory=list)
 
 
 def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: IndexService | None,
@@ -55,38 +67,109 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
             dispatch: Dispatcher) -> RecoveryReport:
     """Bring the CommitLog, ConsumeQueues and index back to one consistent, valid state."""
     files = log.files.files
-    store_time = lambda at: log.read(at).store_timestamp  # noqa: E731
+    store_time = partial(_store_time, log)
     dropped = n = 0
+    rebuilt: list[str] = []
 
     def redispatch(rec: Record) -> None:
         nonlocal n
         dispatch(from_record(rec, delay_levels_ms))
         n += 1
 
+    # Damage found before the scan: re-dispatch from where the damaged data began.
+    redo = _cut_disordered_queues(queues, log, rebuilt)
+    if index is not None:
+        found = index.drop_damaged(store_time)
+        if found is not None:
+            redo = min(redo, max(found[0], log.min_offset))
+            rebuilt += found[1]
     if abnormal:
         # Everything from the start file is dispatched again while it is validated (one pass).
         # Units already in a ConsumeQueue are skipped; units past the end are cut below.
-        start = dispatch_from = _abnormal_start(log, checkpoint.min_timestamp)
+        start = _abnormal_start(log, checkpoint.min_timestamp)
         if index is not None:
             dropped = index.truncate(start, store_time)
+        dispatch_from = min(start, redo)
+        for rec in log.scan(dispatch_from, check_crc=False, stop_at=start):
+            redispatch(rec)
         end, reason = _valid_end(log, start, redispatch)
+        dispatch.apply()  # all valid records, so the checks below see every unit
     else:
         start = files[max(0, len(files) - 3)].start if files else 0
         end, reason = _valid_end(log, start, None)
     log.files.truncate_after(end)
     for cq in queues.values():
         cq.truncate_dirty(end)
-        cq.correct_min_offset(log.min_offset)
+    late = _cut_misplaced_queues(queues, log, rebuilt)
     if not abnormal:
         if index is not None:
             dropped = index.truncate(end, store_time)
         cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
-        dispatch_from = max(cq_end, log.min_offset)
+        dispatch_from = min(max(cq_end, log.min_offset), redo, late)
         for rec in log.scan(dispatch_from, check_crc=False, stop_at=end):
             redispatch(rec)
+    elif late < end:  # the one pass above skipped the units those queues have lost since
+        dispatch_from = min(dispatch_from, late)
+        for rec in log.scan(late, check_crc=False, stop_at=end):
+            redispatch(rec)
+    for cq in queues.values():
+        cq.correct_min_offset(log.min_offset)
     dispatch.flush()
     log.queue_offsets = {key: cq.max_offset for key, cq in queues.items()}
-    return RecoveryReport(abnormal, start, end, dispatch_from, n, reason, dropped)
+    return RecoveryReport(abnormal, start, end, dispatch_from, n, reason, dropped, rebuilt)
+
+
+def _store_time(log: CommitLog, at: int) -> int | None:
+    """Store time of the record at ``at``; None below the CommitLog's minimum (retention removed
+    it: never read) or where no record reads."""
+    if at < log.min_offset:
+        return None
+    try:
+        return log.read(at).store_timestamp
+    except CorruptRecordError:
+        return None
+
+
+def _cut_disordered_queues(queues: dict[tuple[str, int], ConsumeQueue], log: CommitLog,
+                           rebuilt: list[str]) -> int:
+    """Cut each queue at its first unit that is no unit or out of CommitLog order
+    (``ConsumeQueue.first_damaged``); return the CommitLog offset to re-dispatch from so the
+    records rebuild them (``log.max_offset``: nothing to rebuild)."""
+    redo = log.max_offset
+    for cq in queues.values():
+        at = cq.first_damaged()
+        if at is not None:
+            redo = min(redo, _cut(cq, at, log, rebuilt, "not a unit, or out of CommitLog order"))
+    return redo
+
+
+def _cut_misplaced_queues(queues: dict[tuple[str, int], ConsumeQueue], log: CommitLog,
+                          rebuilt: list[str]) -> int:
+    """Cut each queue whose last unit (within the valid CommitLog, at or above its minimum) does
+    not point at the record holding that queue offset; return the offset to re-dispatch from
+    (``log.max_offset``: nothing to rebuild). One read per queue."""
+    redo = log.max_offset
+    for cq in queues.values():
+        last = cq.last_unit()
+        if last is None or last[1] < log.min_offset:
+            continue
+        q, off, size = last
+        try:
+            rec = log.read(off)
+            ok = (rec.topic, rec.queue_id, rec.queue_offset, rec.size) == (cq.topic, cq.queue_id, q, size)
+        except CorruptRecordError:
+            ok = False
+        if not ok:
+            redo = min(redo, _cut(cq, q * CQ_UNIT_SIZE, log, rebuilt,
+                                  f"unit {q} does not point at its record"))
+    return redo
+
+
+def _cut(cq: ConsumeQueue, at: int, log: CommitLog, rebuilt: list[str], why: str) -> int:
+    """Cut ``cq`` at unit byte offset ``at``; return where its records must be dispatched from."""
+    rebuilt.append(f"{cq.files.dir}: {why} at queue offset {at // CQ_UNIT_SIZE}")
+    cq.cut(at)
+    return max(cq.max_physic_offset, log.min_offset)
 
 
 def _abnormal_start(log: CommitLog, min_timestamp: int) -> int:
