@@ -33,7 +33,7 @@ class ConsumeQueue:
         self.min_logic_offset = first.start + (int(valid[0]) * CQ_UNIT_SIZE if valid.size else 0)
         # Extent: files before the last are full; the last ends after its last non-zero unit
         # (zeros are pre-allocated space). A damaged unit before that does not hide the units
-        # after it: recovery finds it (``first_damaged``) and rebuilds from the CommitLog.
+        # after it: recovery finds it and rebuilds the queue from the CommitLog.
         for mf in self.files.files[:-1]:
             mf.wrote = mf.flushed = mf.size
         last = self.files.files[-1]
@@ -134,38 +134,19 @@ class ConsumeQueue:
                  for mf in self.files.files]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=CQ_UNIT_DTYPE)
 
-    def first_damaged(self) -> int | None:
-        """Byte offset of the first unit in the last three files (where RocketMQ's
-        ``ConsumeQueue.recover`` starts) that cannot be right: not a unit (offset < 0 or
-        size <= 0; pre-blank units excepted), or out of CommitLog order with the unit after it
-        (a unit ends at or before the next one starts). None when all are sound. O(units)."""
+    def recent_units(self) -> tuple[int, np.ndarray]:
+        """(queue offset of the first, units) of the written units in the last three files, where
+        RocketMQ's ``ConsumeQueue.recover`` checks them."""
         files = self.files.files[-3:]
         if not files:
-            return None
-        u = np.concatenate([self._units(mf)[: mf.wrote // CQ_UNIT_SIZE] for mf in files])
-        off, size = u["commitlog_offset"], u["size"]
-        blank = size == 0x7FFFFFFF
-        bad = ~blank & ((off < 0) | (size <= 0))
-        unit = np.flatnonzero(~blank)
-        order = off[unit[:-1]] + size[unit[:-1]] > off[unit[1:]]
-        bad[unit[:-1][order]] = True
-        first = np.flatnonzero(bad)
-        return files[0].start + int(first[0]) * CQ_UNIT_SIZE if first.size else None
+            return 0, np.zeros(0, dtype=CQ_UNIT_DTYPE)
+        parts = [self._units(mf)[: mf.wrote // CQ_UNIT_SIZE].copy() for mf in files]
+        return files[0].start // CQ_UNIT_SIZE, np.concatenate(parts)
 
-    def cut(self, byte_offset: int) -> None:
-        """Drop every unit from ``byte_offset`` on (whole later files are deleted)."""
-        self.files.truncate_after(byte_offset)
+    def cut(self, queue_offset: int) -> None:
+        """Drop every unit from ``queue_offset`` on (whole later files are deleted)."""
+        self.files.truncate_after(queue_offset * CQ_UNIT_SIZE)
         self._refresh_max_physic()
-
-    def last_unit(self) -> tuple[int, int, int] | None:
-        """(queue offset, commitlog offset, size) of the last unit written, None when there is
-        none or it is a pre-blank unit."""
-        if self.max_offset == 0 or self.max_physic_offset < 0:
-            return None
-        q = self.max_offset - 1
-        mf = self.files.find(q * CQ_UNIT_SIZE)
-        off, size, _ = CQ_UNIT.unpack_from(mf.mm, q * CQ_UNIT_SIZE - mf.start)
-        return q, off, size
 
     def truncate_dirty(self, commitlog_end: int) -> None:
         """Drop tail units whose record reaches past ``commitlog_end``."""

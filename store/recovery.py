@@ -14,12 +14,14 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery, as RocketMQ's
   CommitLog's minimum (files may have been deleted by retention).
 - Units and index entries below the CommitLog's minimum are what retention left: they are kept
   and never read.
-- Damaged derived data is rebuilt from the CommitLog, never cut: a queue whose units are not
-  units or out of CommitLog order (checked over its last three files), or whose last unit does
-  not point at its own record, is cut at the first bad unit and its units are dispatched again
-  from the records' QUEUEOFFSETs; an index file whose header is damaged is deleted with the
-  files after it and their keys are dispatched again. Only then does the re-dispatch scan
-  further back than the checkpoint.
+- Damaged derived data is rebuilt from the CommitLog, never cut: a queue with a unit in its last
+  three files that is no unit, points past the end with valid units after it, or does not point
+  at the head of its own record (queue id, QUEUEOFFSET, PHYSICALOFFSET, size; one vectorised
+  gather) is cut at that unit and its units are dispatched again from the records' QUEUEOFFSETs,
+  so the next put continues after the highest queue offset the CommitLog holds. An index file
+  whose header is damaged is deleted with the files after it and their keys are dispatched
+  again (``IndexService.drop_damaged``). Only then does the re-dispatch scan further back than
+  the checkpoint.
 - Index entries for cut data are forgotten; on abnormal recovery so is every entry from the
   start file on (it may be torn, or not yet applied). RocketMQ instead deletes whole index files
   newer than the index checkpoint, which loses the keys of older messages those files held; rolling
@@ -34,11 +36,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
+
+import numpy as np
 from typing import Callable
 
 from store import codec
 from store.checkpoint import Checkpoint
-from store.codec import CQ_UNIT_SIZE, CorruptRecordError, Record
+from store.codec import CorruptRecordError, Record
 from store.commitlog import CommitLog
 from store.consume_queue import ConsumeQueue
 from store.dispatch import Dispatcher, from_record
@@ -76,12 +80,12 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         dispatch(from_record(rec, delay_levels_ms))
         n += 1
 
-    # Damage found before the scan: re-dispatch from where the damaged data began.
-    redo = _cut_disordered_queues(queues, log, rebuilt)
+    # A damaged index is rebuilt from where its damaged files began.
+    index_redo = log.max_offset
     if index is not None:
         found = index.drop_damaged(store_time)
         if found is not None:
-            redo = min(redo, max(found[0], log.min_offset))
+            index_redo = max(found[0], log.min_offset)
             rebuilt += found[1]
     if abnormal:
         # Everything from the start file is dispatched again while it is validated (one pass).
@@ -89,28 +93,33 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         start = _abnormal_start(log, checkpoint.min_timestamp)
         if index is not None:
             dropped = index.truncate(start, store_time)
-        dispatch_from = min(start, redo)
+        dispatch_from = min(start, index_redo)
         for rec in log.scan(dispatch_from, check_crc=False, stop_at=start):
             redispatch(rec)
         end, reason = _valid_end(log, start, redispatch)
-        dispatch.apply()  # all valid records, so the checks below see every unit
+        dispatch.apply()  # every valid record's unit, so the check below sees them all
     else:
         start = files[max(0, len(files) - 3)].start if files else 0
         end, reason = _valid_end(log, start, None)
     log.files.truncate_after(end)
+    queue_redo = end
     for cq in queues.values():
+        bad = _first_bad_unit(cq, log, end)
+        if bad is not None:
+            rebuilt.append(f"{cq.files.dir}: unit {bad[0]} {bad[1]}; rebuilt from the CommitLog")
+            cq.cut(bad[0])
+            queue_redo = min(queue_redo, max(cq.max_physic_offset, log.min_offset))
         cq.truncate_dirty(end)
-    late = _cut_misplaced_queues(queues, log, rebuilt)
     if not abnormal:
         if index is not None:
             dropped = index.truncate(end, store_time)
         cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
-        dispatch_from = min(max(cq_end, log.min_offset), redo, late)
+        dispatch_from = min(max(cq_end, log.min_offset), index_redo, queue_redo)
         for rec in log.scan(dispatch_from, check_crc=False, stop_at=end):
             redispatch(rec)
-    elif late < end:  # the one pass above skipped the units those queues have lost since
-        dispatch_from = min(dispatch_from, late)
-        for rec in log.scan(late, check_crc=False, stop_at=end):
+    elif queue_redo < end:  # the pass above skipped the units those queues have lost since
+        dispatch_from = min(dispatch_from, queue_redo)
+        for rec in log.scan(queue_redo, check_crc=False, stop_at=end):
             redispatch(rec)
     for cq in queues.values():
         cq.correct_min_offset(log.min_offset)
@@ -130,46 +139,52 @@ def _store_time(log: CommitLog, at: int) -> int | None:
         return None
 
 
-def _cut_disordered_queues(queues: dict[tuple[str, int], ConsumeQueue], log: CommitLog,
-                           rebuilt: list[str]) -> int:
-    """Cut each queue at its first unit that is no unit or out of CommitLog order
-    (``ConsumeQueue.first_damaged``); return the CommitLog offset to re-dispatch from so the
-    records rebuild them (``log.max_offset``: nothing to rebuild)."""
-    redo = log.max_offset
-    for cq in queues.values():
-        at = cq.first_damaged()
-        if at is not None:
-            redo = min(redo, _cut(cq, at, log, rebuilt, "not a unit, or out of CommitLog order"))
-    return redo
+#: TOTALSIZE .. PHYSICALOFFSET, the record head fields a ConsumeQueue unit must agree with
+_UNIT_HEAD = np.dtype(codec.HEAD_DTYPE[(False, False)].descr[:7])
 
 
-def _cut_misplaced_queues(queues: dict[tuple[str, int], ConsumeQueue], log: CommitLog,
-                          rebuilt: list[str]) -> int:
-    """Cut each queue whose last unit (within the valid CommitLog, at or above its minimum) does
-    not point at the record holding that queue offset; return the offset to re-dispatch from
-    (``log.max_offset``: nothing to rebuild). One read per queue."""
-    redo = log.max_offset
-    for cq in queues.values():
-        last = cq.last_unit()
-        if last is None or last[1] < log.min_offset:
-            continue
-        q, off, size = last
-        try:
-            rec = log.read(off)
-            ok = (rec.topic, rec.queue_id, rec.queue_offset, rec.size) == (cq.topic, cq.queue_id, q, size)
-        except CorruptRecordError:
-            ok = False
-        if not ok:
-            redo = min(redo, _cut(cq, q * CQ_UNIT_SIZE, log, rebuilt,
-                                  f"unit {q} does not point at its record"))
-    return redo
+def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, str] | None:
+    """The first unit of ``cq``'s last three files that disagrees with the CommitLog, and how:
+    not a unit (offset < 0 or size <= 0), pointing past ``end`` with units inside it after it
+    (units are in CommitLog order; a tail past the end is the cut data's, not damage), or,
+    at or above the CommitLog's minimum (below it retention removed the records: never read),
+    not at the head of a record of this queue with this QUEUEOFFSET, PHYSICALOFFSET and size.
+    Vectorised over the units: O(units), one gather of 36 bytes per unit."""
+    first, u = cq.recent_units()
+    off, size = u["commitlog_offset"], u["size"].astype(np.int64)
+    unit = size != 0x7FFFFFFF  # pre-blank units fill the queue before its first record
+    garbage = unit & ((off < 0) | (size <= 0))
+    inside = np.flatnonzero(unit & ~garbage & (off + size <= end))
+    past = unit & ~garbage & (off + size > end) & (np.arange(u.size) < (inside[-1] if inside.size else 0))
+    check = inside[off[inside] >= log.min_offset]
+    head = _heads(log, off[check])
+    wrong = np.zeros(u.size, dtype=bool)
+    wrong[check] = ((head["magic"] != codec.MAGIC_V1) | (head["total_size"] != size[check])
+                    | (head["physical_offset"] != off[check]) | (head["queue_id"] != cq.queue_id)
+                    | (head["queue_offset"] != first + check))
+    bad = [(int(np.flatnonzero(m)[0]), what) for what, m in
+           (("is not a unit", garbage), ("points past the CommitLog end", past),
+            ("does not point at its record", wrong)) if m.any()]
+    if not bad:
+        return None
+    i, what = min(bad)
+    return first + i, what
 
 
-def _cut(cq: ConsumeQueue, at: int, log: CommitLog, rebuilt: list[str], why: str) -> int:
-    """Cut ``cq`` at unit byte offset ``at``; return where its records must be dispatched from."""
-    rebuilt.append(f"{cq.files.dir}: {why} at queue offset {at // CQ_UNIT_SIZE}")
-    cq.cut(at)
-    return max(cq.max_physic_offset, log.min_offset)
+def _heads(log: CommitLog, offsets: np.ndarray) -> np.ndarray:
+    """The ``_UNIT_HEAD`` bytes at each CommitLog offset (zeros where they do not fit a file)."""
+    out = np.zeros(offsets.size, dtype=_UNIT_HEAD)
+    if not offsets.size:
+        return out
+    width = _UNIT_HEAD.itemsize
+    which = (offsets - log.min_offset) // log.file_size
+    for k in np.unique(which).tolist():
+        mf = log.files.files[k]
+        sel = np.flatnonzero((which == k) & (offsets - mf.start + width <= mf.size))
+        rel = offsets[sel] - mf.start
+        raw = np.frombuffer(mf.mm, dtype=np.uint8)[rel[:, None] + np.arange(width)]
+        out[sel] = raw.view(_UNIT_HEAD).reshape(-1)
+    return out
 
 
 def _abnormal_start(log: CommitLog, min_timestamp: int) -> int:

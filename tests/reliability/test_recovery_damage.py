@@ -28,11 +28,13 @@ def body_of(i: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def queue_store(tmp_path_factory) -> Path:
-    """250 messages in queue 0 of one topic, closed cleanly."""
+    """250 messages in queue 0 of one topic, each followed by one in queue 1 (so another queue
+    always holds the newest record), closed cleanly."""
     root = tmp_path_factory.mktemp("cq") / "store"
     with MessageStore(root, **SETTINGS) as ms:
         for i in range(250):
             assert ms.put(Message(TOPIC, body_of(i), queue_id=0, keys=f"k{i}")).queue_offset == i
+            ms.put(Message(TOPIC, b"other", queue_id=1))
     return root
 
 
@@ -67,6 +69,7 @@ def test_damaged_unit_is_rebuilt_from_the_commitlog(queue_store: Path, tmp_path:
             assert got.status == GetStatus.FOUND, (q, got.status)
             assert got.messages[0].record.body == body_of(q), q
             assert got.messages[0].record.queue_offset == q
+        assert ms.max_offset(TOPIC, 1) == 250
         assert ms.put(Message(TOPIC, b"next", queue_id=0)).queue_offset == 250
     with MessageStore(root, **SETTINGS) as ms:  # and it stays so
         assert ms.max_offset(TOPIC, 0) == 251 and not ms.recovery.rebuilt
