@@ -16,8 +16,7 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery, as RocketMQ's
   and never read.
 - Damaged derived data is rebuilt from the CommitLog, never cut: a queue with a unit in its last
   three files that is no unit, points past the end with valid units after it, or does not point
-  at the head of its own record (queue id, QUEUEOFFSET, PHYSICALOFFSET, size; one vectorised
-  gather) is cut at that unit and its units are dispatched again from the records' QUEUEOFFSETs,
+  at the head of a record of its size (one vectorised gather) is cut at that unit and its units are dispatched again from the records' QUEUEOFFSETs,
   so the next put continues after the highest queue offset the CommitLog holds. An index file
   whose header is damaged is deleted with the files after it and their keys are dispatched
   again (``IndexService.drop_damaged``). Only then does the re-dispatch scan further back than
@@ -139,7 +138,7 @@ def _store_time(log: CommitLog, at: int) -> int | None:
         return None
 
 
-#: TOTALSIZE .. PHYSICALOFFSET, the record head fields a ConsumeQueue unit must agree with
+#: TOTALSIZE .. PHYSICALOFFSET of a record head
 _UNIT_HEAD = np.dtype(codec.HEAD_DTYPE[(False, False)].descr[:7])
 
 
@@ -148,8 +147,10 @@ def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, st
     not a unit (offset < 0 or size <= 0), pointing past ``end`` with units inside it after it
     (units are in CommitLog order; a tail past the end is the cut data's, not damage), or,
     at or above the CommitLog's minimum (below it retention removed the records: never read),
-    not at the head of a record of this queue with this QUEUEOFFSET, PHYSICALOFFSET and size.
-    Vectorised over the units: O(units), one gather of 36 bytes per unit."""
+    not at the head of a record (MAGIC, PHYSICALOFFSET = its address, TOTALSIZE = the unit's
+    size). A record's other head fields are not compared: a damaged QUEUEOFFSET or QUEUEID in the
+    CommitLog is no reason to move a unit that points at its record. Vectorised over the units:
+    O(units), one gather of 36 bytes per unit."""
     first, u = cq.recent_units()
     off, size = u["commitlog_offset"], u["size"].astype(np.int64)
     unit = size != 0x7FFFFFFF  # pre-blank units fill the queue before its first record
@@ -160,8 +161,7 @@ def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, st
     head = _heads(log, off[check])
     wrong = np.zeros(u.size, dtype=bool)
     wrong[check] = ((head["magic"] != codec.MAGIC_V1) | (head["total_size"] != size[check])
-                    | (head["physical_offset"] != off[check]) | (head["queue_id"] != cq.queue_id)
-                    | (head["queue_offset"] != first + check))
+                    | (head["physical_offset"] != off[check]))
     bad = [(int(np.flatnonzero(m)[0]), what) for what, m in
            (("is not a unit", garbage), ("points past the CommitLog end", past),
             ("does not point at its record", wrong)) if m.any()]
