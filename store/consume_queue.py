@@ -38,7 +38,8 @@ class ConsumeQueue:
             mf.wrote = mf.flushed = mf.size
         last = self.files.files[-1]
         u = self._units(last)
-        written = np.flatnonzero((u["commitlog_offset"] != 0) | (u["size"] != 0) | (u["tags_code"] != 0))
+        written = np.flatnonzero((u["commitlog_offset"] != 0) | (u["size"] != 0)
+                                 | (u["tags_code"] != 0))
         n = int(written[-1]) + 1 if written.size else 0
         del u
         last.wrote = last.flushed = n * CQ_UNIT_SIZE

@@ -1,7 +1,8 @@
 """IndexFile: hash slots chaining 20-byte entries per key, and the service over all index files.
 
-Layout and put rules: RocketMQ's ``IndexFile`` and ``IndexHeader``. Puts are applied in vectorised batches that produce exactly the
-bytes RocketMQ's one-at-a-time ``IndexFile.putKey`` would.
+Layout and put rules: RocketMQ's ``IndexFile`` and ``IndexHeader``. Puts are applied in
+vectorised batches that produce exactly the bytes RocketMQ's one-at-a-time ``IndexFile.putKey``
+would.
 """
 from __future__ import annotations
 
@@ -343,7 +344,8 @@ class IndexService:
         the next file). Returns the CommitLog offset from which the keys those files held must be
         dispatched again, and what was damaged; None when every header is sound. Re-dispatching
         from there writes the same entries again (``build`` is deterministic), so no key is lost.
-        RocketMQ's ``IndexService.load`` instead deletes index files it cannot trust, keys and all."""
+        (RocketMQ's ``IndexService.load`` checks no header; after a crash it deletes the files
+        newer than the index checkpoint, keys and all.)"""
         bad = next((i for i, f in enumerate(self.files) if f.damage is not None), None)
         if bad is None:
             return None

@@ -16,9 +16,9 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery, as RocketMQ's
   and never read.
 - Damaged derived data is rebuilt from the CommitLog, never cut: a queue with a unit in its last
   three files that is no unit, points past the end with valid units after it, or does not point
-  at the head of a record of its size (one vectorised gather) is cut at that unit and its units are dispatched again from the records' QUEUEOFFSETs,
-  so the next put continues after the highest queue offset the CommitLog holds. An index file
-  whose header is damaged is deleted with the files after it and their keys are dispatched
+  at the head of a record of its size (one vectorised gather) is cut at that unit and its units
+  are dispatched again from the records' QUEUEOFFSETs, so the next put continues after the
+  highest queue offset the CommitLog holds. An index file whose header is damaged is deleted with the files after it and their keys are dispatched
   again (``IndexService.drop_damaged``). Only then does the re-dispatch scan further back than
   the checkpoint.
 - Index entries for cut data are forgotten; on abnormal recovery so is every entry from the
@@ -35,9 +35,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Callable
 
 import numpy as np
-from typing import Callable
 
 from store import codec
 from store.checkpoint import Checkpoint
@@ -156,7 +156,8 @@ def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, st
     unit = size != 0x7FFFFFFF  # pre-blank units fill the queue before its first record
     garbage = unit & ((off < 0) | (size <= 0))
     inside = np.flatnonzero(unit & ~garbage & (off + size <= end))
-    past = unit & ~garbage & (off + size > end) & (np.arange(u.size) < (inside[-1] if inside.size else 0))
+    before_last_inside = np.arange(u.size) < (inside[-1] if inside.size else 0)
+    past = unit & ~garbage & (off + size > end) & before_last_inside
     check = inside[off[inside] >= log.min_offset]
     head = _heads(log, off[check])
     wrong = np.zeros(u.size, dtype=bool)
@@ -164,7 +165,7 @@ def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, st
                     | (head["physical_offset"] != off[check]))
     bad = [(int(np.flatnonzero(m)[0]), what) for what, m in
            (("is not a unit", garbage), ("points past the CommitLog end", past),
-            ("does not point at its record", wrong)) if m.any()]
+            ("does not point at a record head", wrong)) if m.any()]
     if not bad:
         return None
     i, what = min(bad)
