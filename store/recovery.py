@@ -18,9 +18,9 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery, as RocketMQ's
   three files that is no unit, points past the end with valid units after it, or does not point
   at the head of a record of its size (one vectorised gather) is cut at that unit and its units
   are dispatched again from the records' QUEUEOFFSETs, so the next put continues after the
-  highest queue offset the CommitLog holds. An index file whose header is damaged is deleted with the files after it and their keys are dispatched
-  again (``IndexService.drop_damaged``). Only then does the re-dispatch scan further back than
-  the checkpoint.
+  highest queue offset the CommitLog holds. An index file whose header is damaged is deleted
+  with the files after it and their keys are dispatched again (``IndexService.drop_damaged``).
+  Only then does the re-dispatch scan further back than the checkpoint.
 - Index entries for cut data are forgotten; on abnormal recovery so is every entry from the
   start file on (it may be torn, or not yet applied). RocketMQ instead deletes whole index files
   newer than the index checkpoint, which loses the keys of older messages those files held; rolling
