@@ -1,4 +1,5 @@
-"""ConsumeQueue: one logical queue's 20-byte units (commitlog offset, size, tagsCode), SPEC §6."""
+"""ConsumeQueue: one logical queue's 20-byte units (commitlog offset, size, tagsCode), as
+RocketMQ's ``ConsumeQueue`` writes them."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,13 +31,17 @@ class ConsumeQueue:
         valid = np.flatnonzero((units["commitlog_offset"] >= 0) & (units["size"] > 0)
                                & (units["size"] != 0x7FFFFFFF))
         self.min_logic_offset = first.start + (int(valid[0]) * CQ_UNIT_SIZE if valid.size else 0)
-        # Extent: files before the last are full; the last stops at its first invalid unit.
+        # Extent: files before the last are full; the last ends after its last non-zero unit
+        # (zeros are pre-allocated space). A damaged unit before that does not hide the units
+        # after it: recovery finds it and rebuilds the queue from the CommitLog.
         for mf in self.files.files[:-1]:
             mf.wrote = mf.flushed = mf.size
         last = self.files.files[-1]
         u = self._units(last)
-        ok = (u["commitlog_offset"] >= 0) & (u["size"] > 0)
-        n = int(np.argmin(ok)) if not ok.all() else len(u)
+        written = np.flatnonzero((u["commitlog_offset"] != 0) | (u["size"] != 0)
+                                 | (u["tags_code"] != 0))
+        n = int(written[-1]) + 1 if written.size else 0
+        del u
         last.wrote = last.flushed = n * CQ_UNIT_SIZE
         self._refresh_max_physic()
 
@@ -129,6 +134,20 @@ class ConsumeQueue:
         parts = [np.frombuffer(mf.mm, dtype=CQ_UNIT_DTYPE, count=mf.wrote // CQ_UNIT_SIZE).copy()
                  for mf in self.files.files]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=CQ_UNIT_DTYPE)
+
+    def recent_units(self) -> tuple[int, np.ndarray]:
+        """(queue offset of the first, units) of the written units in the last three files, where
+        RocketMQ's ``ConsumeQueue.recover`` checks them."""
+        files = self.files.files[-3:]
+        if not files:
+            return 0, np.zeros(0, dtype=CQ_UNIT_DTYPE)
+        parts = [self._units(mf)[: mf.wrote // CQ_UNIT_SIZE].copy() for mf in files]
+        return files[0].start // CQ_UNIT_SIZE, np.concatenate(parts)
+
+    def cut(self, queue_offset: int) -> None:
+        """Drop every unit from ``queue_offset`` on (whole later files are deleted)."""
+        self.files.truncate_after(queue_offset * CQ_UNIT_SIZE)
+        self._refresh_max_physic()
 
     def truncate_dirty(self, commitlog_end: int) -> None:
         """Drop tail units whose record reaches past ``commitlog_end``."""

@@ -1,7 +1,8 @@
 """IndexFile: hash slots chaining 20-byte entries per key, and the service over all index files.
 
-Layout and put rules: SPEC §7. Puts are applied in vectorised batches that produce exactly the
-bytes RocketMQ's one-at-a-time ``IndexFile.putKey`` would.
+Layout and put rules: RocketMQ's ``IndexFile`` and ``IndexHeader``. Puts are applied in
+vectorised batches that produce exactly the bytes RocketMQ's one-at-a-time ``IndexFile.putKey``
+would.
 """
 from __future__ import annotations
 
@@ -82,10 +83,35 @@ class IndexFile:
             # A new file starts from the previous file's end (RocketMQ's IndexFile constructor).
             self.end_phy, self.end_ts = create_from
             self.begin_phy, self.begin_ts = create_from
-        self.index_count = max(self.index_count, 1)
         self.slots = np.frombuffer(self.mm, dtype=">i4", count=slot_num, offset=INDEX_HEADER_SIZE)
         self.entries = np.frombuffer(self.mm, dtype=INDEX_ENTRY_DTYPE, count=entry_num,
                                      offset=INDEX_HEADER_SIZE + 4 * slot_num)
+        #: why the header cannot describe the entries (None: it can); recovery rebuilds such a file
+        self.damage = None if create_from is not None else self._header_damage()
+        self.index_count = max(self.index_count, 1)
+
+    def _header_damage(self) -> str | None:
+        """What is wrong with the header read from disk, checked against the first and last entry
+        it names (O(1)). A tail of zeroed entries is not damage: that is a torn write, which
+        ``truncate`` handles. An empty file's header may still be all zeros (it is first written
+        with the first key)."""
+        count = self.index_count
+        if not 0 <= count <= self.entry_num:
+            return f"indexCount {count} outside [0, {self.entry_num}]"
+        if not 0 <= self.slot_count <= self.slot_num:
+            return f"hashSlotCount {self.slot_count} outside [0, {self.slot_num}]"
+        first = self.entries[1].tolist() if self.entry_num > 1 else (0, 0, 0, 0)
+        if count <= 1:
+            return "header says empty, but entries follow" if any(first) else None
+        if first[1] != self.begin_phy:
+            return f"beginPhyOffset {self.begin_phy} is not the first entry's {first[1]}"
+        last = self.entries[count - 1].tolist()
+        if any(last) and last[1] != self.end_phy:
+            return f"endPhyOffset {self.end_phy} is not the last entry's {last[1]}"
+        if not 0 < self.begin_ts <= self.end_ts or self.begin_phy > self.end_phy:
+            return (f"begin/end timestamps {self.begin_ts}/{self.end_ts} or phy offsets "
+                    f"{self.begin_phy}/{self.end_phy} out of order")
+        return None
 
     @property
     def full(self) -> bool:
@@ -135,10 +161,12 @@ class IndexFile:
     def flush(self) -> None:
         self.mm.flush()
 
-    def truncate(self, offset: int, store_time: Callable[[int], int]) -> int:
+    def truncate(self, offset: int, store_time: Callable[[int], int | None]) -> int:
         """Forget the entries for CommitLog offsets at or past ``offset`` (they are in CommitLog
         order); returns how many. ``store_time(phy)`` is the store time of the record at a
-        CommitLog offset (the header keeps it in ms, entries only in seconds). Slots that pointed at a forgotten entry are walked back along
+        CommitLog offset (the header keeps it in ms, entries only in seconds), None when that
+        record is gone (retention deleted its file): the new last entry's own time, whole seconds,
+        then stands for it. Slots that pointed at a forgotten entry are walked back along
         the forgotten entries' chains, work proportional to what is forgotten. When those entries
         are torn (zeros or garbage after a power loss), the slots are rebuilt from the kept entries
         instead."""
@@ -156,8 +184,9 @@ class IndexFile:
         self.entries[count:self.index_count] = 0
         self.index_count = count
         if count > 1:
-            self.end_phy = int(self.entries[count - 1]["phy_offset"])
-            self.end_ts = store_time(self.end_phy)
+            _, self.end_phy, diff, _ = self.entries[count - 1].tolist()
+            ts = store_time(self.end_phy)
+            self.end_ts = self.begin_ts + diff * 1000 if ts is None else ts
         else:
             self.end_phy, self.end_ts = self.begin_phy, self.begin_ts
         self.write_header()
@@ -309,7 +338,29 @@ class IndexService:
             gone.append(f.path)
         return gone
 
-    def truncate(self, offset: int, store_time: Callable[[int], int]) -> int:
+    def drop_damaged(self, store_time: Callable[[int], int | None]) -> tuple[int, list[str]] | None:
+        """Delete the first index file whose header is damaged and every later file, and forget
+        the last kept file's entries of the record it ends with (a record's keys may continue in
+        the next file). Returns the CommitLog offset from which the keys those files held must be
+        dispatched again, and what was damaged; None when every header is sound. Re-dispatching
+        from there writes the same entries again (``build`` is deterministic), so no key is lost.
+        (RocketMQ's ``IndexService.load`` checks no header; after a crash it deletes the files
+        newer than the index checkpoint, keys and all.)"""
+        bad = next((i for i, f in enumerate(self.files) if f.damage is not None), None)
+        if bad is None:
+            return None
+        found = [f"{self.files[bad].path}: {self.files[bad].damage}"]
+        for f in self.files[bad:]:
+            f.close()
+            f.path.unlink()
+        del self.files[bad:]
+        if not self.files:
+            return 0, found
+        redo = self.files[-1].end_phy
+        self.files[-1].truncate(redo, store_time)
+        return redo, found
+
+    def truncate(self, offset: int, store_time: Callable[[int], int | None]) -> int:
         """Forget every entry for a CommitLog offset at or past ``offset`` (recovery re-indexes
         from there; ``store_time`` as for ``IndexFile.truncate``): newer files holding only such entries are deleted, the file holding the
         boundary is rolled back (``IndexFile.truncate``). Returns how many entries went."""

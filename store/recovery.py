@@ -1,6 +1,7 @@
 """Recovery on open: find the end of valid CommitLog data, cut the torn tail, catch up dispatch.
 
-Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 describes:
+Normal (clean shutdown) and abnormal (``abort`` present) recovery, as RocketMQ's
+``CommitLog.recoverNormally`` / ``CommitLog.recoverAbnormally`` do it:
 
 - normal: scan from the third-from-last CommitLog file; abnormal: from the newest file whose first
   record is no newer than the checkpoint's minimum timestamp (the first file when none is).
@@ -11,6 +12,15 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 de
   ConsumeQueues and index are derived data and never cause CommitLog data to be cut.
 - ConsumeQueue units pointing past the new end are cut; each queue's minimum is corrected to the
   CommitLog's minimum (files may have been deleted by retention).
+- Units and index entries below the CommitLog's minimum are what retention left: they are kept
+  and never read.
+- Damaged derived data is rebuilt from the CommitLog, never cut: a queue with a unit in its last
+  three files that is no unit, points past the end with valid units after it, or does not point
+  at the head of a record of its size (one vectorised gather) is cut at that unit and its units
+  are dispatched again from the records' QUEUEOFFSETs, so the next put continues after the
+  highest queue offset the CommitLog holds. An index file whose header is damaged is deleted
+  with the files after it and their keys are dispatched again (``IndexService.drop_damaged``).
+  Only then does the re-dispatch scan further back than the checkpoint.
 - Index entries for cut data are forgotten; on abnormal recovery so is every entry from the
   start file on (it may be torn, or not yet applied). RocketMQ instead deletes whole index files
   newer than the index checkpoint, which loses the keys of older messages those files held; rolling
@@ -23,8 +33,11 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery as SPEC §9 de
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
+
+import numpy as np
 
 from store import codec
 from store.checkpoint import Checkpoint
@@ -48,6 +61,8 @@ class RecoveryReport:
     stop_reason: str | None
     #: index entries forgotten (for cut data, or re-indexed from the start file)
     index_entries_dropped: int
+    #: damaged ConsumeQueues and index files found, each rebuilt from the CommitLog
+    rebuilt: list[str] = field(default_factory=list)
 
 
 def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: IndexService | None,
@@ -55,38 +70,122 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
             dispatch: Dispatcher) -> RecoveryReport:
     """Bring the CommitLog, ConsumeQueues and index back to one consistent, valid state."""
     files = log.files.files
-    store_time = lambda at: log.read(at).store_timestamp  # noqa: E731
+    store_time = partial(_store_time, log)
     dropped = n = 0
+    rebuilt: list[str] = []
 
     def redispatch(rec: Record) -> None:
         nonlocal n
         dispatch(from_record(rec, delay_levels_ms))
         n += 1
 
+    # A damaged index is rebuilt from where its damaged files began.
+    index_redo = log.max_offset
+    if index is not None:
+        found = index.drop_damaged(store_time)
+        if found is not None:
+            index_redo = max(found[0], log.min_offset)
+            rebuilt += found[1]
     if abnormal:
         # Everything from the start file is dispatched again while it is validated (one pass).
         # Units already in a ConsumeQueue are skipped; units past the end are cut below.
-        start = dispatch_from = _abnormal_start(log, checkpoint.min_timestamp)
+        start = _abnormal_start(log, checkpoint.min_timestamp)
         if index is not None:
             dropped = index.truncate(start, store_time)
+        dispatch_from = min(start, index_redo)
+        for rec in log.scan(dispatch_from, check_crc=False, stop_at=start):
+            redispatch(rec)
         end, reason = _valid_end(log, start, redispatch)
+        dispatch.apply()  # every valid record's unit, so the check below sees them all
     else:
         start = files[max(0, len(files) - 3)].start if files else 0
         end, reason = _valid_end(log, start, None)
     log.files.truncate_after(end)
+    queue_redo = end
     for cq in queues.values():
+        bad = _first_bad_unit(cq, log, end)
+        if bad is not None:
+            rebuilt.append(f"{cq.files.dir}: unit {bad[0]} {bad[1]}; rebuilt from the CommitLog")
+            cq.cut(bad[0])
+            queue_redo = min(queue_redo, max(cq.max_physic_offset, log.min_offset))
         cq.truncate_dirty(end)
-        cq.correct_min_offset(log.min_offset)
     if not abnormal:
         if index is not None:
             dropped = index.truncate(end, store_time)
         cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
-        dispatch_from = max(cq_end, log.min_offset)
+        dispatch_from = min(max(cq_end, log.min_offset), index_redo, queue_redo)
         for rec in log.scan(dispatch_from, check_crc=False, stop_at=end):
             redispatch(rec)
+    elif queue_redo < end:  # the pass above skipped the units those queues have lost since
+        dispatch_from = min(dispatch_from, queue_redo)
+        for rec in log.scan(queue_redo, check_crc=False, stop_at=end):
+            redispatch(rec)
+    for cq in queues.values():
+        cq.correct_min_offset(log.min_offset)
     dispatch.flush()
     log.queue_offsets = {key: cq.max_offset for key, cq in queues.items()}
-    return RecoveryReport(abnormal, start, end, dispatch_from, n, reason, dropped)
+    return RecoveryReport(abnormal, start, end, dispatch_from, n, reason, dropped, rebuilt)
+
+
+def _store_time(log: CommitLog, at: int) -> int | None:
+    """Store time of the record at ``at``; None below the CommitLog's minimum (retention removed
+    it: never read) or where no record reads."""
+    if at < log.min_offset:
+        return None
+    try:
+        return log.read(at).store_timestamp
+    except CorruptRecordError:
+        return None
+
+
+#: TOTALSIZE .. PHYSICALOFFSET of a record head
+_UNIT_HEAD = np.dtype(codec.HEAD_DTYPE[(False, False)].descr[:7])
+
+
+def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, str] | None:
+    """The first unit of ``cq``'s last three files that disagrees with the CommitLog, and how:
+    not a unit (offset < 0 or size <= 0), pointing past ``end`` with units inside it after it
+    (units are in CommitLog order; a tail past the end is the cut data's, not damage), or,
+    at or above the CommitLog's minimum (below it retention removed the records: never read),
+    not at the head of a record (MAGIC, PHYSICALOFFSET = its address, TOTALSIZE = the unit's
+    size). A record's other head fields are not compared: a damaged QUEUEOFFSET or QUEUEID in the
+    CommitLog is no reason to move a unit that points at its record. Vectorised over the units:
+    O(units), one gather of 36 bytes per unit."""
+    first, u = cq.recent_units()
+    off, size = u["commitlog_offset"], u["size"].astype(np.int64)
+    unit = size != 0x7FFFFFFF  # pre-blank units fill the queue before its first record
+    garbage = unit & ((off < 0) | (size <= 0))
+    inside = np.flatnonzero(unit & ~garbage & (off + size <= end))
+    before_last_inside = np.arange(u.size) < (inside[-1] if inside.size else 0)
+    past = unit & ~garbage & (off + size > end) & before_last_inside
+    check = inside[off[inside] >= log.min_offset]
+    head = _heads(log, off[check])
+    wrong = np.zeros(u.size, dtype=bool)
+    wrong[check] = ((head["magic"] != codec.MAGIC_V1) | (head["total_size"] != size[check])
+                    | (head["physical_offset"] != off[check]))
+    bad = [(int(np.flatnonzero(m)[0]), what) for what, m in
+           (("is not a unit", garbage), ("points past the CommitLog end", past),
+            ("does not point at a record head", wrong)) if m.any()]
+    if not bad:
+        return None
+    i, what = min(bad)
+    return first + i, what
+
+
+def _heads(log: CommitLog, offsets: np.ndarray) -> np.ndarray:
+    """The ``_UNIT_HEAD`` bytes at each CommitLog offset (zeros where they do not fit a file)."""
+    out = np.zeros(offsets.size, dtype=_UNIT_HEAD)
+    if not offsets.size:
+        return out
+    width = _UNIT_HEAD.itemsize
+    which = (offsets - log.min_offset) // log.file_size
+    for k in np.unique(which).tolist():
+        mf = log.files.files[k]
+        sel = np.flatnonzero((which == k) & (offsets - mf.start + width <= mf.size))
+        rel = offsets[sel] - mf.start
+        raw = np.frombuffer(mf.mm, dtype=np.uint8)[rel[:, None] + np.arange(width)]
+        out[sel] = raw.view(_UNIT_HEAD).reshape(-1)
+    return out
 
 
 def _abnormal_start(log: CommitLog, min_timestamp: int) -> int:

@@ -1,16 +1,19 @@
 """Child process for the kill -9 test: writes to a store until it is killed.
 
-    python durability_writer.py ROOT FLUSH_DISK_TYPE ROUND THREADS
+    python durability_writer.py ROOT FLUSH_DISK_TYPE ROUND THREADS [retention]
 
 Each producer thread puts messages (single puts and small batches) whose content follows from
 their key (``durability_check.message_for``) and prints ``ACK key offset queue_offset`` for each
 one only after ``put``/``put_batch`` returned. ``READY`` is printed once the store is open.
+With ``retention`` every CommitLog file but the last expires at once (``fileReservedTime=0``) and a
+cleaner thread deletes them (``delete_expired_files(force=True)``) every 50 ms while producers write.
 """
 from __future__ import annotations
 
 import random
 import sys
 import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -21,7 +24,8 @@ from store import Message, MessageStore  # noqa: E402
 
 def main() -> None:
     root, mode, rnd, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    ms = MessageStore(root, flushDiskType=mode, **SETTINGS)
+    retention = sys.argv[5:] == ["retention"]
+    ms = MessageStore(root, flushDiskType=mode, **SETTINGS, **({"fileReservedTime": 0} if retention else {}))
     out_lock = threading.Lock()
 
     def ack(results, keys) -> None:
@@ -47,6 +51,9 @@ def main() -> None:
     print("READY", flush=True)  # before any producer can write to stdout
     for t in range(threads):
         threading.Thread(target=produce, args=(t,), daemon=True).start()
+    while retention:
+        time.sleep(0.05)
+        ms.delete_expired_files(force=True)
     threading.Event().wait()
 
 

@@ -25,9 +25,12 @@ WRITER = Path(__file__).parent / "durability_writer.py"
 
 
 def run_and_kill(root: Path, mode: str, rnd: int, threads: int, rng: random.Random,
-                 wait_ready: bool) -> list[tuple[str, int, int]]:
-    """Start a writer, SIGKILL it at a random moment; return what it acknowledged."""
-    proc = subprocess.Popen([sys.executable, str(WRITER), str(root), mode, str(rnd), str(threads)],
+                 wait_ready: bool, *writer_args: str,
+                 delay: tuple[float, float] = (0.02, 0.4)) -> list[tuple[str, int, int]]:
+    """Start a writer (``durability_writer.py``, extra ``writer_args``), SIGKILL it at a random
+    moment (``delay`` seconds after READY when ``wait_ready``); return what it acknowledged."""
+    proc = subprocess.Popen([sys.executable, str(WRITER), str(root), mode, str(rnd), str(threads),
+                             *writer_args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
     ready = threading.Event()
@@ -43,7 +46,7 @@ def run_and_kill(root: Path, mode: str, rnd: int, threads: int, rng: random.Rand
     try:
         if wait_ready:
             assert ready.wait(60), "writer never printed READY"
-            time.sleep(rng.uniform(0.02, 0.4))
+            time.sleep(rng.uniform(*delay))
         else:  # anywhere from start-up and recovery to the first writes
             time.sleep(rng.uniform(0.0, 0.8))
     finally:

@@ -1,0 +1,112 @@
+"""Damaged ConsumeQueues and index files are rebuilt from the CommitLog on open, never cut.
+
+A cleanly closed store is damaged in one derived file and reopened for writing, normally and
+abnormally (``abort`` present). Every message must then be found again: by ``get`` at its queue
+offset with the right body, by ``query`` on its key, and the next put must continue after the
+highest queue offset the CommitLog holds. A rebuilt index must be byte for byte the index that
+was there before the damage (the index is a pure function of the CommitLog).
+"""
+from __future__ import annotations
+
+import random
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from durability_check import SETTINGS, message_for
+from store import GetStatus, Message, MessageStore
+
+TOPIC = "orders"
+SMALL_INDEX = {**SETTINGS, "maxIndexNum": 400}  # 399 keys a file: 3,000 keys fill 8 files
+
+
+def body_of(i: int) -> bytes:
+    return message_for(f"k{i}")[3]
+
+
+@pytest.fixture(scope="module")
+def queue_store(tmp_path_factory) -> Path:
+    """250 messages in queue 0 of one topic, each followed by one in queue 1 (so another queue
+    always holds the newest record), closed cleanly."""
+    root = tmp_path_factory.mktemp("cq") / "store"
+    with MessageStore(root, **SETTINGS) as ms:
+        for i in range(250):
+            assert ms.put(Message(TOPIC, body_of(i), queue_id=0, keys=f"k{i}")).queue_offset == i
+            ms.put(Message(TOPIC, b"other", queue_id=1))
+    return root
+
+
+def damage_unit(root: Path, unit: int, kind: str) -> None:
+    """Overwrite one ConsumeQueue unit's commitlog offset / size in place."""
+    path = root / "consumequeue" / TOPIC / "0" / f"{0:020d}"
+    data = bytearray(path.read_bytes())
+    off, size, tags = struct.unpack_from(">qiq", data, unit * 20)
+    new = {"past_end": (1 << 40, size, tags),         # a record beyond the CommitLog
+           "mid_record": (off + 7, size, tags),        # inside its record: no record starts there
+           "zeros": (0, 0, 0),                         # a lost page
+           "garbage": (-123456789, -5, 42)}[kind]
+    struct.pack_into(">qiq", data, unit * 20, *new)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("abnormal", [False, True])
+@pytest.mark.parametrize("kind", ["past_end", "mid_record", "zeros", "garbage"])
+@pytest.mark.parametrize("unit", [5, 0, 248])
+def test_damaged_unit_is_rebuilt_from_the_commitlog(queue_store: Path, tmp_path: Path, unit: int,
+                                                    kind: str, abnormal: bool) -> None:
+    root = tmp_path / "store"
+    shutil.copytree(queue_store, root)
+    damage_unit(root, unit, kind)
+    if abnormal:
+        (root / "abort").touch()
+    with MessageStore(root, **SETTINGS) as ms:
+        assert ms.recovery.rebuilt, "the damage went unreported"
+        assert ms.max_offset(TOPIC, 0) == 250
+        for q in range(250):
+            got = ms.get(TOPIC, 0, q, 1)
+            assert got.status == GetStatus.FOUND, (q, got.status)
+            assert got.messages[0].record.body == body_of(q), q
+            assert got.messages[0].record.queue_offset == q
+        assert ms.max_offset(TOPIC, 1) == 250
+        assert ms.put(Message(TOPIC, b"next", queue_id=0)).queue_offset == 250
+    with MessageStore(root, **SETTINGS) as ms:  # and it stays so
+        assert ms.max_offset(TOPIC, 0) == 251 and not ms.recovery.rebuilt
+
+
+@pytest.fixture(scope="module")
+def keyed_store(tmp_path_factory) -> tuple[Path, dict[str, bytes]]:
+    """3,000 keyed messages over 8 small index files, closed cleanly; and the index files' bytes."""
+    root = tmp_path_factory.mktemp("index") / "store"
+    with MessageStore(root, **SMALL_INDEX) as ms:
+        for i in range(3000):
+            topic, qid, tags, body = message_for(f"k{i}")
+            ms.put(Message(topic, body, queue_id=qid, tags=tags, keys=f"k{i}"))
+    files = {p.name: p.read_bytes() for p in sorted((root / "index").iterdir())}
+    assert len(files) == 8
+    return root, files
+
+
+@pytest.mark.parametrize("abnormal", [False, True])
+@pytest.mark.parametrize("header", ["random", "zeros", "count_too_big"])
+@pytest.mark.parametrize("which", [-1, 3, 0])
+def test_damaged_index_header_is_rebuilt_from_the_commitlog(keyed_store, tmp_path: Path, which: int,
+                                                            header: str, abnormal: bool) -> None:
+    src, before = keyed_store
+    root = tmp_path / "store"
+    shutil.copytree(src, root)
+    path = root / "index" / sorted(before)[which]
+    data = bytearray(path.read_bytes())
+    data[:40] = {"random": random.Random(f"{which}{abnormal}").randbytes(40),
+                 "zeros": bytes(40),
+                 "count_too_big": data[:36] + struct.pack(">i", 401)}[header]
+    path.write_bytes(bytes(data))
+    if abnormal:
+        (root / "abort").touch()
+    with MessageStore(root, **SMALL_INDEX) as ms:
+        assert [r for r in ms.recovery.rebuilt if path.name in r], "the damage went unreported"
+        for i in range(3000):
+            topic, _, _, body = message_for(f"k{i}")
+            assert [r.body for r in ms.query(topic, f"k{i}")] == [body], f"k{i}"
+    assert {p.name: p.read_bytes() for p in sorted((root / "index").iterdir())} == before
