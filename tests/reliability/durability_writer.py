@@ -6,7 +6,8 @@ Each producer thread puts messages (single puts and small batches) whose content
 their key (``durability_check.message_for``) and prints ``ACK key offset queue_offset`` for each
 one only after ``put``/``put_batch`` returned. ``READY`` is printed once the store is open.
 With ``retention`` every CommitLog file but the last expires at once (``fileReservedTime=0``) and a
-cleaner thread deletes them (``delete_expired_files(force=True)``) every 50 ms while producers write.
+cleaner thread deletes them (``delete_expired_files(force=True)``) every 50 ms while producers write,
+printing ``DELETED`` each time it removed a file (so a test can kill after retention really ran).
 """
 from __future__ import annotations
 
@@ -53,7 +54,9 @@ def main() -> None:
         threading.Thread(target=produce, args=(t,), daemon=True).start()
     while retention:
         time.sleep(0.05)
-        ms.delete_expired_files(force=True)
+        if ms.delete_expired_files(force=True).commitlog_files:
+            with out_lock:
+                print("DELETED", flush=True)
     threading.Event().wait()
 
 

@@ -26,9 +26,11 @@ WRITER = Path(__file__).parent / "durability_writer.py"
 
 def run_and_kill(root: Path, mode: str, rnd: int, threads: int, rng: random.Random,
                  wait_ready: bool, *writer_args: str,
-                 delay: tuple[float, float] = (0.02, 0.4)) -> list[tuple[str, int, int]]:
+                 delay: tuple[float, float] = (0.02, 0.4),
+                 ready_line: str = "READY") -> list[tuple[str, int, int]]:
     """Start a writer (``durability_writer.py``, extra ``writer_args``), SIGKILL it at a random
-    moment (``delay`` seconds after READY when ``wait_ready``); return what it acknowledged."""
+    moment (``delay`` seconds after it first prints ``ready_line`` when ``wait_ready``); return
+    what it acknowledged."""
     proc = subprocess.Popen([sys.executable, str(WRITER), str(root), mode, str(rnd), str(threads),
                              *writer_args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -37,7 +39,7 @@ def run_and_kill(root: Path, mode: str, rnd: int, threads: int, rng: random.Rand
 
     def read() -> None:
         for line in proc.stdout:
-            if line == "READY\n":
+            if line == ready_line + "\n":
                 ready.set()
             lines.append(line)
 
@@ -45,7 +47,7 @@ def run_and_kill(root: Path, mode: str, rnd: int, threads: int, rng: random.Rand
     reader.start()
     try:
         if wait_ready:
-            assert ready.wait(60), "writer never printed READY"
+            assert ready.wait(60), f"writer never printed {ready_line}"
             time.sleep(rng.uniform(*delay))
         else:  # anywhere from start-up and recovery to the first writes
             time.sleep(rng.uniform(0.0, 0.8))

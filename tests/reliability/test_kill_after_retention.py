@@ -2,7 +2,7 @@
 acknowledged message.
 
 A SYNC_FLUSH writer (``durability_writer.py ... retention``) on 64 KiB CommitLog files deletes
-every file but the last every 50 ms while it writes, and is SIGKILLed at varied moments. Abnormal
+every file but the last every 50 ms while it writes, and is SIGKILLed at varied moments after retention first deleted a file. Abnormal
 recovery then meets ConsumeQueue units and index entries whose records retention removed; it
 must never read them, and every acknowledged message at or above the reopened CommitLog minimum
 must read back through ``read``, ``get`` and ``query``.
@@ -24,7 +24,7 @@ def test_kill_after_retention_reopens_with_every_retained_message(tmp_path: Path
     checked = 0
     for rnd, delay in enumerate((0.3, 0.6, 1.0, 1.5, 0.8, 2.0)):
         for key, off, qoff in run_and_kill(root, "SYNC_FLUSH", rnd, 2, rng, True, "retention",
-                                           delay=(delay, delay + 0.2)):
+                                           delay=(delay, delay + 0.2), ready_line="DELETED"):
             acked[key] = (off, qoff)
         assert (root / "abort").exists()
         with MessageStore(root, **SETTINGS) as ms:
