@@ -46,10 +46,10 @@ def collect_units(units: DataFrame) -> pa.Table:
 def check_names(table: pa.Table, store: Path) -> None:
     """Refuse units whose topic or queue id no writer could have stored (RocketMQ's recovery ends
     valid data at such a record): UnsafePathError naming the first one's CommitLog offset."""
-    topics = pc.unique(table.column("topic")).to_pylist()
-    bad = pc.or_(pc.is_in(table.column("topic"), pa.array([t for t in topics if not codec.is_topic(t)],
-                                                           pa.string())),
-                 pc.less(table.column("queue_id"), 0))
+    topic = table.column("topic")
+    bad_topics = pa.array([t for t in pc.unique(topic).to_pylist() if not codec.is_topic(t)],
+                          pa.string())
+    bad = pc.or_(pc.is_in(topic, bad_topics), pc.less(table.column("queue_id"), 0))
     if not pc.any(bad).as_py():
         return
     first = table.filter(bad).sort_by("commitlog_offset").slice(0, 1).to_pylist()[0]
@@ -113,8 +113,8 @@ def write_units(table: pa.Table, cq_dir: Path, file_size: int,
         if lo == hi:
             continue
         t, q = str(topic[lo]), int(qid[lo])
-        n = write_queue(queue_dir(cq_dir.parent, t, q, cq_dir.name), file_size, qoff[lo:hi], units[lo:hi],
-                        existing.get((t, q), 0))
+        n = write_queue(queue_dir(cq_dir.parent, t, q, cq_dir.name), file_size, qoff[lo:hi],
+                        units[lo:hi], existing.get((t, q), 0))
         written[t] = written.get(t, 0) + n
         progress(t, int(hi - lo))
     return written
