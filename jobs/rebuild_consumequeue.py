@@ -21,13 +21,16 @@ if __package__ in (None, ""):  # run as a script by spark-submit: make the proje
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from jobs import _job
+from store import codec
 from store.codec import CQ_PRE_BLANK, CQ_UNIT_DTYPE, CQ_UNIT_SIZE, format_file_name
 from store.config import StoreConfig
 from store.consume_queue import load_queues
 from store.mapped_file import StoreFormatError
+from store.paths import UnsafePathError, queue_dir
 from transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
 from transforms.consumequeue import UNIT_COLUMNS, consumequeue_units
 
@@ -38,6 +41,22 @@ def collect_units(units: DataFrame) -> pa.Table:
     """The units on the driver, sorted by topic, queue and queue offset."""
     return units.toArrow().sort_by([("topic", "ascending"), ("queue_id", "ascending"),
                                     ("queue_offset", "ascending")])
+
+
+def check_names(table: pa.Table, store: Path) -> None:
+    """Refuse units whose topic or queue id no writer could have stored (RocketMQ's recovery ends
+    valid data at such a record): UnsafePathError naming the first one's CommitLog offset."""
+    topic = table.column("topic")
+    bad_topics = pa.array([t for t in pc.unique(topic).to_pylist() if not codec.is_topic(t)],
+                          pa.string())
+    bad = pc.or_(pc.is_in(topic, bad_topics), pc.less(table.column("queue_id"), 0))
+    if not pc.any(bad).as_py():
+        return
+    first = table.filter(bad).sort_by("commitlog_offset").slice(0, 1).to_pylist()[0]
+    raise UnsafePathError(
+        f"{store}: CommitLog record at offset {first['commitlog_offset']} has topic "
+        f"{first['topic']!r} / queue {first['queue_id']}, which no writer could have stored (valid "
+        f"data ends there); refusing to build a ConsumeQueue path from it, nothing was written")
 
 
 def write_queue(qdir: Path, file_size: int, queue_offsets: np.ndarray, units: np.ndarray,
@@ -79,8 +98,9 @@ def write_queue(qdir: Path, file_size: int, queue_offsets: np.ndarray, units: np
 def write_units(table: pa.Table, cq_dir: Path, file_size: int,
                 existing: dict[tuple[str, int], int], progress: Callable[[str, int], None]
                 ) -> dict[str, int]:
-    """Write sorted units into ``cq_dir/<topic>/<queueId>/``; ``existing`` maps (topic, queue)
-    to the queue's current max offset. Returns units written per topic."""
+    """Write sorted units into ``cq_dir/<topic>/<queueId>/`` (``store.paths.queue_dir``);
+    ``existing`` maps (topic, queue) to the queue's current max offset. Returns units written
+    per topic."""
     topic = table.column("topic").to_numpy(zero_copy_only=False)
     qid = table.column("queue_id").to_numpy()
     qoff = table.column("queue_offset").to_numpy()
@@ -93,8 +113,8 @@ def write_units(table: pa.Table, cq_dir: Path, file_size: int,
         if lo == hi:
             continue
         t, q = str(topic[lo]), int(qid[lo])
-        n = write_queue(cq_dir / t / str(q), file_size, qoff[lo:hi], units[lo:hi],
-                        existing.get((t, q), 0))
+        n = write_queue(queue_dir(cq_dir.parent, t, q, cq_dir.name), file_size, qoff[lo:hi],
+                        units[lo:hi], existing.get((t, q), 0))
         written[t] = written.get(t, 0) + n
         progress(t, int(hi - lo))
     return written
@@ -124,6 +144,7 @@ def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
         table = collect_units(consumequeue_units(scan.messages))
     finally:
         scan.close()
+    check_names(table, store)
     counts = Counter(table.column("topic").to_pylist())
     cq_dir = _job.target_dir(store, "consumequeue", output, incremental)
     with _job.progress_bars(counts) as progress:

@@ -21,7 +21,10 @@ BLANK_MAGIC = 0xCBD43194 - (1 << 32)
 END_FILE_MIN_BLANK_LENGTH = 8
 MAX_TOPIC_LENGTH = 127
 MAX_PROPERTIES_LENGTH = 32767
-TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+#: The whole topic rule (RocketMQ's TopicValidator): 1..127 of these ASCII characters, nothing else.
+#: Anchored with \A and \Z (not ^ and $, which let a trailing newline through), so ``match``,
+#: ``fullmatch`` and ``search`` all test the whole name. Use :func:`is_topic` / :func:`check_topic`.
+TOPIC_PATTERN = re.compile(rf"\A[%|a-zA-Z0-9_-]{{1,{MAX_TOPIC_LENGTH}}}\Z")
 
 # --- sysflag bits -------------------------------------------------------------------------------
 FLAG_COMPRESSED = 0x1
@@ -222,16 +225,22 @@ def check_property(name: str, value: str) -> None:
         raise ValueError("property name is empty")
 
 
+def is_topic(topic: object) -> bool:
+    """True when ``topic`` is a name a RocketMQ broker could have stored (:data:`TOPIC_PATTERN`)."""
+    return isinstance(topic, str) and TOPIC_PATTERN.fullmatch(topic) is not None
+
+
 def check_topic(topic: str) -> bytes:
-    """Validate a topic name (SPEC §9) and return its UTF-8 bytes."""
-    if not isinstance(topic, str) or not topic:
-        raise ValueError(f"topic must be a non-empty string, got {topic!r}")
-    if not TOPIC_PATTERN.match(topic):
+    """Validate a topic name (RocketMQ's TopicValidator.validateTopic) and return its bytes;
+    ValueError saying what is wrong otherwise."""
+    if not is_topic(topic):
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+        if len(topic.encode()) > MAX_TOPIC_LENGTH:
+            raise ValueError(f"topic {topic[:20]!r}... is {len(topic.encode())} bytes, "
+                             f"over {MAX_TOPIC_LENGTH}")
         raise ValueError(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
-    b = topic.encode()
-    if len(b) > MAX_TOPIC_LENGTH:
-        raise ValueError(f"topic {topic[:20]!r}... is {len(b)} bytes, over {MAX_TOPIC_LENGTH}")
-    return b
+    return topic.encode()
 
 
 def delay_level_to_queue_id(level: int) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any, Iterable, Sequence
 from store.codec import PROPERTY_KEYS, string_to_properties
 from store.config_files import read_config, read_consumer_offsets, write_consumer_offsets
 from store.message_store import MessageStore
+from store.paths import UnsafePathError, check_topic_name, resolve_inside
 
 SEGMENTS = "compaction"
 META = "compaction.json"
@@ -33,19 +35,25 @@ COMPACTION_POLICY = "COMPACTION"
 
 def compaction_topics(root: Path, configured: Iterable[str] = ()) -> list[str]:
     """Topics to compact: ``configured`` plus topics whose `config/topics.json` attributes say
-    ``cleanup.policy`` = COMPACTION (RocketMQ 5's topic attribute; "+" prefixed or not)."""
-    out = {t for t in configured if t}
-    data = read_config(Path(root) / "config" / "topics.json") or {}
+    ``cleanup.policy`` = COMPACTION (RocketMQ 5's topic attribute; "+" prefixed or not).
+    UnsafePathError for a name that is not a topic (it would name a segment directory)."""
+    root = Path(root)
+    out = {check_topic_name(t, root / SEGMENTS) for t in configured}
+    topics_json = root / "config" / "topics.json"
+    data = read_config(topics_json) or {}
     for name, tc in (data.get("topicConfigTable") or {}).items():
         attrs = (tc or {}).get("attributes") or {}
         policy = attrs.get("cleanup.policy") or attrs.get("+cleanup.policy")
         if str(policy).upper() == COMPACTION_POLICY:
-            out.add(name)
+            out.add(check_topic_name(name, topics_json))
     return sorted(out)
 
 
 def segment_path(root: Path, topic: str) -> Path:
-    return Path(root) / SEGMENTS / topic
+    """``<root>/compaction/<topic>``: the link to the topic's current segment (see the module doc);
+    UnsafePathError when ``topic`` is not a topic name or the path resolves outside the store."""
+    base = Path(root) / SEGMENTS
+    return resolve_inside(root, base / check_topic_name(topic, base))
 
 
 @dataclass
@@ -100,16 +108,19 @@ def record_key(properties_string: str) -> str | None:
 def write_segment(root: Path, topic: str, kept: Sequence[KeptRecord], source_end: int,
                   **settings: Any) -> SegmentReport:
     """Write ``kept`` (ordered by queue, then original offset) as the topic's new segment and
-    swap it in atomically; consumer offsets of the topic's groups are translated into it."""
+    swap it in atomically; consumer offsets of the topic's groups are translated into it.
+
+    Segment directories of the topic that the link does not point to (left by a run killed
+    mid-write) are deleted; a link compaction did not write is refused, never replaced."""
     root = Path(root)
-    base = root / SEGMENTS
-    base.mkdir(parents=True, exist_ok=True)
     link = segment_path(root, topic)
-    previous = link.resolve() if link.is_symlink() else None
-    n = 1 + max((int(p.name.rsplit(".", 1)[1]) for p in base.glob(f".{topic}.*")
-                 if p.name.rsplit(".", 1)[1].isdigit()), default=0)
+    base = link.parent
+    base.mkdir(parents=True, exist_ok=True)
+    _remove_orphans(base, topic, _current_segment(link, topic))
+    n = 1 + max((int(m[1]) for p in base.iterdir() if (m := _segment_name(topic).fullmatch(p.name))),
+                default=0)
     new = base / f".{topic}.{n}"
-    shutil.rmtree(new, ignore_errors=True)
+    new.mkdir()
     meta = SegmentMeta(topic, source_end)
     with MessageStore(new, **settings) as seg:
         seg.put_records([k.raw for k in kept])
@@ -130,6 +141,33 @@ def write_segment(root: Path, topic: str, kept: Sequence[KeptRecord], source_end
     tmp_link.unlink(missing_ok=True)
     os.symlink(new.name, tmp_link)
     os.replace(tmp_link, link)  # atomic: readers see the old segment or the new one
-    if previous is not None and previous != new:
-        shutil.rmtree(previous, ignore_errors=True)
+    _remove_orphans(base, topic, new)
     return SegmentReport(topic, len(kept), source_end, str(link), translated)
+
+
+def _segment_name(topic: str) -> re.Pattern[str]:
+    """Names of the topic's segment directories: ``.<topic>.<n>``."""
+    return re.compile(rf"\.{re.escape(topic)}\.(\d+)")
+
+
+def _current_segment(link: Path, topic: str) -> Path | None:
+    """The segment directory ``link`` points to (None without a link). UnsafePathError when
+    ``link`` is something compaction did not write: not a link, or a link to another name."""
+    if not link.is_symlink():
+        if link.exists():
+            raise UnsafePathError(f"{link}: not a segment link written by compaction; refusing to "
+                                  f"replace it")
+        return None
+    target = os.readlink(link)
+    if not _segment_name(topic).fullmatch(target):
+        raise UnsafePathError(f"{link}: links to {target!r}, not a segment directory of topic "
+                              f"{topic}; refusing to replace it")
+    return link.parent / target
+
+
+def _remove_orphans(base: Path, topic: str, keep: Path | None) -> None:
+    """Delete the topic's segment directories under ``base`` except ``keep``. Only real
+    directories are deleted (a symlink is never followed), and nothing else in ``base``."""
+    for p in base.iterdir():
+        if p != keep and _segment_name(topic).fullmatch(p.name) and p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)

@@ -8,15 +8,17 @@ import numpy as np
 
 from store.codec import CQ_PRE_BLANK, CQ_UNIT, CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from store.mapped_file import MappedFile, MappedFileQueue, StoreFormatError
+from store.paths import CONSUME_QUEUE_DIR, queue_dir
 
 
 class ConsumeQueue:
-    """Units at byte ``queue_offset * 20`` across files of ``file_size`` bytes."""
+    """Units at byte ``queue_offset * 20`` across files of ``file_size`` bytes, under
+    ``<root>/consumequeue/<topic>/<queueId>`` (UnsafePathError for a name that cannot be one)."""
 
     def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
         self.topic, self.queue_id = topic, queue_id
         self.file_size = file_size
-        self.files = MappedFileQueue(Path(root) / "consumequeue" / topic / str(queue_id), file_size)
+        self.files = MappedFileQueue(queue_dir(root, topic, queue_id), file_size)
         self.min_logic_offset = 0  # byte offset of the first valid unit
         self.max_physic_offset = -1  # end (offset + size) of the last dispatched record
 
@@ -185,9 +187,10 @@ class ConsumeQueue:
 
 
 def load_queues(root: Path, file_size: int) -> dict[tuple[str, int], ConsumeQueue]:
-    """Every ConsumeQueue under `<root>/consumequeue/<topic>/<queueId>/`, loaded."""
+    """Every ConsumeQueue under `<root>/consumequeue/<topic>/<queueId>/`, loaded; a directory
+    whose name is not a topic / queue id, or that resolves outside the store, is an error."""
     out: dict[tuple[str, int], ConsumeQueue] = {}
-    base = Path(root) / "consumequeue"
+    base = Path(root) / CONSUME_QUEUE_DIR
     if not base.exists():
         return out
     for tdir in sorted(base.iterdir()):

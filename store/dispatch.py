@@ -109,6 +109,7 @@ class Dispatcher:
         self._pending = 0
 
     def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The (topic, queue_id) ConsumeQueue, created when new (``store.paths`` checks the names)."""
         cq = self.queues.get((topic, queue_id))
         if cq is None:
             cq = self.queues[(topic, queue_id)] = ConsumeQueue(self.root, topic, queue_id,

@@ -53,7 +53,13 @@ class MappedFile:
         if create:
             fd = create_file(path, size)
         else:
-            fd = os.open(path, os.O_RDWR if os.access(path, os.W_OK) else os.O_RDONLY)
+            writable = os.access(path, os.W_OK)
+            real = os.path.realpath(path)
+            if writable and real != os.path.join(os.path.realpath(os.path.dirname(path)),
+                                                 os.path.basename(path)):
+                raise StoreFormatError(f"{path}: a link to {real}; refusing to write a store file "
+                                       f"through a link")
+            fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
             actual = os.fstat(fd).st_size
             if actual != size:
                 os.close(fd)

@@ -20,6 +20,8 @@ from store.compaction import segment_path
 from store.config import load_config
 from store.config_files import write_config
 
+from .conftest import tree_bytes
+
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = {"mappedFileSizeCommitLog": 16384, "mappedFileSizeConsumeQueue": 400,
          "maxHashSlotNum": 64, "maxIndexNum": 200}
@@ -176,3 +178,19 @@ def test_spark_submit_compact(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(list((root / "commitlog").iterdir())) == 1
     assert (lake / "messages_archive/_delta_log").exists()
+
+
+@pytest.mark.parametrize("topic", ["../../victim", "../../victim_link", "user-state\n"])
+def test_hostile_topic_is_refused_and_nothing_outside_changes(tmp_path, topic, capsys):
+    from test_paths import outside  # tests/ is on sys.path (see goldens.py)
+    root = tmp_path / "s"
+    _store(root, 30)
+    (tmp_path / "victim").write_bytes(b"precious")
+    (tmp_path / "victim_dir").mkdir()
+    (tmp_path / "victim_dir" / "keep").write_bytes(b"also precious")
+    (tmp_path / "victim_link").symlink_to(tmp_path / "victim_dir")
+    before, victims = tree_bytes(root), outside(tmp_path, root)
+    assert compact.main(["--store", str(root), "--lake", str(tmp_path / "lake"), "--topic", topic,
+                         *SETS]) == 2
+    assert f"topic {topic!r} has characters outside" in capsys.readouterr().err
+    assert tree_bytes(root) == before and outside(tmp_path, root) == victims

@@ -9,7 +9,7 @@ import pytest
 from jobs import cli
 from jobs.rebuild_consumequeue import rebuild_consumequeue
 from jobs.rebuild_index import rebuild_index
-from store import MessageStore
+from store import Message, MessageStore
 from store.commitlog import CommitLog
 from store.config import load_config
 from store.rebuild import rebuild
@@ -108,3 +108,22 @@ def test_refuses_a_store_a_live_writer_holds(spark, store_copy: Path, job: str, 
 def test_bad_store_paths_are_named(spark, tmp_path: Path, make, message, capsys) -> None:
     assert cli.main(["rebuild-index", "--store", str(make(tmp_path))]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode", [[], ["--incremental"], ["--output", "OUT"]])
+def test_a_record_with_a_hostile_topic_is_refused_and_nothing_outside_changes(
+        spark, tmp_path: Path, mode: list[str], capsys) -> None:
+    from test_paths import outside, retopic  # tests/ is on sys.path (see goldens.py)
+    store = tmp_path / "a" / "b" / "c" / "store"  # "../../../x" from any rebuild dir stays under tmp_path
+    (tmp_path / "victim").write_bytes(b"precious")
+    with MessageStore(store, **SMALL) as s:
+        s.put_batch([*library_messages()[:50], Message("HOSTILE___", b"evil", 0)])
+    assert retopic(store, "HOSTILE___", "../../../x") == 1
+    shutil.rmtree(store / "consumequeue" / "HOSTILE___")  # so --incremental reaches the record
+    before, victims = tree_bytes(store), outside(tmp_path, store)
+    argv = ["--store", str(store), *[str(tmp_path / "o" / "p" / "q" / "out") if m == "OUT" else m for m in mode]]
+    assert cli.main(["rebuild-consumequeue", *argv, *sets(SMALL)]) == 2
+    err = capsys.readouterr().err
+    assert "has topic '../../../x' / queue 0" in err and "nothing was written" in err
+    assert tree_bytes(store) == before and sorted(p.name for p in store.iterdir() if p.name[0] == ".") == []
+    assert outside(tmp_path, store) == victims

@@ -1,0 +1,211 @@
+"""Paths built from names (topics, queue ids) never leave the store: the topic rule, the
+ConsumeQueue and compaction segment paths, CommitLog records with a hostile topic, links out.
+
+Every test puts a victim file and directory next to the store and checks, after the attack,
+that nothing outside the store was created, modified or deleted.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from store import Message, MessageRejected, MessageStore, StoreFormatError, codec
+from store.compaction import KeptRecord, compaction_topics, segment_path, write_segment
+from store.config_files import write_config
+from store.consume_queue import ConsumeQueue, load_queues
+from store.paths import UnsafePathError, queue_dir, resolve_inside
+from store.rebuild import rebuild
+
+SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200)
+HOSTILE = ["../../victim", "..", ".", "a/b", "abc\n", "\nabc", "", "x" * 128, "中文", "a\x00b"]
+
+
+def retopic(root: Path, old: str, new: str) -> int:
+    """Overwrite the topic ``old`` with ``new`` (same length) in every CommitLog record of
+    ``root``: TOTALSIZE stays right and the body CRC does not cover the topic, so each record stays
+    well formed. Returns how many records were changed."""
+    assert len(old.encode()) == len(new.encode())
+    n = 0
+    for f in (root / "commitlog").iterdir():
+        data = f.read_bytes()
+        n += data.count(bytes([len(old)]) + old.encode())
+        f.write_bytes(data.replace(bytes([len(old)]) + old.encode(), bytes([len(new)]) + new.encode()))
+    return n
+
+
+def outside(tmp_path: Path, store: Path) -> dict[str, bytes | str]:
+    """Every path under ``tmp_path`` but outside ``store``, with its bytes (files) or link target."""
+    out: dict[str, bytes | str] = {}
+    for dirpath, dirnames, filenames in os.walk(tmp_path):
+        here = Path(dirpath)
+        if here == store:
+            dirnames.clear()
+            continue
+        for name in dirnames + filenames:
+            p = here / name
+            if p == store:
+                continue
+            out[str(p.relative_to(tmp_path))] = (os.readlink(p) if p.is_symlink() else
+                                                  p.read_bytes() if p.is_file() else "dir")
+    return out
+
+
+@pytest.fixture()
+def victims(tmp_path: Path) -> dict[str, bytes | str]:
+    """A victim file and a victim directory (with a file) next to where the tests put stores."""
+    (tmp_path / "victim").write_bytes(b"precious")
+    (tmp_path / "victim_dir").mkdir()
+    (tmp_path / "victim_dir" / "keep").write_bytes(b"also precious")
+    return outside(tmp_path, tmp_path / "s")
+
+
+# --- the topic rule ---------------------------------------------------------------------------
+@pytest.mark.parametrize("topic", HOSTILE)
+def test_topic_rule_is_a_full_match(topic: str) -> None:
+    assert not codec.is_topic(topic)
+    assert codec.TOPIC_PATTERN.match(topic) is None  # callers that use .match get the whole rule
+    with pytest.raises(ValueError, match="topic"):
+        codec.check_topic(topic)
+
+
+def test_topic_rule_accepts_rocketmq_names_up_to_127_bytes() -> None:
+    for t in ["orders", "%RETRY%group", "a|b", "A-b_9", "x" * 127]:
+        assert codec.is_topic(t) and codec.check_topic(t) == t.encode()
+
+
+def test_put_refuses_a_topic_with_a_trailing_newline(tmp_path: Path) -> None:
+    with MessageStore(tmp_path / "s", **SMALL) as ms:
+        with pytest.raises(MessageRejected, match="topic"):
+            ms.put(Message("abc\n", b"x"))
+    assert not (tmp_path / "s" / "consumequeue").exists() or \
+        list((tmp_path / "s" / "consumequeue").iterdir()) == []
+
+
+# --- ConsumeQueue paths -----------------------------------------------------------------------
+@pytest.mark.parametrize("topic, queue_id", [*[(t, 0) for t in HOSTILE], ("orders", -1)])
+def test_queue_dir_refuses_bad_names(tmp_path: Path, victims, topic: str, queue_id: int) -> None:
+    store = tmp_path / "s"
+    with pytest.raises(UnsafePathError, match=str(store / "consumequeue")):
+        queue_dir(store, topic, queue_id)
+    with pytest.raises(UnsafePathError):
+        ConsumeQueue(store, topic, queue_id, 200)
+    assert outside(tmp_path, store) == victims and not store.exists()
+
+
+def test_queue_dir_is_inside_the_store(tmp_path: Path) -> None:
+    assert queue_dir(tmp_path, "orders", 3) == tmp_path / "consumequeue" / "orders" / "3"
+    assert queue_dir(tmp_path, "t", 0, ".cq.new") == tmp_path / ".cq.new" / "t" / "0"
+
+
+def test_resolve_inside_follows_links(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "in").symlink_to(tmp_path / "s")
+    (tmp_path / "s" / "out").symlink_to(tmp_path)
+    assert resolve_inside(tmp_path / "s", tmp_path / "s" / "in" / "x") == tmp_path / "s" / "in" / "x"
+    with pytest.raises(UnsafePathError, match="outside"):
+        resolve_inside(tmp_path / "s", tmp_path / "s" / "out" / "x")
+
+
+def test_topic_directory_linked_out_of_the_store_is_refused(tmp_path: Path, victims) -> None:
+    store = tmp_path / "s"
+    with MessageStore(store, **SMALL) as ms:
+        ms.put(Message("orders", b"x"))
+    (store / "consumequeue" / "evil").symlink_to(tmp_path / "victim_dir")
+    (tmp_path / "victim_dir" / "0").mkdir()
+    victims = outside(tmp_path, store)
+    with pytest.raises(UnsafePathError, match="outside"):
+        load_queues(store, SMALL["mappedFileSizeConsumeQueue"])
+    with pytest.raises(UnsafePathError, match="outside"):
+        MessageStore(store, **SMALL)
+    assert outside(tmp_path, store) == victims
+
+
+def test_library_rebuild_refuses_a_record_with_a_hostile_topic(tmp_path: Path, victims) -> None:
+    store = tmp_path / "s"
+    with MessageStore(store, **SMALL) as ms:
+        ms.put_batch([Message("orders", b"a"), Message("HOSTILE___", b"b"), Message("orders", b"c")])
+    assert retopic(store, "HOSTILE___", "../../../x") == 1
+    victims = outside(tmp_path, store)
+    with pytest.raises(UnsafePathError, match=r"'\.\./\.\./\.\./x'"):
+        rebuild(store, store / "out", **SMALL)
+    assert outside(tmp_path, store) == victims
+
+
+# --- store files that are links ----------------------------------------------------------------
+def test_commitlog_file_linked_out_of_the_store_is_not_written_through(tmp_path: Path) -> None:
+    store = tmp_path / "s"
+    with MessageStore(store, **SMALL) as ms:
+        ms.put(Message("orders", b"x"))
+    first = store / "commitlog" / codec.format_file_name(0)
+    first.rename(tmp_path / "victim")
+    first.symlink_to(tmp_path / "victim")
+    victims = outside(tmp_path, store)
+    with pytest.raises(StoreFormatError, match=f"{first}: a link to {tmp_path / 'victim'}"):
+        with MessageStore(store, **SMALL) as ms:
+            ms.put(Message("orders", b"y"))
+    assert outside(tmp_path, store) == victims
+
+
+# --- compaction segments ------------------------------------------------------------------------
+def _one_record(root: Path, topic: str = "state") -> bytes:
+    with MessageStore(root, **SMALL) as ms:
+        p = ms.put(Message(topic, b"v1", keys="k"))
+        mf = ms.commitlog.files.find(p.commitlog_offset)
+        return bytes(mf.mm[p.commitlog_offset - mf.start:p.commitlog_offset - mf.start + p.size])
+
+
+@pytest.mark.parametrize("topic", ["../../victim", "../../victim_dir", "abc\n"])
+def test_segment_of_a_hostile_topic_is_refused(tmp_path: Path, victims, topic: str) -> None:
+    store = tmp_path / "s"
+    raw = _one_record(store)
+    before = outside(tmp_path, store)
+    with pytest.raises(UnsafePathError, match="topic"):
+        write_segment(store, topic, [KeptRecord(0, 0, raw)], 100, **SMALL)
+    with pytest.raises(UnsafePathError, match="topic"):
+        compaction_topics(store, [topic])
+    assert outside(tmp_path, store) == before == victims
+
+
+def test_topics_json_with_a_hostile_name_is_refused(tmp_path: Path, victims) -> None:
+    store = tmp_path / "s"
+    _one_record(store)
+    write_config(store / "config" / "topics.json", {"topicConfigTable": {
+        "../../victim_dir": {"attributes": {"+cleanup.policy": "COMPACTION"}}}})
+    with pytest.raises(UnsafePathError, match=str(store / "config" / "topics.json")):
+        compaction_topics(store)
+
+
+def test_segment_link_pointing_out_of_the_store_is_refused(tmp_path: Path, victims) -> None:
+    store = tmp_path / "s"
+    raw = _one_record(store)
+    (store / "compaction").mkdir()
+    (store / "compaction" / "state").symlink_to(tmp_path / "victim_dir")
+    (store / "compaction" / "other").symlink_to(".state.7")  # inside, but not the topic's segment
+    victims = outside(tmp_path, store)
+    with pytest.raises(UnsafePathError, match="outside"):
+        write_segment(store, "state", [KeptRecord(0, 0, raw)], 100, **SMALL)
+    with pytest.raises(UnsafePathError, match="not a segment directory of topic other"):
+        write_segment(store, "other", [KeptRecord(0, 0, raw)], 100, **SMALL)
+    assert outside(tmp_path, store) == victims
+    assert os.readlink(store / "compaction" / "state") == str(tmp_path / "victim_dir")
+
+
+def test_orphan_segments_of_a_killed_run_are_removed_and_nothing_else(tmp_path: Path, victims) -> None:
+    store = tmp_path / "s"
+    raw = _one_record(store)
+    base = store / "compaction"
+    write_segment(store, "state", [KeptRecord(0, 0, raw)], 100, **SMALL)
+    assert os.readlink(base / "state") == ".state.1"
+    (base / ".state.2" / "commitlog").mkdir(parents=True)  # a run killed mid-write_segment
+    (base / ".state.3").symlink_to(tmp_path / "victim_dir")  # not a directory compaction made
+    (base / ".other.5").mkdir()  # another topic's
+    (base / ".state.x").mkdir()  # not a segment name
+    victims = outside(tmp_path, store)
+    write_segment(store, "state", [KeptRecord(0, 0, raw)], 200, **SMALL)
+    assert os.readlink(base / "state") == ".state.4"
+    assert sorted(p.name for p in base.iterdir()) == [".other.5", ".state.3", ".state.4", ".state.x",
+                                                      "state"]
+    assert outside(tmp_path, store) == victims
+    assert segment_path(store, "state").resolve() == (base / ".state.4").resolve()
