@@ -56,9 +56,10 @@ class ConsumeQueue:
     # --- writing ----------------------------------------------------------------------------------
     def _file_at(self, byte_offset: int) -> MappedFile:
         """The file for unit byte offset ``byte_offset``, created (with pre-blank) if new."""
-        mf = self.files.last
-        if mf is not None and mf.start <= byte_offset < mf.end:
+        mf = self.files.find(byte_offset)
+        if mf is not None:
             return mf
+        mf = self.files.last
         start = byte_offset - byte_offset % self.file_size
         if mf is not None and start != mf.end:
             raise StoreFormatError(f"{self.files.dir}: unit at byte {byte_offset} would leave a gap "
@@ -72,6 +73,16 @@ class ConsumeQueue:
             mf.wrote = n * CQ_UNIT_SIZE
             self.min_logic_offset = byte_offset
         return mf
+
+    def reserve(self, queue_offset: int, count: int) -> None:
+        """Create now the files that units ``queue_offset`` to ``queue_offset + count - 1`` go
+        to, so writing them only writes into files that exist, their space reserved. A full disk
+        raises StoreFullError here, before the caller writes anything."""
+        end = (queue_offset + count) * CQ_UNIT_SIZE
+        last = self.files.last
+        byte_offset = last.end if last is not None else queue_offset * CQ_UNIT_SIZE
+        while byte_offset < end:
+            byte_offset = self._file_at(byte_offset).end
 
     def put_many(self, queue_offsets: np.ndarray, units: np.ndarray) -> None:
         """Write units (CQ_UNIT_DTYPE) at consecutive ``queue_offsets``, in order.
