@@ -61,10 +61,7 @@ def create_file(path: Path, size: int) -> int:
         tmp.unlink(missing_ok=True)
         if not isinstance(e, OSError):
             raise
-        if e.errno in _FULL:
-            raise StoreFullError(e.errno, f"{path}: {e.strerror.lower()} creating a {size}-byte "
-                                 f"file ({_free_bytes(path.parent)} bytes free)") from None
-        raise OSError(e.errno, f"{path}: cannot create a {size}-byte file: {e.strerror}") from None
+        raise disk_error(e, path, f"creating a {size}-byte file") from None
     dfd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dfd)  # the new name survives a power loss
@@ -73,11 +70,17 @@ def create_file(path: Path, size: int) -> int:
     return fd
 
 
-def _free_bytes(directory: Path) -> int:
+def disk_error(e: OSError, path: Path, doing: str) -> OSError:
+    """``e`` (met while ``doing`` something to ``path``) restated to name the path and the
+    problem: a StoreFullError, telling the free space, when the disk is full."""
+    message = f"{path}: {(e.strerror or str(e)).lower()} {doing}"
+    if e.errno not in _FULL:
+        return OSError(e.errno, message)
+    directory = Path(path).parent
     while not directory.exists():
         directory = directory.parent
     st = os.statvfs(directory)
-    return st.f_bavail * st.f_frsize
+    return StoreFullError(e.errno, f"{message} ({st.f_bavail * st.f_frsize} bytes free)")
 
 
 class MappedFile:

@@ -391,18 +391,27 @@ class MessageStore:
 
     # --- lifecycle ----------------------------------------------------------------------------------
     def close(self) -> None:
-        """Flush everything, save the checkpoint, remove ``abort`` and release the lock."""
+        """Flush everything, save the checkpoint, remove ``abort`` and release the lock.
+
+        Should the final flush fail (a full disk cannot take the first checkpoint), the files are
+        closed and the lock released all the same, ``abort`` stays (the next open recovers as after
+        a crash) and the error is raised."""
         if self._closed:
             return
         self._closed = True
-        if not self.read_only:
-            self.flusher.stop()
-            self.flush()
-        self.commitlog.close()
-        self._dispatch.close()
-        if not self.read_only:
-            self._abort.unlink(missing_ok=True)
-            self._lock_file.release()
+        flushed = self.read_only
+        try:
+            if not self.read_only:
+                self.flusher.stop()
+                self.flush()
+                flushed = True
+        finally:
+            self.commitlog.close()
+            self._dispatch.close()
+            if not self.read_only:
+                if flushed:
+                    self._abort.unlink(missing_ok=True)
+                self._lock_file.release()
 
     def __enter__(self) -> "MessageStore":
         return self

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -156,3 +157,35 @@ def test_full_disk_fails_the_put_and_loses_nothing(small_fs: Path, body_size: in
             acks.append((i, r.commitlog_offset, r.size, r.queue_offset))
     with MessageStore(root, **SETTINGS) as ms:
         check_acked(ms, acks, body_size, with_keys)
+
+
+def test_new_store_on_a_full_disk_is_a_clear_error_and_opens_once_space_is_freed(small_fs: Path) -> None:
+    root, filler = small_fs / "store", small_fs / "filler"
+
+    def fill(leave: int) -> None:
+        """Fill the file system but ``leave`` bytes (write() says ENOSPC: it cannot SIGBUS)."""
+        filler.unlink(missing_ok=True)
+        st = os.statvfs(small_fs)
+        filler.write_bytes(bytes(st.f_bavail * st.f_frsize - leave))
+
+    fill(0)
+    with pytest.raises(StoreFullError, match=re.escape(
+            f"[Errno 28] {root / 'lock'}: no space left on device writing the lock file")):
+        MessageStore(root, **SETTINGS)
+
+    fill(4096)  # room for the lock file, not for the checkpoint nor any store file
+    ms = MessageStore(root, **SETTINGS)
+    with pytest.raises(StoreFullError, match="no space left on device creating a"):
+        ms.put(Message(TOPIC, b"m0", keys="k0"))
+    with pytest.raises(StoreFullError, match=re.escape(
+            f"{root / 'checkpoint'}: no space left on device creating a 4096-byte file")):
+        ms.close()  # the final checkpoint cannot be written: the lock is released all the same
+    assert (root / "abort").exists() and not (root / "checkpoint").exists()
+
+    filler.unlink()
+    with MessageStore(root, **SETTINGS) as ms:  # abnormal recovery: nothing was stored
+        assert ms.recovery.abnormal and ms.commitlog.max_offset == 0
+        r = ms.put(Message(TOPIC, b"m0", keys="k0"))
+    with MessageStore(root, **SETTINGS) as ms:
+        assert [rec.body for rec in ms.query(TOPIC, "k0")] == [b"m0"]
+        assert ms.read(r.commitlog_offset).body == b"m0"
