@@ -30,14 +30,18 @@ class ConsumeQueue:
         valid = np.flatnonzero((units["commitlog_offset"] >= 0) & (units["size"] > 0)
                                & (units["size"] != 0x7FFFFFFF))
         self.min_logic_offset = first.start + (int(valid[0]) * CQ_UNIT_SIZE if valid.size else 0)
-        # Extent: files before the last are full; the last stops at its first invalid unit.
-        for mf in self.files.files[:-1]:
+        # Extent: units end at the first invalid unit of the newest file holding any; files after
+        # it are empty (``reserve`` creates files ahead of the units), files before it are full.
+        for mf in self.files.files:
             mf.wrote = mf.flushed = mf.size
-        last = self.files.files[-1]
-        u = self._units(last)
-        ok = (u["commitlog_offset"] >= 0) & (u["size"] > 0)
-        n = int(np.argmin(ok)) if not ok.all() else len(u)
-        last.wrote = last.flushed = n * CQ_UNIT_SIZE
+        for mf in reversed(self.files.files):
+            u = self._units(mf)
+            ok = (u["commitlog_offset"] >= 0) & (u["size"] > 0)
+            n = int(np.argmin(ok)) if not ok.all() else len(u)
+            del u  # a view on the map
+            mf.wrote = mf.flushed = n * CQ_UNIT_SIZE
+            if n:
+                break
         self._refresh_max_physic()
 
     def _units(self, mf: MappedFile) -> np.ndarray:

@@ -185,9 +185,11 @@ class MappedFileQueue:
 
     @property
     def max_offset(self) -> int:
-        """One past the last written byte."""
-        last = self.last
-        return last.start + last.wrote if last else 0
+        """One past the last written byte (files created ahead of need may follow it, empty)."""
+        for mf in reversed(self.files):
+            if mf.wrote or mf is self.files[0]:
+                return mf.start + mf.wrote
+        return 0
 
     def flush(self) -> None:
         for mf in self.files:

@@ -189,3 +189,24 @@ def test_new_store_on_a_full_disk_is_a_clear_error_and_opens_once_space_is_freed
     with MessageStore(root, **SETTINGS) as ms:
         assert [rec.body for rec in ms.query(TOPIC, "k0")] == [b"m0"]
         assert ms.read(r.commitlog_offset).body == b"m0"
+
+
+def test_files_created_ahead_of_their_units_survive_a_crash(tmp_path: Path) -> None:
+    """A put creates the next ConsumeQueue file before the units queued for the current one are
+    written; a crash then leaves a partly written file followed by an empty one, and recovery
+    must neither take the unwritten units for written ones (zeros) nor lose them."""
+    root = tmp_path / "s"
+    settings = {"mappedFileSizeConsumeQueue": 200, "maxHashSlotNum": 8, "maxIndexNum": 5}  # 10 units, 4 keys
+    crash = ("import os, sys, json\nfrom store import Message, MessageStore\n"
+             "ms = MessageStore(sys.argv[1], flushDiskType='SYNC_FLUSH', **json.loads(sys.argv[2]))\n"
+             "for i in range(11):\n    ms.put(Message('T', b'm%d' % i, keys='k%d' % i))\n"
+             "os._exit(0)  # no close: the queued units were never applied\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    subprocess.run([sys.executable, "-c", crash, str(root), json.dumps(settings)], check=True, env=env)
+    assert sorted(p.name for p in (root / "consumequeue" / "T" / "0").iterdir()) == [
+        "00000000000000000000", "00000000000000000200"]
+    with MessageStore(root, **settings) as ms:
+        assert ms.recovery.abnormal and ms.max_offset("T", 0) == 11
+        bodies = [m.record.body for q in (0, 10) for m in ms.get("T", 0, q, 32).messages]  # per file
+        assert bodies == [b"m%d" % i for i in range(11)]
+        assert [r.body for r in ms.query("T", "k10")] == [b"m10"]
