@@ -83,8 +83,10 @@ class ConsumeQueue:
         to, so writing them only writes into files that exist, their space reserved. A full disk
         raises StoreFullError here, before the caller writes anything."""
         end = (queue_offset + count) * CQ_UNIT_SIZE
-        last = self.files.last
-        byte_offset = last.end if last is not None else queue_offset * CQ_UNIT_SIZE
+        files = self.files.files
+        if files and end <= files[-1].start + self.file_size:
+            return
+        byte_offset = files[-1].end if files else queue_offset * CQ_UNIT_SIZE
         while byte_offset < end:
             byte_offset = self._file_at(byte_offset).end
 

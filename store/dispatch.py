@@ -128,11 +128,15 @@ class Dispatcher:
             if cq:
                 counts[(t, q)] = counts.get((t, q), 0) + 1
         for key, n in counts.items():
-            cq = self.queues.get(key) or ConsumeQueue(self.root, key[0], key[1], self.cq_file_size)
+            cq = self.queues.get(key)
+            if cq is not None:
+                cq.reserve(next_offsets.get(key, 0), n)
+                continue
+            cq = ConsumeQueue(self.root, key[0], key[1], self.cq_file_size)
             try:
                 cq.reserve(next_offsets.get(key, 0), n)
             finally:
-                if cq.files.files:
+                if cq.files.files:  # a queue is known once it has a file
                     self.queues[key] = cq
         if self.index is not None:
             self.index.reserve(index_keys, timestamps)

@@ -259,6 +259,8 @@ class IndexService:
         reserved. A full disk raises StoreFullError here, before the caller writes the messages."""
         queued = len(self._keys)
         need = queued + sum(map(len, keys))
+        if self.files and need <= self.files[-1].free:  # the common case: the last file has room
+            return
         if need > self._room():
             new_ts = [t for ks, t in zip(keys, ts) for _ in ks]
             self._make_room(need, lambda at: self._ts[at] if at < queued else new_ts[at - queued])
