@@ -4,13 +4,13 @@ from store.codec import (TRANSACTION_COMMIT, TRANSACTION_NOT, TRANSACTION_PREPAR
 from store.commitlog import MessageRejected
 from store.config import StoreConfig, load_config
 from store.lockfile import StoreLockedError
-from store.mapped_file import StoreFormatError
+from store.mapped_file import StoreFormatError, StoreFullError
 from store.message import GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage
 from store.message_store import MessageStore
 
 __all__ = [
     "MessageStore", "Message", "PutResult", "PutStatus", "GetResult", "GetStatus", "StoredMessage",
-    "Record", "StoreConfig", "load_config", "MessageRejected", "StoreFormatError",
+    "Record", "StoreConfig", "load_config", "MessageRejected", "StoreFormatError", "StoreFullError",
     "StoreLockedError", "CorruptRecordError", "TRANSACTION_NOT", "TRANSACTION_PREPARED",
     "TRANSACTION_COMMIT", "TRANSACTION_ROLLBACK",
 ]

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from store.codec import CHECKPOINT, CHECKPOINT_FILE_SIZE
-from store.mapped_file import StoreFormatError
+from store.mapped_file import StoreFormatError, create_file, disk_error
 
 
 class Checkpoint:
@@ -31,9 +31,14 @@ class Checkpoint:
         """Write all three timestamps and fsync (a 4096-byte file, rewritten in place)."""
         buf = bytearray(CHECKPOINT_FILE_SIZE)
         CHECKPOINT.pack_into(buf, 0, self.physic, self.logics, self.index)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not self.path.exists():  # whole or not at all, its block reserved (a full disk fails here)
+            os.close(create_file(self.path, CHECKPOINT_FILE_SIZE))
         try:
-            os.pwrite(fd, buf, 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.pwrite(fd, buf, 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise disk_error(e, self.path, "writing the checkpoint") from None

@@ -14,7 +14,7 @@ from store import codec, dispatch
 from store.codec import (BLANK, BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, FLAG_BORNHOST_V6,
                          FLAG_STOREHOST_V6, HEAD, MAGIC_V1, CorruptRecordError, Record)
 from store.config import StoreConfig
-from store.mapped_file import MappedFileQueue
+from store.mapped_file import MappedFile, MappedFileQueue
 from store.message import Message
 
 _HEAD_V4 = HEAD[(False, False)]
@@ -234,16 +234,35 @@ class CommitLog:
         self.queue_offsets: dict[tuple[str, int], int] = {}
 
     # --- writing --------------------------------------------------------------------------------
-    def _roll(self):
-        """Close the current file with a BLANK record and start the next one."""
-        mf = self.files.last
-        if mf is None:
-            return self.files.create(0)
+    def _new_files(self, count: int) -> list[MappedFile]:
+        """Create the next ``count`` files, all or none: when one cannot be created (a full disk
+        raises StoreFullError) the ones created before it are deleted again."""
+        made: list[MappedFile] = []
+        try:
+            for _ in range(count):
+                last = self.files.last
+                made.append(self.files.create(last.end if last is not None else 0))
+        except BaseException:
+            for _ in made:
+                self.files.files.pop().destroy()
+            raise
+        return made
+
+    def _close_file(self, mf: MappedFile) -> None:
+        """End a file with a BLANK record: nothing more is written to it."""
         left = self.file_size - mf.wrote
         if left >= END_FILE_MIN_BLANK_LENGTH:
             BLANK.pack_into(mf.mm, mf.wrote, left, BLANK_MAGIC)
         mf.wrote = self.file_size
-        return self.files.create(mf.end)
+
+    def _roll(self) -> MappedFile:
+        """Start the next file and close the current one with a BLANK record. The new file is
+        created first, so a full disk fails the write before anything has changed."""
+        prev = self.files.last
+        mf, = self._new_files(1)
+        if prev is not None:
+            self._close_file(prev)
+        return mf
 
     def _next_queue_offset(self, topic: str, queue_id: int, to_queue: bool) -> int:
         if not to_queue:
@@ -295,38 +314,51 @@ class CommitLog:
         """
         (_, qids, bodies, crcs, tails, lengths, sys_flags, flags, born_tss, born_addrs, born_ports,
          store_addrs, store_ports, store_tss, reconsumes, prepared_offsets, *_) = zip(*preps)
+        lens = np.asarray(lengths, dtype=np.int64)
+        ends = np.cumsum(lens)  # end of record k relative to the batch start
+        current = self.files.last
+        spans = self._spans(ends, current.wrote if current is not None else self.file_size)
+        # Every file the batch needs exists before a byte is written or a queue offset is taken:
+        # a full disk fails the whole batch here and leaves the log as it was.
+        targets = [current] + self._new_files(len(spans) - 1)
         qoffs = [self._next_queue_offset(p.topic, p.queue_id, p.to_queue) for p in preps]
         tss = [store_ts if t is None else t for t in store_tss]
         borns = [t if b is None else b for b, t in zip(born_tss, tss)]
-        lens = np.asarray(lengths, dtype=np.int64)
-        ends = np.cumsum(lens)  # end of record k relative to the batch start
         offsets: list[int] = []
-        i, n = 0, len(preps)
-        while i < n:
-            mf = self.files.last or self._roll()
-            base = int(ends[i - 1]) if i else 0
-            # records i..j-1 fit when each ends at least 8 bytes before the end of the file
-            room = self.file_size - END_FILE_MIN_BLANK_LENGTH - mf.wrote
-            j = i + int(np.searchsorted(ends[i:] - base, room, side="right"))
-            if j == i:
-                self._roll()
-                continue
-            offs = (mf.start + mf.wrote - base + ends[i:j] - lens[i:j]).tolist()
-            cols = (lengths[i:j], repeat(MAGIC_V1), crcs[i:j], qids[i:j], flags[i:j], qoffs[i:j],
-                    offs, sys_flags[i:j], borns[i:j], born_addrs[i:j], born_ports[i:j], tss[i:j],
-                    store_addrs[i:j], store_ports[i:j], reconsumes[i:j], prepared_offsets[i:j],
-                    map(len, bodies[i:j]))
-            if max(map(len, born_addrs[i:j])) == 4 and max(map(len, store_addrs[i:j])) == 4:
-                heads = starmap(_HEAD_V4.pack, zip(*cols))
-            else:
-                heads = (HEAD[(len(c[9]) == 16, len(c[12]) == 16)].pack(*c) for c in zip(*cols))
-            blob = b"".join(chain.from_iterable(zip(heads, bodies[i:j], tails[i:j])))
-            pos = mf.wrote
-            mf.mm[pos:pos + len(blob)] = blob
-            mf.wrote = pos + len(blob)
-            offsets.extend(offs)
-            i = j
+        for k, (mf, (i, j)) in enumerate(zip(targets, spans)):
+            if i < j:
+                base = int(ends[i - 1]) if i else 0
+                offs = (mf.start + mf.wrote - base + ends[i:j] - lens[i:j]).tolist()
+                cols = (lengths[i:j], repeat(MAGIC_V1), crcs[i:j], qids[i:j], flags[i:j], qoffs[i:j],
+                        offs, sys_flags[i:j], borns[i:j], born_addrs[i:j], born_ports[i:j], tss[i:j],
+                        store_addrs[i:j], store_ports[i:j], reconsumes[i:j], prepared_offsets[i:j],
+                        map(len, bodies[i:j]))
+                if max(map(len, born_addrs[i:j])) == 4 and max(map(len, store_addrs[i:j])) == 4:
+                    heads = starmap(_HEAD_V4.pack, zip(*cols))
+                else:
+                    heads = (HEAD[(len(c[9]) == 16, len(c[12]) == 16)].pack(*c) for c in zip(*cols))
+                blob = b"".join(chain.from_iterable(zip(heads, bodies[i:j], tails[i:j])))
+                pos = mf.wrote
+                mf.mm[pos:pos + len(blob)] = blob
+                mf.wrote = pos + len(blob)
+                offsets.extend(offs)
+            if mf is not None and k + 1 < len(targets):
+                self._close_file(mf)
         return offsets, qoffs, tss
+
+    def _spans(self, ends: np.ndarray, wrote: int) -> list[tuple[int, int]]:
+        """Split records ending at ``ends`` (relative to the batch start) into runs ``[i, j)`` per
+        file: the first run goes to the current file, at ``wrote``, each later one to a new file.
+        A record fits when it ends at least 8 bytes before the end of its file."""
+        spans: list[tuple[int, int]] = []
+        i = 0
+        while i < ends.size:
+            base = int(ends[i - 1]) if i else 0
+            room = self.file_size - END_FILE_MIN_BLANK_LENGTH - wrote
+            j = i + int(np.searchsorted(ends[i:] - base, room, side="right"))
+            spans.append((i, j))
+            i, wrote = j, 0
+        return spans
 
     # --- reading --------------------------------------------------------------------------------
     @property

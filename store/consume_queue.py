@@ -33,18 +33,21 @@ class ConsumeQueue:
         valid = np.flatnonzero((units["commitlog_offset"] >= 0) & (units["size"] > 0)
                                & (units["size"] != 0x7FFFFFFF))
         self.min_logic_offset = first.start + (int(valid[0]) * CQ_UNIT_SIZE if valid.size else 0)
-        # Extent: files before the last are full; the last ends after its last non-zero unit
-        # (zeros are pre-allocated space). A damaged unit before that does not hide the units
-        # after it: recovery finds it and rebuilds the queue from the CommitLog.
-        for mf in self.files.files[:-1]:
+        # Extent: the newest file holding any unit ends after its last non-zero unit (zeros are
+        # pre-allocated space); files after it are empty (``reserve`` creates files ahead of the
+        # units), files before it are full. A damaged unit does not hide the units after it:
+        # recovery finds it and rebuilds the queue from the CommitLog.
+        for mf in self.files.files:
             mf.wrote = mf.flushed = mf.size
-        last = self.files.files[-1]
-        u = self._units(last)
-        written = np.flatnonzero((u["commitlog_offset"] != 0) | (u["size"] != 0)
-                                 | (u["tags_code"] != 0))
-        n = int(written[-1]) + 1 if written.size else 0
-        del u
-        last.wrote = last.flushed = n * CQ_UNIT_SIZE
+        for mf in reversed(self.files.files):
+            u = self._units(mf)
+            written = np.flatnonzero((u["commitlog_offset"] != 0) | (u["size"] != 0)
+                                     | (u["tags_code"] != 0))
+            n = int(written[-1]) + 1 if written.size else 0
+            del u  # a view on the map
+            mf.wrote = mf.flushed = n * CQ_UNIT_SIZE
+            if n:
+                break
         self._refresh_max_physic()
 
     def _units(self, mf: MappedFile) -> np.ndarray:
@@ -63,9 +66,10 @@ class ConsumeQueue:
     # --- writing ----------------------------------------------------------------------------------
     def _file_at(self, byte_offset: int) -> MappedFile:
         """The file for unit byte offset ``byte_offset``, created (with pre-blank) if new."""
-        mf = self.files.last
-        if mf is not None and mf.start <= byte_offset < mf.end:
+        mf = self.files.find(byte_offset)
+        if mf is not None:
             return mf
+        mf = self.files.last
         start = byte_offset - byte_offset % self.file_size
         if mf is not None and start != mf.end:
             raise StoreFormatError(f"{self.files.dir}: unit at byte {byte_offset} would leave a gap "
@@ -79,6 +83,18 @@ class ConsumeQueue:
             mf.wrote = n * CQ_UNIT_SIZE
             self.min_logic_offset = byte_offset
         return mf
+
+    def reserve(self, queue_offset: int, count: int) -> None:
+        """Create now the files that units ``queue_offset`` to ``queue_offset + count - 1`` go
+        to, so writing them only writes into files that exist, their space reserved. A full disk
+        raises StoreFullError here, before the caller writes anything."""
+        end = (queue_offset + count) * CQ_UNIT_SIZE
+        files = self.files.files
+        if files and end <= files[-1].start + self.file_size:
+            return
+        byte_offset = files[-1].end if files else queue_offset * CQ_UNIT_SIZE
+        while byte_offset < end:
+            byte_offset = self._file_at(byte_offset).end
 
     def put_many(self, queue_offsets: np.ndarray, units: np.ndarray) -> None:
         """Write units (CQ_UNIT_DTYPE) at consecutive ``queue_offsets``, in order.

@@ -116,6 +116,32 @@ class Dispatcher:
                                                                self.cq_file_size)
         return cq
 
+    def reserve(self, topics: Sequence[str], queue_ids: Sequence[int], to_queue: Sequence[bool],
+                next_offsets: dict[tuple[str, int], int], index_keys: Sequence[tuple[str, ...]],
+                timestamps: Sequence[int]) -> None:
+        """Create now every ConsumeQueue and index file that the queued dispatches and those of
+        the records about to be written (columns as for ``add_many``; their queue offsets start
+        at ``next_offsets``, the CommitLog's table) will write to. Applying them then never
+        creates a file, so it cannot fail on a full disk: this raises StoreFullError instead,
+        before the caller writes anything."""
+        counts: dict[tuple[str, int], int] = {}
+        for t, q, cq in zip(topics, queue_ids, to_queue):
+            if cq:
+                counts[(t, q)] = counts.get((t, q), 0) + 1
+        for key, n in counts.items():
+            cq = self.queues.get(key)
+            if cq is not None:
+                cq.reserve(next_offsets.get(key, 0), n)
+                continue
+            cq = ConsumeQueue(self.root, key[0], key[1], self.cq_file_size)
+            try:
+                cq.reserve(next_offsets.get(key, 0), n)
+            finally:
+                if cq.files.files:  # a queue is known once it has a file
+                    self.queues[key] = cq
+        if self.index is not None:
+            self.index.reserve(index_keys, timestamps)
+
     def __call__(self, req: DispatchRequest) -> None:
         """Queue one dispatch."""
         self.add_many((req.topic,), (req.queue_id,), (req.queue_offset,), (req.commitlog_offset,),

@@ -282,26 +282,64 @@ class IndexService:
         if len(self._keys) >= self.BATCH:
             self.build()
 
+    def reserve(self, keys: Sequence[tuple[str, ...]], ts: Sequence[int]) -> None:
+        """Create now the files that the queued keys plus ``keys`` (of messages stored at ``ts``)
+        will go to, so that applying them only writes into files that exist, their space
+        reserved. A full disk raises StoreFullError here, before the caller writes the messages."""
+        queued = len(self._keys)
+        need = queued + sum(map(len, keys))
+        if self.files and need <= self.files[-1].free:  # the common case: the last file has room
+            return
+        if need > self._room():
+            new_ts = [t for ks, t in zip(keys, ts) for _ in ks]
+            self._make_room(need, lambda at: self._ts[at] if at < queued else new_ts[at - queued])
+
+    def _first_open(self) -> int:
+        """Position of the file new keys go to: the oldest of the trailing files with room
+        (``reserve`` creates files ahead of need); ``len(files)`` when every file is full."""
+        k = len(self.files)
+        while k and not self.files[k - 1].full:
+            k -= 1
+        return k
+
+    def _room(self) -> int:
+        return sum(f.free for f in self.files[self._first_open():])
+
+    def _make_room(self, need: int, ts_at: Callable[[int], int]) -> None:
+        """Create files until ``need`` keys fit; the ``at``-th of them is stored at ``ts_at(at)``."""
+        room = self._room()
+        while room < need:  # the key at position ``room`` opens the next file
+            room += self._create(ts_at(room)).free
+
     def build(self) -> None:
-        """Apply the queued keys to the files, rolling to new files as they fill."""
+        """Apply the queued keys to the files, rolling to new files as they fill. The files are
+        created first: should that fail, the keys stay queued and nothing was written."""
         if not self._keys:
             return
-        keys, phy, ts = self._keys, np.array(self._phy, dtype=np.int64), np.array(self._ts, dtype=np.int64)
-        self._keys, self._phy, self._ts = [], [], []
+        phy, ts = np.array(self._phy, dtype=np.int64), np.array(self._ts, dtype=np.int64)
         keep = phy > self.end_phy  # a message already indexed is not indexed again
-        hashes = codec.index_key_hash(codec.java_hash_many(keys))[keep]
         phy, ts = phy[keep], ts[keep]
+        self._make_room(phy.size, lambda at: int(ts[at]))
+        hashes = codec.index_key_hash(codec.java_hash_many(self._keys))[keep]
+        self._keys, self._phy, self._ts = [], [], []
         i = 0
         while i < hashes.size:
-            f = self.files[-1] if self.files else None
-            if f is None or f.full:
-                f = self._create(int(ts[i]), f)
+            k = self._first_open()
+            f = self.files[k]
+            if f.index_count <= 1 and k:
+                # An empty file starts where the previous one ends (RocketMQ's IndexFile
+                # constructor); ``reserve`` may have created it before that file filled up.
+                prev = self.files[k - 1]
+                f.begin_phy = f.end_phy = prev.end_phy
+                f.begin_ts = f.end_ts = prev.end_ts
             n = min(f.free, hashes.size - i)
             f.put_batch(hashes[i:i + n], phy[i:i + n], ts[i:i + n])
             i += n
 
-    def _create(self, ts: int, prev: IndexFile | None) -> IndexFile:
-        self.dir.mkdir(parents=True, exist_ok=True)
+    def _create(self, ts: int) -> IndexFile:
+        """Create the next file, opened by a key stored at ``ts`` (StoreFullError when the disk
+        is full)."""
+        prev = self.files[-1] if self.files else None
         path = self.dir / codec.next_index_file_name(ts, prev.path.name if prev is not None else None)
         start = (prev.end_phy, prev.end_ts) if prev is not None else (0, 0)
         f = IndexFile(path, self.slot_num, self.entry_num, create_from=start)

@@ -6,6 +6,8 @@ import os
 import time
 from pathlib import Path
 
+from store.mapped_file import disk_error
+
 
 class StoreLockedError(RuntimeError):
     """Another process (or another MessageStore) holds the store's writer lock."""
@@ -36,8 +38,12 @@ class StoreLock:
                 raise StoreLockedError(f"{self.path.parent}: the store is held by another writer "
                                        f"(lock file {self.path.name} is locked)") from None
         if os.fstat(fd).st_size != 4:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, b"lock", 0)
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, b"lock", 0)
+            except OSError as e:
+                os.close(fd)
+                raise disk_error(e, self.path, "writing the lock file") from None
         self._fd = fd
 
     def release(self) -> None:

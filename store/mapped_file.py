@@ -1,6 +1,7 @@
 """Pre-allocated, memory-mapped store files and the ordered queue of them in one directory."""
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import re
@@ -18,29 +19,68 @@ class StoreFormatError(ValueError):
     """A store file or directory that is not what RocketMQ would have written."""
 
 
+class StoreFullError(OSError):
+    """No room on the file system for a new store file (ENOSPC, EDQUOT, EFBIG). Raised when the
+    file is created, before anything of the write that needed it was written."""
+
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 def create_file(path: Path, size: int) -> int:
-    """Create ``path`` pre-allocated (sparse, reading as zeros) to ``size`` bytes; return an
-    O_RDWR descriptor. The file is sized under a hidden temporary name and then renamed, so a
-    crash leaves either no file or a whole one, never a short one that would stop the store from
-    opening. Refuses to replace an existing file."""
+    """Create ``path`` with ``size`` bytes of zeros reserved on disk; return an O_RDWR descriptor.
+
+    The space is allocated now (``posix_fallocate``, as RocketMQ's ``warmMappedFile`` touches
+    every page), so writing through the mapping later can never meet a full disk, which would
+    kill the process with SIGBUS. A full disk raises StoreFullError naming the path instead.
+    The file is sized under a hidden temporary name and then renamed, so a crash leaves either
+    no file or a whole one, never a short one that would stop the store from opening. Refuses to
+    replace an existing file.
+    """
     path = Path(path)
     if path.exists():
         raise FileExistsError(f"{path}: already exists")
     tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = -1
     try:
-        os.ftruncate(fd, size)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise
+            # glibc already emulates posix_fallocate by writing where the file system has no
+            # fallocate; this is reached only where neither works (e.g. a libc without the
+            # emulation). The file is then sparse as before: its space is not reserved.
+            os.ftruncate(fd, size)
         os.rename(tmp, path)
-    except BaseException:
-        os.close(fd)
+    except BaseException as e:
+        if fd >= 0:
+            os.close(fd)
         tmp.unlink(missing_ok=True)
-        raise
+        if not isinstance(e, OSError):
+            raise
+        raise disk_error(e, path, f"creating a {size}-byte file") from None
     dfd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dfd)  # the new name survives a power loss
     finally:
         os.close(dfd)
     return fd
+
+
+def disk_error(e: OSError, path: Path, doing: str) -> OSError:
+    """``e`` (met while ``doing`` something to ``path``) restated to name the path and the
+    problem: a StoreFullError, telling the free space, when the disk is full."""
+    message = f"{path}: {(e.strerror or str(e)).lower()} {doing}"
+    if e.errno not in _FULL:
+        return OSError(e.errno, message)
+    directory = Path(path).parent
+    while not directory.exists():
+        directory = directory.parent
+    st = os.statvfs(directory)
+    return StoreFullError(e.errno, f"{message} ({st.f_bavail * st.f_frsize} bytes free)")
 
 
 class MappedFile:
@@ -131,8 +171,7 @@ class MappedFileQueue:
         return self.files[-1] if self.files else None
 
     def create(self, start: int) -> MappedFile:
-        """Create and map the file starting at ``start``."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        """Create and map the file starting at ``start`` (StoreFullError when the disk is full)."""
         mf = MappedFile(self.dir / format_file_name(start), start, self.file_size, create=True)
         self.files.append(mf)
         return mf
@@ -152,9 +191,11 @@ class MappedFileQueue:
 
     @property
     def max_offset(self) -> int:
-        """One past the last written byte."""
-        last = self.last
-        return last.start + last.wrote if last else 0
+        """One past the last written byte (files created ahead of need may follow it, empty)."""
+        for mf in reversed(self.files):
+            if mf.wrote or mf is self.files[0]:
+                return mf.start + mf.wrote
+        return 0
 
     def flush(self) -> None:
         for mf in self.files:

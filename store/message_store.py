@@ -177,7 +177,11 @@ class MessageStore:
         self._check_open()
         p = self.encoder.prepare(msg)
         with self._put_lock:
-            offset, qoff, ts = self.commitlog.append(p, now_ms())
+            ts = now_ms()
+            self._dispatch.reserve((p.topic,), (p.queue_id,), (p.to_queue,),
+                                   self.commitlog.queue_offsets, (p.index_keys,),
+                                   (ts if p.store_ts is None else p.store_ts,))
+            offset, qoff, ts = self.commitlog.append(p, ts)
             self._dispatch.add_many((p.topic,), (p.queue_id,), (qoff,), (offset,), (p.length,),
                                     (ts + p.tags_code if p.delayed else p.tags_code,), (ts,),
                                     (p.to_queue,), (p.index_keys,))
@@ -199,9 +203,12 @@ class MessageStore:
             raise
         if not prepared:
             return []
+        (topics, qids, _, _, _, sizes, *_, codes, delayed, keys, to_queue) = zip(*prepared)
         with self._put_lock:
-            offsets, qoffs, tss = self.commitlog.append_many(prepared, now_ms())
-            (topics, qids, _, _, _, sizes, *_, codes, delayed, keys, to_queue) = zip(*prepared)
+            now = now_ms()
+            self._dispatch.reserve(topics, qids, to_queue, self.commitlog.queue_offsets, keys,
+                                   [now if p.store_ts is None else p.store_ts for p in prepared])
+            offsets, qoffs, tss = self.commitlog.append_many(prepared, now)
             if any(delayed):  # delayed records: tagsCode = delivery time = store time + delay
                 codes = [t + c if d else c for t, c, d in zip(tss, codes, delayed)]
             self._dispatch.add_many(topics, qids, qoffs, offsets, sizes, codes, tss, to_queue, keys)
@@ -235,11 +242,14 @@ class MessageStore:
                 err = MessageRejected(f"record {i}: {e}")
                 err.index = i
                 raise err from None
-            recs.append((raw, rec))
+            recs.append((raw, rec, from_record(rec, self.config.delay_levels_ms)))
         out = []
         with self._put_lock:
-            for raw, rec in recs:
-                req = from_record(rec, self.config.delay_levels_ms)
+            reqs = [req for _, _, req in recs]
+            self._dispatch.reserve([r.topic for r in reqs], [r.queue_id for r in reqs],
+                                   [r.to_consume_queue for r in reqs], self.commitlog.queue_offsets,
+                                   [r.index_keys for r in reqs], [r.store_timestamp for r in reqs])
+            for raw, rec, req in recs:
                 offset, qoff = self.commitlog.append_raw(raw, rec.topic, rec.queue_id, req.to_consume_queue)
                 self._dispatch(req._replace(commitlog_offset=offset, queue_offset=qoff))
                 self._last_ts = rec.store_timestamp
@@ -439,18 +449,27 @@ class MessageStore:
 
     # --- lifecycle ----------------------------------------------------------------------------------
     def close(self) -> None:
-        """Flush everything, save the checkpoint, remove ``abort`` and release the lock."""
+        """Flush everything, save the checkpoint, remove ``abort`` and release the lock.
+
+        Should the final flush fail (a full disk cannot take the first checkpoint), the files are
+        closed and the lock released all the same, ``abort`` stays (the next open recovers as after
+        a crash) and the error is raised."""
         if self._closed:
             return
         self._closed = True
-        if not self.read_only:
-            self.flusher.stop()
-            self.flush()
-        self.commitlog.close()
-        self._dispatch.close()
-        if not self.read_only:
-            self._abort.unlink(missing_ok=True)
-            self._lock_file.release()
+        flushed = self.read_only
+        try:
+            if not self.read_only:
+                self.flusher.stop()
+                self.flush()
+                flushed = True
+        finally:
+            self.commitlog.close()
+            self._dispatch.close()
+            if not self.read_only:
+                if flushed:
+                    self._abort.unlink(missing_ok=True)
+                self._lock_file.release()
 
     def __enter__(self) -> "MessageStore":
         return self
