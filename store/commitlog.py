@@ -49,10 +49,10 @@ class MessageRejected(ValueError):
     index: int | None = None
 
 
-def check_int(name: str, value: object, limits: tuple[int, int]) -> None:
+def check_int(name: str, value: int, limits: tuple[int, int]) -> None:
     """Raise MessageRejected unless ``value`` is an int (a bool is not) within ``limits``."""
     lo, hi = limits
-    if value.__class__ is not int or not lo <= value <= hi:  # type: ignore[operator]
+    if value.__class__ is not int or not lo <= value <= hi:
         raise MessageRejected(f"{name} must be an int in [{lo}, {hi}], got {reprlib.repr(value)}")
 
 
@@ -108,33 +108,33 @@ class MessageEncoder:
         self._tags: dict[str, int] = {}
         self._hosts: dict[str, tuple[bytes, int]] = {}
 
-    def _topic(self, topic: object) -> _Topic:
-        """The cached layout of a topic, validated the first time it is seen."""
-        t = self._topics.get(topic) if topic.__class__ is str else None  # type: ignore[arg-type]
+    def _topic(self, topic: str) -> _Topic:
+        """The cached layout of a topic, validated (whatever its type) the first time it is seen."""
+        t = self._topics.get(topic) if topic.__class__ is str else None
         if t is None:
             try:
-                b = codec.check_topic(topic)  # type: ignore[arg-type]
+                b = codec.check_topic(topic)
             except ValueError as e:
                 raise MessageRejected(str(e)) from None
-            t = self._topics[topic] = _Topic(bytes((len(b),)) + b, topic + "#",  # type: ignore
+            t = self._topics[topic] = _Topic(bytes((len(b),)) + b, topic + "#",
                                              codec.record_length(0, 0, len(b), 0))
         return t
 
-    def _host(self, name: str, host: object, default: tuple[bytes, int]) -> tuple[bytes, int]:
+    def _host(self, name: str, host: str | None, default: tuple[bytes, int]) -> tuple[bytes, int]:
         """Address bytes and port of a message's ``born_host`` / ``store_host`` (None or "": default)."""
         if host is None or host == "":
             return default
         if host.__class__ is not str:
             raise MessageRejected(f"{name} must be a string 'ip:port', got {reprlib.repr(host)}")
-        h = self._hosts.get(host)  # type: ignore[call-overload]
+        h = self._hosts.get(host)
         if h is None:
             try:
-                addr, port = codec.parse_host(host)  # type: ignore[arg-type]
+                addr, port = codec.parse_host(host)
             except ValueError as e:
                 raise MessageRejected(f"{name}: {e}") from None
             if not 0 <= port <= 0xFFFF:
                 raise MessageRejected(f"{name} {host!r}: port {port} is outside [0, 65535]")
-            h = self._hosts[host] = (addr, port)  # type: ignore[index]
+            h = self._hosts[host] = (addr, port)
         return h
 
     def _tags_code(self, tags: str) -> int:
