@@ -4,10 +4,12 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, TextIO
+from typing import Any, BinaryIO, Callable, Iterable, Iterator
 
 import numpy as np
 from rich.console import Console
@@ -16,8 +18,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from store import Message, MessageRejected, MessageStore, Record, StoreFormatError
 from store import codec
 from store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
-from store.commitlog import Scan
-from store.config import parse_set_options
+from store.commitlog import MessageEncoder, Scan
+from store.config import load_config, parse_set_options
 from store.mapped_file import first_nonzero
 from store.verify import not_a_store, verify
 
@@ -82,55 +84,81 @@ def record_to_json(r: Record) -> dict[str, Any]:
 
 
 # --- commands ----------------------------------------------------------------------------------
-def _lines(src: str) -> Iterator[tuple[int, str]]:
-    f: TextIO = sys.stdin if src == "-" else open(src, encoding="utf-8")
-    with f:
-        yield from enumerate(f, 1)
-
-
 def _progress(total: int | None) -> Progress:
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=_err, transient=True,
                     disable=not _err.is_terminal)
 
 
+def _events(f: BinaryIO, prepare: Callable[[Message], object] | None = None
+            ) -> Iterator[tuple[int, Message]]:
+    """(line number, Message) of every non-blank line of ``f`` from its start; InputError naming
+    the line at the first one that is not UTF-8 JSON of a valid event or that ``prepare``
+    (the store's own ``MessageEncoder.prepare``) refuses."""
+    f.seek(0)
+    for lineno, raw in enumerate(f, 1):
+        try:
+            line = raw.decode("utf-8")
+            if not line.strip():
+                continue
+            m = event_to_message(json.loads(line))
+            if prepare is not None:
+                prepare(m)
+        except (ValueError, TypeError, RecursionError) as e:  # JSON, UTF-8, InputError, MessageRejected
+            raise InputError(f"line {lineno}: {e}") from None
+        yield lineno, m
+
+
+def _open_input(src: str) -> BinaryIO:
+    """The input file, or stdin spooled to an anonymous temporary file (read twice, in bounded
+    memory)."""
+    if src != "-":
+        if not Path(src).is_file():
+            raise FileNotFoundError(f"{src}: no such input file")
+        return open(src, "rb")
+    spool = tempfile.TemporaryFile()
+    shutil.copyfileobj(sys.stdin.buffer, spool)
+    return spool
+
+
 def cmd_ingest(a: argparse.Namespace) -> int:
-    src = a.file
-    if src != "-" and not Path(src).is_file():
-        raise FileNotFoundError(f"{src}: no such input file")
-    total = None if src == "-" else sum(1 for _ in open(src, "rb"))
+    """All lines or none: every line is checked, with the store's own validation, before the store
+    is opened; a bad line leaves the store untouched. The input must not change meanwhile."""
+    settings = parse_set_options(a.set)
     t0 = time.perf_counter()
     n = size = 0
     topics: set[tuple[str, int]] = set()
-    with MessageStore(a.store, **parse_set_options(a.set)) as ms, _progress(total) as bar:
-        task = bar.add_task("ingest", total=total)
-        batch: list[tuple[int, Message]] = []
+    with _open_input(a.file) as f:
+        encoder = MessageEncoder(load_config(settings))
+        total = 0
+        with _progress(None) as bar:
+            task = bar.add_task("check", total=None)
+            for _ in _events(f, encoder.prepare):
+                total += 1
+                if total % BATCH == 0:
+                    bar.update(task, completed=total)
+        with MessageStore(a.store, **settings) as ms, _progress(total) as bar:
+            task = bar.add_task("ingest", total=total)
+            batch: list[tuple[int, Message]] = []
 
-        def flush_batch() -> None:
-            nonlocal n, size
-            try:
-                rs = ms.put_batch([m for _, m in batch])
-            except MessageRejected as e:
-                # keep every line before the rejected one, as a line-by-line producer would
-                ms.put_batch([m for _, m in batch[:e.index]])
-                raise InputError(f"line {batch[e.index][0]}: {e}") from None
-            n += len(rs)
-            size += sum(r.size for r in rs)
-            topics.update((r.topic, r.queue_id) for r in rs)
-            bar.advance(task, len(rs))
-            batch.clear()
+            def flush_batch() -> None:
+                nonlocal n, size
+                try:
+                    rs = ms.put_batch([m for _, m in batch])
+                except MessageRejected as e:  # only when the input changed after it was checked
+                    raise InputError(f"line {batch[e.index or 0][0]}: {e} (the input changed while "
+                                     f"ingesting; lines before {batch[0][0]} were stored)") from None
+                n += len(rs)
+                size += sum(r.size for r in rs)
+                topics.update((r.topic, r.queue_id) for r in rs)
+                bar.advance(task, len(rs))
+                batch.clear()
 
-        for lineno, line in _lines(src):
-            if not line.strip():
-                continue
-            try:
-                batch.append((lineno, event_to_message(json.loads(line))))
-            except (json.JSONDecodeError, InputError, TypeError) as e:
-                flush_batch()
-                raise InputError(f"line {lineno}: {e}") from None
-            if len(batch) >= BATCH:
-                flush_batch()
-        flush_batch()
+            for event in _events(f):
+                batch.append(event)
+                if len(batch) >= BATCH:
+                    flush_batch()
+            flush_batch()
     dt = time.perf_counter() - t0
     print(json.dumps({"messages": n, "bytes": size, "queues": len(topics),
                       "topics": len({t for t, _ in topics}), "seconds": round(dt, 3),
@@ -264,7 +292,9 @@ def build_parser(name: str) -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     if name == "ingest":
         p = argparse.ArgumentParser(prog="rocketlake ingest", formatter_class=fmt,
-                                    description="Write JSON Lines events into a store.",
+                                    description="Write JSON Lines events into a store, all or nothing: every "
+                                                "line is checked first, and a bad line (named by its "
+                                                "number) leaves the store untouched; exit code 1.",
                                     epilog='example:\n  echo \'{"topic":"orders","body":"hi","keys":"k1"}\' '
                                            '| rocketlake ingest --store var/store -')
         _common(p)

@@ -1,6 +1,7 @@
 """The CommitLog: validated messages laid out as RocketMQ records in rolling, pre-allocated files."""
 from __future__ import annotations
 
+import reprlib
 import struct
 import zlib
 from functools import partial
@@ -20,6 +21,23 @@ from store.message import Message
 _HEAD_V4 = HEAD[(False, False)]
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET @20 and PHYSICALOFFSET @28
 _ALLOWED_SYS_FLAG = codec.TRANSACTION_MASK | codec.FLAG_COMPRESSED | codec.FLAG_MULTI_TAGS
+_INT32 = (-1 << 31, (1 << 31) - 1)
+_INT64 = (-1 << 63, (1 << 63) - 1)
+#: IndexFile names are the store time as yyyyMMddHHmmssSSS in local time (IndexService): a store
+#: time must stay before year 10000 in every time zone, so before 9999-12-31T00:00:00Z.
+STORE_TIMESTAMP_LIMIT = 253_402_214_400_000
+#: Integer fields of a Message -> (lowest, highest) value: the width of the record field it is
+#: written to (CommitLog#calMsgLength layout), or of RocketMQ's Java type for delay_level
+#: (Message#setDelayTimeLevel(int)). Timestamps and levels are never negative.
+INT_FIELDS = {
+    "flag": _INT32,
+    "delay_level": (0, _INT32[1]),
+    "reconsume_times": _INT32,
+    "prepared_transaction_offset": _INT64,
+    "born_timestamp": (0, _INT64[1]),
+    "store_timestamp": (0, STORE_TIMESTAMP_LIMIT - 1),
+}
+_OPTIONAL = frozenset({"born_timestamp", "store_timestamp"})  # None: the store's clock
 
 
 class MessageRejected(ValueError):
@@ -29,6 +47,13 @@ class MessageRejected(ValueError):
     """
 
     index: int | None = None
+
+
+def check_int(name: str, value: int, limits: tuple[int, int]) -> None:
+    """Raise MessageRejected unless ``value`` is an int (a bool is not) within ``limits``."""
+    lo, hi = limits
+    if value.__class__ is not int or not lo <= value <= hi:
+        raise MessageRejected(f"{name} must be an int in [{lo}, {hi}], got {reprlib.repr(value)}")
 
 
 class Prepared(NamedTuple):
@@ -68,8 +93,10 @@ class _Topic(NamedTuple):
 class MessageEncoder:
     """Turns Messages into Prepared records: validation, delay rewrite, properties encoding.
 
-    Caches per topic, tag and host keep the common message (topic, body, queue, tags, keys) to
-    a handful of string operations.
+    Every field is checked here, before the store reserves a queue offset or a byte: a str or
+    None where a str is expected, an int (never a bool) within its record field where an int is
+    (``INT_FIELDS``), a host "ip:port" with a port in [0, 65535]. Caches per topic, tag and host
+    keep the common message (topic, body, queue, tags, keys) to a handful of string operations.
     """
 
     def __init__(self, cfg: StoreConfig) -> None:
@@ -82,7 +109,8 @@ class MessageEncoder:
         self._hosts: dict[str, tuple[bytes, int]] = {}
 
     def _topic(self, topic: str) -> _Topic:
-        t = self._topics.get(topic)
+        """The cached layout of a topic, validated (whatever its type) the first time it is seen."""
+        t = self._topics.get(topic) if topic.__class__ is str else None
         if t is None:
             try:
                 b = codec.check_topic(topic)
@@ -92,13 +120,21 @@ class MessageEncoder:
                                              codec.record_length(0, 0, len(b), 0))
         return t
 
-    def _host(self, host: str) -> tuple[bytes, int]:
+    def _host(self, name: str, host: str | None, default: tuple[bytes, int]) -> tuple[bytes, int]:
+        """Address bytes and port of a message's ``born_host`` / ``store_host`` (None or "": default)."""
+        if host is None or host == "":
+            return default
+        if host.__class__ is not str:
+            raise MessageRejected(f"{name} must be a string 'ip:port', got {reprlib.repr(host)}")
         h = self._hosts.get(host)
         if h is None:
             try:
-                h = self._hosts[host] = codec.parse_host(host)
+                addr, port = codec.parse_host(host)
             except ValueError as e:
-                raise MessageRejected(str(e)) from None
+                raise MessageRejected(f"{name}: {e}") from None
+            if not 0 <= port <= 0xFFFF:
+                raise MessageRejected(f"{name} {host!r}: port {port} is outside [0, 65535]")
+            h = self._hosts[host] = (addr, port)
         return h
 
     def _tags_code(self, tags: str) -> int:
@@ -108,9 +144,9 @@ class MessageEncoder:
         return c
 
     def prepare(self, m: Message) -> Prepared:
-        """Validate and encode one message; raise MessageRejected naming the problem."""
+        """Validate and encode one message; raise MessageRejected naming the field and value."""
         topic, body, qid, tags, keys = m.topic, m.body, m.queue_id, m.tags, m.keys
-        t = self._topics.get(topic) or self._topic(topic)
+        t = topic.__class__ is str and self._topics.get(topic) or self._topic(topic)
         if body.__class__ is not bytes:
             if not isinstance(body, (bytearray, memoryview)):
                 raise MessageRejected(f"body must be bytes, got {type(body).__name__}")
@@ -118,14 +154,20 @@ class MessageEncoder:
         if len(body) > self.max_body:
             raise MessageRejected(f"body is {len(body)} bytes, over maxMessageSize {self.max_body}")
         if qid.__class__ is not int or qid < 0 or qid > 0x7FFFFFFF:
-            raise MessageRejected(f"queue_id must be an int in [0, 2^31), got {qid!r}")
+            check_int("queue_id", qid, (0, _INT32[1]))
+        if tags is not None and tags.__class__ is not str:
+            raise MessageRejected(f"tags must be a string, got {reprlib.repr(tags)}")
         if keys is not None and keys.__class__ is not str:
             try:
+                if keys.__class__ is not list and keys.__class__ is not tuple:
+                    raise TypeError
                 keys = codec.KEY_SEPARATOR.join(keys)
             except TypeError:
-                raise MessageRejected(f"keys must be a string or a list of strings, got {keys!r}") from None
-        sys_flag, props = m.sys_flag, m.properties
-        if props or m.delay_level or sys_flag or m.born_host or m.store_host:
+                raise MessageRejected(f"keys must be a string or a list of strings, "
+                                      f"got {reprlib.repr(keys)}") from None
+        sys_flag, props, level = m.sys_flag, m.properties, m.delay_level
+        if (props is not None or sys_flag or level or m.born_host is not None
+                or m.store_host is not None):
             return self._prepare_general(m, t, body, keys)
         # The common message: TAGS and KEYS are its only properties.
         if tags:
@@ -143,39 +185,50 @@ class MessageEncoder:
         kp = t.key_prefix
         index_keys = tuple([kp + k for k in keys.split(" ") if k]) if keys else ()
         length = t.fixed + len(body) + len(pb)
-        if length > self.max_record or m.flag.__class__ is not int:
-            self._reject_fields(m, length)
+        flag, reconsume, prepared_offset = m.flag, m.reconsume_times, m.prepared_transaction_offset
+        # Only a field off its default (exactly int 0 / None) needs the full check.
+        if (flag or reconsume or prepared_offset or m.born_timestamp is not None
+                or m.store_timestamp is not None or flag.__class__ is not int
+                or reconsume.__class__ is not int or prepared_offset.__class__ is not int
+                or sys_flag.__class__ is not int or level.__class__ is not int):
+            self._check_ints(m)
+        if length > self.max_record:
+            self._reject_length(length)
         return _new_prepared((
             topic, qid, body, zlib.crc32(body) & 0x7FFFFFFF if body else 0,
             t.tail_prefix + len(pb).to_bytes(2, "big") + pb, length,
-            0, m.flag, m.born_timestamp, self.store_addr, 0, self.store_addr, self.store_port,
-            m.store_timestamp, m.reconsume_times, m.prepared_transaction_offset, tags_code, False,
-            index_keys, True))
+            0, flag, m.born_timestamp, self.store_addr, 0, self.store_addr, self.store_port,
+            m.store_timestamp, reconsume, prepared_offset, tags_code, False, index_keys, True))
 
-    def _reject_fields(self, m: Message, length: int) -> None:
-        """Raise MessageRejected for a record too long for a file or a non-int numeric field."""
-        if length > self.max_record:
-            raise MessageRejected(f"record of {length} bytes does not fit a CommitLog file of "
-                                  f"{self.max_record + END_FILE_MIN_BLANK_LENGTH} bytes")
-        for name in ("flag", "reconsume_times", "prepared_transaction_offset"):
-            if getattr(m, name).__class__ is not int:
-                raise MessageRejected(f"{name} must be an int, got {getattr(m, name)!r}")
-        for name in ("born_timestamp", "store_timestamp"):
+    @staticmethod
+    def _check_ints(m: Message) -> None:
+        """Raise MessageRejected for an integer field that is not an int within its record field,
+        or a sys_flag with bits other than the transaction type and compression."""
+        for name, limits in INT_FIELDS.items():
             v = getattr(m, name)
-            if v is not None and (v.__class__ is not int or v < 0):
-                raise MessageRejected(f"{name} must be a non-negative int (ms), got {v!r}")
+            if v is not None or name not in _OPTIONAL:
+                check_int(name, v, limits)
+        sys_flag = m.sys_flag
+        if sys_flag.__class__ is not int or sys_flag & ~_ALLOWED_SYS_FLAG:
+            raise MessageRejected(f"sys_flag {reprlib.repr(sys_flag)}: only transaction and "
+                                  f"compression bits may be set")
+
+    def _reject_length(self, length: int) -> None:
+        raise MessageRejected(f"record of {length} bytes does not fit a CommitLog file of "
+                              f"{self.max_record + END_FILE_MIN_BLANK_LENGTH} bytes")
 
     def _prepare_general(self, m: Message, t: _Topic, body: bytes, keys: str | None) -> Prepared:
         """Messages with user properties, a delay, a transaction type or explicit hosts."""
+        self._check_ints(m)
         topic, qid, tags, sys_flag = m.topic, m.queue_id, m.tags, m.sys_flag
-        if sys_flag.__class__ is not int or sys_flag & ~_ALLOWED_SYS_FLAG:
-            raise MessageRejected(f"sys_flag {sys_flag!r}: only transaction and compression bits may be set")
+        if m.properties is not None and not isinstance(m.properties, dict):
+            raise MessageRejected(f"properties must be a dict of strings, got {reprlib.repr(m.properties)}")
         props: dict[str, str] = {}
         for k, v in (m.properties or {}).items():
             try:
                 codec.check_property(k, v)
             except ValueError as e:
-                raise MessageRejected(str(e)) from None
+                raise MessageRejected(f"properties: {e}") from None
             props[k] = v
         for name, v in ((codec.PROPERTY_TAGS, tags), (codec.PROPERTY_KEYS, keys)):
             if v:
@@ -184,8 +237,6 @@ class MessageEncoder:
                 props[name] = v
         tags = props.get(codec.PROPERTY_TAGS)
         level = m.delay_level
-        if level.__class__ is not int or level < 0:
-            raise MessageRejected(f"delay_level must be a non-negative int, got {level!r}")
         if level:
             props[codec.PROPERTY_DELAY] = str(level)
         else:
@@ -205,15 +256,16 @@ class MessageEncoder:
         pb = codec.properties_to_string(props).encode() if props else b""
         if len(pb) > codec.MAX_PROPERTIES_LENGTH:
             raise MessageRejected(f"properties are {len(pb)} bytes, over {codec.MAX_PROPERTIES_LENGTH}")
-        born_addr, born_port = self._host(m.born_host) if m.born_host else (self.store_addr, 0)
-        store_addr, store_port = (self._host(m.store_host) if m.store_host
-                                  else (self.store_addr, self.store_port))
+        born_addr, born_port = self._host("born_host", m.born_host, (self.store_addr, 0))
+        store_addr, store_port = self._host("store_host", m.store_host,
+                                            (self.store_addr, self.store_port))
         if len(born_addr) == 16:
             sys_flag |= FLAG_BORNHOST_V6
         if len(store_addr) == 16:
             sys_flag |= FLAG_STOREHOST_V6
         length = codec.record_length(sys_flag, len(body), len(t.tail_prefix) - 1, len(pb))
-        self._reject_fields(m, length)
+        if length > self.max_record:
+            self._reject_length(length)
         return _new_prepared((
             topic, qid, body, zlib.crc32(body) & 0x7FFFFFFF if body else 0,
             t.tail_prefix + len(pb).to_bytes(2, "big") + pb, length,

@@ -13,7 +13,7 @@ from store import codec
 from store.checkpoint import Checkpoint
 from store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
 from store.codec import CorruptRecordError, Record
-from store.commitlog import CommitLog, MessageEncoder, MessageRejected
+from store.commitlog import INT_FIELDS, CommitLog, MessageEncoder, MessageRejected, check_int
 from store.config import StoreConfig, load_config
 from store.config_files import read_consumer_offsets, write_consumer_offsets
 from store.consume_queue import ConsumeQueue, load_queues
@@ -236,9 +236,10 @@ class MessageStore:
                 if rec.size != len(raw):
                     raise ValueError(f"{len(raw)} bytes given for a record of {rec.size}")
                 codec.check_topic(rec.topic)
+                check_int("store_timestamp", rec.store_timestamp, INT_FIELDS["store_timestamp"])
                 if rec.size > self.encoder.max_record:
                     raise ValueError(f"record of {rec.size} bytes does not fit a CommitLog file")
-            except (ValueError, struct_error) as e:
+            except (ValueError, TypeError, struct_error) as e:
                 err = MessageRejected(f"record {i}: {e}")
                 err.index = i
                 raise err from None

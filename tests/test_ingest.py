@@ -1,0 +1,131 @@
+"""`rocketlake ingest` is all or nothing: a bad line anywhere leaves every file of the store byte
+for byte as it was, and re-running the fixed input stores each line once."""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs.cli import main
+from store import MessageStore
+
+SMALL = ["--set", "mappedFileSizeCommitLog=4096", "--set", "mappedFileSizeConsumeQueue=200",
+         "--set", "maxHashSlotNum=16", "--set", "maxIndexNum=20"]
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _good(i: int) -> str:
+    return json.dumps({"topic": "orders", "body": f"m{i}", "keys": f"k{i}"})
+
+
+# a third line that is bad, and the text the error must name besides "line 3"
+BAD_LINES = [
+    ('{"topic": "orders", "body": ', "Expecting value"),
+    ('["not", "an", "object"]', "JSON object"),
+    ('{"topic": "orders", "body": "x", "colour": "red"}', "colour"),
+    (json.dumps({"topic": "orders", "body": "x", "flag": 2 ** 31}), "flag"),
+    (json.dumps({"topic": "orders", "body": "x", "reconsume_times": 2 ** 31}), "reconsume_times"),
+    (json.dumps({"topic": "orders", "body": "x", "born_timestamp": 2 ** 63}), "born_timestamp"),
+    (json.dumps({"topic": "orders", "body": "x", "store_timestamp": -1}), "store_timestamp"),
+    (json.dumps({"topic": "orders", "body": "x", "born_host": "10.0.0.1:70000"}), "70000"),
+    (json.dumps({"topic": "orders", "body": "x", "tags": 5}), "tags"),
+    (json.dumps({"topic": "orders", "body": "x", "keys": {"a": "b"}}), "keys"),
+    (json.dumps({"topic": "orders", "body": "x", "flag": True}), "flag"),
+    (json.dumps({"topic": None, "body": "x"}), "topic"),
+    (json.dumps({"topic": "bad topic", "body": "x"}), "topic"),
+    (b'{"topic": "orders", "body": "\xff"}', "utf-8"),
+]
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    """sha256 of every file under the store (checkpoint, abort and lock included)."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _write(path: Path, lines: list[str | bytes]) -> Path:
+    path.write_bytes(b"".join((l if isinstance(l, bytes) else l.encode()) + b"\n" for l in lines))
+    return path
+
+
+def _stored_bodies(store: Path) -> list[bytes]:
+    with MessageStore(store, read_only=True, **dict(s.split("=") for s in SMALL[1::2])) as ms:
+        return [r.body for r in ms.commitlog.scan()]
+
+
+@pytest.fixture()
+def store(tmp_path, capsys) -> Path:
+    """A store already holding one ingested message."""
+    root = tmp_path / "store"
+    assert main(["ingest", "--store", str(root), *SMALL, str(_write(tmp_path / "first.jsonl", [_good(0)]))]) == 0
+    capsys.readouterr()
+    return root
+
+
+@pytest.mark.parametrize("bad,problem", BAD_LINES, ids=[f"{i}-{b[1]}" for i, b in enumerate(BAD_LINES)])
+def test_a_bad_line_leaves_the_store_byte_for_byte_as_it_was(tmp_path, store, capsys, bad, problem):
+    before = _snapshot(store)
+    src = _write(tmp_path / "in.jsonl", [_good(1), "", _good(2), bad, _good(3)])
+    assert main(["ingest", "--store", str(store), *SMALL, str(src)]) == 1
+    err = capsys.readouterr().err
+    assert "line 4" in err and problem.lower() in err.lower() and "Traceback" not in err
+    assert _snapshot(store) == before
+    fixed = _write(tmp_path / "fixed.jsonl", [_good(1), "", _good(2), _good(3)])
+    assert main(["ingest", "--store", str(store), *SMALL, str(fixed)]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"] == 3
+    assert _stored_bodies(store) == [b"m0", b"m1", b"m2", b"m3"]
+
+
+def test_a_bad_line_after_many_batches_stores_nothing(tmp_path, store, capsys):
+    """Over two batches of 1000 good lines go by before the bad one."""
+    before = _snapshot(store)
+    lines = [_good(i) for i in range(1, 2501)]
+    src = _write(tmp_path / "in.jsonl", lines + [json.dumps({"topic": "orders", "body": "x", "flag": -2 ** 31 - 1})])
+    assert main(["ingest", "--store", str(store), *SMALL, str(src)]) == 1
+    assert "line 2501: flag" in capsys.readouterr().err
+    assert _snapshot(store) == before
+    assert main(["ingest", "--store", str(store), *SMALL, str(_write(src, lines))]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["messages"], summary["queues"], summary["topics"]) == (2500, 1, 1)
+    assert _stored_bodies(store) == [f"m{i}".encode() for i in range(2501)]
+
+
+def test_bad_input_does_not_even_create_the_store(tmp_path, capsys):
+    src = _write(tmp_path / "in.jsonl", [_good(1), "{"])
+    assert main(["ingest", "--store", str(tmp_path / "new"), str(src)]) == 1
+    assert "line 2" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+def test_stdin_bad_line_leaves_the_store_as_it_was(store, capsys, monkeypatch):
+    before = _snapshot(store)
+    text = "\n".join([_good(1), _good(2), json.dumps({"topic": "orders", "body": "x", "tags": 5})])
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert main(["ingest", "--store", str(store), *SMALL, "-"]) == 1
+    assert "line 3: tags must be a string, got 5" in capsys.readouterr().err
+    assert _snapshot(store) == before
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\n".join([_good(1), _good(2)]).encode())))
+    assert main(["ingest", "--store", str(store), *SMALL, "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"] == 2
+    assert _stored_bodies(store) == [b"m0", b"m1", b"m2"]
+
+
+def test_stdin_through_a_real_process(tmp_path, store):
+    before = _snapshot(store)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "jobs.cli", "ingest", "--store", str(store), *SMALL, "-"]
+    bad = "\n".join([_good(1), json.dumps({"topic": "orders", "body": "x", "born_host": "1.2.3.4:65536"})])
+    p = subprocess.run(cmd, input=bad.encode(), capture_output=True, env=env, cwd=REPO, timeout=120)
+    assert p.returncode == 1
+    assert b"line 2: born_host '1.2.3.4:65536': port 65536 is outside [0, 65535]" in p.stderr
+    assert p.stdout == b"" and _snapshot(store) == before
+    p = subprocess.run(cmd, input=_good(1).encode(), capture_output=True, env=env, cwd=REPO, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["messages"] == 1
+    assert _stored_bodies(store) == [b"m0", b"m1"]
