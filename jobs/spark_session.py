@@ -3,8 +3,8 @@
 Every job calls :func:`build_session`. Under ``spark-submit`` the master (and anything else given
 with ``--master`` / ``--conf``) comes from spark-submit; started from plain Python it defaults to
 ``local[*]``. Delta Lake is configured through ``delta.configure_spark_with_delta_pip``: the first
-session on a machine fetches the Delta jars from Maven Central into the git-ignored ``.ivy/``
-folder of the project, later sessions reuse them.
+session on a machine fetches the Delta jars from Maven Central into ``.ivy/`` (``IVY_DIR``),
+later sessions reuse them.
 """
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from typing import Mapping
 
 from pyspark.sql import SparkSession
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-IVY_DIR = PROJECT_ROOT / ".ivy"
+#: Where Ivy caches the Delta jars: ``$ROCKETLAKE_IVY_DIR``, else ``.ivy`` in the working directory
+#: (the checkout, for ``make run`` and the tests; git-ignored).
+IVY_DIR = Path(os.environ.get("ROCKETLAKE_IVY_DIR", ".ivy")).resolve()
 DEFAULT_MASTER = "local[*]"
 LOG_LEVEL = "WARN"
 

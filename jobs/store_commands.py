@@ -15,13 +15,13 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from store import Message, MessageRejected, MessageStore, Record, StoreFormatError
-from store import codec
-from store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
-from store.commitlog import MessageEncoder, Scan
-from store.config import load_config, parse_set_options
-from store.mapped_file import first_nonzero
-from store.verify import not_a_store, verify
+from rocketlake.store import Message, MessageRejected, MessageStore, Record, StoreFormatError
+from rocketlake.store import codec
+from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
+from rocketlake.store.commitlog import MessageEncoder, Scan
+from rocketlake.store.config import load_config, parse_set_options
+from rocketlake.store.mapped_file import first_nonzero
+from rocketlake.store.verify import not_a_store, verify
 
 BATCH = 1000
 _err = Console(stderr=True)

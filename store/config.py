@@ -5,8 +5,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-STORE_CONF = CONF_DIR / "store.conf"
+from rocketlake import default_file
+
 _UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -74,14 +74,19 @@ class StoreConfig:
 
 def read_properties(path: Path) -> dict[str, str]:
     """Read a Java-style `name=value` file (`#` comments)."""
+    return parse_properties(path.read_text(), path.name)
+
+
+def parse_properties(text: str, name: str) -> dict[str, str]:
+    """Parse Java-style `name=value` lines (`#` comments); ``name`` names the source in errors."""
     out: dict[str, str] = {}
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         name, sep, value = line.partition("=")
         if not sep:
-            raise ValueError(f"{path.name}:{n}: expected NAME=VALUE, got {line!r}")
+            raise ValueError(f"{name}:{n}: expected NAME=VALUE, got {line!r}")
         out[name.strip()] = value.strip()
     return out
 
@@ -105,17 +110,21 @@ def _coerce(name: str, kind: type, value: Any) -> Any:
     return value
 
 
-def load_config(overrides: Mapping[str, Any] | None = None, conf_file: Path = STORE_CONF) -> StoreConfig:
-    """Defaults from `conf/store.conf`, then `overrides` (RocketMQ names; unknown names are errors)."""
+def load_config(overrides: Mapping[str, Any] | None = None, conf_file: Path | None = None) -> StoreConfig:
+    """Defaults from ``conf_file`` (default: the `store.conf` shipped in the package), then
+    ``overrides`` (RocketMQ names; unknown names are errors)."""
     kinds = {f.name: f.type for f in fields(StoreConfig)}
-    values: dict[str, Any] = dict(read_properties(conf_file))
+    if conf_file is None:
+        source, values = "store.conf", dict(parse_properties(default_file("store.conf"), "store.conf"))
+    else:
+        source, values = conf_file.name, dict(read_properties(conf_file))
     for name, value in (overrides or {}).items():
         if name not in kinds:
             raise ValueError(f"unknown store setting {name!r}; known: {', '.join(sorted(kinds))}")
         values[name] = value
     missing = set(kinds) - set(values)
     if missing:
-        raise ValueError(f"{conf_file.name} lacks settings: {', '.join(sorted(missing))}")
+        raise ValueError(f"{source} lacks settings: {', '.join(sorted(missing))}")
     types = {"int": int, "bool": bool, "str": str}
     return StoreConfig(**{n: _coerce(n, types[kinds[n]], values[n]) for n in kinds})
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from store.codec import CQ_PRE_BLANK, CQ_UNIT, CQ_UNIT_DTYPE, CQ_UNIT_SIZE
-from store.mapped_file import MappedFile, MappedFileQueue, StoreFormatError
-from store.paths import CONSUME_QUEUE_DIR, queue_dir
+from rocketlake.store.codec import CQ_PRE_BLANK, CQ_UNIT, CQ_UNIT_DTYPE, CQ_UNIT_SIZE
+from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, StoreFormatError
+from rocketlake.store.paths import CONSUME_QUEUE_DIR, queue_dir
 
 
 class ConsumeQueue:

@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from store.mapped_file import disk_error
+from rocketlake.store.mapped_file import disk_error
 
 
 class StoreLockedError(RuntimeError):

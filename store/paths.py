@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from store import codec
-from store.mapped_file import StoreFormatError
+from rocketlake.store import codec
+from rocketlake.store.mapped_file import StoreFormatError
 
 CONSUME_QUEUE_DIR = "consumequeue"
 

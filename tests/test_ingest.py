@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.cli import main
-from store import MessageStore
+from rocketlake.jobs.cli import main
+from rocketlake.store import MessageStore
 
 SMALL = ["--set", "mappedFileSizeCommitLog=4096", "--set", "mappedFileSizeConsumeQueue=200",
          "--set", "maxHashSlotNum=16", "--set", "maxIndexNum=20"]
@@ -119,7 +119,7 @@ def test_stdin_bad_line_leaves_the_store_as_it_was(store, capsys, monkeypatch):
 def test_stdin_through_a_real_process(tmp_path, store):
     before = _snapshot(store)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "jobs.cli", "ingest", "--store", str(store), *SMALL, "-"]
+    cmd = [sys.executable, "-m", "rocketlake.jobs.cli", "ingest", "--store", str(store), *SMALL, "-"]
     bad = "\n".join([_good(1), json.dumps({"topic": "orders", "body": "x", "born_host": "1.2.3.4:65536"})])
     p = subprocess.run(cmd, input=bad.encode(), capture_output=True, env=env, cwd=REPO, timeout=120)
     assert p.returncode == 1

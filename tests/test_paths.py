@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from store import Message, MessageRejected, MessageStore, StoreFormatError, codec
-from store.compaction import KeptRecord, compaction_topics, segment_path, write_segment
-from store.config_files import write_config
-from store.consume_queue import ConsumeQueue, load_queues
-from store.paths import UnsafePathError, queue_dir, resolve_inside
-from store.rebuild import rebuild
+from rocketlake.store import Message, MessageRejected, MessageStore, StoreFormatError, codec
+from rocketlake.store.compaction import KeptRecord, compaction_topics, segment_path, write_segment
+from rocketlake.store.config_files import write_config
+from rocketlake.store.consume_queue import ConsumeQueue, load_queues
+from rocketlake.store.paths import UnsafePathError, queue_dir, resolve_inside
+from rocketlake.store.rebuild import rebuild
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200)
 HOSTILE = ["../../victim", "..", ".", "a/b", "abc\n", "\nabc", "", "x" * 128, "中文", "a\x00b"]

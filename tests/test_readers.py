@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from store import GetStatus, Message, MessageStore, codec
+from rocketlake.store import GetStatus, Message, MessageStore, codec
 
 SMALL = dict(mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=400, maxHashSlotNum=32,
              maxIndexNum=50)
@@ -74,7 +74,7 @@ def test_delayed_messages_are_served_from_their_schedule_queue(tmp_path: Path) -
 
 WRITER = """
 import sys, time
-from store import Message, MessageStore
+from rocketlake.store import Message, MessageStore
 root, seconds = sys.argv[1], float(sys.argv[2])
 n, stop = 0, time.monotonic() + seconds
 with MessageStore(root, flushDiskType="ASYNC_FLUSH", mappedFileSizeCommitLog=32768,
@@ -135,7 +135,7 @@ def test_read_only_readers_beside_a_live_writer_skip_nothing(tmp_path: Path) -> 
 CHECKER = """
 import sys, time
 from pathlib import Path
-from store.lockfile import is_locked
+from rocketlake.store.lockfile import is_locked
 root, seen = Path(sys.argv[1]), set()
 stop, n = root.parent / "stop", 0
 while n % 100 or not stop.exists():

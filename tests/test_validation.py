@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from store import Message, MessageRejected, MessageStore, load_config
-from store import codec
-from store.commitlog import MessageEncoder
+from rocketlake.store import Message, MessageRejected, MessageStore, load_config
+from rocketlake.store import codec
+from rocketlake.store.commitlog import MessageEncoder
 
 INT32 = (-2 ** 31, 2 ** 31 - 1)
 INT64 = (-2 ** 63, 2 ** 63 - 1)

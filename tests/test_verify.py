@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from goldens import GOLDEN_498
-from jobs.cli import main
-from store import Message, MessageStore
-from store.verify import verify
-from jobs import check_consistency
+from rocketlake.jobs.cli import main
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.verify import verify
+from rocketlake.jobs import check_consistency
 
 SMALL = dict(mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=200, maxHashSlotNum=32,
              maxIndexNum=50)
@@ -47,7 +47,7 @@ def test_clean_stores_pass(store, golden_store, golden_settings):
 
 def test_body_bit_flip_is_found_with_file_and_offset(store):
     first = store / "commitlog/00000000000000000000"
-    from store import codec
+    from rocketlake.store import codec
     rec = codec.decode_record(first.read_bytes(), 0)
     second = rec.size  # the second record starts here; flip a byte of its body
     _flip(first, second + 90)
@@ -194,7 +194,7 @@ def _first_late(root: Path) -> int:
 @pytest.mark.parametrize("damage", ["flip-magic", "zero-header"])
 def test_dump_commitlog_fails_where_a_damaged_header_stops_it(store, capsys, damage):
     first = store / "commitlog/00000000000000000000"
-    from store import codec
+    from rocketlake.store import codec
     raw = bytearray(first.read_bytes())
     second = codec.decode_record(bytes(raw), 0).size
     if damage == "flip-magic":

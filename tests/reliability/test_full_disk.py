@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from store import Message, MessageStore, StoreFullError
+from rocketlake.store import Message, MessageStore, StoreFullError
 
 REPO = Path(__file__).resolve().parents[2]
 TOPIC = "T"
@@ -30,7 +30,7 @@ SETTINGS = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20
 
 WRITER = r"""
 import json, os, sys
-from store import Message, MessageStore, StoreFullError
+from rocketlake.store import Message, MessageStore, StoreFullError
 root, filler, body_size, with_keys, settings = (sys.argv[1], sys.argv[2], int(sys.argv[3]),
                                                 sys.argv[4] == "1", json.loads(sys.argv[5]))
 ms = MessageStore(root, **settings)

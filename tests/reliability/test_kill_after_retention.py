@@ -13,7 +13,7 @@ import random
 from pathlib import Path
 
 from durability_check import SETTINGS, message_for
-from store import GetStatus, MessageStore
+from rocketlake.store import GetStatus, MessageStore
 from test_kill9 import run_and_kill
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from durability_check import SETTINGS, message_for
-from store import GetStatus, Message, MessageStore
+from rocketlake.store import GetStatus, Message, MessageStore
 
 TOPIC = "orders"
 SMALL_INDEX = {**SETTINGS, "maxIndexNum": 400}  # 399 keys a file: 3,000 keys fill 8 files

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli
-from jobs.rebuild_consumequeue import rebuild_consumequeue
-from jobs.rebuild_index import rebuild_index
-from store import Message, MessageStore
-from store.commitlog import CommitLog
-from store.config import load_config
-from store.rebuild import rebuild
-from transforms.commitlog_scan import scan_store
+from rocketlake.jobs import cli
+from rocketlake.jobs.rebuild_consumequeue import rebuild_consumequeue
+from rocketlake.jobs.rebuild_index import rebuild_index
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.config import load_config
+from rocketlake.store.rebuild import rebuild
+from rocketlake.transforms.commitlog_scan import scan_store
 
 from .conftest import SMALL, library_messages, tree_bytes
 
