@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-from jobs import compact
-from jobs.spark_session import build_session
-from store import Message, MessageStore
-from store.config import load_config
+from rocketlake.jobs import compact
+from rocketlake.jobs.spark_session import build_session
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = 64 << 20

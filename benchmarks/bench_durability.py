@@ -20,7 +20,7 @@ import threading
 import time
 from pathlib import Path
 
-from store import Message, MessageStore
+from rocketlake.store import Message, MessageStore
 
 BODY = b"x" * 200
 REC_BODY = b"r" * 1000

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from store import Message, MessageStore
-from store.config import load_config
-from store.config_files import write_consumer_offsets
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.config import load_config
+from rocketlake.store.config_files import write_consumer_offsets
 
 
 def build(root: Path, topics: int, queues: int, messages: int, groups: int) -> list[tuple]:
@@ -45,7 +45,7 @@ def commit(root: Path, pairs: list[tuple], fraction: float) -> None:
 
 
 def bench_reader(root: Path, queues: list[tuple[str, int]]) -> tuple[float, float, int]:
-    from transforms.queue_units import read_queue_units
+    from rocketlake.transforms.queue_units import read_queue_units
 
     cfg = load_config()
     files = sorted((root / "consumequeue").rglob("0" * 20))
@@ -79,8 +79,8 @@ def main() -> None:
         print(f"read_queue_units (one process): {reader:.2f} s; raw read of the same files "
               f"{raw:.2f} s; ratio {reader / raw:.2f}")
 
-        from jobs.publish_offsets import main as publish
-        from jobs.spark_session import build_session
+        from rocketlake.jobs.publish_offsets import main as publish
+        from rocketlake.jobs.spark_session import build_session
 
         build_session("bench", master="local[2]", conf={"spark.sql.shuffle.partitions": "2",
                                                         "spark.ui.enabled": "false"})

@@ -17,7 +17,7 @@ import time
 import zlib
 from pathlib import Path
 
-from store import Message, MessageStore
+from rocketlake.store import Message, MessageStore
 
 _HEAD = struct.Struct(">iiiiiqqiq4siq4siiqi")
 

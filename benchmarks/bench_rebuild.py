@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from store import Message, MessageStore
-from store.config import load_config
-from store.rebuild import rebuild
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.config import load_config
+from rocketlake.store.rebuild import rebuild
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,10 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     mib = size / (1 << 20)
     print(f"store: {mib:.0f} MiB of CommitLog data ({t_make:.1f} s to write or find)", flush=True)
 
-    from jobs.rebuild_consumequeue import rebuild_consumequeue
-    from jobs.rebuild_index import rebuild_index
-    from jobs.spark_session import build_session
-    from transforms.commitlog_scan import scan_store
+    from rocketlake.jobs.rebuild_consumequeue import rebuild_consumequeue
+    from rocketlake.jobs.rebuild_index import rebuild_index
+    from rocketlake.jobs.spark_session import build_session
+    from rocketlake.transforms.commitlog_scan import scan_store
 
     rows = []
     t_read, read_bytes = raw_read(store)

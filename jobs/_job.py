@@ -18,10 +18,10 @@ from typing import Any, Callable, Iterator, TypeVar
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from store.config import StoreConfig, load_config, parse_set_options
-from store.lockfile import StoreLock, StoreLockedError
-from store.mapped_file import StoreFormatError
-from transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, ScanEnd
+from rocketlake.store.config import StoreConfig, load_config, parse_set_options
+from rocketlake.store.lockfile import StoreLock, StoreLockedError
+from rocketlake.store.mapped_file import StoreFormatError
+from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, ScanEnd
 
 #: Errors a job reports as one line (exit status 2) instead of a traceback.
 JOB_ERRORS = (FileNotFoundError, FileExistsError, StoreFormatError, StoreLockedError, ValueError)
@@ -138,7 +138,7 @@ def rebuild_main(prog: str, description: str, rebuild: Callable[..., dict[str, i
                  subdir: str, argv: list[str] | None) -> int:
     """The command line of a rebuild job: parse, build a (Delta-less) session, run ``rebuild``
     (``spark, store, cfg, output, incremental, split_bytes`` -> count per topic), report."""
-    from jobs.spark_session import build_session
+    from rocketlake.jobs.spark_session import build_session
 
     args = rebuild_parser(prog, description).parse_args(argv)
 

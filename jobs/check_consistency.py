@@ -18,11 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from store.config import parse_set_options
-from store.verify import VerifyReport, verify
+from rocketlake.store.config import parse_set_options
+from rocketlake.store.verify import VerifyReport, verify
 
 PROG = "check-consistency"
 #: Derived structures, in rebuild order, named by the top-level path their problems point at.

@@ -10,20 +10,20 @@ import sys
 
 #: subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "pipeline": ("jobs.pipeline", "the main job: sample -> store -> checks -> summary"),
-    "ingest": ("jobs.store_commands", "write JSON Lines events into a store"),
-    "dump": ("jobs.store_commands", "print commitlog / consumequeue / index records as JSON Lines"),
-    "get": ("jobs.store_commands", "read a queue from an offset (RocketMQ getMessage)"),
-    "query": ("jobs.store_commands", "find messages by --key, --msg-id or --time"),
-    "report": ("jobs.report", "write a self-contained HTML report of a store and its lake"),
-    "verify": ("jobs.store_commands", "check a whole store (fsck); exit 3 on any disagreement"),
-    "check-consistency": ("jobs.check_consistency",
+    "pipeline": ("rocketlake.jobs.pipeline", "the main job: sample -> store -> checks -> summary"),
+    "ingest": ("rocketlake.jobs.store_commands", "write JSON Lines events into a store"),
+    "dump": ("rocketlake.jobs.store_commands", "print commitlog / consumequeue / index records as JSON Lines"),
+    "get": ("rocketlake.jobs.store_commands", "read a queue from an offset (RocketMQ getMessage)"),
+    "query": ("rocketlake.jobs.store_commands", "find messages by --key, --msg-id or --time"),
+    "report": ("rocketlake.jobs.report", "write a self-contained HTML report of a store and its lake"),
+    "verify": ("rocketlake.jobs.store_commands", "check a whole store (fsck); exit 3 on any disagreement"),
+    "check-consistency": ("rocketlake.jobs.check_consistency",
                           "verify a store, write a JSON report naming what to rebuild (exit 0 on drift)"),
-    "rebuild-consumequeue": ("jobs.rebuild_consumequeue",
+    "rebuild-consumequeue": ("rocketlake.jobs.rebuild_consumequeue",
                              "Spark: rebuild ConsumeQueues from the CommitLog (full, --incremental, --output)"),
-    "rebuild-index": ("jobs.rebuild_index",
+    "rebuild-index": ("rocketlake.jobs.rebuild_index",
                       "Spark: rebuild IndexFiles from the CommitLog (full, --incremental, --output)"),
-    "publish-offsets": ("jobs.publish_offsets",
+    "publish-offsets": ("rocketlake.jobs.publish_offsets",
                         "Spark: publish queue offsets, consumer offsets and lag as Delta tables"),
 }
 

@@ -24,31 +24,28 @@ import sys
 import time
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from jobs import _job
-from jobs.runs import record_run
-from jobs.spark_session import build_session
-from store import codec
-from store.cleanup import (CommitLogDecision, RetentionPolicy, apply_deletion, disk_used_ratio,
+from rocketlake.jobs import _job
+from rocketlake.jobs.runs import record_run
+from rocketlake.jobs.spark_session import build_session
+from rocketlake.store import codec
+from rocketlake.store.cleanup import (CommitLogDecision, RetentionPolicy, apply_deletion, disk_used_ratio,
                            plan_commitlog_deletion)
-from store.commitlog import CommitLog
-from store.compaction import (KeptRecord, SegmentMeta, compaction_topics, segment_path,
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.compaction import (KeptRecord, SegmentMeta, compaction_topics, segment_path,
                               write_segment)
-from store.config import StoreConfig
-from store.config_files import read_consumer_offsets
-from store.consume_queue import load_queues
-from store.consumer_guard import guard, holds
-from store.index import IndexService
-from store.lockfile import is_locked
-from store.message_store import MessageStore
-from transforms.archive import ARCHIVE_TABLE, PARTITION_COLUMNS, archive_rows
-from transforms.commitlog_scan import scan_store
-from transforms.compaction import latest_per_key, with_compaction_key
+from rocketlake.store.config import StoreConfig
+from rocketlake.store.config_files import read_consumer_offsets
+from rocketlake.store.consume_queue import load_queues
+from rocketlake.store.consumer_guard import guard, holds
+from rocketlake.store.index import IndexService
+from rocketlake.store.lockfile import is_locked
+from rocketlake.store.message_store import MessageStore
+from rocketlake.transforms.archive import ARCHIVE_TABLE, PARTITION_COLUMNS, archive_rows
+from rocketlake.transforms.commitlog_scan import scan_store
+from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
 
 PROG = "compact"
 

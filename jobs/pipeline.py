@@ -30,12 +30,12 @@ from typing import Callable
 from rich.console import Console
 from rich.table import Table
 
-from jobs import sample
-from jobs.store_commands import event_to_message
-from store import MessageStore
-from store.config import load_config, parse_set_options
-from store.config_files import write_config
-from store.verify import verify
+from rocketlake.jobs import sample
+from rocketlake.jobs.store_commands import event_to_message
+from rocketlake.store import MessageStore
+from rocketlake.store.config import load_config, parse_set_options
+from rocketlake.store.config_files import write_config
+from rocketlake.store.verify import verify
 
 PROJECT = Path(__file__).resolve().parent.parent
 DEFAULT_STORE = PROJECT / "var" / "store"
@@ -132,7 +132,7 @@ def _digest(root: Path) -> dict[str, str]:
 
 def rebuild(store: Path, out: Path, sets: list[str], settings: dict) -> tuple[int, str]:
     """Rebuild both structures with Spark into ``out`` and compare them with the store's."""
-    from jobs import rebuild_consumequeue, rebuild_index
+    from rocketlake.jobs import rebuild_consumequeue, rebuild_index
 
     clear(out)
     mark(out)
@@ -147,7 +147,7 @@ def rebuild(store: Path, out: Path, sets: list[str], settings: dict) -> tuple[in
 
 
 def publish(store: Path, lake: Path, sets: list[str]) -> tuple[int, str]:
-    from jobs import publish_offsets
+    from rocketlake.jobs import publish_offsets
 
     if publish_offsets.main(["--store", str(store), "--lake", str(lake), *sets]) != 0:
         raise StageFailed("publish-offsets failed")
@@ -155,7 +155,7 @@ def publish(store: Path, lake: Path, sets: list[str]) -> tuple[int, str]:
 
 
 def compact(store: Path, lake: Path, sets: list[str]) -> tuple[int, str]:
-    from jobs import compact as compact_job
+    from rocketlake.jobs import compact as compact_job
 
     if compact_job.main(["--store", str(store), "--lake", str(lake), "--protect-unconsumed", *sets]) != 0:
         raise StageFailed("compact failed")
@@ -163,7 +163,7 @@ def compact(store: Path, lake: Path, sets: list[str]) -> tuple[int, str]:
 
 
 def report(store: Path, lake: Path, out: Path, sets: list[str]) -> tuple[int, str]:
-    from jobs import report as report_job
+    from rocketlake.jobs import report as report_job
 
     if report_job.main(["--store", str(store), "--lake", str(lake), "--out", str(out), *sets]) != 0:
         raise StageFailed("report failed")
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     except NotOurs as e:
         print(f"{p.prog}: error: {e}", file=sys.stderr)
         return 2
-    from jobs.spark_session import build_session
+    from rocketlake.jobs.spark_session import build_session
 
     run = Run()
     try:

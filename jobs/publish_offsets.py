@@ -23,24 +23,21 @@ from functools import partial
 from pathlib import Path
 from typing import Iterator
 
-if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs import _job
-from jobs.runs import record_run
-from jobs.spark_session import build_session
-from store.config import StoreConfig
-from store.config_files import read_config, read_consumer_offsets
-from store.mapped_file import StoreFormatError
-from transforms.offsets import (CONSUMER_KEYS, CONSUMER_OFFSETS_SCHEMA, HISTORY_SCHEMA,
+from rocketlake.jobs import _job
+from rocketlake.jobs.runs import record_run
+from rocketlake.jobs.spark_session import build_session
+from rocketlake.store.config import StoreConfig
+from rocketlake.store.config_files import read_config, read_consumer_offsets
+from rocketlake.store.mapped_file import StoreFormatError
+from rocketlake.transforms.offsets import (CONSUMER_KEYS, CONSUMER_OFFSETS_SCHEMA, HISTORY_SCHEMA,
                                 QUEUE_KEYS, QUEUE_OFFSETS_SCHEMA, QUEUES_SCHEMA,
                                 committed_offsets, consumer_offsets, history_rows,
                                 queue_offsets, queue_requests, same_state)
-from transforms.queue_units import UNIT_SCHEMA, read_queue_units
+from rocketlake.transforms.queue_units import UNIT_SCHEMA, read_queue_units
 
 PROG = "publish-offsets"
 APP_ID = "rocketlake.publish-offsets"

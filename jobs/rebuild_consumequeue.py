@@ -16,20 +16,17 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-from jobs import _job
-from store.codec import CQ_PRE_BLANK, CQ_UNIT_DTYPE, CQ_UNIT_SIZE, format_file_name
-from store.config import StoreConfig
-from store.consume_queue import load_queues
-from store.mapped_file import StoreFormatError
-from transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
-from transforms.consumequeue import UNIT_COLUMNS, consumequeue_units
+from rocketlake.jobs import _job
+from rocketlake.store.codec import CQ_PRE_BLANK, CQ_UNIT_DTYPE, CQ_UNIT_SIZE, format_file_name
+from rocketlake.store.config import StoreConfig
+from rocketlake.store.consume_queue import load_queues
+from rocketlake.store.mapped_file import StoreFormatError
+from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
+from rocketlake.transforms.consumequeue import UNIT_COLUMNS, consumequeue_units
 
 PROG = "rebuild-consumequeue"
 

@@ -15,22 +15,19 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script by spark-submit: make the project importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from jobs import _job
-from store import codec
-from store.codec import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER, INDEX_HEADER_SIZE
-from store.commitlog import CommitLog
-from store.config import StoreConfig
-from store.index import IndexService
-from transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
-from transforms.index import (KEY_INPUT_COLUMNS, IndexChain, IndexStart, index_entries,
+from rocketlake.jobs import _job
+from rocketlake.store import codec
+from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER, INDEX_HEADER_SIZE
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.config import StoreConfig
+from rocketlake.store.index import IndexService
+from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
+from rocketlake.transforms.index import (KEY_INPUT_COLUMNS, IndexChain, IndexStart, index_entries,
                               index_files, index_keys, index_slots, place_keys)
 
 PROG = "rebuild-index"

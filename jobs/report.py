@@ -26,9 +26,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from store import MessageStore  # noqa: E402
-from store.config import parse_set_options  # noqa: E402
-from transforms.commitlog_batch import parse_range  # noqa: E402
+from rocketlake.store import MessageStore  # noqa: E402
+from rocketlake.store.config import parse_set_options  # noqa: E402
+from rocketlake.transforms.commitlog_batch import parse_range  # noqa: E402
 
 PROG = "rocketlake report"
 
@@ -72,7 +72,7 @@ def lake_facts(lake: Path | None) -> tuple[list[dict[str, Any]], list[dict[str, 
     history, runs = lake / "offsets_history", lake / "maintenance_runs"
     if not (history / "_delta_log").exists() and not (runs / "_delta_log").exists():
         return [], []
-    from jobs.spark_session import build_session  # a JVM only when there is a lake to read
+    from rocketlake.jobs.spark_session import build_session  # a JVM only when there is a lake to read
 
     spark = build_session("rocketlake-report", conf={"spark.ui.enabled": "false"})
     lag_rows: list[dict[str, Any]] = []

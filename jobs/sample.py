@@ -10,7 +10,7 @@ import random
 import time
 from typing import Any, Iterator
 
-from store import TRANSACTION_COMMIT, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
+from rocketlake.store import TRANSACTION_COMMIT, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 
 TOPICS = {"orders": 4, "payments": 4, "audit-log": 2, "inventory": 2, "user-profile": 2}
 TAGS = {"orders": ["created", "paid", "shipped"], "payments": ["auth", "capture", "refund"],

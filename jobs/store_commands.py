@@ -13,11 +13,11 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from store import Message, MessageRejected, MessageStore, Record, StoreFormatError
-from store import codec
-from store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
-from store.config import parse_set_options
-from store.verify import verify
+from rocketlake.store import Message, MessageRejected, MessageStore, Record, StoreFormatError
+from rocketlake.store import codec
+from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
+from rocketlake.store.config import parse_set_options
+from rocketlake.store.verify import verify
 
 BATCH = 1000
 _err = Console(stderr=True)

@@ -1,12 +1,12 @@
 """rocketlake store: write and read Apache RocketMQ 4.9 message stores on local disk."""
-from store.codec import (TRANSACTION_COMMIT, TRANSACTION_NOT, TRANSACTION_PREPARED,
+from rocketlake.store.codec import (TRANSACTION_COMMIT, TRANSACTION_NOT, TRANSACTION_PREPARED,
                          TRANSACTION_ROLLBACK, CorruptRecordError, Record)
-from store.commitlog import MessageRejected
-from store.config import StoreConfig, load_config
-from store.lockfile import StoreLockedError
-from store.mapped_file import StoreFormatError
-from store.message import GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage
-from store.message_store import MessageStore
+from rocketlake.store.commitlog import MessageRejected
+from rocketlake.store.config import StoreConfig, load_config
+from rocketlake.store.lockfile import StoreLockedError
+from rocketlake.store.mapped_file import StoreFormatError
+from rocketlake.store.message import GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage
+from rocketlake.store.message_store import MessageStore
 
 __all__ = [
     "MessageStore", "Message", "PutResult", "PutStatus", "GetResult", "GetStatus", "StoredMessage",

@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from store.codec import CHECKPOINT, CHECKPOINT_FILE_SIZE
-from store.mapped_file import StoreFormatError
+from rocketlake.store.codec import CHECKPOINT, CHECKPOINT_FILE_SIZE
+from rocketlake.store.mapped_file import StoreFormatError
 
 
 class Checkpoint:

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from store.codec import CQ_UNIT
-from store.commitlog import CommitLog
-from store.config import StoreConfig
-from store.consume_queue import ConsumeQueue
-from store.index import IndexService
+from rocketlake.store.codec import CQ_UNIT
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.config import StoreConfig
+from rocketlake.store.consume_queue import ConsumeQueue
+from rocketlake.store.index import IndexService
 
 HOUR_MS = 3_600_000
 

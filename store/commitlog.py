@@ -10,12 +10,12 @@ from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
-from store import codec, dispatch
-from store.codec import (BLANK, BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, FLAG_BORNHOST_V6,
+from rocketlake.store import codec, dispatch
+from rocketlake.store.codec import (BLANK, BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, FLAG_BORNHOST_V6,
                          FLAG_STOREHOST_V6, HEAD, MAGIC_V1, CorruptRecordError, Record)
-from store.config import StoreConfig
-from store.mapped_file import MappedFileQueue
-from store.message import Message
+from rocketlake.store.config import StoreConfig
+from rocketlake.store.mapped_file import MappedFileQueue
+from rocketlake.store.message import Message
 
 _HEAD_V4 = HEAD[(False, False)]
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET @20 and PHYSICALOFFSET @28

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from store.codec import PROPERTY_KEYS, string_to_properties
-from store.config_files import read_config, read_consumer_offsets, write_consumer_offsets
-from store.message_store import MessageStore
+from rocketlake.store.codec import PROPERTY_KEYS, string_to_properties
+from rocketlake.store.config_files import read_config, read_consumer_offsets, write_consumer_offsets
+from rocketlake.store.message_store import MessageStore
 
 SEGMENTS = "compaction"
 META = "compaction.json"

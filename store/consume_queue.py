@@ -5,8 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-from store.codec import CQ_PRE_BLANK, CQ_UNIT, CQ_UNIT_DTYPE, CQ_UNIT_SIZE
-from store.mapped_file import MappedFile, MappedFileQueue, StoreFormatError
+from rocketlake.store.codec import CQ_PRE_BLANK, CQ_UNIT, CQ_UNIT_DTYPE, CQ_UNIT_SIZE
+from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, StoreFormatError
 
 
 class ConsumeQueue:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from store.consume_queue import ConsumeQueue
+from rocketlake.store.consume_queue import ConsumeQueue
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from store import codec
-from store.codec import Record
-from store.config import StoreConfig
-from store.consume_queue import ConsumeQueue
-from store.index import IndexService
+from rocketlake.store import codec
+from rocketlake.store.codec import Record
+from rocketlake.store.config import StoreConfig
+from rocketlake.store.consume_queue import ConsumeQueue
+from rocketlake.store.index import IndexService
 
 
 class DispatchRequest(NamedTuple):

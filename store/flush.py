@@ -6,7 +6,7 @@ import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from store.mapped_file import PAGE_SIZE
+from rocketlake.store.mapped_file import PAGE_SIZE
 
 
 class FlushService:

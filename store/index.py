@@ -12,9 +12,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from store import codec
-from store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
-from store.mapped_file import StoreFormatError, create_file
+from rocketlake.store import codec
+from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
+from rocketlake.store.mapped_file import StoreFormatError, create_file
 
 _MAX_DIFF = 0x7FFFFFFF
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from store.codec import format_file_name
+from rocketlake.store.codec import format_file_name
 
 PAGE_SIZE = mmap.PAGESIZE
 _NAME = re.compile(r"^\d{20}$")

@@ -6,7 +6,7 @@ from enum import Enum
 
 from typing import NamedTuple
 
-from store.codec import Record, create_msg_id
+from rocketlake.store.codec import Record, create_msg_id
 
 
 @dataclass(slots=True)

@@ -9,21 +9,21 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from store import codec
-from store.checkpoint import Checkpoint
-from store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
-from store.codec import CorruptRecordError, Record
-from store.commitlog import CommitLog, MessageEncoder, MessageRejected
-from store.config import StoreConfig, load_config
-from store.config_files import read_consumer_offsets, write_consumer_offsets
-from store.consume_queue import ConsumeQueue, load_queues
-from store.dispatch import Dispatcher, from_record
-from store.flush import FlushService
-from store.index import IndexService
-from store.lockfile import StoreLock
-from store.mapped_file import StoreFormatError
-from store.message import (GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage)
-from store.recovery import RecoveryReport, recover
+from rocketlake.store import codec
+from rocketlake.store.checkpoint import Checkpoint
+from rocketlake.store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
+from rocketlake.store.codec import CorruptRecordError, Record
+from rocketlake.store.commitlog import CommitLog, MessageEncoder, MessageRejected
+from rocketlake.store.config import StoreConfig, load_config
+from rocketlake.store.config_files import read_consumer_offsets, write_consumer_offsets
+from rocketlake.store.consume_queue import ConsumeQueue, load_queues
+from rocketlake.store.dispatch import Dispatcher, from_record
+from rocketlake.store.flush import FlushService
+from rocketlake.store.index import IndexService
+from rocketlake.store.lockfile import StoreLock
+from rocketlake.store.mapped_file import StoreFormatError
+from rocketlake.store.message import (GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage)
+from rocketlake.store.recovery import RecoveryReport, recover
 
 _STORE_ENTRIES = {"commitlog", "consumequeue", "index", "checkpoint", "config", "abort", "lock"}
 MAX_TRANSFER_BYTES = 256 * 1024   # maxTransferBytesOnMessageInMemory

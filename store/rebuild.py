@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from store.commitlog import CommitLog
-from store.config import load_config
-from store.dispatch import Dispatcher, from_record
-from store.index import IndexService
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.config import load_config
+from rocketlake.store.dispatch import Dispatcher, from_record
+from rocketlake.store.index import IndexService
 
 
 @dataclass

@@ -26,14 +26,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from store import codec
-from store.checkpoint import Checkpoint
-from store.codec import CorruptRecordError, Record
-from store.commitlog import CommitLog
-from store.consume_queue import ConsumeQueue
-from store.dispatch import Dispatcher, from_record
-from store.index import IndexService
-from store.mapped_file import MappedFile
+from rocketlake.store import codec
+from rocketlake.store.checkpoint import Checkpoint
+from rocketlake.store.codec import CorruptRecordError, Record
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.consume_queue import ConsumeQueue
+from rocketlake.store.dispatch import Dispatcher, from_record
+from rocketlake.store.index import IndexService
+from rocketlake.store.mapped_file import MappedFile
 
 
 @dataclass

@@ -9,15 +9,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from store.checkpoint import Checkpoint
-from store.codec import CQ_UNIT_SIZE
-from store.commitlog import CommitLog
-from store.config import StoreConfig, load_config
-from store.config_files import ConfigFileError, read_config, read_consumer_offsets
-from store.consume_queue import ConsumeQueue, load_queues
-from store.dispatch import DispatchRequest, from_record
-from store.index import IndexService
-from store.mapped_file import StoreFormatError, first_nonzero
+from rocketlake.store.checkpoint import Checkpoint
+from rocketlake.store.codec import CQ_UNIT_SIZE
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.config import StoreConfig, load_config
+from rocketlake.store.config_files import ConfigFileError, read_config, read_consumer_offsets
+from rocketlake.store.consume_queue import ConsumeQueue, load_queues
+from rocketlake.store.dispatch import DispatchRequest, from_record
+from rocketlake.store.index import IndexService
+from rocketlake.store.mapped_file import StoreFormatError, first_nonzero
 
 
 @dataclass

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from store import GetStatus, Message, MessageStore
-from store.cleanup import (RetentionPolicy, consume_queue_files_below, expired_files,
+from rocketlake.store import GetStatus, Message, MessageStore
+from rocketlake.store.cleanup import (RetentionPolicy, consume_queue_files_below, expired_files,
                            parse_delete_when, plan_commitlog_deletion, trigger)
 
 HOUR = 3_600_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 import crcmod.predefined
 import pytest
 
-from store import codec
+from rocketlake.store import codec
 
 # An independent CRC-32 implementation (crcmod) to check the store's zlib-based BODYCRC.
 _crc32 = crcmod.predefined.mkCrcFun("crc-32")

@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from store import GetStatus, Message, MessageRejected, MessageStore
-from store.compaction import KeptRecord, SegmentMeta, compaction_topics, segment_path, write_segment
-from store.config_files import read_consumer_offsets, write_config
+from rocketlake.store import GetStatus, Message, MessageRejected, MessageStore
+from rocketlake.store.compaction import KeptRecord, SegmentMeta, compaction_topics, segment_path, write_segment
+from rocketlake.store.config_files import read_consumer_offsets, write_config
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200)
 

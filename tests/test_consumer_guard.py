@@ -1,8 +1,8 @@
 """The unconsumed-data guard keeps every file holding a message some group has not read."""
 from __future__ import annotations
 
-from store import Message, MessageStore
-from store.consumer_guard import Hold, guard, holds
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.consumer_guard import Hold, guard, holds
 
 
 def test_holds_point_at_the_first_unread_message(tmp_path):

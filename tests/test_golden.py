@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from goldens import GOLDEN, GOLDEN_498, read_jsonl
-from store import Message, MessageStore
-from store.codec import MAGIC_V1
-from store.commitlog import CommitLog
-from store.config import load_config
-from store.rebuild import rebuild
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.codec import MAGIC_V1
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.config import load_config
+from rocketlake.store.rebuild import rebuild
 
 SMALL_LOGS = {
     "rocketmq-pr3535": ("192.168.71.1:8123", GOLDEN / "rocketmq-pr3535/store"),

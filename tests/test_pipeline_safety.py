@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import pipeline
-from store import Message, MessageStore
-from store.verify import verify
+from rocketlake.jobs import pipeline
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.verify import verify
 
 SMALL = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 200}
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from matplotlib import image
 
-from jobs.cli import main
-from store import Message, MessageStore
+from rocketlake.jobs.cli import main
+from rocketlake.store import Message, MessageStore
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 

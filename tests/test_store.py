@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 import reference
-from store import (GetStatus, Message, MessageRejected, MessageStore, StoreFormatError,
+from rocketlake.store import (GetStatus, Message, MessageRejected, MessageStore, StoreFormatError,
                    StoreLockedError, TRANSACTION_COMMIT, TRANSACTION_PREPARED,
                    TRANSACTION_ROLLBACK)
-from store import codec
-from store.config_files import read_config, read_consumer_offsets
-from store.lockfile import is_locked
+from rocketlake.store import codec
+from rocketlake.store.config_files import read_config, read_consumer_offsets
+from rocketlake.store.lockfile import is_locked
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,
              maxIndexNum=20)
@@ -302,7 +302,7 @@ def test_reads_real_broker_config_files():
 
 
 def test_cli_ingest_and_dump_round_trip(tmp_path, capsys):
-    from jobs.cli import main
+    from rocketlake.jobs.cli import main
     events = tmp_path / "e.jsonl"
     events.write_text("\n".join(json.dumps(e) for e in [
         {"topic": "orders", "body": "hello", "keys": "k1 k2", "tags": "TagA", "queue_id": 1},

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from goldens import GOLDEN_498
-from jobs.cli import main
-from store import Message, MessageStore
-from store.verify import verify
+from rocketlake.jobs.cli import main
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.verify import verify
 
 SMALL = dict(mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=200, maxHashSlotNum=32,
              maxIndexNum=50)
@@ -46,7 +46,7 @@ def test_clean_stores_pass(store, golden_store, golden_settings):
 
 def test_body_bit_flip_is_found_with_file_and_offset(store):
     first = store / "commitlog/00000000000000000000"
-    from store import codec
+    from rocketlake.store import codec
     rec = codec.decode_record(first.read_bytes(), 0)
     second = rec.size  # the second record starts here; flip a byte of its body
     _flip(first, second + 90)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from store import codec
+from rocketlake.store import codec
 
 ARCHIVE_TABLE = "messages_archive"
 PARTITION_COLUMNS = ("topic", "store_date")

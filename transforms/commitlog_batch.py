@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from store import codec, dispatch
+from rocketlake.store import codec, dispatch
 
 _U32 = 0xFFFFFFFF
 _MAGIC_V1 = (codec.MAGIC_V1 & _U32).to_bytes(4, "big")

@@ -19,9 +19,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from store import codec
-from store.mapped_file import MappedFileQueue
-from transforms.commitlog_batch import CHAIN_FIELDS, batch_schema, parse_range
+from rocketlake.store import codec
+from rocketlake.store.mapped_file import MappedFileQueue
+from rocketlake.transforms.commitlog_batch import CHAIN_FIELDS, batch_schema, parse_range
 
 #: Default range size: several ranges per 1 GiB CommitLog file.
 DEFAULT_SPLIT_BYTES = 64 << 20

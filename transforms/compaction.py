@@ -4,7 +4,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from store import codec
+from rocketlake.store import codec
 
 #: KEYS value inside a properties string (pairs "name\x01value" joined by "\x02")
 _KEYS = f"(?:^|{codec.PROPERTY_SEPARATOR}){codec.PROPERTY_KEYS}{codec.NAME_VALUE_SEPARATOR}([^{codec.PROPERTY_SEPARATOR}]*)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from store import codec, dispatch
+from rocketlake.store import codec, dispatch
 
 #: Transaction types whose records get a unit, read off ``store.dispatch`` (the one rule).
 CONSUME_QUEUE_TRANSACTIONS = [t for t in (codec.TRANSACTION_NOT, codec.TRANSACTION_PREPARED,

@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType
 
-from store import codec, dispatch
+from rocketlake.store import codec, dispatch
 
 #: Transaction types whose records are indexed, read off ``store.dispatch`` (the one rule).
 INDEXED_TRANSACTIONS = [t for t in (codec.TRANSACTION_NOT, codec.TRANSACTION_PREPARED,

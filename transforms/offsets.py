@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from transforms.queue_units import BLANK_UNIT_SIZE
+from rocketlake.transforms.queue_units import BLANK_UNIT_SIZE
 
 _STR, _INT, _LONG, _TS = T.StringType(), T.IntegerType(), T.LongType(), T.TimestampType()
 

@@ -55,7 +55,7 @@ set = {{ {sets} }}
 """
 READ_TABLES = """
 import json, sys
-from jobs.spark_session import build_session
+from rocketlake.jobs.spark_session import build_session
 spark = build_session("rocketlake airflow test", master="local[1]",
                       conf={"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"})
 spark.sparkContext.setLogLevel("ERROR")

@@ -12,7 +12,7 @@ import struct
 import zlib
 from pathlib import Path
 
-from store.codec import CorruptRecordError, Record, decode_record
+from rocketlake.store.codec import CorruptRecordError, Record, decode_record
 
 SETTINGS = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 6000,
             "maxHashSlotNum": 512, "maxIndexNum": 2000}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from durability_check import SETTINGS, TAGS_CODE, commitlog_records, cq_units, message_for
-from store import GetStatus, Message, MessageStore, StoreFormatError
+from rocketlake.store import GetStatus, Message, MessageStore, StoreFormatError
 
 SMALL = {**SETTINGS, "mappedFileSizeCommitLog": 16384}  # many files from few records
 CL = SMALL["mappedFileSizeCommitLog"]
@@ -213,7 +213,7 @@ def test_physically_short_file_is_refused_and_left_alone(template, tmp_path: Pat
 def test_verify_finds_every_damage_recovery_would_cut(template, tmp_path: Path) -> None:
     """`rocketlake verify` (read-only) reports every damaged store whose valid data the damage
     shortened, or that has bytes after the end of valid data; it changes no file."""
-    from store.verify import verify
+    from rocketlake.store.verify import verify
 
     src, clean = template
     full_end = clean[-1].commitlog_offset + clean[-1].size

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from store import codec
-from store.checkpoint import Checkpoint
-from store.codec import CorruptRecordError, Record, decode_record
-from store.mapped_file import StoreFormatError
+from rocketlake.store import codec
+from rocketlake.store.checkpoint import Checkpoint
+from rocketlake.store.codec import CorruptRecordError, Record, decode_record
+from rocketlake.store.mapped_file import StoreFormatError
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 FAST = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from durability_check import SETTINGS, commitlog_records, message_for
-from store import Message, MessageStore
-from store.commitlog import CommitLog
-from store.config import load_config
-from store.index import IndexService
-from store.rebuild import rebuild
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.config import load_config
+from rocketlake.store.index import IndexService
+from rocketlake.store.rebuild import rebuild
 
 SLOTS, ENTRIES = SETTINGS["maxHashSlotNum"], SETTINGS["maxIndexNum"]
 ENTRIES_AT = 40 + 4 * SLOTS

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from durability_check import SETTINGS, check_store, message_for
-from store import GetStatus, MessageStore
+from rocketlake.store import GetStatus, MessageStore
 
 WRITER = Path(__file__).parent / "durability_writer.py"
 

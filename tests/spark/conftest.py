@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from store import (TRANSACTION_COMMIT, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK, Message,
+from rocketlake.store import (TRANSACTION_COMMIT, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK, Message,
                    MessageStore)
 
 #: Small files so a few hundred messages span several CommitLog, ConsumeQueue and index files.
@@ -16,7 +16,7 @@ SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600,
 
 @pytest.fixture(scope="session")
 def spark():
-    from jobs.spark_session import build_session
+    from rocketlake.jobs.spark_session import build_session
 
     session = build_session("rocketlake-tests", master="local[2]", conf={
         "spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from store import codec
-from store.commitlog import CommitLog
-from store.config import load_config
-from store.dispatch import from_record
-from transforms.commitlog_batch import parse_range
+from rocketlake.store import codec
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.config import load_config
+from rocketlake.store.dispatch import from_record
+from rocketlake.transforms.commitlog_batch import parse_range
 
 from .conftest import SMALL
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from jobs import compact
-from jobs.spark_session import delta_submit_args
-from store import GetStatus, Message, MessageStore
-from store.codec import decode_record
-from store.compaction import segment_path
-from store.config import load_config
-from store.config_files import write_config
+from rocketlake.jobs import compact
+from rocketlake.jobs.spark_session import delta_submit_args
+from rocketlake.store import GetStatus, Message, MessageStore
+from rocketlake.store.codec import decode_record
+from rocketlake.store.compaction import segment_path
+from rocketlake.store.config import load_config
+from rocketlake.store.config_files import write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = {"mappedFileSizeCommitLog": 16384, "mappedFileSizeConsumeQueue": 400,

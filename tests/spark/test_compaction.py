@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from chispa import assert_df_equality
 
-from transforms.compaction import latest_per_key, with_compaction_key
+from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
 
 COLS = "topic string, queue_id int, origin_offset long, properties string"
 

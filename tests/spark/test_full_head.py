@@ -7,9 +7,9 @@ import json
 import numpy as np
 
 from goldens import GOLDEN_498
-from store.commitlog import CommitLog
-from store.config import load_config
-from transforms.commitlog_batch import parse_range
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.config import load_config
+from rocketlake.transforms.commitlog_batch import parse_range
 
 
 def test_full_head_fields_match_the_library_decoder():

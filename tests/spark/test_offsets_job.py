@@ -15,15 +15,15 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from jobs import cli
-from jobs.publish_offsets import (APP_ID, append_history, ensure_tables, epoch_ms, main,
+from rocketlake.jobs import cli
+from rocketlake.jobs.publish_offsets import (APP_ID, append_history, ensure_tables, epoch_ms, main,
                                   read_layout, read_snapshot)
-from jobs.spark_session import delta_submit_args
-from store import Message, MessageStore
-from store.config import load_config
-from store.config_files import read_consumer_offsets, write_consumer_offsets
-from transforms.offsets import queue_offsets
-from transforms.queue_units import UNIT_SCHEMA, read_queue_units
+from rocketlake.jobs.spark_session import delta_submit_args
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.config import load_config
+from rocketlake.store.config_files import read_consumer_offsets, write_consumer_offsets
+from rocketlake.transforms.offsets import queue_offsets
+from rocketlake.transforms.queue_units import UNIT_SCHEMA, read_queue_units
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "rocketmq-4.9.8"

@@ -7,12 +7,12 @@ from pathlib import Path
 from chispa import assert_df_equality
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from store.config_files import read_consumer_offsets
-from transforms.offsets import (COMMITTED_SCHEMA, CONSUMER_OFFSETS_SCHEMA, HISTORY_SCHEMA,
+from rocketlake.store.config_files import read_consumer_offsets
+from rocketlake.transforms.offsets import (COMMITTED_SCHEMA, CONSUMER_OFFSETS_SCHEMA, HISTORY_SCHEMA,
                                 QUEUE_OFFSETS_SCHEMA, QUEUES_SCHEMA, REQUESTS_SCHEMA,
                                 committed_offsets, consumer_offsets, history_rows,
                                 queue_offsets, queue_requests, same_state)
-from transforms.queue_units import UNIT_SCHEMA
+from rocketlake.transforms.queue_units import UNIT_SCHEMA
 
 STUDY_STORE = Path(__file__).resolve().parent.parent / "golden" / "study" / "store"
 SNAP = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)

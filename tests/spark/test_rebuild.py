@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from jobs import cli
-from jobs.rebuild_consumequeue import rebuild_consumequeue
-from jobs.rebuild_index import rebuild_index
-from store import MessageStore
-from store.commitlog import CommitLog
-from store.config import load_config
-from store.lockfile import is_locked
-from store.rebuild import rebuild
-from store.verify import verify
-from transforms.commitlog_scan import scan_store
+from rocketlake.jobs import cli
+from rocketlake.jobs.rebuild_consumequeue import rebuild_consumequeue
+from rocketlake.jobs.rebuild_index import rebuild_index
+from rocketlake.store import MessageStore
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.config import load_config
+from rocketlake.store.lockfile import is_locked
+from rocketlake.store.rebuild import rebuild
+from rocketlake.store.verify import verify
+from rocketlake.transforms.commitlog_scan import scan_store
 
 from .conftest import SMALL, library_messages, tree_bytes
 
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: waits for the next line; opened, it puts 500 keyed messages (SYNC_FLUSH) and closes.
 WRITER = """
 import sys
-from store import Message, MessageStore, StoreLockedError
+from rocketlake.store import Message, MessageStore, StoreLockedError
 settings = {**eval(sys.argv[2]), "flushDiskType": "SYNC_FLUSH"}
 for line in sys.stdin:
     try:

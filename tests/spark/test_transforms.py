@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 from chispa import assert_df_equality
 
-from store.index import IndexService
-from transforms.consumequeue import consumequeue_units
-from transforms.index import index_chain, index_key_hash, index_keys
+from rocketlake.store.index import IndexService
+from rocketlake.transforms.consumequeue import consumequeue_units
+from rocketlake.transforms.index import index_chain, index_key_hash, index_keys
 
 MSG_SCHEMA = ("commitlog_offset long, size int, topic string, queue_id int, queue_offset long, "
               "sys_flag int, store_timestamp long, tags_code long, keys array<string>, "
