@@ -1,4 +1,5 @@
-"""What every Spark job shares: its command line, settings, store checks and the atomic swap.
+"""What every Spark job shares: its command line, settings, store checks, the writer lock and
+the atomic swap.
 
 A job runs as ``spark-submit jobs/<name>.py --store DIR [--set NAME=VALUE ...]`` or as
 ``rocketlake <command> ...``; both call the module's ``main(argv)``, which uses this helper.
@@ -6,18 +7,19 @@ A job runs as ``spark-submit jobs/<name>.py --store DIR [--set NAME=VALUE ...]``
 from __future__ import annotations
 
 import argparse
-import os
+import functools
 import shutil
 import sys
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
-from rocketlake.store.lockfile import StoreLockedError, is_locked
+from rocketlake.store.lockfile import StoreLock, StoreLockedError
 from rocketlake.store.mapped_file import StoreFormatError
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, ScanEnd
 
@@ -64,19 +66,44 @@ def check_store(root: Path) -> Path:
     return root
 
 
-def check_writable(root: Path) -> None:
-    """Refuse a store a live writer holds."""
-    if is_locked(root):
+@contextmanager
+def writer_lock(root: Path) -> Iterator[None]:
+    """Hold the store's writer lock (``<root>/lock``, as a ``MessageStore`` writer does) for the
+    block: a writer that opens meanwhile gets ``StoreLockedError`` and must wait. Refuses a store
+    a live writer holds."""
+    lock = StoreLock(root)
+    try:
+        lock.acquire()
+    except StoreLockedError:
         raise StoreLockedError(f"{root}: the store is held by a live writer (its lock file is "
-                               f"locked); stop the writer or use --output DIR")
+                               f"locked); stop the writer or use --output DIR") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+Rebuild = TypeVar("Rebuild", bound=Callable[..., dict[str, int]])
+
+
+def locks_store(rebuild: Rebuild) -> Rebuild:
+    """Decorate ``rebuild(spark, store, cfg, output=None, ...)``: when it writes into the store
+    (``output`` None: full or incremental), it runs holding the store's writer lock from before
+    its scan until after its swap, so no writer can add what the rebuild would replace."""
+    @functools.wraps(rebuild)
+    def locked(spark: Any, store: Path, cfg: StoreConfig, output: Path | None = None,
+               *args: Any, **kwargs: Any) -> dict[str, int]:
+        if output is not None:
+            return rebuild(spark, store, cfg, output, *args, **kwargs)
+        with writer_lock(store):
+            return rebuild(spark, store, cfg, output, *args, **kwargs)
+    return locked  # type: ignore[return-value]
 
 
 def aside(root: Path, name: str) -> Path:
-    """A fresh, empty directory next to ``root/name`` to write a replacement into."""
-    tmp = root / f".{name}.rebuild-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    return tmp
+    """A new, empty directory next to ``root/name`` to write a replacement into (never one that
+    was there before)."""
+    return Path(tempfile.mkdtemp(prefix=f".{name}.rebuild-", dir=root))
 
 
 def target_dir(store: Path, name: str, output: Path | None, incremental: bool) -> Path:
@@ -91,13 +118,20 @@ def target_dir(store: Path, name: str, output: Path | None, incremental: bool) -
 
 def swap_in(root: Path, name: str, new: Path) -> None:
     """Replace ``root/name`` with the directory ``new`` (same file system): move the old one
-    aside, rename the new one into place, then delete the old one."""
+    into a new directory aside, rename the new one into place, then delete what was moved aside
+    (the old one is put back if the rename fails)."""
     target = root / name
-    old = root / f".{name}.old-{os.getpid()}"
+    old = Path(tempfile.mkdtemp(prefix=f".{name}.old-", dir=root))
     if target.exists():
-        target.rename(old)
-    new.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
+        target.rename(old / name)
+    try:
+        new.rename(target)
+    except OSError:
+        if (old / name).exists():
+            (old / name).rename(target)
+        old.rmdir()
+        raise
+    shutil.rmtree(old)
 
 
 def rebuild_main(prog: str, description: str, rebuild: Callable[..., dict[str, int]], noun: str,

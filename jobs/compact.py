@@ -2,11 +2,13 @@
 keyed topics.
 
     spark-submit jobs/compact.py --store DIR --lake DIR [--protect-unconsumed] [--dry-run]
-        [--force] [--set NAME=VALUE ...]
+        [--respect-delete-when [--force]] [--set NAME=VALUE ...]
 
-1. Plan: RocketMQ's retention rules (`store.cleanup`): files with mtime + fileReservedTime <= now,
-   at the deleteWhen hour or above diskMaxUsedSpaceRatio (or ``--force``); never the last file.
-   ``--protect-unconsumed`` keeps files holding messages a consumer group has not read.
+1. Plan: RocketMQ's retention rules (`store.cleanup`): the leading files with mtime +
+   fileReservedTime <= now, never the last file. The job's schedule picks the hour, so it expires
+   whenever it runs; ``--respect-delete-when`` adds the broker's gate (only at a deleteWhen hour
+   or above diskMaxUsedSpaceRatio, unless ``--force``). ``--protect-unconsumed`` keeps files
+   holding messages a consumer group has not read. The plan gives a reason for every kept file.
 2. Archive: each file's records go to ``<lake>/messages_archive`` (Delta), one commit per file,
    idempotent (``txnAppId`` per store, ``txnVersion`` = the file's start offset).
 3. Delete the archived files, then ConsumeQueue and index files wholly below the new minimum.
@@ -48,26 +50,32 @@ from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
 PROG = "compact"
 
 
-def plan(root: Path, cfg: StoreConfig, now_ms: int, force: bool, protect: bool) -> dict:
-    """What expiry would delete now, and what the guard keeps (pure reads of the store)."""
+def plan(root: Path, cfg: StoreConfig, now_ms: int, force: bool, protect: bool,
+         respect_delete_when: bool = False) -> dict:
+    """What expiry would delete now, and why each other CommitLog file is kept (pure reads of
+    the store)."""
     names = sorted(p.name for p in (root / "commitlog").iterdir() if p.name.isdigit())
     files = [(n, (root / "commitlog" / n).stat().st_mtime_ns // 1_000_000) for n in names]
     decision = plan_commitlog_deletion(files, now_ms, RetentionPolicy.from_config(cfg),
-                                       disk_used_ratio(root), force)
-    delete, kept = list(decision.delete), {}
+                                       disk_used_ratio(root), force, hour_gate=respect_delete_when)
+    delete, guarded = list(decision.delete), {}
     if protect and delete:
         queues = load_queues(root, cfg.mappedFileSizeConsumeQueue)
         try:
-            delete, kept = guard(delete, cfg.mappedFileSizeCommitLog,
-                                 holds(queues, read_consumer_offsets(root)))
+            delete, guarded = guard(delete, cfg.mappedFileSizeCommitLog,
+                                    holds(queues, read_consumer_offsets(root)))
         finally:
             for cq in queues.values():
                 cq.close()
+    live_writer = is_locked(root)
+    why = {**decision.kept,
+           **{name: (f"group {h.group} has not read {h.topic}/{h.queue_id} from offset "
+                     f"{h.committed} (stored at {h.commitlog_offset})") for name, h in guarded.items()}}
+    if live_writer and names:
+        why[names[-1]] += "; a live writer holds the store"
     return {"reason": decision.reason, "delete": delete,
-            "kept": {name: (f"group {h.group} has not read {h.topic}/{h.queue_id} from offset "
-                            f"{h.committed} (stored at {h.commitlog_offset})")
-                     for name, h in kept.items()},
-            "live_writer": is_locked(root)}
+            "kept": {name: why[name] for name in names if name not in delete},
+            "live_writer": live_writer}
 
 
 def archive(spark: SparkSession, root: Path, lake: Path, cfg: StoreConfig, names: list[str],
@@ -174,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--protect-unconsumed", action="store_true",
                    help="keep files holding messages a consumer group has not read")
     p.add_argument("--dry-run", action="store_true", help="print what would be deleted; change nothing")
-    p.add_argument("--force", action="store_true", help="delete expired files now, whatever the hour")
+    p.add_argument("--respect-delete-when", action="store_true",
+                   help="expire only at a deleteWhen hour or above diskMaxUsedSpaceRatio, as the "
+                        "broker does (default: whenever the job runs; its schedule picks the hour)")
+    p.add_argument("--force", action="store_true",
+                   help="with --respect-delete-when: expire now, whatever the hour")
     p.add_argument("--now", type=int, help="evaluate retention at this time (epoch ms), not now")
     p.add_argument("--topic", action="append", default=[], help="also compact this topic (repeatable)")
     p.add_argument("--store-name", help="name of the store in the lake (default: the directory name)")
@@ -186,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         cfg = _job.store_config(a)
         store_name = a.store_name or root.resolve().name
         now = a.now if a.now is not None else started
-        summary: dict = {"plan": plan(root, cfg, now, a.force, a.protect_unconsumed)}
+        summary: dict = {"plan": plan(root, cfg, now, a.force, a.protect_unconsumed,
+                                      a.respect_delete_when)}
         topics = compaction_topics(root, a.topic)
         if a.dry_run:
             summary["compact_topics"] = topics

@@ -9,7 +9,12 @@
 6. write the HTML report and print a summary: messages, topics, queues, bytes, lag per group,
    time and MB/s per stage.
 
-Exit status: 0 when every stage succeeded and the rebuild is byte-identical, 1 otherwise.
+The pipeline replaces only what it made: the sample store and lake (without ``--skip-ingest``)
+and the rebuild directory `<store>-rebuild` carry a `.rocketlake-sample` marker; a non-empty
+directory without it is refused before anything runs.
+
+Exit status: 0 when every stage succeeded and the rebuild is byte-identical, 1 otherwise, 2 when
+a store, lake or rebuild directory is not the pipeline's to replace.
 """
 from __future__ import annotations
 
@@ -34,7 +39,35 @@ from rocketlake.store.verify import verify
 
 DEFAULT_STORE = Path("var") / "store"   # relative to the working directory
 DEFAULT_LAKE = Path("var") / "lake"
+#: The file marking a directory the pipeline made (sample store, sample lake, rebuild output):
+#: the only non-empty directories it ever deletes.
+SAMPLE_MARK = ".rocketlake-sample"
 _out = Console()
+
+
+class NotOurs(FileExistsError):
+    """A non-empty directory the pipeline did not make (it has no marker)."""
+
+
+def check_ours(path: Path, what: str) -> None:
+    """Refuse ``path`` unless it is absent, empty, or marked as the pipeline's own."""
+    if path.exists() and not (path.is_dir() and (not any(path.iterdir()) or (path / SAMPLE_MARK).is_file())):
+        raise NotOurs(f"{path}: not empty and not a {what} this pipeline made (no {SAMPLE_MARK}); "
+                      f"refusing to replace it. To run on a real store use --skip-ingest (the store "
+                      f"is read as it is); for a fresh sample choose a new or empty directory")
+
+
+def clear(path: Path, what: str = "directory") -> None:
+    """Delete ``path`` if the pipeline made it; leave an empty one in place; refuse anything else."""
+    check_ours(path, what)
+    if (path / SAMPLE_MARK).is_file():
+        shutil.rmtree(path)
+
+
+def mark(path: Path) -> None:
+    """Create ``path`` (if needed) as the pipeline's own directory."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / SAMPLE_MARK).touch()
 
 
 class StageFailed(RuntimeError):
@@ -64,6 +97,7 @@ class Run:
 def ingest(store: Path, n: int, settings: dict) -> tuple[int, str]:
     """Write ``n`` sample events, the sample groups' offsets and the topic config."""
     msgs = [event_to_message(ev) for ev in sample.events(n)]
+    mark(store)  # first, so a crash half-way still leaves a store the next run may replace
     write_config(store / "config" / "topics.json", sample.topic_config())
     with MessageStore(store, **settings) as ms:
         total = 0
@@ -99,7 +133,8 @@ def rebuild(store: Path, out: Path, sets: list[str], settings: dict) -> tuple[in
     """Rebuild both structures with Spark into ``out`` and compare them with the store's."""
     from rocketlake.jobs import rebuild_consumequeue, rebuild_index
 
-    shutil.rmtree(out, ignore_errors=True)
+    clear(out)
+    mark(out)
     for job in (rebuild_consumequeue, rebuild_index):
         if job.main(["--store", str(store), "--output", str(out), *sets]) != 0:
             raise StageFailed(f"{job.PROG} failed")
@@ -168,9 +203,19 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     settings = parse_set_options(a.set)
     load_config(settings)  # unknown names fail here, before anything is written
-    if not a.skip_ingest and not a.keep:
-        shutil.rmtree(a.store, ignore_errors=True)
-        shutil.rmtree(a.lake, ignore_errors=True)
+    work = a.store.parent / f"{a.store.name}-rebuild"
+    try:  # before anything is written or a Spark session starts
+        check_ours(work, "rebuild directory")
+        if not a.skip_ingest:
+            check_ours(a.store, "sample store")
+            check_ours(a.lake, "sample lake")
+            if not a.keep:
+                clear(a.store)
+                clear(a.lake)
+            mark(a.lake)
+    except NotOurs as e:
+        print(f"{p.prog}: error: {e}", file=sys.stderr)
+        return 2
     from rocketlake.jobs.spark_session import build_session
 
     run = Run()
@@ -180,7 +225,6 @@ def main(argv: list[str] | None = None) -> int:
         run.timed("verify", lambda: check(a.store, settings))
         build_session("rocketlake-pipeline", master=a.master)  # the jobs below share this session
         sets = [arg for s in a.set for arg in ("--set", s)]
-        work = a.store.parent / f"{a.store.name}-rebuild"
         run.timed("rebuild (Spark)", lambda: rebuild(a.store, work, sets, settings))
         run.timed("publish offsets (Delta)", lambda: publish(a.store, a.lake, sets))
         run.timed("compact", lambda: compact(a.store, a.lake, sets))

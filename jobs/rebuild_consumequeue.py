@@ -117,13 +117,12 @@ def write_units(table: pa.Table, cq_dir: Path, file_size: int,
     return written
 
 
+@_job.locks_store
 def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
                          output: Path | None = None, incremental: bool = False,
                          split_bytes: int = DEFAULT_SPLIT_BYTES) -> dict[str, int]:
     """Rebuild the ConsumeQueues of ``store`` (see the module doc); returns units per topic."""
-    if output is None:
-        _job.check_writable(store)
-    elif (output / "consumequeue").exists() and any((output / "consumequeue").iterdir()):
+    if output is not None and (output / "consumequeue").exists() and any((output / "consumequeue").iterdir()):
         raise FileExistsError(f"{output / 'consumequeue'}: already exists and is not empty")
     existing: dict[tuple[str, int], int] = {}
     start = None

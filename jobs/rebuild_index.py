@@ -119,13 +119,12 @@ def _write_file(path: Path, existing: bool, size: int, slot_num: int, header: by
         os.pwrite(fd, entries.tobytes(), slots_at + 4 * slot_num + first_pos * INDEX_ENTRY_SIZE)
 
 
+@_job.locks_store
 def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | None = None,
                   incremental: bool = False, split_bytes: int = DEFAULT_SPLIT_BYTES,
                   bucket_bytes: int | None = None) -> dict[str, int]:
     """Rebuild the index files of ``store`` (see the module doc); returns keys per topic."""
-    if output is None:
-        _job.check_writable(store)
-    elif (output / "index").exists() and any((output / "index").iterdir()):
+    if output is not None and (output / "index").exists() and any((output / "index").iterdir()):
         raise FileExistsError(f"{output / 'index'}: already exists and is not empty")
     start, open_file, end_phy, scan_from = IndexStart(), None, -1, None
     if incremental:

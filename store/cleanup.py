@@ -63,17 +63,22 @@ def parse_delete_when(value: str) -> frozenset[int]:
 
 @dataclass(frozen=True)
 class CommitLogDecision:
-    """Why deletion runs now (None: it does not) and which CommitLog files it deletes."""
+    """Why deletion runs now (None: it does not), which CommitLog files it deletes, and why it
+    keeps each of the others (file name -> reason)."""
     reason: str | None
     delete: tuple[str, ...]
+    kept: dict[str, str] = field(default_factory=dict, compare=False)
 
 
 def trigger(now_ms: int, policy: RetentionPolicy, disk_used_ratio: float,
-            force: bool = False) -> str | None:
-    """Why deletion runs at ``now_ms``: "forced", "deleteWhen" (local hour), "disk" (used share
-    in [0, 1] above the ratio); None when it does not run."""
+            force: bool = False, hour_gate: bool = True) -> str | None:
+    """Why deletion runs at ``now_ms``: "forced", "scheduled" (no ``hour_gate``: the caller's
+    schedule picks the hour), "deleteWhen" (local hour), "disk" (used share in [0, 1] above the
+    ratio); None when it does not run."""
     if force:
         return "forced"
+    if not hour_gate:
+        return "scheduled"
     if time.localtime(now_ms / 1000).tm_hour in policy.delete_hours:
         return "deleteWhen"
     if disk_used_ratio * 100 > policy.disk_max_used_ratio:
@@ -92,12 +97,41 @@ def expired_files(files: Sequence[tuple[str, int]], now_ms: int, file_reserved_h
 
 
 def plan_commitlog_deletion(files: Sequence[tuple[str, int]], now_ms: int, policy: RetentionPolicy,
-                            disk_used_ratio: float, force: bool = False) -> CommitLogDecision:
-    """The CommitLog files (``(name, mtime_ms)`` in offset order) to delete at ``now_ms``."""
-    reason = trigger(now_ms, policy, disk_used_ratio, force)
-    if reason is None:
-        return CommitLogDecision(None, ())
-    return CommitLogDecision(reason, tuple(expired_files(files, now_ms, policy.file_reserved_hours)))
+                            disk_used_ratio: float, force: bool = False,
+                            hour_gate: bool = True) -> CommitLogDecision:
+    """The CommitLog files (``(name, mtime_ms)`` in offset order) to delete at ``now_ms``, and
+    why each other file is kept (``hour_gate``: see :func:`trigger`)."""
+    reason = trigger(now_ms, policy, disk_used_ratio, force, hour_gate)
+    delete = tuple(expired_files(files, now_ms, policy.file_reserved_hours)) if reason else ()
+    return CommitLogDecision(reason, delete,
+                             kept_reasons(files, now_ms, policy, disk_used_ratio, reason, delete))
+
+
+def kept_reasons(files: Sequence[tuple[str, int]], now_ms: int, policy: RetentionPolicy,
+                 disk_used_ratio: float, reason: str | None, delete: Sequence[str]) -> dict[str, str]:
+    """Why each file of ``files`` not in ``delete`` is kept: the last file, not expired yet, the
+    deleteWhen hour not reached (``reason`` None), or behind a kept file."""
+    out: dict[str, str] = {}
+    first_kept = None
+    for i, (name, mtime_ms) in enumerate(files):
+        if name in delete:
+            continue
+        age = f"{(now_ms - mtime_ms) / HOUR_MS:.1f} h old"
+        if i == len(files) - 1:
+            out[name] = "the last file: never deleted (new messages are appended to it)"
+        elif mtime_ms + policy.file_reserved_hours * HOUR_MS > now_ms:
+            out[name] = f"not expired: {age}, fileReservedTime is {policy.file_reserved_hours} h"
+        elif reason is None:
+            hours = ";".join(f"{h:02d}" for h in sorted(policy.delete_hours))
+            out[name] = (f"expired ({age}) but deletion waits for a deleteWhen hour ({hours}; now "
+                         f"{time.localtime(now_ms / 1000).tm_hour:02d}h) or disk use above "
+                         f"diskMaxUsedSpaceRatio ({policy.disk_max_used_ratio}%; now "
+                         f"{disk_used_ratio * 100:.0f}%)")
+        else:
+            out[name] = (f"expired ({age}) but only the leading run of expired files is deleted, "
+                         f"and {first_kept} before it is kept")
+        first_kept = first_kept or name
+    return out
 
 
 def consume_queue_files_below(last_unit_offsets: Sequence[int], min_offset: int) -> int:

@@ -51,6 +51,7 @@ def test_trigger() -> None:
     assert trigger(local_ms(5), policy, 0.75) is None  # "passes" the ratio: strictly above
     assert trigger(local_ms(5), policy, 0.76) == "disk"
     assert trigger(local_ms(5), policy, 0.10, force=True) == "forced"
+    assert trigger(local_ms(5), policy, 0.10, hour_gate=False) == "scheduled"  # the caller's schedule
 
 
 def test_expired_files_are_a_leading_run_and_never_the_last() -> None:

@@ -1,7 +1,6 @@
 """Compacted segments: byte-copied records, latest value per key, translated consumer offsets."""
 from __future__ import annotations
 
-import os
 
 import pytest
 

@@ -3,12 +3,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-from goldens import GOLDEN_498
 from rocketlake.jobs.cli import main
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.verify import verify

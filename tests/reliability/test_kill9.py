@@ -7,7 +7,6 @@ With ASYNC_FLUSH nothing acknowledged may be lost either: a killed process leave
 """
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess

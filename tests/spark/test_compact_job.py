@@ -72,6 +72,46 @@ def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path, capsys):
     assert not (tmp_path / "lake").exists()
 
 
+def _next_local(hour: int) -> int:
+    """The next time (epoch ms) whose local hour is ``hour`` (deleteWhen is local time)."""
+    t = time.localtime()
+    at = time.mktime((t.tm_year, t.tm_mon, t.tm_mday, hour, 30, 0, 0, 0, -1))
+    return int((at if at >= time.time() else time.mktime(
+        (t.tm_year, t.tm_mon, t.tm_mday + 1, hour, 30, 0, 0, 0, -1))) * 1000)
+
+
+def test_expires_whenever_it_runs_and_says_why_each_file_is_kept(tmp_path, capsys):
+    # An Airflow retry at 05:30 with deleteWhen=04: the job still expires what is old enough.
+    root = tmp_path / "s"
+    _store(root, 500)
+    names = sorted(p.name for p in (root / "commitlog").iterdir())
+    assert len(names) >= 6
+    os.utime(root / "commitlog" / names[3])          # touched now: not expired at 05:30
+    gate = ["--set", "deleteWhen=04", "--set", "diskMaxUsedSpaceRatio=100", "--set", "fileReservedTime=72"]
+    argv = ["--store", str(root), "--lake", str(tmp_path / "lake"), "--dry-run",
+            "--now", str(_next_local(5)), *SETS, *gate]
+
+    def dry_plan(*extra: str) -> dict:
+        assert compact.main([*argv, *extra]) == 0
+        return json.loads(capsys.readouterr().out)["plan"]
+
+    plan = dry_plan()
+    assert (plan["reason"], plan["delete"]) == ("scheduled", names[:3])
+    assert list(plan["kept"]) == names[3:]
+    assert plan["kept"][names[3]].startswith("not expired: ") and "fileReservedTime is 72 h" in plan["kept"][names[3]]
+    for name in names[4:-1]:
+        assert f"leading run of expired files is deleted, and {names[3]}" in plan["kept"][name]
+    assert plan["kept"][names[-1]].startswith("the last file")
+
+    gated = dry_plan("--respect-delete-when")          # the broker's hour gate, kept as an option
+    assert (gated["reason"], gated["delete"]) == (None, [])
+    assert list(gated["kept"]) == names
+    for name in names[:3] + names[4:-1]:
+        assert "deletion waits for a deleteWhen hour (04; now 05h)" in gated["kept"][name]
+    assert gated["kept"][names[3]] == plan["kept"][names[3]]
+    assert dry_plan("--respect-delete-when", "--force")["delete"] == names[:3]
+
+
 def test_expire_archive_guard_and_reads_below_the_minimum(spark, tmp_path, capsys):
     root, lake = tmp_path / "s", tmp_path / "lake"
     puts = _store(root)
@@ -143,7 +183,8 @@ def test_key_compaction_keeps_the_latest_value_per_key(spark, tmp_path, capsys):
         "user-state": {"topicName": "user-state", "attributes": {"+cleanup.policy": "COMPACTION"}}}})
     with MessageStore(root, **SIZES) as ms:
         ms.commit_offsets("g2", "user-state", {0: 10, 1: 50})
-    assert compact.main(["--store", str(root), "--lake", str(lake), *SETS]) == 0  # not the deleteWhen hour
+    keep_all = ["--set", "fileReservedTime=1000"]   # nothing expires: compaction alone
+    assert compact.main(["--store", str(root), "--lake", str(lake), *SETS, *keep_all]) == 0
     capsys.readouterr()
     # independent expectation: per queue and key, the highest queue offset wins, in offset order
     latest: dict[tuple[int, str], object] = {}
@@ -161,7 +202,7 @@ def test_key_compaction_keeps_the_latest_value_per_key(spark, tmp_path, capsys):
     # a second run with a newer value for one key replaces just that value
     with MessageStore(root, **SIZES) as ms:
         ms.put(Message("user-state", b"newest", 0, keys="user-0"))
-    assert compact.main(["--store", str(root), "--lake", str(lake), *SETS]) == 0
+    assert compact.main(["--store", str(root), "--lake", str(lake), *SETS, *keep_all]) == 0
     with MessageStore(segment_path(root, "user-state"), read_only=True, **SIZES) as seg:
         bodies = [m.record.body for m in seg.get("user-state", 0, 0, max_msgs=64).messages]
         assert bodies[-1] == b"newest" and len(bodies) == sum(1 for (q, _) in latest if q == 0)

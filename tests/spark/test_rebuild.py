@@ -1,7 +1,12 @@
 """Both rebuild jobs, in process on the shared session: golden store, modes, bad input."""
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,12 +17,35 @@ from rocketlake.jobs.rebuild_index import rebuild_index
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config
+from rocketlake.store.lockfile import is_locked
 from rocketlake.store.rebuild import rebuild
+from rocketlake.store.verify import verify
 from rocketlake.transforms.commitlog_scan import scan_store
 
 from .conftest import SMALL, library_messages, tree_bytes
 
 GOLDEN_STORE = Path(__file__).resolve().parent.parent / "golden" / "rocketmq-4.9.8" / "store"
+ROOT = Path(__file__).resolve().parents[2]
+
+#: A writer process: on each "open" line it tries to open the store; refused, it says so and
+#: waits for the next line; opened, it puts 500 keyed messages (SYNC_FLUSH) and closes.
+WRITER = """
+import sys
+from rocketlake.store import Message, MessageStore, StoreLockedError
+settings = {**eval(sys.argv[2]), "flushDiskType": "SYNC_FLUSH"}
+for line in sys.stdin:
+    try:
+        ms = MessageStore(sys.argv[1], **settings)
+    except StoreLockedError:
+        print("refused", flush=True)
+        continue
+    print("opened", flush=True)
+    with ms:
+        for i in range(500):
+            ms.put(Message("late", b"late-%d" % i, i % 2, keys="late-%d" % i))
+    print("done", flush=True)
+    break
+"""
 
 
 def sets(settings: dict) -> list[str]:
@@ -127,3 +155,35 @@ def test_a_record_with_a_hostile_topic_is_refused_and_nothing_outside_changes(
     assert "has topic '../../../x' / queue 0" in err and "nothing was written" in err
     assert tree_bytes(store) == before and sorted(p.name for p in store.iterdir() if p.name[0] == ".") == []
     assert outside(tmp_path, store) == victims
+
+
+@pytest.mark.parametrize("job", ["rebuild-consumequeue", "rebuild-index"])
+def test_holds_the_writer_lock_for_the_whole_job(spark, store_copy: Path, job: str) -> None:
+    # A writer that opens while the job runs would write into files the swap then replaces.
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store_copy), repr(SMALL)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    rc: list[int] = []
+    run = threading.Thread(target=lambda: rc.append(cli.main(
+        [job, "--store", str(store_copy), "--split-bytes", "2000", *sets(SMALL)])))
+    try:
+        run.start()
+        while run.is_alive() and not is_locked(store_copy):
+            time.sleep(0.01)
+        writer.stdin.write("open\n")
+        writer.stdin.flush()
+        assert writer.stdout.readline().strip() == "refused"
+        assert run.is_alive()  # refused while the job ran, not after
+        run.join()
+        assert rc == [0]
+        writer.stdin.write("open\n")
+        writer.stdin.flush()
+        assert [writer.stdout.readline().strip() for _ in range(2)] == ["opened", "done"]
+    finally:
+        writer.stdin.close()
+        writer.wait(timeout=60)
+        run.join()
+    with MessageStore(store_copy, read_only=True, **SMALL) as ms:
+        assert [len(ms.query("late", f"late-{i}")) for i in range(500)] == [1] * 500
+        assert sum(ms.max_offset("late", q) for q in (0, 1)) == 500
+    assert verify(store_copy, **SMALL).ok
