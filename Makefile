@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 AIRFLOW_VENV  := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 
-.PHONY: run test bench clean chromium
+.PHONY: run test bench dist clean chromium
 
 # Headless Chromium renders the HTML report in the tests (Debian's package).
 chromium:
@@ -35,8 +35,13 @@ test: $(STAMP) chromium $(AIRFLOW_STAMP)
 	$(BIN)/python -m pytest -q
 	$(AIRFLOW_VENV)/bin/python -m pytest -q tests/airflow
 
+# The wheel: one top-level package, `rocketlake` (store, transforms, jobs, shipped defaults).
+dist: $(STAMP)
+	rm -rf build dist/rocketlake-*.whl
+	$(BIN)/pip wheel --quiet --no-deps -w dist .
+
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(AIRFLOW_VENV) var .ivy
+	rm -rf $(VENV) $(AIRFLOW_VENV) var .ivy build dist

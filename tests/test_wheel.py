@@ -1,0 +1,66 @@
+"""The wheel `make dist` builds, installed in a clean virtualenv with its `spark` extra.
+
+It adds exactly one top-level name (`rocketlake`) to site-packages, ships its defaults as package
+data, writes and reads a store on them from a directory that is not the checkout, and its
+command line lists every command, each answering `--help`.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Every command the README documents.
+COMMANDS = ["pipeline", "ingest", "dump", "get", "query", "report", "verify", "check-consistency",
+            "rebuild-consumequeue", "rebuild-index", "publish-offsets", "compact"]
+
+WRITE_AND_READ = """
+import sys
+from rocketlake.store import Message, MessageStore
+root = sys.argv[1]
+with MessageStore(root) as ms:
+    r = ms.put(Message("orders", b"hello", tags="TagA", keys=["order-1"]))
+with MessageStore(root, read_only=True) as ms:
+    got = ms.get("orders", 0, 0)
+    print(ms.config.mappedFileSizeCommitLog, got.status.name, got.messages[0].record.body.decode(),
+          [rec.body.decode() for rec in ms.query("orders", "order-1")])
+"""
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clean virtualenv with the wheel and its spark extra; returns its bin directory."""
+    work = tmp_path_factory.mktemp("wheel")
+    subprocess.run(["make", "-s", "dist"], cwd=ROOT, check=True, capture_output=True)
+    wheels = sorted((ROOT / "dist").glob("rocketlake-*-py3-none-any.whl"))
+    assert len(wheels) == 1, wheels
+    names = {n.split("/")[0] for n in zipfile.ZipFile(wheels[0]).namelist()}
+    assert {n for n in names if not n.endswith(".dist-info")} == {"rocketlake"}
+    subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
+    subprocess.run([str(work / "venv" / "bin" / "pip"), "install", "--quiet", f"{wheels[0]}[spark]"],
+                   check=True, capture_output=True)
+    return work / "venv" / "bin"
+
+
+def test_one_top_level_package_with_its_defaults(installed: Path, tmp_path: Path) -> None:
+    out = subprocess.run([str(installed / "python"), "-c", WRITE_AND_READ, str(tmp_path / "store")],
+                         cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip().split(maxsplit=3)
+    # conf/store.conf's CommitLog file size is RocketMQ's default, 1 GiB
+    assert out == [str(1 << 30), "FOUND", "hello", "['hello']"]
+    assert (tmp_path / "store" / "commitlog" / "00000000000000000000").stat().st_size == 1 << 30
+
+
+def test_every_command_is_listed_and_answers_help(installed: Path, tmp_path: Path) -> None:
+    usage = subprocess.run([str(installed / "rocketlake"), "--help"], cwd=tmp_path, check=True,
+                           capture_output=True, text=True).stdout
+    listed = {line.split()[0] for line in usage.splitlines() if line.startswith("  ") and line.split()}
+    assert set(COMMANDS) <= listed
+    for command in COMMANDS:
+        done = subprocess.run([str(installed / "rocketlake"), command, "--help"], cwd=tmp_path,
+                              capture_output=True, text=True)
+        assert done.returncode == 0 and "usage:" in done.stdout, (command, done.stderr)
