@@ -39,6 +39,7 @@ test: $(STAMP) chromium $(AIRFLOW_STAMP)
 dist: $(STAMP)
 	rm -rf build dist/rocketlake-*.whl
 	$(BIN)/pip wheel --quiet --no-deps -w dist .
+	rm -rf build
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
