@@ -25,8 +25,9 @@ from typing import Any, Iterable, Sequence
 
 from rocketlake.store.codec import PROPERTY_KEYS, string_to_properties
 from rocketlake.store.config_files import read_config, read_consumer_offsets, write_consumer_offsets
+from rocketlake.store.errors import UnsafePathError
 from rocketlake.store.message_store import MessageStore
-from rocketlake.store.paths import UnsafePathError, check_topic_name, resolve_inside
+from rocketlake.store.paths import check_topic_name, resolve_inside
 
 SEGMENTS = "compaction"
 META = "compaction.json"

@@ -6,11 +6,8 @@ import os
 import time
 from pathlib import Path
 
+from rocketlake.store.errors import StoreLockedError
 from rocketlake.store.mapped_file import disk_error
-
-
-class StoreLockedError(RuntimeError):
-    """Another process (or another MessageStore) holds the store's writer lock."""
 
 
 class StoreLock:

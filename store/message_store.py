@@ -12,16 +12,17 @@ from typing import Any, Iterable, Sequence
 from rocketlake.store import codec
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
-from rocketlake.store.codec import CorruptRecordError, Record
-from rocketlake.store.commitlog import INT_FIELDS, CommitLog, MessageEncoder, MessageRejected, check_int
+from rocketlake.store.codec import Record
+from rocketlake.store.commitlog import INT_FIELDS, CommitLog, MessageEncoder, check_int
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import read_consumer_offsets, write_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
 from rocketlake.store.dispatch import Dispatcher, from_record
+from rocketlake.store.errors import CorruptRecordError, MessageRejected, StoreFormatError
 from rocketlake.store.flush import FlushService
 from rocketlake.store.index import IndexService
 from rocketlake.store.lockfile import StoreLock
-from rocketlake.store.mapped_file import MappedFile, StoreFormatError
+from rocketlake.store.mapped_file import MappedFile
 from rocketlake.store.message import (GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage)
 from rocketlake.store.recovery import RecoveryReport, recover
 
@@ -199,8 +200,7 @@ class MessageStore:
             for m in msgs:
                 prepared.append(prepare(m))
         except MessageRejected as e:
-            e.index = len(prepared)
-            raise
+            raise MessageRejected(str(e), index=len(prepared)) from None
         if not prepared:
             return []
         (topics, qids, _, _, _, sizes, *_, codes, delayed, keys, to_queue) = zip(*prepared)
@@ -240,9 +240,7 @@ class MessageStore:
                 if rec.size > self.encoder.max_record:
                     raise ValueError(f"record of {rec.size} bytes does not fit a CommitLog file")
             except (ValueError, TypeError, struct_error) as e:
-                err = MessageRejected(f"record {i}: {e}")
-                err.index = i
-                raise err from None
+                raise MessageRejected(f"record {i}: {e}", index=i) from None
             recs.append((raw, rec, from_record(rec, self.config.delay_levels_ms)))
         out = []
         with self._put_lock:
