@@ -263,10 +263,11 @@ def not_a_store(root: str | Path) -> str | None:
     return None
 
 
-def verify(root: str | Path, **settings: Any) -> VerifyReport:
-    """Check the whole store at ``root``; the report lists every problem found. A ``root`` that
-    is not a store gives one error (file ``"."``) that names the path and says why."""
-    cfg = load_config(settings)
+def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any) -> VerifyReport:
+    """Check the whole store at ``root`` (settings: ``config``, then ``overrides``); the report
+    lists every problem found. A ``root`` that is not a store gives one error (file ``"."``) that
+    names the path and says why."""
+    cfg = load_config(overrides, base=config)
     refused = not_a_store(root)
     root = Path(root).resolve()
     c = _Checker(root, cfg)
