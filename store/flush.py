@@ -21,21 +21,27 @@ class FlushService:
 
     The background thread flushes the CommitLog every ``interval_ms`` once ``least_pages`` pages
     are pending (ASYNC_FLUSH; every pending byte once ``thorough_ms`` has passed; SYNC_FLUSH:
-    whatever producers that timed out left), and calls
-    ``flush_logics()`` (ConsumeQueues, index, checkpoint) every ``logics_interval_ms`` in both modes.
+    whatever producers that timed out left). Every ``logics_interval_ms``, in both modes, it
+    calls ``flush_logics()`` (ConsumeQueues, index, checkpoint) once ``logics_pending()`` bytes
+    reach ``logics_least_pages`` pages, or ``logics_thorough_ms`` has passed since the last
+    thorough one (RocketMQ's FlushConsumeQueueService.doFlush).
     """
 
     def __init__(self, flush_commitlog: Callable[[], int], written: Callable[[], int],
-                 flush_logics: Callable[[], None], *, sync: bool, interval_ms: int,
-                 least_pages: int, thorough_ms: int, logics_interval_ms: int,
+                 flush_logics: Callable[[], None], logics_pending: Callable[[], int], *,
+                 sync: bool, interval_ms: int, least_pages: int, thorough_ms: int,
+                 logics_interval_ms: int, logics_least_pages: int, logics_thorough_ms: int,
                  sync_timeout_ms: int) -> None:
         self._flush_commitlog, self._written, self._flush_logics = flush_commitlog, written, flush_logics
+        self._logics_pending = logics_pending
         self.sync = sync
         self.sync_timeout = sync_timeout_ms / 1000
         self.interval = interval_ms / 1000
         self.least_bytes = least_pages * PAGE_SIZE
         self.thorough = thorough_ms / 1000
         self.logics_interval = logics_interval_ms / 1000
+        self.logics_least_bytes = logics_least_pages * PAGE_SIZE
+        self.logics_thorough = logics_thorough_ms / 1000
         self.durable = 0
         #: number of CommitLog syncs done (group commit shares one among many producers)
         self.flushes = 0
@@ -103,7 +109,7 @@ class FlushService:
             return True
 
     def _run(self) -> None:
-        last_thorough = last_logics = time.monotonic()
+        last_thorough = last_logics = last_logics_thorough = time.monotonic()
         while not self._stop.wait(self.interval):
             try:
                 now = time.monotonic()
@@ -118,7 +124,11 @@ class FlushService:
                     if thorough:
                         last_thorough = now
                 if now - last_logics >= self.logics_interval:
-                    self._flush_logics()
+                    thorough = now - last_logics_thorough >= self.logics_thorough
+                    if thorough or self._logics_pending() >= self.logics_least_bytes:
+                        self._flush_logics()
+                    if thorough:
+                        last_logics_thorough = now
                     last_logics = now
             except Exception as e:  # keep flushing; the error stays visible on the service
                 self.last_error = e

@@ -161,10 +161,13 @@ class MessageStore:
         self._dispatch.last_timestamp = max(self._dispatch.last_timestamp, self.checkpoint.logics)
         self.flusher = FlushService(
             self._flush_commitlog, lambda: self.commitlog.max_offset, self._flush_logics,
-            sync=cfg.sync_flush, interval_ms=cfg.flushIntervalCommitLog,
+            self._logics_pending, sync=cfg.sync_flush, interval_ms=cfg.flushIntervalCommitLog,
             least_pages=cfg.flushCommitLogLeastPages,
             thorough_ms=cfg.flushCommitLogThoroughInterval,
-            logics_interval_ms=cfg.flushIntervalConsumeQueue, sync_timeout_ms=cfg.syncFlushTimeout)
+            logics_interval_ms=cfg.flushIntervalConsumeQueue,
+            logics_least_pages=cfg.flushConsumeQueueLeastPages,
+            logics_thorough_ms=cfg.flushConsumeQueueThoroughInterval,
+            sync_timeout_ms=cfg.syncFlushTimeout)
         self.flusher.start(self.commitlog.max_offset)
 
     # --- writing ------------------------------------------------------------------------------------
@@ -281,6 +284,12 @@ class MessageStore:
         if self.index is not None:
             self.checkpoint.index = max(self.checkpoint.index, ts)
         self.checkpoint.save()
+
+    def _logics_pending(self) -> int:
+        """Bytes of ConsumeQueue units put but not yet flushed."""
+        with self._put_lock:
+            self._dispatch.apply()
+            return sum(mf.wrote - mf.flushed for cq in self.queues.values() for mf in cq.files.files)
 
     def flush(self) -> None:
         """Make everything written so far durable and save the checkpoint."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import errno
+import struct
 import threading
 import time
 from pathlib import Path
@@ -41,7 +42,7 @@ def test_every_exception_class_of_the_library_is_defined_in_errors_module():
     for path in sorted(STORE_DIR.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef) and any(
-                    isinstance(b, ast.Name) and (b.id.endswith(("Error", "Exception")) or b.id == "MessageRejected")
+                    isinstance(b, ast.Name) and b.id.endswith(("Error", "Exception", "Rejected"))
                     for b in node.bases):
                 defined.setdefault(node.name, []).append(path.name)
     assert defined and all(files == ["errors.py"] for files in defined.values()), defined
@@ -51,7 +52,8 @@ def test_every_exception_class_of_the_library_is_defined_in_errors_module():
 def test_rejected_message_of_a_batch_carries_its_index_and_nothing_is_written(tmp_path):
     with MessageStore(tmp_path / "s", **SMALL) as ms:
         with pytest.raises(MessageRejected) as e:
-            ms.put_batch([Message("T", b"a"), Message("T", b"b"), Message("T", "not bytes")])  # type: ignore[arg-type]
+            bad = Message("T", "not bytes")  # type: ignore[arg-type]
+            ms.put_batch([Message("T", b"a"), Message("T", b"b"), bad])
         assert e.value.index == 2 and "body must be bytes" in str(e.value)
         with pytest.raises(MessageRejected) as e:
             ms.put_records([b"\x00" * 8])
@@ -163,3 +165,40 @@ def test_timed_out_bytes_are_flushed_by_the_background_thread(tmp_path):
         while ms.flusher.durable < r.commitlog_offset + r.size and time.monotonic() < deadline:
             time.sleep(0.02)
         assert ms.flusher.durable >= r.commitlog_offset + r.size
+
+
+# --- flushConsumeQueueLeastPages / flushConsumeQueueThoroughInterval act ----------------------------
+def _checkpoint_logics(root: Path) -> int:
+    """logicsMsgTimestamp as saved on disk (StoreCheckpoint: physic, logics, index longs)."""
+    path = root / "checkpoint"
+    return struct.unpack_from(">q", path.read_bytes(), 8)[0] if path.exists() else 0
+
+
+def _wait_for(cond, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return cond()
+
+
+def test_consume_queues_flush_once_least_pages_are_pending(tmp_path):
+    """FlushConsumeQueueService: every flushIntervalConsumeQueue, flush only when
+    flushConsumeQueueLeastPages pages (2 x 4096 bytes = 410 units of 20 bytes) are pending."""
+    root = tmp_path / "s"
+    with MessageStore(root, flushIntervalCommitLog=10, flushIntervalConsumeQueue=20,
+                      flushConsumeQueueLeastPages=2, flushConsumeQueueThoroughInterval=600_000,
+                      mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=20 * 1000) as ms:
+        ms.put_batch([Message("T", b"x")] * 400)   # 8000 bytes of units: under 2 pages
+        time.sleep(0.3)
+        assert _checkpoint_logics(root) == 0
+        last = ms.put_batch([Message("T", b"x")] * 10)[-1]   # 8200 bytes: 2 pages
+        assert _wait_for(lambda: _checkpoint_logics(root) == last.store_timestamp, 5)
+
+
+def test_consume_queues_flush_whole_once_the_thorough_interval_passed(tmp_path):
+    root = tmp_path / "s"
+    with MessageStore(root, flushIntervalCommitLog=10, flushIntervalConsumeQueue=20,
+                      flushConsumeQueueLeastPages=2, flushConsumeQueueThoroughInterval=300,
+                      **SMALL) as ms:
+        r = ms.put(Message("T", b"x"))
+        assert _wait_for(lambda: _checkpoint_logics(root) == r.store_timestamp, 5)
