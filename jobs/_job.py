@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
-from rocketlake.store.lockfile import StoreLock, StoreLockedError
-from rocketlake.store.mapped_file import StoreFormatError
+from rocketlake.store.errors import StoreFormatError, StoreLockedError
+from rocketlake.store.lockfile import StoreLock
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, ScanEnd
 
 #: Errors a job reports as one line (exit status 2) instead of a traceback.

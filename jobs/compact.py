@@ -142,14 +142,8 @@ def compact_topic(spark: SparkSession, root: Path, cfg: StoreConfig, topic: str)
     kept = [KeptRecord(r["queue_id"], r["origin_offset"],
                        _read_raw(root if r["source"] == "store" else segment_path(root, topic), cfg,
                                  r["commitlog_offset"], r["size"])) for r in rows]
-    rep = write_segment(root, topic, kept, end, **_segment_settings(cfg))
+    rep = write_segment(root, topic, kept, end, cfg)
     return {"kept": rep.kept, "source_end": end, "translated_offsets": rep.translated_offsets}
-
-
-def _segment_settings(cfg: StoreConfig) -> dict:
-    return {"mappedFileSizeCommitLog": cfg.mappedFileSizeCommitLog,
-            "mappedFileSizeConsumeQueue": cfg.mappedFileSizeConsumeQueue,
-            "maxHashSlotNum": cfg.maxHashSlotNum, "maxIndexNum": cfg.maxIndexNum}
 
 
 def _segment_frame(spark: SparkSession, root: Path, cfg: StoreConfig, topic: str,
@@ -159,7 +153,7 @@ def _segment_frame(spark: SparkSession, root: Path, cfg: StoreConfig, topic: str
     if not seg.exists():
         return None
     rows = []
-    with MessageStore(seg, read_only=True, **_segment_settings(cfg)) as ms:
+    with MessageStore(seg, cfg, read_only=True) as ms:
         for rec in ms.commitlog.scan():
             origin = meta.origin[rec.queue_id][rec.queue_offset]
             rows.append((rec.topic, rec.queue_id, origin, rec.commitlog_offset, rec.size,

@@ -32,7 +32,7 @@ from rocketlake.jobs.runs import record_run
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
-from rocketlake.store.mapped_file import StoreFormatError
+from rocketlake.store.errors import StoreFormatError
 from rocketlake.transforms.offsets import (CONSUMER_KEYS, CONSUMER_OFFSETS_SCHEMA, HISTORY_SCHEMA,
                                 QUEUE_KEYS, QUEUE_OFFSETS_SCHEMA, QUEUES_SCHEMA,
                                 committed_offsets, consumer_offsets, history_rows,

@@ -26,8 +26,8 @@ from rocketlake.store import codec
 from rocketlake.store.codec import CQ_PRE_BLANK, CQ_UNIT_DTYPE, CQ_UNIT_SIZE, format_file_name
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.consume_queue import load_queues
-from rocketlake.store.mapped_file import StoreFormatError
-from rocketlake.store.paths import UnsafePathError, queue_dir
+from rocketlake.store.errors import StoreFormatError, UnsafePathError
+from rocketlake.store.paths import queue_dir
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
 from rocketlake.transforms.consumequeue import UNIT_COLUMNS, consumequeue_units
 

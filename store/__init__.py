@@ -1,16 +1,17 @@
 """rocketlake store: write and read Apache RocketMQ 4.9 message stores on local disk."""
 from rocketlake.store.codec import (TRANSACTION_COMMIT, TRANSACTION_NOT, TRANSACTION_PREPARED,
-                         TRANSACTION_ROLLBACK, CorruptRecordError, Record)
-from rocketlake.store.commitlog import MessageRejected
+                                    TRANSACTION_ROLLBACK, Record)
 from rocketlake.store.config import StoreConfig, load_config
-from rocketlake.store.lockfile import StoreLockedError
-from rocketlake.store.mapped_file import StoreFormatError, StoreFullError
+from rocketlake.store.errors import (ConfigFileError, CorruptRecordError, MessageRejected,
+                                     RocketlakeError, SettingError, StoreFormatError,
+                                     StoreFullError, StoreLockedError, UnsafePathError)
 from rocketlake.store.message import GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage
 from rocketlake.store.message_store import MessageStore
 
 __all__ = [
     "MessageStore", "Message", "PutResult", "PutStatus", "GetResult", "GetStatus", "StoredMessage",
-    "Record", "StoreConfig", "load_config", "MessageRejected", "StoreFormatError", "StoreFullError",
-    "StoreLockedError", "CorruptRecordError", "TRANSACTION_NOT", "TRANSACTION_PREPARED",
+    "Record", "StoreConfig", "load_config", "TRANSACTION_NOT", "TRANSACTION_PREPARED",
     "TRANSACTION_COMMIT", "TRANSACTION_ROLLBACK",
+    "RocketlakeError", "SettingError", "MessageRejected", "CorruptRecordError", "StoreFormatError",
+    "UnsafePathError", "StoreFullError", "StoreLockedError", "ConfigFileError",
 ]

@@ -5,7 +5,8 @@ import os
 from pathlib import Path
 
 from rocketlake.store.codec import CHECKPOINT, CHECKPOINT_FILE_SIZE
-from rocketlake.store.mapped_file import StoreFormatError, create_file, disk_error
+from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.mapped_file import create_file, disk_error
 
 
 class Checkpoint:

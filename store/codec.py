@@ -14,6 +14,8 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from rocketlake.store.errors import CorruptRecordError
+
 # --- magic codes and sizes (SPEC §2) ---------------------------------------------------------
 MAGIC_V1 = 0xDAA320A7 - (1 << 32)  # as the signed int Java writes
 MAGIC_V2 = 0xDAA320AB - (1 << 32)
@@ -109,10 +111,6 @@ BLANK = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
 PHYSICAL = struct.Struct(">q")  # PHYSICALOFFSET at OFF_PHYSICAL_OFFSET
 _I16 = struct.Struct(">h")
-
-
-class CorruptRecordError(ValueError):
-    """A CommitLog record that is not valid at the given position."""
 
 
 def record_length(sys_flag: int, body_len: int, topic_len: int, props_len: int,

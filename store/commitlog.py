@@ -13,8 +13,9 @@ import numpy as np
 
 from rocketlake.store import codec, dispatch
 from rocketlake.store.codec import (BLANK, BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, FLAG_BORNHOST_V6,
-                         FLAG_STOREHOST_V6, HEAD, MAGIC_V1, CorruptRecordError, Record)
+                                    FLAG_STOREHOST_V6, HEAD, MAGIC_V1, Record)
 from rocketlake.store.config import StoreConfig
+from rocketlake.store.errors import CorruptRecordError, MessageRejected
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue
 from rocketlake.store.message import Message
 
@@ -38,15 +39,6 @@ INT_FIELDS = {
     "store_timestamp": (0, STORE_TIMESTAMP_LIMIT - 1),
 }
 _OPTIONAL = frozenset({"born_timestamp", "store_timestamp"})  # None: the store's clock
-
-
-class MessageRejected(ValueError):
-    """A message the store refuses; nothing of it was written.
-
-    ``index`` is the message's position when it came in a batch (nothing of the batch was written).
-    """
-
-    index: int | None = None
 
 
 def check_int(name: str, value: int, limits: tuple[int, int]) -> None:

@@ -24,9 +24,11 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from rocketlake.store.codec import PROPERTY_KEYS, string_to_properties
+from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets, write_consumer_offsets
+from rocketlake.store.errors import UnsafePathError
 from rocketlake.store.message_store import MessageStore
-from rocketlake.store.paths import UnsafePathError, check_topic_name, resolve_inside
+from rocketlake.store.paths import check_topic_name, resolve_inside
 
 SEGMENTS = "compaction"
 META = "compaction.json"
@@ -106,9 +108,10 @@ def record_key(properties_string: str) -> str | None:
 
 
 def write_segment(root: Path, topic: str, kept: Sequence[KeptRecord], source_end: int,
-                  **settings: Any) -> SegmentReport:
+                  config: StoreConfig | None = None, **overrides: Any) -> SegmentReport:
     """Write ``kept`` (ordered by queue, then original offset) as the topic's new segment and
-    swap it in atomically; consumer offsets of the topic's groups are translated into it.
+    swap it in atomically; consumer offsets of the topic's groups are translated into it. The
+    segment store is written with ``config`` and ``overrides``, as ``MessageStore`` takes them.
 
     Segment directories of the topic that the link does not point to (left by a run killed
     mid-write) are deleted; a link compaction did not write is refused, never replaced."""
@@ -122,7 +125,7 @@ def write_segment(root: Path, topic: str, kept: Sequence[KeptRecord], source_end
     new = base / f".{topic}.{n}"
     new.mkdir()
     meta = SegmentMeta(topic, source_end)
-    with MessageStore(new, **settings) as seg:
+    with MessageStore(new, config, **overrides) as seg:
         seg.put_records([k.raw for k in kept])
     for k in kept:
         meta.origin.setdefault(k.queue_id, []).append(k.origin_offset)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rocketlake import default_file
+from rocketlake.store.errors import SettingError
 
 _UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
@@ -37,15 +38,15 @@ class StoreConfig:
 
     def __post_init__(self) -> None:
         if self.flushDiskType not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
-            raise ValueError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, got {self.flushDiskType!r}")
+            raise SettingError(f"flushDiskType must be ASYNC_FLUSH or SYNC_FLUSH, got {self.flushDiskType!r}")
         if self.mappedFileSizeConsumeQueue % 20:
             # RocketMQ rounds up to whole units; so do we, but say so rather than surprise.
             object.__setattr__(self, "mappedFileSizeConsumeQueue",
                                -(-self.mappedFileSizeConsumeQueue // 20) * 20)
         for name in ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum",
-                     "maxIndexNum", "maxMessageSize"):
+                     "maxIndexNum", "maxMessageSize", "syncFlushTimeout"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+                raise SettingError(f"{name} must be positive, got {getattr(self, name)}")
         self.delay_levels_ms  # validates messageDelayLevel
 
     @property
@@ -55,7 +56,7 @@ class StoreConfig:
         for tok in self.messageDelayLevel.split():
             unit = _UNITS_MS.get(tok[-1:])
             if unit is None or not tok[:-1].isdigit():
-                raise ValueError(f"messageDelayLevel: bad level {tok!r} (expected e.g. 5s, 2m, 1h)")
+                raise SettingError(f"messageDelayLevel: bad level {tok!r} (expected e.g. 5s, 2m, 1h)")
             out.append(int(tok[:-1]) * unit)
         return tuple(out)
 
@@ -86,7 +87,7 @@ def parse_properties(text: str, name: str) -> dict[str, str]:
             continue
         name, sep, value = line.partition("=")
         if not sep:
-            raise ValueError(f"{name}:{n}: expected NAME=VALUE, got {line!r}")
+            raise SettingError(f"{name}:{n}: expected NAME=VALUE, got {line!r}")
         out[name.strip()] = value.strip()
     return out
 
@@ -95,36 +96,44 @@ def _coerce(name: str, kind: type, value: Any) -> Any:
     if isinstance(value, str):
         if kind is bool:
             if value.lower() not in ("true", "false"):
-                raise ValueError(f"{name} must be true or false, got {value!r}")
+                raise SettingError(f"{name} must be true or false, got {value!r}")
             return value.lower() == "true"
         if kind is int:
             try:
                 return int(value)
             except ValueError:
-                raise ValueError(f"{name} must be an integer, got {value!r}") from None
+                raise SettingError(f"{name} must be an integer, got {value!r}") from None
         return value
     if kind is int and isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise SettingError(f"{name} must be an integer, got {value!r}")
     if not isinstance(value, kind):
-        raise ValueError(f"{name} must be {kind.__name__}, got {value!r}")
+        raise SettingError(f"{name} must be {kind.__name__}, got {value!r}")
     return value
 
 
-def load_config(overrides: Mapping[str, Any] | None = None, conf_file: Path | None = None) -> StoreConfig:
-    """Defaults from ``conf_file`` (default: the `store.conf` shipped in the package), then
-    ``overrides`` (RocketMQ names; unknown names are errors)."""
+def load_config(overrides: Mapping[str, Any] | None = None, conf_file: Path | None = None,
+                base: StoreConfig | None = None) -> StoreConfig:
+    """Settings from ``base`` (a config already built), else from ``conf_file`` (default: the
+    `store.conf` shipped in the package), then ``overrides`` (RocketMQ names; unknown names are
+    errors). ``load_config(overrides, base=cfg)`` is ``cfg`` with ``overrides`` applied."""
     kinds = {f.name: f.type for f in fields(StoreConfig)}
-    if conf_file is None:
+    if base is not None:
+        if conf_file is not None:
+            raise SettingError("give a base config or a conf file, not both")
+        if not overrides:
+            return base
+        source, values = "the base config", base.as_dict()
+    elif conf_file is None:
         source, values = "store.conf", dict(parse_properties(default_file("store.conf"), "store.conf"))
     else:
         source, values = conf_file.name, dict(read_properties(conf_file))
     for name, value in (overrides or {}).items():
         if name not in kinds:
-            raise ValueError(f"unknown store setting {name!r}; known: {', '.join(sorted(kinds))}")
+            raise SettingError(f"unknown store setting {name!r}; known: {', '.join(sorted(kinds))}")
         values[name] = value
     missing = set(kinds) - set(values)
     if missing:
-        raise ValueError(f"{source} lacks settings: {', '.join(sorted(missing))}")
+        raise SettingError(f"{source} lacks settings: {', '.join(sorted(missing))}")
     types = {"int": int, "bool": bool, "str": str}
     return StoreConfig(**{n: _coerce(n, types[kinds[n]], values[n]) for n in kinds})
 
@@ -135,6 +144,6 @@ def parse_set_options(items: list[str] | None) -> dict[str, str]:
     for item in items or ():
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise ValueError(f"--set expects NAME=VALUE, got {item!r}")
+            raise SettingError(f"--set expects NAME=VALUE, got {item!r}")
         out[name.strip()] = value.strip()
     return out

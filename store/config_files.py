@@ -9,11 +9,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from rocketlake.store.errors import ConfigFileError
+
 _UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
-
-
-class ConfigFileError(ValueError):
-    """A config JSON file that neither it nor its .bak can be read."""
 
 
 class ConfigFallbackWarning(UserWarning):

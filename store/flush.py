@@ -16,22 +16,32 @@ class FlushService:
     SYNC_FLUSH producers call ``wait_durable(offset)``. Group commit is leader/follower: the
     first producer that finds no flush running leads one; producers arriving while it runs append
     their records and wait, and the next leader's flush covers all of them at once. The sync
-    releases the GIL, so producers keep appending while it runs.
+    releases the GIL, so producers keep appending while it runs. A producer waits at most
+    ``sync_timeout_ms`` for another's flush (RocketMQ's syncFlushTimeout).
 
     The background thread flushes the CommitLog every ``interval_ms`` once ``least_pages`` pages
-    are pending (ASYNC_FLUSH; every pending byte once ``thorough_ms`` has passed), and calls
-    ``flush_logics()`` (ConsumeQueues, index, checkpoint) every ``logics_interval_ms`` in both modes.
+    are pending (ASYNC_FLUSH; every pending byte once ``thorough_ms`` has passed; SYNC_FLUSH:
+    whatever producers that timed out left). Every ``logics_interval_ms``, in both modes, it
+    calls ``flush_logics()`` (ConsumeQueues, index, checkpoint) once ``logics_pending()`` bytes
+    reach ``logics_least_pages`` pages, or ``logics_thorough_ms`` has passed since the last
+    thorough one (RocketMQ's FlushConsumeQueueService.doFlush).
     """
 
     def __init__(self, flush_commitlog: Callable[[], int], written: Callable[[], int],
-                 flush_logics: Callable[[], None], *, sync: bool, interval_ms: int,
-                 least_pages: int, thorough_ms: int, logics_interval_ms: int) -> None:
+                 flush_logics: Callable[[], None], logics_pending: Callable[[], int], *,
+                 sync: bool, interval_ms: int, least_pages: int, thorough_ms: int,
+                 logics_interval_ms: int, logics_least_pages: int, logics_thorough_ms: int,
+                 sync_timeout_ms: int) -> None:
         self._flush_commitlog, self._written, self._flush_logics = flush_commitlog, written, flush_logics
+        self._logics_pending = logics_pending
         self.sync = sync
+        self.sync_timeout = sync_timeout_ms / 1000
         self.interval = interval_ms / 1000
         self.least_bytes = least_pages * PAGE_SIZE
         self.thorough = thorough_ms / 1000
         self.logics_interval = logics_interval_ms / 1000
+        self.logics_least_bytes = logics_least_pages * PAGE_SIZE
+        self.logics_thorough = logics_thorough_ms / 1000
         self.durable = 0
         #: number of CommitLog syncs done (group commit shares one among many producers)
         self.flushes = 0
@@ -82,31 +92,43 @@ class FlushService:
             self._lead()
             return self.durable
 
-    def wait_durable(self, offset: int) -> None:
-        """Return once every byte below ``offset`` is durable (group commit)."""
+    def wait_durable(self, offset: int) -> bool:
+        """Whether every byte below ``offset`` became durable (group commit) within
+        ``sync_timeout_ms``: False when the flushes running meanwhile (or an ``exclusive()``
+        block) took longer (RocketMQ's GroupCommitRequest.waitForFlush). A flush this call
+        leads always completes; the bytes are still written when it returns False."""
         if self.durable >= offset:
-            return
+            return True
+        deadline = time.monotonic() + self.sync_timeout
         with self._cond:
             while self.durable < offset:
-                if self._flushing:
-                    self._cond.wait()
-                else:
+                if not self._flushing:
                     self._lead()
+                elif not self._cond.wait(deadline - time.monotonic()):
+                    return self.durable >= offset
+            return True
 
     def _run(self) -> None:
-        last_thorough = last_logics = time.monotonic()
+        last_thorough = last_logics = last_logics_thorough = time.monotonic()
         while not self._stop.wait(self.interval):
             try:
                 now = time.monotonic()
-                if not self.sync:
-                    pending = self._written() - self.durable
+                pending = self._written() - self.durable
+                if self.sync:
+                    if pending > 0:  # left by producers that gave up waiting (FLUSH_DISK_TIMEOUT)
+                        self.flush()
+                else:
                     thorough = now - last_thorough >= self.thorough
                     if pending > 0 and (pending >= self.least_bytes or thorough):
                         self.flush()
                     if thorough:
                         last_thorough = now
                 if now - last_logics >= self.logics_interval:
-                    self._flush_logics()
+                    thorough = now - last_logics_thorough >= self.logics_thorough
+                    if thorough or self._logics_pending() >= self.logics_least_bytes:
+                        self._flush_logics()
+                    if thorough:
+                        last_logics_thorough = now
                     last_logics = now
             except Exception as e:  # keep flushing; the error stays visible on the service
                 self.last_error = e

@@ -15,7 +15,8 @@ import numpy as np
 
 from rocketlake.store import codec
 from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
-from rocketlake.store.mapped_file import StoreFormatError, create_file
+from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.mapped_file import create_file
 
 _MAX_DIFF = 0x7FFFFFFF
 

@@ -17,12 +17,8 @@ import struct
 import time
 from pathlib import Path
 
+from rocketlake.store.errors import StoreLockedError
 from rocketlake.store.mapped_file import disk_error
-
-
-class StoreLockedError(RuntimeError):
-    """Another process (or another MessageStore) holds the store's writer lock."""
-
 
 #: Lock files this process holds (see the module docstring: never open them again here).
 _HELD: set[Path] = set()

@@ -10,18 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from rocketlake.store.codec import format_file_name
+from rocketlake.store.errors import StoreFormatError, StoreFullError
 
 PAGE_SIZE = mmap.PAGESIZE
 _NAME = re.compile(r"^\d{20}$")
-
-
-class StoreFormatError(ValueError):
-    """A store file or directory that is not what RocketMQ would have written."""
-
-
-class StoreFullError(OSError):
-    """No room on the file system for a new store file (ENOSPC, EDQUOT, EFBIG). Raised when the
-    file is created, before anything of the write that needed it was written."""
 
 
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)

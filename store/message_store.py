@@ -12,16 +12,17 @@ from typing import Any, Iterable, Sequence
 from rocketlake.store import codec
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
-from rocketlake.store.codec import CorruptRecordError, Record
-from rocketlake.store.commitlog import INT_FIELDS, CommitLog, MessageEncoder, MessageRejected, check_int
+from rocketlake.store.codec import Record
+from rocketlake.store.commitlog import INT_FIELDS, CommitLog, MessageEncoder, check_int
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import read_consumer_offsets, write_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
 from rocketlake.store.dispatch import Dispatcher, from_record
+from rocketlake.store.errors import CorruptRecordError, MessageRejected, StoreFormatError
 from rocketlake.store.flush import FlushService
 from rocketlake.store.index import IndexService
 from rocketlake.store.lockfile import StoreLock
-from rocketlake.store.mapped_file import MappedFile, StoreFormatError
+from rocketlake.store.mapped_file import MappedFile
 from rocketlake.store.message import (GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage)
 from rocketlake.store.recovery import RecoveryReport, recover
 
@@ -56,15 +57,16 @@ def is_store(root: Path) -> bool:
 class MessageStore:
     """A RocketMQ 4.9 store on local disk, opened for writing (one writer per store).
 
-    ``settings`` use RocketMQ's names (``flushDiskType="SYNC_FLUSH"``, ...); defaults come from
-    ``conf/store.conf``. Opening recovers the store (normal, or abnormal when ``abort`` is
-    present); ``close()`` flushes everything, writes the checkpoint and removes ``abort``.
+    Settings come from ``config`` (default: ``load_config()``, the shipped `conf/store.conf`),
+    then ``overrides`` in RocketMQ's names (``flushDiskType="SYNC_FLUSH"``, ...). Opening recovers
+    the store (normal, or abnormal when ``abort`` is present); ``close()`` flushes everything,
+    writes the checkpoint and removes ``abort``.
     """
 
-    def __init__(self, root: str | os.PathLike, create: bool = True, read_only: bool = False,
-                 **settings: Any) -> None:
+    def __init__(self, root: str | os.PathLike, config: StoreConfig | None = None, *,
+                 create: bool = True, read_only: bool = False, **overrides: Any) -> None:
         self.root = Path(root)
-        self.config: StoreConfig = load_config(settings)
+        self.config: StoreConfig = load_config(overrides, base=config)
         self.read_only = read_only
         check_store_dir(self.root, create and not read_only)
         self._closed = False
@@ -159,10 +161,13 @@ class MessageStore:
         self._dispatch.last_timestamp = max(self._dispatch.last_timestamp, self.checkpoint.logics)
         self.flusher = FlushService(
             self._flush_commitlog, lambda: self.commitlog.max_offset, self._flush_logics,
-            sync=cfg.sync_flush, interval_ms=cfg.flushIntervalCommitLog,
+            self._logics_pending, sync=cfg.sync_flush, interval_ms=cfg.flushIntervalCommitLog,
             least_pages=cfg.flushCommitLogLeastPages,
             thorough_ms=cfg.flushCommitLogThoroughInterval,
-            logics_interval_ms=cfg.flushIntervalConsumeQueue)
+            logics_interval_ms=cfg.flushIntervalConsumeQueue,
+            logics_least_pages=cfg.flushConsumeQueueLeastPages,
+            logics_thorough_ms=cfg.flushConsumeQueueThoroughInterval,
+            sync_timeout_ms=cfg.syncFlushTimeout)
         self.flusher.start(self.commitlog.max_offset)
 
     # --- writing ------------------------------------------------------------------------------------
@@ -186,10 +191,8 @@ class MessageStore:
                                     (ts + p.tags_code if p.delayed else p.tags_code,), (ts,),
                                     (p.to_queue,), (p.index_keys,))
             self._last_ts = ts
-        if self.flusher.sync:
-            self.flusher.wait_durable(offset + p.length)
-        return _put_result((PutStatus.PUT_OK, offset, p.length, qoff, ts, p.topic, p.queue_id,
-                            p.store_addr, p.store_port))
+        return _put_result((self._flush_status(offset + p.length), offset, p.length, qoff, ts,
+                            p.topic, p.queue_id, p.store_addr, p.store_port))
 
     def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
         """Store many messages in order; all are validated before any is written."""
@@ -199,8 +202,7 @@ class MessageStore:
             for m in msgs:
                 prepared.append(prepare(m))
         except MessageRejected as e:
-            e.index = len(prepared)
-            raise
+            raise MessageRejected(str(e), index=len(prepared)) from None
         if not prepared:
             return []
         (topics, qids, _, _, _, sizes, *_, codes, delayed, keys, to_queue) = zip(*prepared)
@@ -213,10 +215,8 @@ class MessageStore:
                 codes = [t + c if d else c for t, c, d in zip(tss, codes, delayed)]
             self._dispatch.add_many(topics, qids, qoffs, offsets, sizes, codes, tss, to_queue, keys)
             self._last_ts = tss[-1]
-        if self.flusher.sync:
-            self.flusher.wait_durable(offsets[-1] + prepared[-1].length)
-        ok = PutStatus.PUT_OK
-        return [_put_result((ok, o, p.length, q, t, p.topic, p.queue_id, p.store_addr, p.store_port))
+        status = self._flush_status(offsets[-1] + prepared[-1].length)
+        return [_put_result((status, o, p.length, q, t, p.topic, p.queue_id, p.store_addr, p.store_port))
                 for p, o, q, t in zip(prepared, offsets, qoffs, tss)]
 
     def put_records(self, raws: Sequence[bytes]) -> list[PutResult]:
@@ -240,11 +240,9 @@ class MessageStore:
                 if rec.size > self.encoder.max_record:
                     raise ValueError(f"record of {rec.size} bytes does not fit a CommitLog file")
             except (ValueError, TypeError, struct_error) as e:
-                err = MessageRejected(f"record {i}: {e}")
-                err.index = i
-                raise err from None
+                raise MessageRejected(f"record {i}: {e}", index=i) from None
             recs.append((raw, rec, from_record(rec, self.config.delay_levels_ms)))
-        out = []
+        placed = []
         with self._put_lock:
             reqs = [req for _, _, req in recs]
             self._dispatch.reserve([r.topic for r in reqs], [r.queue_id for r in reqs],
@@ -254,11 +252,21 @@ class MessageStore:
                 offset, qoff = self.commitlog.append_raw(raw, rec.topic, rec.queue_id, req.to_consume_queue)
                 self._dispatch(req._replace(commitlog_offset=offset, queue_offset=qoff))
                 self._last_ts = rec.store_timestamp
-                out.append(_put_result((PutStatus.PUT_OK, offset, rec.size, qoff, rec.store_timestamp,
-                                        rec.topic, rec.queue_id, rec.store_addr, rec.store_port)))
-        if self.flusher.sync and out:
-            self.flusher.wait_durable(out[-1].commitlog_offset + out[-1].size)
-        return out
+                placed.append((offset, qoff, rec))
+        if not placed:
+            return []
+        status = self._flush_status(placed[-1][0] + placed[-1][2].size)
+        return [_put_result((status, offset, rec.size, qoff, rec.store_timestamp, rec.topic,
+                             rec.queue_id, rec.store_addr, rec.store_port))
+                for offset, qoff, rec in placed]
+
+    def _flush_status(self, end: int) -> PutStatus:
+        """With SYNC_FLUSH, wait (at most syncFlushTimeout) for the bytes below ``end`` to be
+        durable: PUT_OK, or FLUSH_DISK_TIMEOUT when they are stored but not yet confirmed
+        durable (RocketMQ's CommitLog.handleDiskFlush). PUT_OK with ASYNC_FLUSH."""
+        if self.flusher.sync and not self.flusher.wait_durable(end):
+            return PutStatus.FLUSH_DISK_TIMEOUT
+        return PutStatus.PUT_OK
 
     # --- flushing -----------------------------------------------------------------------------------
     def _flush_commitlog(self) -> int:
@@ -276,6 +284,12 @@ class MessageStore:
         if self.index is not None:
             self.checkpoint.index = max(self.checkpoint.index, ts)
         self.checkpoint.save()
+
+    def _logics_pending(self) -> int:
+        """Bytes of ConsumeQueue units put but not yet flushed."""
+        with self._put_lock:
+            self._dispatch.apply()
+            return sum(mf.wrote - mf.flushed for cq in self.queues.values() for mf in cq.files.files)
 
     def flush(self) -> None:
         """Make everything written so far durable and save the checkpoint."""

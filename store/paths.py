@@ -11,13 +11,9 @@ import os
 from pathlib import Path
 
 from rocketlake.store import codec
-from rocketlake.store.mapped_file import StoreFormatError
+from rocketlake.store.errors import UnsafePathError
 
 CONSUME_QUEUE_DIR = "consumequeue"
-
-
-class UnsafePathError(StoreFormatError):
-    """A name that cannot name a store directory, or a store path that resolves outside the store."""
 
 
 def check_topic_name(topic: str, where: Path) -> str:

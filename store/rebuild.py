@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketlake.store.commitlog import CommitLog
-from rocketlake.store.config import load_config
+from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.dispatch import Dispatcher, from_record
 from rocketlake.store.index import IndexService
 
@@ -23,12 +23,13 @@ class RebuildStats:
 
 
 def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = True,
-            **settings: Any) -> RebuildStats:
-    """Scan ``store``'s CommitLog and write fresh `consumequeue/` and/or `index/` under ``out``.
+            config: StoreConfig | None = None, **overrides: Any) -> RebuildStats:
+    """Scan ``store``'s CommitLog and write fresh `consumequeue/` and/or `index/` under ``out``
+    (settings: ``config``, then ``overrides``).
 
     ``out`` must not already hold those directories (write aside, then swap).
     """
-    cfg = load_config(settings)
+    cfg = load_config(overrides, base=config)
     out = Path(out)
     for name, wanted in (("consumequeue", consume_queue), ("index", index)):
         if wanted and (out / name).exists() and any((out / name).iterdir()):

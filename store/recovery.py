@@ -41,10 +41,11 @@ import numpy as np
 
 from rocketlake.store import codec
 from rocketlake.store.checkpoint import Checkpoint
-from rocketlake.store.codec import CorruptRecordError, Record
+from rocketlake.store.codec import Record
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.dispatch import Dispatcher, from_record
+from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.index import IndexService
 from rocketlake.store.mapped_file import MappedFile
 

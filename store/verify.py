@@ -13,11 +13,12 @@ from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig, load_config
-from rocketlake.store.config_files import ConfigFileError, read_config, read_consumer_offsets
+from rocketlake.store.config_files import read_config, read_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
 from rocketlake.store.dispatch import DispatchRequest, from_record
+from rocketlake.store.errors import ConfigFileError, StoreFormatError
 from rocketlake.store.index import IndexFile, IndexService
-from rocketlake.store.mapped_file import StoreFormatError, first_nonzero
+from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.message_store import is_store
 
 
@@ -262,10 +263,11 @@ def not_a_store(root: str | Path) -> str | None:
     return None
 
 
-def verify(root: str | Path, **settings: Any) -> VerifyReport:
-    """Check the whole store at ``root``; the report lists every problem found. A ``root`` that
-    is not a store gives one error (file ``"."``) that names the path and says why."""
-    cfg = load_config(settings)
+def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any) -> VerifyReport:
+    """Check the whole store at ``root`` (settings: ``config``, then ``overrides``); the report
+    lists every problem found. A ``root`` that is not a store gives one error (file ``"."``) that
+    names the path and says why."""
+    cfg = load_config(overrides, base=config)
     refused = not_a_store(root)
     root = Path(root).resolve()
     c = _Checker(root, cfg)

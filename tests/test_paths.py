@@ -15,7 +15,8 @@ from rocketlake.store import Message, MessageRejected, MessageStore, StoreFormat
 from rocketlake.store.compaction import KeptRecord, compaction_topics, segment_path, write_segment
 from rocketlake.store.config_files import write_config
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
-from rocketlake.store.paths import UnsafePathError, queue_dir, resolve_inside
+from rocketlake.store.errors import UnsafePathError
+from rocketlake.store.paths import queue_dir, resolve_inside
 from rocketlake.store.rebuild import rebuild
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200)

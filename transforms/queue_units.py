@@ -22,10 +22,11 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from rocketlake.store.codec import CQ_PRE_BLANK, CQ_UNIT, CorruptRecordError
+from rocketlake.store.codec import CQ_PRE_BLANK, CQ_UNIT
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.consume_queue import ConsumeQueue
+from rocketlake.store.errors import CorruptRecordError
 
 #: The size field of a pre-blank unit (SPEC §6): a placeholder, not a message.
 BLANK_UNIT_SIZE: int = CQ_UNIT.unpack(CQ_PRE_BLANK)[1]

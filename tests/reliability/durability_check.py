@@ -12,7 +12,8 @@ import struct
 import zlib
 from pathlib import Path
 
-from rocketlake.store.codec import CorruptRecordError, Record, decode_record
+from rocketlake.store.codec import Record, decode_record
+from rocketlake.store.errors import CorruptRecordError
 
 SETTINGS = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 6000,
             "maxHashSlotNum": 512, "maxIndexNum": 2000}

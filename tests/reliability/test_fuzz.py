@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rocketlake.store import codec
 from rocketlake.store.checkpoint import Checkpoint
-from rocketlake.store.codec import CorruptRecordError, Record, decode_record
-from rocketlake.store.mapped_file import StoreFormatError
+from rocketlake.store.codec import Record, decode_record
+from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 FAST = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,50 @@
+"""Every exception the store library raises, under one base: ``except RocketlakeError``.
+
+Each class also keeps the builtin base it always had (ValueError, OSError, RuntimeError), so
+callers that catch those keep working.
+"""
+from __future__ import annotations
+
+
+class RocketlakeError(Exception):
+    """Base of every error the store library raises on purpose."""
+
+
+class SettingError(RocketlakeError, ValueError):
+    """A store setting that is unknown, of the wrong type or out of range."""
+
+
+class MessageRejected(RocketlakeError, ValueError):
+    """A message the store refuses; nothing of it was written.
+
+    ``index`` is the message's position when it came in a batch (nothing of the batch was written).
+    """
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class CorruptRecordError(RocketlakeError, ValueError):
+    """A CommitLog record that is not valid at the given position."""
+
+
+class StoreFormatError(RocketlakeError, ValueError):
+    """A store file or directory that is not what RocketMQ would have written."""
+
+
+class UnsafePathError(StoreFormatError):
+    """A name that cannot name a store directory, or a store path that resolves outside the store."""
+
+
+class StoreFullError(RocketlakeError, OSError):
+    """No room on the file system for a new store file (ENOSPC, EDQUOT, EFBIG). Raised when the
+    file is created, before anything of the write that needed it was written."""
+
+
+class StoreLockedError(RocketlakeError, RuntimeError):
+    """Another process (or another MessageStore) holds the store's writer lock."""
+
+
+class ConfigFileError(RocketlakeError, ValueError):
+    """A config JSON file that neither it nor its .bak can be read."""
