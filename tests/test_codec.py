@@ -1,4 +1,4 @@
-"""Hand-computed vectors from SPEC: msgIds, hashCodes, lengths, CRCs, properties."""
+"""Hand-computed vectors from docs/FORMAT.md: msgIds, hashCodes, lengths, CRCs, properties."""
 from __future__ import annotations
 
 import crcmod.predefined
@@ -35,7 +35,7 @@ def test_decode_msg_id_rejects_garbage(bad):
 def test_java_hash_vectors():
     assert codec.java_hash("TAG1") == 2567159
     assert codec.java_hash("TagA") == 2598919
-    assert abs(codec.java_hash("abc#Hello")) == 1492521647  # SPEC gives the keyHash (abs)
+    assert abs(codec.java_hash("abc#Hello")) == 1492521647  # docs/FORMAT.md §7: keyHash (abs)
     assert codec.java_hash("") == 0
     # "polygenelubricants" hashes to Integer.MIN_VALUE in Java: keyHash becomes 0.
     assert codec.java_hash("polygenelubricants") == -2 ** 31

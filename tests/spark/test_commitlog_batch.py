@@ -71,7 +71,7 @@ def test_pr3535_trailing_separator_and_blank() -> None:
     rows = parse_file(path, 1000)
     assert [r["commitlog_offset"] for r in rows] == [i * 172 for i in range(47)]
     assert {r["topic"] for r in rows} == {"abc"} and [r["queue_offset"] for r in rows] == list(range(47))
-    assert {r["tags_code"] for r in rows} == {2567159}  # SPEC §5: "TAG1"
+    assert {r["tags_code"] for r in rows} == {2567159}  # docs/FORMAT.md §5: "TAG1"
     assert all(r["keys"] == [str(r["born_timestamp"])] for r in rows)
     # The last record is followed by BLANK at 8084: the next record is in the next file.
     assert rows[-1]["next_offset"] == 8192 and rows[-1]["break_at"] is None
