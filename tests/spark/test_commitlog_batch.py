@@ -7,15 +7,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from goldens import GOLDEN
 from rocketlake.store import codec
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config
 from rocketlake.store.dispatch import from_record
 from rocketlake.transforms.commitlog_batch import parse_range
 
-from .conftest import SMALL
-
-GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+from .helpers import SMALL
 
 
 def parse_file(path: Path, split: int, **kw) -> list[dict]:
