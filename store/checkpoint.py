@@ -1,4 +1,4 @@
-"""The 4096-byte checkpoint file: physic, logics and index flush timestamps (SPEC §8)."""
+"""The 4096-byte checkpoint file: physic, logics and index flush timestamps (docs/FORMAT.md §8)."""
 from __future__ import annotations
 
 import os

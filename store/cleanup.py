@@ -1,6 +1,6 @@
 """Retention: delete expired CommitLog files, then the ConsumeQueue and index files they leave behind.
 
-RocketMQ's rules (SPEC §9), with its setting names:
+RocketMQ's rules (docs/FORMAT.md §9.4), with its setting names:
 
 - A CommitLog file is expired when ``mtime + fileReservedTime (hours) <= now``.
 - Deletion runs at a ``deleteWhen`` hour (``"04"``, or several as ``"03;04"``, local time), when

@@ -1,6 +1,6 @@
 """RocketMQ 4.9 binary layouts, defined once for the store and the Spark transforms.
 
-Everything is big-endian, as Java's ByteBuffer writes it. See SPEC §2-§7.
+Everything is big-endian, as Java's ByteBuffer writes it. See docs/FORMAT.md §2-§7.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from rocketlake.store.errors import CorruptRecordError
 
-# --- magic codes and sizes (SPEC §2) ---------------------------------------------------------
+# --- magic codes and sizes (docs/FORMAT.md §2) -----------------------------------------------
 MAGIC_V1 = 0xDAA320A7 - (1 << 32)  # as the signed int Java writes
 MAGIC_V2 = 0xDAA320AB - (1 << 32)
 BLANK_MAGIC = 0xCBD43194 - (1 << 32)
@@ -39,7 +39,7 @@ TRANSACTION_ROLLBACK = 0xC
 FLAG_BORNHOST_V6 = 0x10
 FLAG_STOREHOST_V6 = 0x20
 
-# --- properties (SPEC §3) ------------------------------------------------------------------------
+# --- properties (docs/FORMAT.md §3) --------------------------------------------------------------
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 PROPERTY_KEYS = "KEYS"
@@ -53,13 +53,13 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DELAY_LEVELS_MS = (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000,
                    420000, 480000, 540000, 600000, 1200000, 1800000, 3600000, 7200000)
 
-# --- ConsumeQueue (SPEC §6) ------------------------------------------------------------------------
+# --- ConsumeQueue (docs/FORMAT.md §6) ---------------------------------------------------------
 CQ_UNIT = struct.Struct(">qiq")
 CQ_UNIT_SIZE = CQ_UNIT.size  # 20
 CQ_UNIT_DTYPE = np.dtype([("commitlog_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 CQ_PRE_BLANK = CQ_UNIT.pack(0, 0x7FFFFFFF, 0)
 
-# --- IndexFile (SPEC §7) -------------------------------------------------------------------------
+# --- IndexFile (docs/FORMAT.md §7) ---------------------------------------------------------------
 INDEX_HEADER = struct.Struct(">qqqqii")
 INDEX_HEADER_SIZE = INDEX_HEADER.size  # 40
 INDEX_SLOT_SIZE = 4
@@ -68,7 +68,7 @@ INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
 INDEX_ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"),
                               ("time_diff", ">i4"), ("prev_index", ">i4")])
 
-# --- checkpoint (SPEC §8) ------------------------------------------------------------------------
+# --- checkpoint (docs/FORMAT.md §8) --------------------------------------------------------------
 CHECKPOINT = struct.Struct(">qqq")
 CHECKPOINT_FILE_SIZE = 4096
 
@@ -175,7 +175,7 @@ def java_hash_many(strings: list[str]) -> np.ndarray:
 
 
 def index_key_hash(h: np.ndarray | int):
-    """IndexFile keyHash from a Java hashCode: abs(h), and 0 for Integer.MIN_VALUE (SPEC §7)."""
+    """IndexFile keyHash of a Java hashCode: abs(h), 0 for Integer.MIN_VALUE (docs/FORMAT.md §7)."""
     if isinstance(h, np.ndarray):
         a = np.abs(h.astype(np.int64))
         a[a > 0x7FFFFFFF] = 0
@@ -185,7 +185,7 @@ def index_key_hash(h: np.ndarray | int):
 
 
 def tags_code(tags: str | None) -> int:
-    """ConsumeQueue tagsCode: Java hashCode of the whole TAGS value, 0 without tags (SPEC §5)."""
+    """ConsumeQueue tagsCode: Java hashCode of the whole TAGS, 0 without tags (docs/FORMAT.md §5)."""
     return java_hash(tags) if tags else 0
 
 
@@ -245,7 +245,7 @@ def delay_level_to_queue_id(level: int) -> int:
     return level - 1
 
 
-# --- hosts and message ids (SPEC §4) -----------------------------------------------------------------
+# --- hosts and message ids (docs/FORMAT.md §4) -------------------------------------------------
 def parse_host(host: str) -> tuple[bytes, int]:
     """`1.2.3.4:10911` or `[fe80::1]:10911` -> (address bytes, port)."""
     if host.startswith("["):

@@ -1,4 +1,4 @@
-"""The store's config JSON as fastjson writes it: tab-indented, integer map keys unquoted (SPEC §8)."""
+"""Config JSON as fastjson writes it: tab-indented, integer map keys unquoted (docs/FORMAT.md §8)."""
 from __future__ import annotations
 
 import json

@@ -29,12 +29,12 @@ class DispatchRequest(NamedTuple):
 
 
 def goes_to_consume_queue(sys_flag: int) -> bool:
-    """NOT and COMMIT records get a ConsumeQueue unit; PREPARED and ROLLBACK do not (SPEC §5)."""
+    """NOT and COMMIT records get a ConsumeQueue unit; PREPARED, ROLLBACK do not (docs/FORMAT.md §5)."""
     return sys_flag & codec.TRANSACTION_MASK in (codec.TRANSACTION_NOT, codec.TRANSACTION_COMMIT)
 
 
 def index_keys(topic: str, props: dict[str, str], sys_flag: int) -> tuple[str, ...]:
-    """Index keys "topic#key": UNIQ_KEY, then each KEYS token; none for ROLLBACK (SPEC §7)."""
+    """Index keys "topic#key": UNIQ_KEY, then each KEYS token, none for ROLLBACK (docs/FORMAT.md §7)."""
     if sys_flag & codec.TRANSACTION_MASK == codec.TRANSACTION_ROLLBACK:
         return ()
     uniq = props.get(codec.PROPERTY_UNIQ_KEY)

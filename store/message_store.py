@@ -333,7 +333,7 @@ class MessageStore:
         if offset == hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
-            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, lo if lo == 0 else hi, lo, hi)
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         wanted = _tag_filter(tags)
         units = cq.units(offset, max(MAX_FILTER_UNITS, max_msgs))
         status, msgs, total, scanned = GetStatus.NO_MATCHED_MESSAGE, [], 0, 0

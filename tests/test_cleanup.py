@@ -1,8 +1,8 @@
 """Retention (store.cleanup): RocketMQ's rules as pure decisions, and applied to a real store
 whose file mtimes are set into the past with os.utime.
 
-Expectations come from the rules as SPEC §9 states them, hand-computed values, and the store's
-files read back with SPEC §6-§7 layouts, not from the code under test.
+Expectations come from the rules docs/FORMAT.md §9.4 states, hand-computed values, and the store's
+files read back with docs/FORMAT.md §6-§7 layouts, not from the code under test.
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def test_consume_queue_files_below() -> None:
 
 # --- applied to a store -----------------------------------------------------------------------------
 def records(root: Path) -> list[tuple[int, int, str, int, int]]:
-    """(offset, size, topic, queue id, queue offset) of every record, read with SPEC §2 offsets."""
+    """(offset, size, topic, queue id, queue offset) of every record, at docs/FORMAT.md §2 offsets."""
     out = []
     for path in sorted((root / "commitlog").iterdir()):
         data, start, pos = path.read_bytes(), int(path.name), 0
@@ -126,7 +126,7 @@ def write(ms: MessageStore, n: int, start: int = 0) -> None:
 
 def expected_after(recs, min_offset: int, topic: str, qid: int) -> int:
     """Queue minimum after retention: the queue offset of its first record at or above the
-    CommitLog minimum (SPEC §9)."""
+    CommitLog minimum (docs/FORMAT.md §9.4)."""
     return min(q for off, _, t, i, q in recs if t == topic and i == qid and off >= min_offset)
 
 
@@ -202,7 +202,7 @@ def test_disk_ratio_triggers_deletion(tmp_path: Path) -> None:
 
 def test_queue_starting_at_a_non_zero_offset(tmp_path: Path) -> None:
     """A queue rebuilt after retention starts mid-file: its first file begins with pre-blank
-    units (0, 0x7FFFFFFF, 0) (SPEC §6); retention and reads must respect them."""
+    units (0, 0x7FFFFFFF, 0) (docs/FORMAT.md §6); retention and reads must respect them."""
     root = tmp_path / "store"
     with MessageStore(root, **SMALL) as ms:
         for i in range(150):

@@ -2,16 +2,24 @@
 from __future__ import annotations
 
 from rocketlake.store import Message, MessageStore
+from rocketlake.store.config_files import read_consumer_offsets
+from rocketlake.store.consume_queue import load_queues
 from rocketlake.store.consumer_guard import Hold, guard, holds
 
 
 def test_holds_point_at_the_first_unread_message(tmp_path):
-    with MessageStore(tmp_path / "s", mappedFileSizeCommitLog=1000) as ms:
+    root = tmp_path / "s"
+    with MessageStore(root, mappedFileSizeCommitLog=1000) as ms:
         rs = ms.put_batch([Message("t", b"x" * 100, i % 2) for i in range(20)])  # ~192 B each
         ms.commit_offsets("g1", "t", {0: 3, 1: 10})   # queue 1 fully read
         ms.commit_offsets("g2", "t", {0: 9})
-        ms._visible()
-        found = holds(ms.queues, ms.consumer_offsets())
+    # read back from the closed store's files, as the compaction job does
+    queues = load_queues(root, ms.config.mappedFileSizeConsumeQueue)
+    try:
+        found = holds(queues, read_consumer_offsets(root))
+    finally:
+        for cq in queues.values():
+            cq.close()
     q0 = [r for r in rs if r.queue_id == 0]
     assert found == [Hold("g1", "t", 0, 3, q0[3].commitlog_offset),
                      Hold("g2", "t", 0, 9, q0[9].commitlog_offset)]

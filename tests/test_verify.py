@@ -141,7 +141,7 @@ def test_malformed_consumer_offset_is_a_reported_problem(store, offset):
 
 
 def _index_header(path: Path, **fields: int) -> None:
-    """Overwrite fields of an index file's header (SPEC §7 layout)."""
+    """Overwrite fields of an index file's header (docs/FORMAT.md §7 layout)."""
     at = {"begin_ts": (0, 8), "end_ts": (8, 8), "begin_phy": (16, 8), "end_phy": (24, 8),
           "slot_count": (32, 4), "index_count": (36, 4)}
     raw = bytearray(path.read_bytes())

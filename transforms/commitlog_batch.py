@@ -1,7 +1,7 @@
 """Vectorised parser of one byte range of a CommitLog file into an Arrow record batch.
 
 Pure numpy + pyarrow, no Spark: the scan's ``mapInArrow`` tasks call :func:`parse_range`.
-Layouts and dispatch rules come from ``store.codec`` / ``store.dispatch`` (SPEC §2-§5).
+Layouts and dispatch rules come from ``store.codec`` / ``store.dispatch`` (docs/FORMAT.md §2-§5).
 
 A range ``[lo, hi)`` owns the records that *start* in it. Record starts are found without
 walking: every position whose magic (v1 or v2) sits at ``p+4`` and whose PHYSICALOFFSET field at

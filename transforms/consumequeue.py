@@ -1,4 +1,4 @@
-"""messages -> ConsumeQueue units (SPEC §6): the records a ConsumeQueue gets, as rows."""
+"""messages -> ConsumeQueue units (docs/FORMAT.md §6): the records a ConsumeQueue gets, as rows."""
 from __future__ import annotations
 
 from pyspark.sql import DataFrame

@@ -1,4 +1,4 @@
-"""messages -> IndexFile entries (SPEC §7), the whole put chain computed with sorts and windows.
+"""messages -> IndexFile entries (docs/FORMAT.md §7), the whole put chain done with sorts and windows.
 
 RocketMQ puts keys one at a time: entry ``i`` of a file takes position ``indexCount``, its
 prevIndex is the slot's old value, the slot then points at it; a file holds ``maxIndexNum - 1``

@@ -8,7 +8,7 @@ The chain ``jobs.publish_offsets`` runs::
     committed + queue offsets + units -- consumer_offsets ---------------------> CONSUMER_OFFSETS
     both --------------------------------- history_rows -----------------------> OFFSETS_HISTORY
 
-Offsets follow RocketMQ (SPEC §6): ``min_offset`` is the first unit whose message is still in the
+Offsets as in RocketMQ (docs/FORMAT.md §6): ``min_offset`` = the first unit whose message is still in the
 CommitLog, ``max_offset`` one past the last unit written. Consumer rows follow ``mqadmin
 consumerProgress``: every queue of a (group, topic) pair in the offset table, committed offset 0
 where the group has none, ``lag = max(0, max_offset - consumer_offset)``, and the last consumed

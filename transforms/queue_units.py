@@ -28,7 +28,7 @@ from rocketlake.store.config import StoreConfig
 from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.errors import CorruptRecordError
 
-#: The size field of a pre-blank unit (SPEC §6): a placeholder, not a message.
+#: The size field of a pre-blank unit (docs/FORMAT.md §6): a placeholder, not a message.
 BLANK_UNIT_SIZE: int = CQ_UNIT.unpack(CQ_PRE_BLANK)[1]
 
 #: What :func:`read_queue_units` returns, one row per unit.

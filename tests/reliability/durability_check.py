@@ -2,7 +2,7 @@
 
 The CommitLog is decoded record by record with ``store.codec.decode_record`` straight from the
 file bytes; ConsumeQueue units and index entries are read from the bytes with the layouts of
-SPEC §6-§7, written out here again on purpose (not the store's own readers). ``check_store``
+docs/FORMAT.md §6-§7, written out again on purpose (not the store's own readers). ``check_store``
 asserts that all three agree and that nothing but zeros follows the last valid record.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rocketlake.store.errors import CorruptRecordError
 SETTINGS = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 6000,
             "maxHashSlotNum": 512, "maxIndexNum": 2000}
 TOPICS = ("orders", "payments", "audit-log")
-#: SPEC §5: tagsCode of "TagA" is 2598919; "TagB" differs in the last UTF-16 unit only (+1).
+#: docs/FORMAT.md §5: tagsCode of "TagA" is 2598919; "TagB" differs in the last UTF-16 unit (+1).
 TAGS_CODE = {"TagA": 2598919, "TagB": 2598920}
 BLANK_MAGIC = 0xCBD43194
 
@@ -39,7 +39,7 @@ def java_hash(s: str) -> int:
 
 
 def index_key_hash(s: str) -> int:
-    """SPEC §7: abs(javaHashCode), and 0 when that is still negative."""
+    """docs/FORMAT.md §7: abs(javaHashCode), and 0 when that is still negative."""
     h = abs(java_hash(s))
     return 0 if h > 0x7FFFFFFF else h
 
@@ -74,7 +74,7 @@ def commitlog_records(root: Path, file_size: int) -> tuple[list[Record], int]:
 
 
 def cq_units(root: Path, topic: str, queue_id: int, file_size: int) -> dict[int, tuple[int, int, int]]:
-    """{queue offset: (commitlog offset, size, tagsCode)} of a queue's valid units (SPEC §6)."""
+    """{queue offset: (commitlog offset, size, tagsCode)} of valid units (docs/FORMAT.md §6)."""
     out = {}
     qdir = root / "consumequeue" / topic / str(queue_id)
     for path in sorted(p for p in qdir.iterdir() if not p.name.startswith(".")) if qdir.exists() else ():
@@ -91,7 +91,7 @@ def cq_units(root: Path, topic: str, queue_id: int, file_size: int) -> dict[int,
 
 
 def index_entries(root: Path, slot_num: int) -> collections.Counter:
-    """Multiset of (keyHash, phyOffset) over every index file's used entries (SPEC §7)."""
+    """Multiset of (keyHash, phyOffset) over every index file's used entries (docs/FORMAT.md §7)."""
     out: collections.Counter = collections.Counter()
     idir = root / "index"
     for path in sorted(p for p in idir.iterdir() if not p.name.startswith(".")) if idir.exists() else ():

@@ -3,7 +3,7 @@ no read ever serves a record whose body CRC is wrong.
 
 Each case copies one cleanly closed store, damages it, and reopens it (normally, or abnormally
 with ``abort`` present). The expected end of valid data is computed here from the damaged bytes
-with SPEC §2's rules (``expected_end``), not by the store's decoder.
+with docs/FORMAT.md §2's rules (``expected_end``), not by the store's decoder.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ TRIED: Counter = Counter()
 
 
 def record_end(data: bytes, pos: int, file_start: int) -> int | None:
-    """SPEC §2: the end of the valid record at ``pos``, ``len(data)`` for BLANK, else None."""
+    """docs/FORMAT.md §2: end of the valid record at ``pos``, ``len(data)`` for BLANK, else None."""
     if pos + 8 > len(data):
         return None
     total, magic = struct.unpack_from(">iI", data, pos)
@@ -113,7 +113,7 @@ def damage(root: Path, rng: random.Random, kind: str, clean: list) -> None:
         data[written:written + n] = rng.randbytes(min(n, CL - written))
     elif kind == "flip-old-body":  # outside normal recovery's scan window: reads must catch it
         r = rng.choice([r for r in clean if r.commitlog_offset < CL])
-        body_at = r.commitlog_offset + 88  # IPv4 hosts: BODY follows BODYLEN at 84 (SPEC §2)
+        body_at = r.commitlog_offset + 88  # IPv4: BODY follows BODYLEN at 84 (docs/FORMAT.md §2.1)
         data[rng.randrange(body_at, body_at + len(r.body))] ^= 1 << rng.randrange(8)
     target.write_bytes(bytes(data))
     assert len(data) == CL
@@ -133,7 +133,7 @@ def check_case(template: tuple[Path, list], work: Path, seed: int) -> None:
     damage(root, rng, kind, clean)
     if abnormal:
         (root / "abort").touch()
-    # Normal recovery trusts files before the third-from-last one (SPEC §9).
+    # Normal recovery trusts files before the third-from-last one (docs/FORMAT.md §9.1).
     names = sorted(p.name for p in (root / "commitlog").iterdir())
     end = expected_end(root) if kind != "flip-old-body" else clean[-1].commitlog_offset + clean[-1].size
     damaged = {p.name: p.read_bytes() for p in (root / "commitlog").iterdir()}

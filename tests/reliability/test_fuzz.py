@@ -12,12 +12,12 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from goldens import GOLDEN, GOLDEN_498
 from rocketlake.store import codec
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import Record, decode_record
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 
-GOLDEN = Path(__file__).parent.parent / "golden"
 FAST = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -25,7 +25,7 @@ def _golden_records() -> list[tuple[int, bytes]]:
     """Every record RocketMQ wrote into the golden CommitLogs: (address, raw bytes)."""
     out = []
     for path in [GOLDEN / "rocketmq-pr3535/store/commitlog/00000000000000000000",
-                 *sorted((GOLDEN / "rocketmq-4.9.8/store/commitlog").iterdir())]:
+                 *sorted((GOLDEN_498 / "store/commitlog").iterdir())]:
         data, start = path.read_bytes(), int(path.name)
         pos = 0
         while pos + 8 <= len(data):

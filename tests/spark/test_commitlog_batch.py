@@ -7,15 +7,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from goldens import GOLDEN
 from rocketlake.store import codec
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config
 from rocketlake.store.dispatch import from_record
 from rocketlake.transforms.commitlog_batch import parse_range
 
-from .conftest import SMALL
-
-GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+from .helpers import SMALL
 
 
 def parse_file(path: Path, split: int, **kw) -> list[dict]:
@@ -71,7 +70,7 @@ def test_pr3535_trailing_separator_and_blank() -> None:
     rows = parse_file(path, 1000)
     assert [r["commitlog_offset"] for r in rows] == [i * 172 for i in range(47)]
     assert {r["topic"] for r in rows} == {"abc"} and [r["queue_offset"] for r in rows] == list(range(47))
-    assert {r["tags_code"] for r in rows} == {2567159}  # SPEC §5: "TAG1"
+    assert {r["tags_code"] for r in rows} == {2567159}  # docs/FORMAT.md §5: "TAG1"
     assert all(r["keys"] == [str(r["born_timestamp"])] for r in rows)
     # The last record is followed by BLANK at 8084: the next record is in the next file.
     assert rows[-1]["next_offset"] == 8192 and rows[-1]["break_at"] is None

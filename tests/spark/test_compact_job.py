@@ -20,7 +20,7 @@ from rocketlake.store.compaction import segment_path
 from rocketlake.store.config import load_config
 from rocketlake.store.config_files import write_config
 
-from .conftest import tree_bytes
+from .helpers import tree_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = {"mappedFileSizeCommitLog": 16384, "mappedFileSizeConsumeQueue": 400,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from goldens import GOLDEN_498
 from rocketlake.jobs import cli
 from rocketlake.jobs.rebuild_consumequeue import rebuild_consumequeue
 from rocketlake.jobs.rebuild_index import rebuild_index
@@ -22,9 +23,9 @@ from rocketlake.store.rebuild import rebuild
 from rocketlake.store.verify import verify
 from rocketlake.transforms.commitlog_scan import scan_store
 
-from .conftest import SMALL, library_messages, tree_bytes
+from .helpers import SMALL, library_messages, tree_bytes
 
-GOLDEN_STORE = Path(__file__).resolve().parent.parent / "golden" / "rocketmq-4.9.8" / "store"
+GOLDEN_STORE = GOLDEN_498 / "store"
 ROOT = Path(__file__).resolve().parents[2]
 
 #: A writer process: on each "open" line it tries to open the store; refused, it says so and

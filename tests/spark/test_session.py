@@ -5,7 +5,10 @@ from pathlib import Path
 
 
 def test_session_settings(spark) -> None:
+    """What build_session sets on the session it made (the fixture passes no time zone)."""
     assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    # ... and times render in it: epoch 0 is midnight of 1 January 1970, whatever the machine's zone.
+    assert spark.sql("SELECT CAST(timestamp_millis(0) AS STRING)").first()[0] == "1970-01-01 00:00:00"
     assert spark.conf.get("spark.sql.extensions") == "io.delta.sql.DeltaSparkSessionExtension"
     assert spark.conf.get("spark.jars.ivy").endswith(".ivy")
 

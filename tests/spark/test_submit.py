@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import SMALL, tree_bytes
+from .helpers import SMALL, tree_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -47,7 +47,7 @@ def test_index_keys_uniq_first_then_keys_none_for_rollback(spark) -> None:
 
 def test_index_key_hash_matches_spec(spark) -> None:
     df = spark.createDataFrame([("abc#Hello",)], "key string")
-    assert df.select(index_key_hash("key")).first()[0] == 1492521647  # SPEC §7
+    assert df.select(index_key_hash("key")).first()[0] == 1492521647  # docs/FORMAT.md §7
 
 
 def library_index(tmp: Path, keys: list[str], phy: list[int], ts: list[int], slots: int,
