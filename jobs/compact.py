@@ -33,18 +33,17 @@ from rocketlake.jobs.spark_session import build_session
 from rocketlake.store import codec
 from rocketlake.store.cleanup import (CommitLogDecision, RetentionPolicy, apply_deletion, disk_used_ratio,
                            plan_commitlog_deletion)
-from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.compaction import (KeptRecord, SegmentMeta, compaction_topics, segment_path,
                               write_segment)
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_consumer_offsets
-from rocketlake.store.consume_queue import load_queues
 from rocketlake.store.consumer_guard import guard, holds
-from rocketlake.store.index import IndexService
 from rocketlake.store.lockfile import is_locked
 from rocketlake.store.message_store import MessageStore
+from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.archive import ARCHIVE_TABLE, PARTITION_COLUMNS, archive_rows
 from rocketlake.transforms.commitlog_scan import scan_store
+from rocketlake.transforms.consumequeue import gets_unit
 from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
 
 PROG = "compact"
@@ -60,13 +59,9 @@ def plan(root: Path, cfg: StoreConfig, now_ms: int, force: bool, protect: bool,
                                        disk_used_ratio(root), force, hour_gate=respect_delete_when)
     delete, guarded = list(decision.delete), {}
     if protect and delete:
-        queues = load_queues(root, cfg.mappedFileSizeConsumeQueue)
-        try:
+        with StoreFiles(root, cfg) as files:
             delete, guarded = guard(delete, cfg.mappedFileSizeCommitLog,
-                                    holds(queues, read_consumer_offsets(root)))
-        finally:
-            for cq in queues.values():
-                cq.close()
+                                    holds(files.queues, read_consumer_offsets(root)))
     live_writer = is_locked(root)
     why = {**decision.kept,
            **{name: (f"group {h.group} has not read {h.topic}/{h.queue_id} from offset "
@@ -103,20 +98,10 @@ def archive(spark: SparkSession, root: Path, lake: Path, cfg: StoreConfig, names
 
 def delete(root: Path, cfg: StoreConfig, reason: str, names: list[str]) -> dict:
     """Delete the planned CommitLog files and what they leave behind (store.cleanup rules)."""
-    log = CommitLog(root, cfg)
-    log.files.load()
-    queues = load_queues(root, cfg.mappedFileSizeConsumeQueue)
-    index = IndexService(root, cfg.maxHashSlotNum, cfg.maxIndexNum) if cfg.messageIndexEnable else None
-    if index is not None:
-        index.load()
-    try:
-        report = apply_deletion(log, queues, index, CommitLogDecision(reason, tuple(names)))
-    finally:
-        log.close()
-        for cq in queues.values():
-            cq.close()
-        if index is not None:
-            index.close()
+    with StoreFiles(root, cfg) as files:
+        report = apply_deletion(files.commitlog, files.queues,
+                                files.index if cfg.messageIndexEnable else None,
+                                CommitLogDecision(reason, tuple(names)))
     return {"commitlog_min_offset": report.commitlog_min_offset,
             "consume_queue_files": report.consume_queue_files, "index_files": report.index_files}
 
@@ -128,8 +113,7 @@ def compact_topic(spark: SparkSession, root: Path, cfg: StoreConfig, topic: str)
     scan = scan_store(spark, root, cfg.mappedFileSizeCommitLog, start=meta.source_end,
                       delay_levels_ms=cfg.delay_levels_ms)
     try:
-        tx = F.col("sys_flag").bitwiseAND(codec.TRANSACTION_MASK)
-        fresh = (scan.messages.filter((F.col("topic") == topic) & tx.isin(codec.TRANSACTION_NOT, codec.TRANSACTION_COMMIT))
+        fresh = (scan.messages.filter((F.col("topic") == topic) & gets_unit())
                  .select("topic", "queue_id", F.col("queue_offset").alias("origin_offset"),
                          "commitlog_offset", "size", "properties")
                  .withColumn("source", F.lit("store")))
@@ -199,8 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             summary["compact_topics"] = topics
             print(json.dumps(summary))
             return 0
-        spark = build_session(f"rocketlake-{PROG}",
-                              conf={"spark.sql.mapKeyDedupPolicy": "LAST_WIN"})
+        spark = build_session(f"rocketlake-{PROG}")
         names = summary["plan"]["delete"]
         if names:
             summary["archived"] = archive(spark, root, a.lake, cfg, names, store_name)

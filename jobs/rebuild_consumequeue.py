@@ -10,7 +10,6 @@ Spark; the driver writes the (sorted) units into files.
 """
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -23,11 +22,12 @@ from pyspark.sql import DataFrame, SparkSession
 
 from rocketlake.jobs import _job
 from rocketlake.store import codec
-from rocketlake.store.codec import CQ_PRE_BLANK, CQ_UNIT_DTYPE, CQ_UNIT_SIZE, format_file_name
+from rocketlake.store.codec import CQ_UNIT_DTYPE
 from rocketlake.store.config import StoreConfig
-from rocketlake.store.consume_queue import load_queues
-from rocketlake.store.errors import StoreFormatError, UnsafePathError
+from rocketlake.store.consume_queue import write_consume_queue_files
+from rocketlake.store.errors import UnsafePathError
 from rocketlake.store.paths import queue_dir
+from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
 from rocketlake.transforms.consumequeue import UNIT_COLUMNS, consumequeue_units
 
@@ -56,42 +56,6 @@ def check_names(table: pa.Table, store: Path) -> None:
         f"data ends there); refusing to build a ConsumeQueue path from it, nothing was written")
 
 
-def write_queue(qdir: Path, file_size: int, queue_offsets: np.ndarray, units: np.ndarray,
-                after: int = 0) -> int:
-    """Write units (``CQ_UNIT_DTYPE``, in queue-offset order) into the queue's files under
-    ``qdir``, as ``store.consume_queue.ConsumeQueue.put`` would. ``after``: the queue's current
-    max offset; units below it are already there. Returns the number of units written."""
-    keep = queue_offsets >= after
-    queue_offsets, units = queue_offsets[keep], units[keep]
-    if queue_offsets.size == 0:
-        return 0
-    gaps = np.flatnonzero(np.diff(queue_offsets) != 1)
-    if gaps.size:
-        raise StoreFormatError(f"{qdir}: queue offset {queue_offsets[gaps[0] + 1]} leaves a gap "
-                               f"after {queue_offsets[gaps[0]]}")
-    if after and queue_offsets[0] != after:
-        raise StoreFormatError(f"{qdir}: queue offset {queue_offsets[0]} leaves a gap after "
-                               f"{after - 1}")
-    qdir.mkdir(parents=True, exist_ok=True)
-    new_queue = not any(qdir.iterdir())
-    first = int(queue_offsets[0]) * CQ_UNIT_SIZE
-    data = units.astype(CQ_UNIT_DTYPE, copy=False).tobytes()
-    pos = first
-    while pos < first + len(data):
-        start = pos - pos % file_size
-        n = min(start + file_size, first + len(data)) - pos
-        path = qdir / format_file_name(start)
-        with open(path, "r+b" if path.exists() else "w+b") as f:
-            if os.fstat(f.fileno()).st_size != file_size:
-                f.truncate(file_size)
-            if new_queue and pos == first and pos > start:
-                # A queue's first file made at a non-zero offset: the units before it are blanks.
-                os.pwrite(f.fileno(), CQ_PRE_BLANK * ((pos - start) // CQ_UNIT_SIZE), 0)
-            os.pwrite(f.fileno(), data[pos - first:pos - first + n], pos - start)
-        pos += n
-    return int(queue_offsets.size)
-
-
 def write_units(table: pa.Table, cq_dir: Path, file_size: int,
                 existing: dict[tuple[str, int], int], progress: Callable[[str, int], None]
                 ) -> dict[str, int]:
@@ -110,8 +74,8 @@ def write_units(table: pa.Table, cq_dir: Path, file_size: int,
         if lo == hi:
             continue
         t, q = str(topic[lo]), int(qid[lo])
-        n = write_queue(queue_dir(cq_dir.parent, t, q, cq_dir.name), file_size, qoff[lo:hi],
-                        units[lo:hi], existing.get((t, q), 0))
+        n = write_consume_queue_files(queue_dir(cq_dir.parent, t, q, cq_dir.name), qoff[lo:hi],
+                                      units[lo:hi], file_size, existing.get((t, q), 0))
         written[t] = written.get(t, 0) + n
         progress(t, int(hi - lo))
     return written
@@ -127,12 +91,10 @@ def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
     existing: dict[tuple[str, int], int] = {}
     start = None
     if incremental:
-        queues = load_queues(store, cfg.mappedFileSizeConsumeQueue)
-        existing = {k: cq.max_offset for k, cq in queues.items()}
-        ends = [cq.max_physic_offset for cq in queues.values() if cq.max_physic_offset >= 0]
+        with StoreFiles(store, cfg) as files:
+            existing = {k: cq.max_offset for k, cq in files.queues.items()}
+            ends = [cq.max_physic_offset for cq in files.queues.values() if cq.max_physic_offset >= 0]
         start = max(ends) if ends else None
-        for cq in queues.values():
-            cq.close()
     scan = scan_store(spark, store, cfg.mappedFileSizeCommitLog, start, split_bytes,
                       delay_levels_ms=cfg.delay_levels_ms, columns=[*UNIT_COLUMNS, "sys_flag"])
     try:

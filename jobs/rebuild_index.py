@@ -10,7 +10,6 @@ the whole put chain run on Spark; the driver writes the placed entries into file
 """
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,13 +21,12 @@ from pyspark.sql import functions as F
 
 from rocketlake.jobs import _job
 from rocketlake.store import codec
-from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER, INDEX_HEADER_SIZE
-from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.codec import INDEX_ENTRY_DTYPE
 from rocketlake.store.config import StoreConfig
-from rocketlake.store.index import IndexService
+from rocketlake.store.index import write_index_file
+from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
-from rocketlake.transforms.index import (KEY_INPUT_COLUMNS, IndexChain, IndexStart, index_entries,
-                              index_files, index_keys, index_slots, place_keys)
+from rocketlake.transforms.index import KEY_INPUT_COLUMNS, IndexChain, IndexStart, index_chain, index_keys
 
 PROG = "rebuild-index"
 
@@ -43,24 +41,20 @@ class OpenFile:
     full: bool
 
 
-def _existing(spark: SparkSession, store: Path, cfg: StoreConfig
+def _existing(spark: SparkSession, files: StoreFiles, cfg: StoreConfig
               ) -> tuple[IndexStart, OpenFile | None, int]:
     """(where new keys continue, the open last file, last indexed CommitLog offset)."""
-    svc = IndexService(store, cfg.maxHashSlotNum, cfg.maxIndexNum)
-    svc.load()
-    try:
-        if not svc.files:
-            return IndexStart(), None, -1
-        last = svc.files[-1]
-        full = last.index_count >= cfg.maxIndexNum
-        used = np.flatnonzero(np.asarray(last.slots) != 0)
-        slots = None if full or used.size == 0 else spark.createDataFrame(pa.table({
-            "slot": pa.array(used.astype(np.int32)),
-            "value": pa.array(np.asarray(last.slots)[used].astype(np.int32))}))
-        start = IndexStart(min(last.index_count, cfg.maxIndexNum), last.begin_ts, last.end_ts, slots)
-        return start, OpenFile(last.path, last.begin_ts, last.begin_phy, last.slot_count, full), svc.end_phy
-    finally:
-        svc.close()
+    svc = files.index
+    if not svc.files:
+        return IndexStart(), None, -1
+    last = svc.files[-1]
+    full = last.index_count >= cfg.maxIndexNum
+    used = np.flatnonzero(np.asarray(last.slots) != 0)
+    slots = None if full or used.size == 0 else spark.createDataFrame(pa.table({
+        "slot": pa.array(used.astype(np.int32)),
+        "value": pa.array(np.asarray(last.slots)[used].astype(np.int32))}))
+    start = IndexStart(min(last.index_count, cfg.maxIndexNum), last.begin_ts, last.end_ts, slots)
+    return start, OpenFile(last.path, last.begin_ts, last.begin_phy, last.slot_count, full), svc.end_phy
 
 
 def write_index_files(index_dir: Path, chain: IndexChain, slot_num: int, entry_num: int,
@@ -92,31 +86,15 @@ def write_index_files(index_dir: Path, chain: IndexChain, slot_num: int, entry_n
                 begin_ts, begin_phy = open_file.begin_ts, open_file.begin_phy
             else:
                 begin_ts, begin_phy = f["first_ts"], f["first_phy"]
-            header = INDEX_HEADER.pack(
-                begin_ts, f["last_ts"], begin_phy, f["last_phy"],
-                f["new_slots"] + (open_file.slot_count if continuing else 0), f["index_count"])
             touched = s_file == n
-            _write_file(path, continuing, codec.index_file_size(slot_num, entry_num), slot_num,
-                        header, s_slot[touched], s_value[touched], first_pos, rows)
+            header = (begin_ts, f["last_ts"], begin_phy, f["last_phy"],
+                      f["new_slots"] + (open_file.slot_count if continuing else 0), f["index_count"])
+            write_index_file(path, slot_num, entry_num, header, s_slot[touched], s_value[touched],
+                             rows, first_pos)
             out.append(path)
             previous = path.name
             advance("index files", 1)
     return out
-
-
-def _write_file(path: Path, existing: bool, size: int, slot_num: int, header: bytes,
-                slots: np.ndarray, values: np.ndarray, first_pos: int, entries: np.ndarray) -> None:
-    """Header, the slots' new values and entries from position ``first_pos`` into one file."""
-    slots_at = INDEX_HEADER_SIZE
-    with open(path, "r+b" if existing else "w+b") as fh:
-        fd = fh.fileno()
-        if not existing:
-            os.ftruncate(fd, size)
-        table = np.frombuffer(os.pread(fd, 4 * slot_num, slots_at), dtype=">i4").copy()
-        table[slots] = values
-        os.pwrite(fd, header, 0)
-        os.pwrite(fd, table.tobytes(), slots_at)
-        os.pwrite(fd, entries.tobytes(), slots_at + 4 * slot_num + first_pos * INDEX_ENTRY_SIZE)
 
 
 @_job.locks_store
@@ -128,14 +106,10 @@ def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Pa
         raise FileExistsError(f"{output / 'index'}: already exists and is not empty")
     start, open_file, end_phy, scan_from = IndexStart(), None, -1, None
     if incremental:
-        start, open_file, end_phy = _existing(spark, store, cfg)
-        if end_phy >= 0:
-            log = CommitLog(store, cfg)
-            log.files.load()
-            try:
-                scan_from = end_phy + log.read(end_phy).size
-            finally:
-                log.close()
+        with StoreFiles(store, cfg) as files:
+            start, open_file, end_phy = _existing(spark, files, cfg)
+            if end_phy >= 0:
+                scan_from = end_phy + files.commitlog.read(end_phy).size
     scan = scan_store(spark, store, cfg.mappedFileSizeCommitLog, scan_from, split_bytes,
                       delay_levels_ms=cfg.delay_levels_ms, columns=list(KEY_INPUT_COLUMNS))
     try:
@@ -143,13 +117,11 @@ def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Pa
         keys = index_keys(scan.messages.filter(F.col("commitlog_offset") > end_phy)).persist()
         counts = {r["topic"]: r["n"] for r in
                   keys.groupBy("topic").agg(F.count(F.lit(1)).alias("n")).collect()}
-        placed = place_keys(keys, cfg.maxHashSlotNum, cfg.maxIndexNum, start,
-                            bucket_bytes or split_bytes).persist()
-        files = index_files(placed)
-        chain = IndexChain(index_entries(placed, files, start), files, index_slots(placed))
+        chain = index_chain(keys, cfg.maxHashSlotNum, cfg.maxIndexNum, start,
+                            bucket_bytes or split_bytes)
         index_dir = _job.target_dir(store, "index", output, incremental)
         write_index_files(index_dir, chain, cfg.maxHashSlotNum, cfg.maxIndexNum, open_file)
-        placed.unpersist()
+        chain.release()
         keys.unpersist()
     finally:
         scan.close()

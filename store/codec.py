@@ -17,6 +17,9 @@ import numpy as np
 from rocketlake.store.errors import CorruptRecordError
 
 # --- magic codes and sizes (docs/FORMAT.md §2) -----------------------------------------------
+#: Java's Integer.MAX_VALUE: the mask of BODYCRC (``UtilAll.crc32``), the size of a pre-blank
+#: ConsumeQueue unit, the cap of an index entry's timeDiff, the largest queue id.
+JAVA_INT_MAX = 0x7FFFFFFF
 MAGIC_V1 = 0xDAA320A7 - (1 << 32)  # as the signed int Java writes
 MAGIC_V2 = 0xDAA320AB - (1 << 32)
 BLANK_MAGIC = 0xCBD43194 - (1 << 32)
@@ -36,6 +39,8 @@ TRANSACTION_NOT = 0x0
 TRANSACTION_PREPARED = 0x4
 TRANSACTION_COMMIT = 0x8
 TRANSACTION_ROLLBACK = 0xC
+#: every transaction type, the values of ``sys_flag & TRANSACTION_MASK``
+TRANSACTION_TYPES = (TRANSACTION_NOT, TRANSACTION_PREPARED, TRANSACTION_COMMIT, TRANSACTION_ROLLBACK)
 FLAG_BORNHOST_V6 = 0x10
 FLAG_STOREHOST_V6 = 0x20
 
@@ -57,7 +62,9 @@ DELAY_LEVELS_MS = (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 3000
 CQ_UNIT = struct.Struct(">qiq")
 CQ_UNIT_SIZE = CQ_UNIT.size  # 20
 CQ_UNIT_DTYPE = np.dtype([("commitlog_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
-CQ_PRE_BLANK = CQ_UNIT.pack(0, 0x7FFFFFFF, 0)
+#: size field of a pre-blank unit (``ConsumeQueue.fillPreBlank``): a placeholder, not a message
+CQ_BLANK_UNIT_SIZE = JAVA_INT_MAX
+CQ_PRE_BLANK = CQ_UNIT.pack(0, CQ_BLANK_UNIT_SIZE, 0)
 
 # --- IndexFile (docs/FORMAT.md §7) ---------------------------------------------------------------
 INDEX_HEADER = struct.Struct(">qqqqii")
@@ -65,6 +72,8 @@ INDEX_HEADER_SIZE = INDEX_HEADER.size  # 40
 INDEX_SLOT_SIZE = 4
 INDEX_ENTRY = struct.Struct(">iqii")
 INDEX_ENTRY_SIZE = INDEX_ENTRY.size  # 20
+#: cap of an entry's timeDiff in seconds (``IndexFile.putKey``)
+INDEX_MAX_TIME_DIFF = JAVA_INT_MAX
 INDEX_ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"),
                               ("time_diff", ">i4"), ("prev_index", ">i4")])
 
@@ -81,6 +90,10 @@ _HEAD_FIELDS = (
     ("store_port", "i"), ("reconsume_times", "i"), ("prepared_offset", "q"), ("body_len", "i"),
 )
 PREFIX = struct.Struct(">iiiiiqqiq")  # the 44 bytes before BORNHOST
+#: TOPICLENGTH by magic, right after the body: v1 a signed byte (RocketMQ 4.9's
+#: CommitLog.checkMessageAndReturnSize reads ``byteBuffer.get()``, so a topic is at most 127
+#: bytes and a length byte >= 0x80 is negative, an invalid record), v2 a signed short (5.x).
+TOPIC_LENGTH = {MAGIC_V1: struct.Struct(">b"), MAGIC_V2: struct.Struct(">h")}
 
 
 def _head(born_v6: bool, store_v6: bool) -> tuple[struct.Struct, np.dtype]:
@@ -178,10 +191,10 @@ def index_key_hash(h: np.ndarray | int):
     """IndexFile keyHash of a Java hashCode: abs(h), 0 for Integer.MIN_VALUE (docs/FORMAT.md §7)."""
     if isinstance(h, np.ndarray):
         a = np.abs(h.astype(np.int64))
-        a[a > 0x7FFFFFFF] = 0
+        a[a > JAVA_INT_MAX] = 0
         return a.astype(np.int32)
     a = abs(h)
-    return 0 if a > 0x7FFFFFFF else a
+    return 0 if a > JAVA_INT_MAX else a
 
 
 def tags_code(tags: str | None) -> int:
@@ -196,7 +209,9 @@ def properties_to_string(props: Mapping[str, str]) -> str:
 
 
 def string_to_properties(s: str) -> dict[str, str]:
-    """Decode either separator style; drop segments without \\x01, empty names or empty values."""
+    """Decode either separator style; drop segments without \\x01, empty names or empty values.
+    A name given twice keeps its last value (MessageDecoder.string2messageProperties puts each
+    pair into a HashMap)."""
     out: dict[str, str] = {}
     for seg in s.split(PROPERTY_SEPARATOR):
         name, sep, value = seg.partition(NAME_VALUE_SEPARATOR)
@@ -205,11 +220,14 @@ def string_to_properties(s: str) -> dict[str, str]:
     return out
 
 
-def property_value_pattern(name: str) -> str:
-    """A regex (Python and RE2) whose group ``value`` is what ``string_to_properties`` gives
-    ``name``: the last ``name\\x01value`` segment with a non-empty value."""
+def property_value_pattern(name: str, java: bool = False) -> str:
+    """A regex whose group 1, named ``value``, is what ``string_to_properties`` gives ``name``:
+    the last ``name\\x01value`` segment with a non-empty value (as RocketMQ's
+    MessageDecoder.string2messageProperties fills a HashMap, the last duplicate wins). Python /
+    RE2 syntax (Arrow); ``java``: Java's (Spark SQL's ``regexp_extract``)."""
     ps, nv = PROPERTY_SEPARATOR, NAME_VALUE_SEPARATOR
-    return f"(?s)^(?:.*{ps})?{re.escape(name)}{nv}(?P<value>[^{ps}]+)"
+    group = "(?<value>" if java else "(?P<value>"
+    return f"(?s)^(?:.*{ps})?{re.escape(name)}{nv}{group}[^{ps}]+)"
 
 
 def check_property(name: str, value: str) -> None:
@@ -361,7 +379,7 @@ def decode_record(buf, pos: int, file_offset: int = 0, check_crc: bool = True) -
         raise CorruptRecordError(f"offset {file_offset + pos}: bad magic {magic & 0xFFFFFFFF:#010x}")
     if total < 91 or pos + total > end:
         raise CorruptRecordError(f"offset {file_offset + pos}: bad TOTALSIZE {total}")
-    (_, _, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+    (_, _, stored_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
      born_ts) = PREFIX.unpack_from(buf, pos)
     if total < record_length(sys_flag, 0, 0, 0, magic):  # the fixed fields must fit
         raise CorruptRecordError(f"offset {file_offset + pos}: TOTALSIZE {total} too short for "
@@ -378,16 +396,12 @@ def decode_record(buf, pos: int, file_offset: int = 0, check_crc: bool = True) -
     (store_port, reconsume, prepared, body_len) = struct.unpack_from(">iiqi", buf, p + alen)
     p += alen + 20
     rec_end = pos + total
-    if body_len < 0 or p + body_len + (4 if magic == MAGIC_V2 else 3) > rec_end:
+    if body_len < 0 or p + body_len + TOPIC_LENGTH[magic].size + 2 > rec_end:
         raise CorruptRecordError(f"offset {file_offset + pos}: bad BODYLEN {body_len}")
     body = bytes(buf[p:p + body_len])
     p += body_len
-    if magic == MAGIC_V2:
-        (topic_len,) = struct.unpack_from(">h", buf, p)
-        p += 2
-    else:
-        topic_len = buf[p] - 256 if buf[p] > 127 else buf[p]  # a signed byte, as Java reads it
-        p += 1
+    (topic_len,) = TOPIC_LENGTH[magic].unpack_from(buf, p)
+    p += TOPIC_LENGTH[magic].size
     if topic_len < 0 or p + topic_len + 2 > rec_end:
         raise CorruptRecordError(f"offset {file_offset + pos}: bad TOPICLEN {topic_len}")
     topic_b = bytes(buf[p:p + topic_len])
@@ -401,23 +415,23 @@ def decode_record(buf, pos: int, file_offset: int = 0, check_crc: bool = True) -
         raise CorruptRecordError(
             f"offset {file_offset + pos}: PHYSICALOFFSET field says {physical_offset}")
     if check_crc:
-        crc = zlib.crc32(body) & 0x7FFFFFFF if body_len else 0
-        if crc != body_crc:
+        crc = body_crc(body)
+        if crc != stored_crc:
             raise CorruptRecordError(
-                f"offset {file_offset + pos}: body CRC {body_crc} != computed {crc}")
+                f"offset {file_offset + pos}: body CRC {stored_crc} != computed {crc}")
     try:
         topic = topic_b.decode()
         props = bytes(buf[p:p + props_len]).decode()
     except UnicodeDecodeError as e:
         raise CorruptRecordError(f"offset {file_offset + pos}: topic/properties not UTF-8") from e
-    return Record(file_offset + pos, total, magic, body_crc, queue_id, flag, queue_offset,
+    return Record(file_offset + pos, total, magic, stored_crc, queue_id, flag, queue_offset,
                   physical_offset, sys_flag, born_ts, born_addr, born_port, store_ts, store_addr,
                   store_port, reconsume, prepared, body, topic, props)
 
 
 def body_crc(body: bytes) -> int:
-    """BODYCRC: CRC-32 of the body & 0x7FFFFFFF."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    """BODYCRC: CRC-32 of the body & Integer.MAX_VALUE (``UtilAll.crc32``); 0 for no body."""
+    return zlib.crc32(body) & JAVA_INT_MAX
 
 
 def format_file_name(offset: int) -> str:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import reprlib
 import struct
-import zlib
 from functools import partial
 from itertools import chain, repeat, starmap
 from pathlib import Path
@@ -145,7 +144,7 @@ class MessageEncoder:
             body = bytes(body)
         if len(body) > self.max_body:
             raise MessageRejected(f"body is {len(body)} bytes, over maxMessageSize {self.max_body}")
-        if qid.__class__ is not int or qid < 0 or qid > 0x7FFFFFFF:
+        if qid.__class__ is not int or qid < 0 or qid > codec.JAVA_INT_MAX:
             check_int("queue_id", qid, (0, _INT32[1]))
         if tags is not None and tags.__class__ is not str:
             raise MessageRejected(f"tags must be a string, got {reprlib.repr(tags)}")
@@ -187,7 +186,7 @@ class MessageEncoder:
         if length > self.max_record:
             self._reject_length(length)
         return _new_prepared((
-            topic, qid, body, zlib.crc32(body) & 0x7FFFFFFF if body else 0,
+            topic, qid, body, codec.body_crc(body),
             t.tail_prefix + len(pb).to_bytes(2, "big") + pb, length,
             0, flag, m.born_timestamp, self.store_addr, 0, self.store_addr, self.store_port,
             m.store_timestamp, reconsume, prepared_offset, tags_code, False, index_keys, True))
@@ -259,7 +258,7 @@ class MessageEncoder:
         if length > self.max_record:
             self._reject_length(length)
         return _new_prepared((
-            topic, qid, body, zlib.crc32(body) & 0x7FFFFFFF if body else 0,
+            topic, qid, body, codec.body_crc(body),
             t.tail_prefix + len(pb).to_bytes(2, "big") + pb, length,
             sys_flag, m.flag, m.born_timestamp, born_addr, born_port, store_addr, store_port,
             m.store_timestamp, m.reconsume_times, m.prepared_transaction_offset, tags_code,

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from rocketlake.store.codec import PROPERTY_KEYS, string_to_properties
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets, write_consumer_offsets
 from rocketlake.store.errors import UnsafePathError
@@ -100,11 +99,6 @@ class SegmentReport:
     source_end: int
     path: str
     translated_offsets: dict[str, dict[int, tuple[int, int]]]  # group -> queue -> (old, new)
-
-
-def record_key(properties_string: str) -> str | None:
-    """The compaction key of a record: its whole KEYS value (None without KEYS)."""
-    return string_to_properties(properties_string).get(PROPERTY_KEYS)
 
 
 def write_segment(root: Path, topic: str, kept: Sequence[KeptRecord], source_end: int,

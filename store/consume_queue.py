@@ -2,14 +2,23 @@
 RocketMQ's ``ConsumeQueue`` writes them."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 
-from rocketlake.store.codec import CQ_PRE_BLANK, CQ_UNIT, CQ_UNIT_DTYPE, CQ_UNIT_SIZE
+from rocketlake.store.codec import (CQ_BLANK_UNIT_SIZE, CQ_PRE_BLANK, CQ_UNIT, CQ_UNIT_DTYPE,
+                                   CQ_UNIT_SIZE, format_file_name)
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue
 from rocketlake.store.paths import CONSUME_QUEUE_DIR, queue_dir
+
+
+def pre_blank(byte_offset: int, file_size: int) -> bytes:
+    """What goes before the first unit of a queue whose first file is created for unit byte
+    offset ``byte_offset``: a pre-blank unit (``CQ_PRE_BLANK``) for every unit of that file
+    before it (RocketMQ's ``ConsumeQueue.putMessagePositionInfo`` -> ``fillPreBlank``)."""
+    return CQ_PRE_BLANK * ((byte_offset % file_size) // CQ_UNIT_SIZE)
 
 
 class ConsumeQueue:
@@ -32,7 +41,7 @@ class ConsumeQueue:
         first = self.files.files[0]
         units = self._units(first)
         valid = np.flatnonzero((units["commitlog_offset"] >= 0) & (units["size"] > 0)
-                               & (units["size"] != 0x7FFFFFFF))
+                               & (units["size"] != CQ_BLANK_UNIT_SIZE))
         self.min_logic_offset = first.start + (int(valid[0]) * CQ_UNIT_SIZE if valid.size else 0)
         # Extent: the newest file holding any unit ends after its last non-zero unit (zeros are
         # pre-allocated space); files after it are empty (``reserve`` creates files ahead of the
@@ -60,7 +69,7 @@ class ConsumeQueue:
         for mf in reversed(self.files.files):
             if mf.wrote:
                 off, size, _ = CQ_UNIT.unpack_from(mf.mm, mf.wrote - CQ_UNIT_SIZE)
-                if size != 0x7FFFFFFF:
+                if size != CQ_BLANK_UNIT_SIZE:
                     self.max_physic_offset = off + size
                 return
 
@@ -78,10 +87,9 @@ class ConsumeQueue:
         first = mf is None
         mf = self.files.create(start)
         if first and byte_offset:
-            # First file of a queue created at a non-zero offset: fill the units before it.
-            n = (byte_offset - start) // CQ_UNIT_SIZE
-            mf.mm[0:n * CQ_UNIT_SIZE] = CQ_PRE_BLANK * n
-            mf.wrote = n * CQ_UNIT_SIZE
+            blanks = pre_blank(byte_offset, self.file_size)
+            mf.mm[0:len(blanks)] = blanks
+            mf.wrote = len(blanks)
             self.min_logic_offset = byte_offset
         return mf
 
@@ -175,7 +183,7 @@ class ConsumeQueue:
             u = self._units(mf)[: mf.wrote // CQ_UNIT_SIZE]
             # Units are in commitlog order; keep the prefix that ends at or below the end.
             bad = np.flatnonzero((u["commitlog_offset"] + u["size"] > commitlog_end)
-                                 & (u["size"] != 0x7FFFFFFF))
+                                 & (u["size"] != CQ_BLANK_UNIT_SIZE))
             keep = int(bad[0]) if bad.size else u.size
             del u  # a view on the map: it must go before the file can close
             if keep == 0 and len(self.files.files) > 1:
@@ -190,7 +198,7 @@ class ConsumeQueue:
         for mf in self.files.files:
             u = self._units(mf)[: mf.wrote // CQ_UNIT_SIZE]
             ok = np.flatnonzero((u["commitlog_offset"] >= commitlog_min) & (u["size"] > 0)
-                                & (u["size"] != 0x7FFFFFFF))
+                                & (u["size"] != CQ_BLANK_UNIT_SIZE))
             if ok.size:
                 self.min_logic_offset = mf.start + int(ok[0]) * CQ_UNIT_SIZE
                 return
@@ -205,18 +213,61 @@ class ConsumeQueue:
 
 def load_queues(root: Path, file_size: int) -> dict[tuple[str, int], ConsumeQueue]:
     """Every ConsumeQueue under `<root>/consumequeue/<topic>/<queueId>/`, loaded; a directory
-    whose name is not a topic / queue id, or that resolves outside the store, is an error."""
+    whose name is not a topic / queue id, or that resolves outside the store, is an error (the
+    queues opened before it are closed again)."""
     out: dict[tuple[str, int], ConsumeQueue] = {}
     base = Path(root) / CONSUME_QUEUE_DIR
     if not base.exists():
         return out
-    for tdir in sorted(base.iterdir()):
-        if not tdir.is_dir():
-            continue
-        for qdir in sorted(tdir.iterdir()):
-            if not qdir.name.isdigit():
-                raise StoreFormatError(f"{qdir}: queue directory name is not a queue id")
-            cq = ConsumeQueue(root, tdir.name, int(qdir.name), file_size)
-            cq.load()
-            out[(tdir.name, int(qdir.name))] = cq
+    try:
+        for tdir in sorted(base.iterdir()):
+            if not tdir.is_dir():
+                continue
+            for qdir in sorted(tdir.iterdir()):
+                if not qdir.name.isdigit():
+                    raise StoreFormatError(f"{qdir}: queue directory name is not a queue id")
+                cq = ConsumeQueue(root, tdir.name, int(qdir.name), file_size)
+                out[(tdir.name, int(qdir.name))] = cq
+                cq.load()
+    except BaseException:
+        for cq in out.values():
+            cq.close()
+        raise
     return out
+
+
+def write_consume_queue_files(qdir: Path, queue_offsets: np.ndarray, units: np.ndarray,
+                              file_size: int, after: int = 0) -> int:
+    """Write units (``CQ_UNIT_DTYPE``) at consecutive ``queue_offsets`` into the queue's files
+    under ``qdir`` with plain file writes, the bytes ``ConsumeQueue.put_many`` would write
+    (files of ``file_size`` bytes, pre-blank units before the first unit of a new queue).
+    ``after``: the queue's current max offset; units below it are already there and skipped.
+    StoreFormatError when the offsets leave a gap. Returns the number of units written."""
+    keep = queue_offsets >= after
+    queue_offsets, units = queue_offsets[keep], units[keep]
+    if queue_offsets.size == 0:
+        return 0
+    gaps = np.flatnonzero(np.diff(queue_offsets) != 1)
+    if gaps.size:
+        raise StoreFormatError(f"{qdir}: queue offset {queue_offsets[gaps[0] + 1]} leaves a gap "
+                               f"after {queue_offsets[gaps[0]]}")
+    if after and queue_offsets[0] != after:
+        raise StoreFormatError(f"{qdir}: queue offset {queue_offsets[0]} leaves a gap after "
+                               f"{after - 1}")
+    qdir.mkdir(parents=True, exist_ok=True)
+    new_queue = not any(qdir.iterdir())
+    first = int(queue_offsets[0]) * CQ_UNIT_SIZE
+    data = units.astype(CQ_UNIT_DTYPE, copy=False).tobytes()
+    pos = first
+    while pos < first + len(data):
+        start = pos - pos % file_size
+        n = min(start + file_size, first + len(data)) - pos
+        path = qdir / format_file_name(start)
+        with open(path, "r+b" if path.exists() else "w+b") as f:
+            if os.fstat(f.fileno()).st_size != file_size:
+                f.truncate(file_size)
+            if new_queue and pos == first:
+                os.pwrite(f.fileno(), pre_blank(pos, file_size), 0)
+            os.pwrite(f.fileno(), data[pos - first:pos - first + n], pos - start)
+        pos += n
+    return int(queue_offsets.size)

@@ -14,11 +14,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from rocketlake.store import codec
-from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
+from rocketlake.store.codec import (INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER,
+                                   INDEX_HEADER_SIZE, INDEX_SLOT_SIZE)
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.mapped_file import create_file
-
-_MAX_DIFF = 0x7FFFFFFF
 
 
 def chain_batch(key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray, slot_table: np.ndarray,
@@ -52,12 +51,39 @@ def chain_batch(key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray, slot_tabl
     if index_count <= 1:
         begin[0] = begin_ts
     diff = np.where(begin > 0, (ts - begin) // 1000, 0)
-    diff = np.clip(diff, 0, _MAX_DIFF)
+    diff = np.clip(diff, 0, codec.INDEX_MAX_TIME_DIFF)
     return {
         "key_hash": key_hash, "phy_offset": phy, "time_diff": diff, "prev_index": prev,
         "slots": s_sorted[last], "slot_values": p_sorted[last],
         "new_slots": np.int64(np.count_nonzero(~old_valid)),
     }
+
+
+def write_index_file(path: Path, slot_num: int, entry_num: int,
+                     header: tuple[int, int, int, int, int, int], slots: np.ndarray,
+                     values: np.ndarray, entries: np.ndarray, first_pos: int) -> None:
+    """Write into the index file at ``path`` with plain file writes (for writers that place the
+    entries themselves, like the Spark rebuild): the header ``(beginTimestamp, endTimestamp,
+    beginPhyOffset, endPhyOffset, hashSlotCount, indexCount)`` (RocketMQ's ``IndexHeader``),
+    hash slot ``slots[i]`` set to ``values[i]``, and ``entries`` (``INDEX_ENTRY_DTYPE``) from
+    entry position ``first_pos`` on; every other slot and entry is left as it is. A missing file
+    is created at its full size; an existing one (a file being continued) must have that size
+    (StoreFormatError otherwise)."""
+    size = codec.index_file_size(slot_num, entry_num)
+    fd = os.open(path, os.O_RDWR) if path.exists() else create_file(path, size)
+    try:
+        if os.fstat(fd).st_size != size:
+            raise StoreFormatError(f"{path}: index file is {os.fstat(fd).st_size} bytes, expected "
+                                   f"{size} (maxHashSlotNum={slot_num}, maxIndexNum={entry_num})")
+        slots_at = INDEX_HEADER_SIZE
+        table = np.frombuffer(os.pread(fd, INDEX_SLOT_SIZE * slot_num, slots_at), dtype=">i4").copy()
+        table[slots] = values
+        os.pwrite(fd, INDEX_HEADER.pack(*header), 0)
+        os.pwrite(fd, table.tobytes(), slots_at)
+        os.pwrite(fd, entries.astype(INDEX_ENTRY_DTYPE, copy=False).tobytes(),
+                  slots_at + INDEX_SLOT_SIZE * slot_num + first_pos * INDEX_ENTRY_SIZE)
+    finally:
+        os.close(fd)
 
 
 class IndexFile:

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.dispatch import Dispatcher, from_record
 from rocketlake.store.index import IndexService
+from rocketlake.store.store_files import StoreFiles
 
 
 @dataclass
@@ -34,21 +34,19 @@ def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = Tr
     for name, wanted in (("consumequeue", consume_queue), ("index", index)):
         if wanted and (out / name).exists() and any((out / name).iterdir()):
             raise FileExistsError(f"{out / name}: already exists; rebuild writes into an empty place")
-    log = CommitLog(Path(store), cfg)
-    log.files.load()
-    idx = IndexService(out, cfg.maxHashSlotNum, cfg.maxIndexNum) if index else None
-    d = Dispatcher(out, cfg, {}, idx)
-    n = 0
-    scan = log.scan(check_crc=True)
-    try:
-        for rec in scan:
-            req = from_record(rec, cfg.delay_levels_ms)
-            if not consume_queue:
-                req = req._replace(to_consume_queue=False)
-            d(req)
-            n += 1
-        d.flush()
-    finally:
-        d.close()
-        log.close()
+    with StoreFiles(store, cfg) as files:
+        scan = files.commitlog.scan(check_crc=True)
+        idx = IndexService(out, cfg.maxHashSlotNum, cfg.maxIndexNum) if index else None
+        d = Dispatcher(out, cfg, {}, idx)
+        n = 0
+        try:
+            for rec in scan:
+                req = from_record(rec, cfg.delay_levels_ms)
+                if not consume_queue:
+                    req = req._replace(to_consume_queue=False)
+                d(req)
+                n += 1
+            d.flush()
+        finally:
+            d.close()
     return RebuildStats(n, scan.end, scan.error)

@@ -154,7 +154,7 @@ def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, st
     O(units), one gather of 36 bytes per unit."""
     first, u = cq.recent_units()
     off, size = u["commitlog_offset"], u["size"].astype(np.int64)
-    unit = size != 0x7FFFFFFF  # pre-blank units fill the queue before its first record
+    unit = size != codec.CQ_BLANK_UNIT_SIZE  # pre-blank units fill the queue before its first record
     garbage = unit & ((off < 0) | (size <= 0))
     inside = np.flatnonzero(unit & ~garbage & (off + size <= end))
     before_last_inside = np.arange(u.size) < (inside[-1] if inside.size else 0)

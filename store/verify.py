@@ -14,12 +14,13 @@ from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import read_config, read_consumer_offsets
-from rocketlake.store.consume_queue import ConsumeQueue, load_queues
+from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.dispatch import DispatchRequest, from_record
 from rocketlake.store.errors import ConfigFileError, StoreFormatError
 from rocketlake.store.index import IndexFile, IndexService
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.message_store import is_store
+from rocketlake.store.store_files import StoreFiles
 
 
 @dataclass
@@ -48,9 +49,10 @@ class VerifyReport:
 
 
 class _Checker:
-    def __init__(self, root: Path, cfg: StoreConfig) -> None:
-        self.root, self.cfg = root, cfg
-        self.report = VerifyReport(str(root))
+    def __init__(self, files: StoreFiles) -> None:
+        self.files = files
+        self.root, self.cfg = files.root, files.cfg
+        self.report = VerifyReport(str(self.root))
 
     def problem(self, file: Path | str, offset: int | None, what: str, severity: str = "error") -> None:
         rel = str(Path(file).relative_to(self.root)) if Path(file).is_absolute() else str(file)
@@ -58,9 +60,8 @@ class _Checker:
 
     # --- CommitLog ---------------------------------------------------------------------------------
     def commitlog(self) -> tuple[CommitLog, dict[int, DispatchRequest]] | None:
-        log = CommitLog(self.root, self.cfg)
         try:
-            log.files.load()
+            log = self.files.commitlog
         except StoreFormatError as e:
             self.problem("commitlog", None, str(e))
             return None
@@ -88,7 +89,7 @@ class _Checker:
     # --- ConsumeQueues -----------------------------------------------------------------------------
     def consume_queues(self, log: CommitLog, records: dict[int, DispatchRequest]) -> None:
         try:
-            queues = load_queues(self.root, self.cfg.mappedFileSizeConsumeQueue)
+            queues = self.files.queues
         except StoreFormatError as e:
             self.problem("consumequeue", None, str(e))
             return
@@ -104,8 +105,6 @@ class _Checker:
             self.problem(f"consumequeue/{topic}/{qid}", None,
                          f"queue missing: {len(reqs)} CommitLog records (first at queue offset "
                          f"{first}, commitlog offset {reqs[first].commitlog_offset}) have no unit")
-        for cq in queues.values():
-            cq.close()
 
     def _queue(self, cq: ConsumeQueue, want: dict[int, DispatchRequest], records: dict[int, DispatchRequest], cl_min: int) -> None:
         units = cq.all_units()
@@ -137,16 +136,12 @@ class _Checker:
     def index(self, records: dict[int, DispatchRequest], cl_min: int) -> None:
         if not self.cfg.messageIndexEnable:
             return
-        idx = IndexService(self.root, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum)
         try:
-            idx.load()
+            idx = self.files.index
         except StoreFormatError as e:
             self.problem("index", None, str(e))
             return
-        try:
-            self._index(idx, records, cl_min)
-        finally:
-            idx.close()
+        self._index(idx, records, cl_min)
 
     def _index(self, idx: IndexService, records: dict[int, DispatchRequest], cl_min: int) -> None:
         if not idx.files:
@@ -269,23 +264,22 @@ def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any
     names the path and says why."""
     cfg = load_config(overrides, base=config)
     refused = not_a_store(root)
-    root = Path(root).resolve()
-    c = _Checker(root, cfg)
-    if refused:
-        c.report.problems.append(Problem("error", ".", None, refused))
+    with StoreFiles(Path(root).resolve(), cfg) as files:
+        c = _Checker(files)
+        if refused:
+            c.report.problems.append(Problem("error", ".", None, refused))
+            return c.report
+        loaded = c.commitlog()
+        if loaded is None:
+            return c.report
+        log, records = loaded
+        c.consume_queues(log, records)
+        c.index(records, log.min_offset)
+        c.checkpoint(records)
+        maxes: dict[tuple[str, int], int] = {}
+        for req in records.values():
+            if req.to_consume_queue:
+                key = (req.topic, req.queue_id)
+                maxes[key] = max(maxes.get(key, 0), req.queue_offset + 1)
+        c.config(maxes)
         return c.report
-    loaded = c.commitlog()
-    if loaded is None:
-        return c.report
-    log, records = loaded
-    c.consume_queues(log, records)
-    c.index(records, log.min_offset)
-    c.checkpoint(records)
-    maxes: dict[tuple[str, int], int] = {}
-    for req in records.values():
-        if req.to_consume_queue:
-            key = (req.topic, req.queue_id)
-            maxes[key] = max(maxes.get(key, 0), req.queue_offset + 1)
-    c.config(maxes)
-    log.close()
-    return c.report

@@ -5,7 +5,7 @@ columns ``topic`` and ``store_date``, and the ``store`` / ``commitlog_file`` eac
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from rocketlake.store import codec
@@ -20,19 +20,26 @@ ARCHIVE_COLUMNS = (
 )
 
 
+def properties_map(properties: Column) -> Column:
+    """A properties string as a map, read as ``store.codec.string_to_properties`` reads it: split
+    at the first \\x01 of each segment, segments without one or with an empty name or value
+    dropped, and a name given twice keeps its last value. Built so that no duplicate key reaches
+    the map (whatever ``spark.sql.mapKeyDedupPolicy`` says)."""
+    entries = F.transform(F.split(properties, codec.PROPERTY_SEPARATOR),
+                          lambda p: F.split(p, codec.NAME_VALUE_SEPARATOR, 2))
+    pairs = F.filter(entries, lambda e: (F.size(e) == 2) & (e[0] != "") & (e[1] != ""))
+    empty = F.create_map().cast("map<string,string>")
+    return F.aggregate(pairs, empty, lambda acc, e: F.map_concat(
+        F.map_filter(acc, lambda k, _: k != e[0]), F.create_map(e[0], e[1])))
+
+
 def archive_rows(records: DataFrame, store: str, file_size: int) -> DataFrame:
     """Full scan rows (``with_body``, ``full_head``) -> archive rows.
 
     ``properties`` becomes a map; ``msg_id`` is the offset msgId (store host + port + offset,
     uppercase hex); ``store_date`` is the UTC date of the store time.
     """
-    sep = codec.NAME_VALUE_SEPARATOR
-    entries = F.transform(F.split(F.col("properties"), codec.PROPERTY_SEPARATOR),
-                          lambda p: F.struct(F.split(p, sep).getItem(0).alias("key"),
-                                             F.split(p, sep).getItem(1).alias("value")))
-    # as the codec reads properties: drop segments without a separator, name or value
-    props = F.map_from_entries(F.filter(
-        entries, lambda e: (e["key"] != "") & e["value"].isNotNull() & (e["value"] != "")))
+    props = properties_map(F.col("properties"))
     msg_id = F.upper(F.concat(F.hex("store_addr"), F.lpad(F.hex("store_port"), 8, "0"),
                               F.lpad(F.hex("commitlog_offset"), 16, "0")))
     start = F.col("commitlog_offset") - F.col("commitlog_offset") % F.lit(file_size)

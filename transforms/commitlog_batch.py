@@ -12,7 +12,6 @@ carries what the driver needs to find the end of valid data across ranges (``nex
 from __future__ import annotations
 
 import re
-import zlib
 from typing import Sequence
 
 import numpy as np
@@ -174,8 +173,9 @@ def parse_range(buf: np.ndarray, file_start: int, lo: int, hi: int, check_crc: b
     body_start = c + h["head_size"]
     body_end = body_start + body_len
     v2 = h["magic"] == codec.MAGIC_V2
-    topic_len = np.where(v2, _be(buf, body_end, ">i2"), _be(buf, body_end, ">u1"))
-    topic_start = body_end + np.where(v2, 2, 1)
+    tl1, tl2 = codec.TOPIC_LENGTH[codec.MAGIC_V1], codec.TOPIC_LENGTH[codec.MAGIC_V2]
+    topic_len = np.where(v2, _be(buf, body_end, tl2.format), _be(buf, body_end, tl1.format))
+    topic_start = body_end + np.where(v2, tl2.size, tl1.size)
     props_len_at = topic_start + topic_len
     props_len = _be(buf, props_len_at, ">i2")
     props_start = props_len_at + 2
@@ -213,7 +213,7 @@ def parse_range(buf: np.ndarray, file_start: int, lo: int, hi: int, check_crc: b
         crc = h["body_crc"]
         for i in np.flatnonzero(ok).tolist():
             s, ln = int(body_start[i]), int(body_len[i])
-            crc_ok[i] = (zlib.crc32(mv[s:s + ln]) & 0x7FFFFFFF if ln else 0) == crc[i]
+            crc_ok[i] = codec.body_crc(mv[s:s + ln]) == crc[i]
 
     rows = np.flatnonzero(ok)
     break_at = np.full(n, -1, dtype=np.int64)

@@ -6,13 +6,10 @@ from pyspark.sql import functions as F
 
 from rocketlake.store import codec
 
-#: KEYS value inside a properties string (pairs "name\x01value" joined by "\x02")
-_KEYS = f"(?:^|{codec.PROPERTY_SEPARATOR}){codec.PROPERTY_KEYS}{codec.NAME_VALUE_SEPARATOR}([^{codec.PROPERTY_SEPARATOR}]*)"
-
-
 def with_compaction_key(messages: DataFrame) -> DataFrame:
-    """Adds ``compaction_key``: the whole KEYS value of each record (null without KEYS)."""
-    key = F.regexp_extract("properties", _KEYS, 1)
+    """Adds ``compaction_key``: the whole KEYS value of each record as the codec reads it
+    (``store.codec.string_to_properties``: the last non-empty KEYS), null without KEYS."""
+    key = F.regexp_extract("properties", codec.property_value_pattern(codec.PROPERTY_KEYS, java=True), 1)
     return messages.withColumn("compaction_key", F.when(key != "", key))
 
 

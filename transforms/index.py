@@ -24,16 +24,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType
 
 from rocketlake.store import codec, dispatch
+from rocketlake.transforms.consumequeue import transaction_filter
 
-#: Transaction types whose records are indexed, read off ``store.dispatch`` (the one rule).
-INDEXED_TRANSACTIONS = [t for t in (codec.TRANSACTION_NOT, codec.TRANSACTION_PREPARED,
-                                    codec.TRANSACTION_COMMIT, codec.TRANSACTION_ROLLBACK)
-                        if dispatch.index_keys("t", {codec.PROPERTY_KEYS: "k"}, t)]
 #: What joins topic and key in an index key ("topic#key"), read off ``store.dispatch``.
 TOPIC_KEY_SEPARATOR = dispatch.index_keys("t", {codec.PROPERTY_KEYS: "k"}, 0)[0][1:-1]
 #: The message columns :func:`index_keys` reads.
 KEY_INPUT_COLUMNS = ("commitlog_offset", "store_timestamp", "topic", "sys_flag", "uniq_key", "keys")
-_MAX_DIFF = 0x7FFFFFFF
 DEFAULT_BUCKET_BYTES = 64 << 20
 
 
@@ -60,6 +56,12 @@ class IndexChain(NamedTuple):
     entries: DataFrame
     files: DataFrame
     slots: DataFrame
+    #: every key's place (:func:`place_keys`), persisted: the three frames above derive from it
+    placed: DataFrame
+
+    def release(self) -> None:
+        """Drop the persisted placements once the chain has been written."""
+        self.placed.unpersist()
 
 
 @F.arrow_udf(IntegerType())
@@ -69,14 +71,18 @@ def index_key_hash(keys: pa.Array) -> pa.Array:
     return pa.array(np.asarray(hashes, dtype=np.int32))
 
 
+def _is_indexed(sys_flag: int) -> bool:
+    """Whether a record of this SYSFLAG gets index keys, read off ``store.dispatch.index_keys``."""
+    return bool(dispatch.index_keys("t", {codec.PROPERTY_KEYS: "k"}, sys_flag))
+
+
 def index_keys(messages: DataFrame) -> DataFrame:
     """One row per index key, as the store puts them: ``commitlog_offset, key_pos,
     store_timestamp, topic, key`` (key: "topic#key"); UNIQ_KEY first, then each KEYS token; none for
     ROLLBACK records."""
-    tx = F.col("sys_flag").bitwiseAND(codec.TRANSACTION_MASK)
     uniq = F.when(F.col("uniq_key").isNotNull(), F.array("uniq_key")).otherwise(F.array())
     keys = F.concat(uniq, F.coalesce(F.col("keys"), F.array().cast("array<string>")))
-    return (messages.filter(tx.isin(INDEXED_TRANSACTIONS))
+    return (messages.filter(transaction_filter(_is_indexed))
             .select("commitlog_offset", "store_timestamp", "topic",
                     F.posexplode(keys).alias("key_pos", "k"))
             .select("commitlog_offset", "key_pos", "store_timestamp", "topic",
@@ -148,7 +154,7 @@ def index_entries(placed: DataFrame, files: DataFrame, start: IndexStart = Index
         F.when((F.col("file_no") == 0) & F.lit(start.index_count > 1), F.lit(start.begin_ts))
         .otherwise(F.col("first_ts")).alias("begin"))
     seen = F.when(F.col("position") == 1, F.col("open_begin")).otherwise(F.col("begin"))
-    diff = F.least(F.greatest(F.floor((F.col("ts") - seen) / 1000), F.lit(0)), F.lit(_MAX_DIFF))
+    diff = F.least(F.greatest(F.floor((F.col("ts") - seen) / 1000), F.lit(0)), F.lit(codec.INDEX_MAX_TIME_DIFF))
     return (placed.join(F.broadcast(begins), "file_no")
             .select("file_no", "position", "key_hash", "phy_offset",
                     F.when(seen > 0, diff).otherwise(0).cast("int").alias("time_diff"),
@@ -157,7 +163,8 @@ def index_entries(placed: DataFrame, files: DataFrame, start: IndexStart = Index
 
 def index_chain(keys: DataFrame, slot_num: int, entry_num: int, start: IndexStart = IndexStart(),
                 bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> IndexChain:
-    """Place ``keys`` (rows of :func:`index_keys`) into index files as RocketMQ's puts would."""
-    placed = place_keys(keys, slot_num, entry_num, start, bucket_bytes)
+    """Place ``keys`` (rows of :func:`index_keys`) into index files as RocketMQ's puts would;
+    the placements are persisted (``IndexChain.release`` drops them)."""
+    placed = place_keys(keys, slot_num, entry_num, start, bucket_bytes).persist()
     files = index_files(placed)
-    return IndexChain(index_entries(placed, files, start), files, index_slots(placed))
+    return IndexChain(index_entries(placed, files, start), files, index_slots(placed), placed)

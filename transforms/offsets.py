@@ -23,7 +23,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from rocketlake.transforms.queue_units import BLANK_UNIT_SIZE
+from rocketlake.store.codec import CQ_BLANK_UNIT_SIZE
 
 _STR, _INT, _LONG, _TS = T.StringType(), T.IntegerType(), T.LongType(), T.TimestampType()
 
@@ -116,7 +116,7 @@ def queue_requests(queues: DataFrame, committed: DataFrame) -> DataFrame:
 
 def _live(commitlog_min_offset: int) -> Column:
     """A unit whose message is in the CommitLog: a real unit (not pre-blank) at or above its min."""
-    return ((F.col("size") > 0) & (F.col("size") != BLANK_UNIT_SIZE)
+    return ((F.col("size") > 0) & (F.col("size") != CQ_BLANK_UNIT_SIZE)
             & (F.col("commitlog_offset") >= commitlog_min_offset))
 
 

@@ -22,14 +22,11 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from rocketlake.store.codec import CQ_PRE_BLANK, CQ_UNIT
+from rocketlake.store.codec import CQ_BLANK_UNIT_SIZE, CQ_UNIT
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig
-from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.errors import CorruptRecordError
-
-#: The size field of a pre-blank unit (docs/FORMAT.md §6): a placeholder, not a message.
-BLANK_UNIT_SIZE: int = CQ_UNIT.unpack(CQ_PRE_BLANK)[1]
+from rocketlake.store.store_files import StoreFiles
 
 #: What :func:`read_queue_units` returns, one row per unit.
 UNIT_SCHEMA = pa.schema([
@@ -46,25 +43,18 @@ UNIT_SCHEMA = pa.schema([
 def read_queue_units(batches: Iterator[pa.RecordBatch], root: str, config: StoreConfig
                      ) -> Iterator[pa.RecordBatch]:
     """``mapInArrow`` body: requests (topic, queue_id, wanted) -> units (:data:`UNIT_SCHEMA`)."""
-    commitlog = CommitLog(Path(root), config)
-    commitlog.files.load()
-    try:
+    with StoreFiles(Path(root), config) as files:
         for batch in batches:
             rows: list[tuple] = []
             for req in batch.to_pylist():
-                rows += _queue_units(commitlog, Path(root), config.mappedFileSizeConsumeQueue,
-                                     req["topic"], req["queue_id"], req["wanted"] or ())
+                rows += _queue_units(files, req["topic"], req["queue_id"], req["wanted"] or ())
             yield pa.RecordBatch.from_pylist(
                 [dict(zip(UNIT_SCHEMA.names, r)) for r in rows], schema=UNIT_SCHEMA)
-    finally:
-        commitlog.close()
 
 
-def _queue_units(commitlog: CommitLog, root: Path, cq_file_size: int, topic: str, queue_id: int,
-                 wanted) -> list[tuple]:
-    cq = ConsumeQueue(root, topic, queue_id, cq_file_size)
-    try:
-        cq.load()
+def _queue_units(files: StoreFiles, topic: str, queue_id: int, wanted) -> list[tuple]:
+    commitlog = files.commitlog
+    with files.queue(topic, queue_id) as cq:
         lo, hi = cq.files.min_offset // CQ_UNIT.size, cq.max_offset
         if cq.min_offset < hi and cq.units(cq.min_offset, 1)["commitlog_offset"][0] < \
                 commitlog.min_offset:  # retention deleted CommitLog files under this queue's min
@@ -80,15 +70,13 @@ def _queue_units(commitlog: CommitLog, root: Path, cq_file_size: int, topic: str
             ts, err = _check(commitlog, topic, queue_id, q, off, size)
             out.append((topic, queue_id, q, off, size, ts, err))
         return out
-    finally:
-        cq.close()
 
 
 def _check(commitlog: CommitLog, topic: str, queue_id: int, queue_offset: int, offset: int,
            size: int) -> tuple[int | None, str | None]:
     """(store timestamp, None) when the unit's record is there, (None, why) when it is not;
     (None, None) for units whose message is gone or never was (pre-blank, below the minimum)."""
-    if size == BLANK_UNIT_SIZE or size <= 0 or offset < commitlog.min_offset:
+    if size == CQ_BLANK_UNIT_SIZE or size <= 0 or offset < commitlog.min_offset:
         return None, None
     where = f"{topic}/{queue_id} queue offset {queue_offset}: CommitLog offset {offset}"
     try:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from goldens import GOLDEN
 from rocketlake.store import codec
@@ -112,3 +113,19 @@ def test_batch_schema_is_arrow() -> None:
     buf = np.zeros(1024, dtype=np.uint8)
     batch = parse_range(buf, 0, 0, 1024, with_body=True)
     assert batch.num_rows == 0 and batch.schema.field("body").type == pa.binary()
+
+
+def test_topic_length_byte_is_signed_as_in_the_codec() -> None:
+    """TOPICLENGTH of a v1 record is a signed byte (FORMAT.md §2.1; RocketMQ's
+    CommitLog.checkMessageAndReturnSize reads ``byteBuffer.get()``): a length byte of 200 is -56,
+    so a record otherwise consistent with a 200-byte topic is no record, for both readers."""
+    topic = b"a" * 200
+    total = codec.record_length(0, 0, len(topic), 0)
+    head = codec.HEAD[(False, False)].pack(total, codec.MAGIC_V1, 0, 0, 0, 0, 0, 0, 1, b"\x7f\0\0\1",
+                                           1, 2, b"\x7f\0\0\1", 10911, 0, 0, 0)
+    rec = head + bytes([len(topic)]) + topic + struct.pack(">h", 0)
+    assert len(rec) == total
+    buf = np.frombuffer(rec + bytes(4096 - total), dtype=np.uint8)
+    with pytest.raises(codec.CorruptRecordError, match="TOPICLEN -56"):
+        codec.decode_record(buf.tobytes(), 0)
+    assert parse_range(buf, 0, 0, buf.size).num_rows == 0

@@ -30,3 +30,14 @@ def test_latest_per_key_per_queue_keeps_unkeyed(spark):
         ("t", 0, 3, "TAGS\x01x", None), ("t", 0, 4, "TAGS\x01y", None),
     ], COLS + ", compaction_key string")
     assert_df_equality(latest_per_key(with_compaction_key(df)), expected, ignore_row_order=True)
+
+
+def test_compaction_key_takes_the_last_keys_as_the_codec_does(spark):
+    """A name given twice keeps its last value (RocketMQ's MessageDecoder.string2messageProperties
+    fills a HashMap; ``store.codec.string_to_properties``); an empty KEYS value is no value."""
+    from rocketlake.store.codec import string_to_properties
+    props = ["KEYS\x01first\x02TAGS\x01A\x02KEYS\x01last", "KEYS\x01only\x02KEYS\x01",
+             "KEYS\x01\x02KEYS\x01late"]
+    df = spark.createDataFrame([("t", 0, i, p) for i, p in enumerate(props)], COLS)
+    got = [r["compaction_key"] for r in with_compaction_key(df).orderBy("origin_offset").collect()]
+    assert got == ["last", "only", "late"] == [string_to_properties(p)["KEYS"] for p in props]

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 from rocketlake.store.index import IndexService
 from rocketlake.transforms.consumequeue import consumequeue_units
@@ -82,3 +83,24 @@ def test_index_chain_equals_the_library_puts(spark, tmp_path: Path) -> None:
     files = chain.files.orderBy("file_no").collect()
     assert [f["index_count"] for f in files] == [4] * 7 + [3]
     assert files[1]["first_ts"] == ts[3] and files[1]["last_phy"] == phy[5]
+    chain.release()
+
+
+def test_archive_properties_map_reads_as_the_codec_whatever_the_session(spark) -> None:
+    """The archive's properties map: last duplicate wins, a value keeps its \\x01 bytes, empty
+    names / values and segments without \\x01 are dropped (``store.codec.string_to_properties``),
+    under the session's default mapKeyDedupPolicy (EXCEPTION), set here on purpose."""
+    from rocketlake.store.codec import string_to_properties
+    from rocketlake.transforms.archive import properties_map
+    props = ["KEYS\x01a\x02TAGS\x01T\x02KEYS\x01b", "X\x01v\x01w\x02\x01n\x02E\x01\x02junk",
+             "TAGS\x01A\x02", ""]
+    old = spark.conf.get("spark.sql.mapKeyDedupPolicy")
+    spark.conf.set("spark.sql.mapKeyDedupPolicy", "EXCEPTION")
+    try:
+        df = spark.createDataFrame([(i, p) for i, p in enumerate(props)], "i int, properties string")
+        got = [r["m"] for r in df.select("i", properties_map(F.col("properties")).alias("m"))
+               .orderBy("i").collect()]
+    finally:
+        spark.conf.set("spark.sql.mapKeyDedupPolicy", old)
+    assert got == [{"KEYS": "b", "TAGS": "T"}, {"X": "v\x01w"}, {"TAGS": "A"}, {}]
+    assert got == [string_to_properties(p) for p in props]

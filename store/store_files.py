@@ -1,0 +1,103 @@
+"""A read-only handle on a store's files: its CommitLog, ConsumeQueues and index files, mapped as
+they are on disk, without recovery and without the writer's lock.
+
+For the readers outside ``MessageStore`` (fsck, the rebuilds, the Spark jobs' driver and
+executor code): one place that knows how the three parts are opened and closed.
+
+    with StoreFiles(root, cfg) as files:
+        files.commitlog.read(offset)
+        for (topic, queue_id), cq in files.queues.items(): ...
+        files.index.query(key, ...)
+
+Each part is opened on first use (so a caller that needs only the CommitLog maps nothing else,
+and a part that cannot be opened, StoreFormatError, does not hide the others); ``close()`` closes
+whatever was opened.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Iterator
+
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.config import StoreConfig
+from rocketlake.store.consume_queue import ConsumeQueue, load_queues
+from rocketlake.store.index import IndexService
+
+
+class StoreFiles:
+    """The files of the store at ``root`` under the sizes of ``cfg``, opened lazily, read as
+    they are (no recovery, no lock, nothing written)."""
+
+    def __init__(self, root: str | Path, cfg: StoreConfig) -> None:
+        self.root, self.cfg = Path(root), cfg
+        self._commitlog: CommitLog | None = None
+        self._queues: dict[tuple[str, int], ConsumeQueue] | None = None
+        self._index: IndexService | None = None
+
+    @property
+    def commitlog(self) -> CommitLog:
+        """The CommitLog, every file mapped (StoreFormatError for foreign names, wrong sizes or
+        gaps)."""
+        if self._commitlog is None:
+            log = CommitLog(self.root, self.cfg)
+            try:
+                log.files.load()
+            except BaseException:
+                log.close()
+                raise
+            self._commitlog = log
+        return self._commitlog
+
+    @property
+    def queues(self) -> dict[tuple[str, int], ConsumeQueue]:
+        """Every ConsumeQueue, loaded, by (topic, queue id) (StoreFormatError for a directory or
+        file that cannot be one)."""
+        if self._queues is None:
+            self._queues = load_queues(self.root, self.cfg.mappedFileSizeConsumeQueue)
+        return self._queues
+
+    @property
+    def index(self) -> IndexService:
+        """The index files, loaded (whether or not ``messageIndexEnable`` is set: the caller
+        decides whether it wants them)."""
+        if self._index is None:
+            idx = IndexService(self.root, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum)
+            try:
+                idx.load()
+            except BaseException:
+                idx.close()
+                raise
+            self._index = idx
+        return self._index
+
+    @contextmanager
+    def queue(self, topic: str, queue_id: int) -> Iterator[ConsumeQueue]:
+        """One ConsumeQueue, loaded, closed on leaving the block (for callers that visit queues
+        one at a time and need not map them all)."""
+        cq = ConsumeQueue(self.root, topic, queue_id, self.cfg.mappedFileSizeConsumeQueue)
+        try:
+            cq.load()
+            yield cq
+        finally:
+            cq.close()
+
+    def close(self) -> None:
+        """Unmap everything opened; the handle can be used again (parts reopen on use)."""
+        log, queues, idx = self._commitlog, self._queues, self._index
+        self._commitlog = self._queues = self._index = None
+        if log is not None:
+            log.close()
+        for cq in (queues or {}).values():
+            cq.close()
+        if idx is not None:
+            idx.close()
+
+    def __enter__(self) -> StoreFiles:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+

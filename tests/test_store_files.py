@@ -1,0 +1,122 @@
+"""The read-only handle on a store's files, and the plain-file writers of ConsumeQueue and index
+files that the Spark rebuilds use: same bytes as the library's own writers."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rocketlake.store import MessageStore, codec
+from rocketlake.store.config import load_config
+from rocketlake.store.consume_queue import ConsumeQueue, write_consume_queue_files
+from rocketlake.store.index import IndexService, write_index_file
+from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.message import Message
+from rocketlake.store.store_files import StoreFiles
+
+SMALL = {"mappedFileSizeCommitLog": 4096, "mappedFileSizeConsumeQueue": 100,
+         "maxHashSlotNum": 8, "maxIndexNum": 10}
+
+
+def _digest(root: Path) -> dict[str, tuple[str, int]]:
+    return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Path:
+    root = tmp_path / "s"
+    with MessageStore(root, **SMALL) as ms:
+        for i in range(30):
+            ms.put(Message(f"t{i % 2}", b"x" * 50, keys=f"k{i}", tags="A"))
+    return root
+
+
+def test_handle_reads_all_three_parts_and_changes_nothing(store: Path) -> None:
+    before = _digest(store)
+    with StoreFiles(store, load_config(SMALL)) as files:
+        recs = list(files.commitlog.scan())
+        assert len(recs) == 30
+        assert sorted(files.queues) == [("t0", 0), ("t1", 0)]
+        assert files.queues[("t0", 0)].max_offset == 15
+        assert recs[7].commitlog_offset in files.index.query("t1#k7", 10, 0, 2 ** 63 - 1)
+        with files.queue("t1", 0) as cq:
+            assert cq.units(3, 1)["commitlog_offset"][0] == recs[7].commitlog_offset
+    assert _digest(store) == before
+
+
+def test_a_part_that_cannot_open_does_not_hide_the_others(store: Path) -> None:
+    bad = store / "consumequeue" / "t0" / "x"
+    bad.mkdir()
+    with StoreFiles(store, load_config(SMALL)) as files:
+        with pytest.raises(StoreFormatError, match=r"consumequeue/t0/x: queue directory name"):
+            files.queues
+        assert len(list(files.commitlog.scan())) == 30
+
+
+def _library_queue(root: Path, offsets: np.ndarray, units: np.ndarray, file_size: int) -> dict:
+    cq = ConsumeQueue(root, "t", 0, file_size)
+    cq.load()
+    cq.put_many(offsets, units)
+    cq.close()
+    d = root / "consumequeue" / "t" / "0"
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+@pytest.mark.parametrize("first", [0, 3, 5, 12])
+def test_consume_queue_writer_writes_the_library_bytes(tmp_path: Path, first: int) -> None:
+    # 5 units per file; a queue whose first unit is mid-file gets pre-blank units before it.
+    n = 9
+    offsets = np.arange(first, first + n, dtype=np.int64)
+    units = np.zeros(n, dtype=codec.CQ_UNIT_DTYPE)
+    units["commitlog_offset"] = 1000 + 100 * np.arange(n)
+    units["size"] = 100
+    units["tags_code"] = np.arange(n) - 4
+    want = _library_queue(tmp_path / "lib", offsets, units, 100)
+    qdir = tmp_path / "job" / "t" / "0"
+    assert write_consume_queue_files(qdir, offsets[:4], units[:4], 100) == 4
+    assert write_consume_queue_files(qdir, offsets, units, 100, after=first + 4) == n - 4
+    assert {p.name: p.read_bytes() for p in sorted(qdir.iterdir())} == want
+    if first % 5:
+        head = want[codec.format_file_name(first // 5 * 100)]
+        assert head[:20] == codec.CQ_UNIT.pack(0, 0x7FFFFFFF, 0)  # FORMAT.md §6 pre-blank
+
+
+def test_consume_queue_writer_refuses_a_gap(tmp_path: Path) -> None:
+    units = np.zeros(2, dtype=codec.CQ_UNIT_DTYPE)
+    with pytest.raises(StoreFormatError, match="leaves a gap after 0"):
+        write_consume_queue_files(tmp_path / "q", np.array([0, 2]), units, 100)
+
+
+def test_index_writer_writes_the_library_bytes(tmp_path: Path) -> None:
+    keys = [f"t#k{i % 5}" for i in range(7)]
+    phy = [i * 100 for i in range(7)]
+    ts = [1_700_000_000_000 + i * 1500 for i in range(7)]
+    svc = IndexService(tmp_path / "lib", 8, 10)
+    svc.add_many([(k,) for k in keys], phy, ts)
+    svc.build()
+    (f,) = svc.files
+    want, name = bytes(f.mm), f.path.name
+    header = (f.begin_ts, f.end_ts, f.begin_phy, f.end_phy, f.slot_count, f.index_count)
+    entries = f.entries[1:f.index_count].copy()
+    slots = np.flatnonzero(np.asarray(f.slots))
+    values = np.asarray(f.slots)[slots].copy()
+    svc.close()
+    path = tmp_path / "job" / name
+    path.parent.mkdir()
+    # Written in two steps, as an incremental rebuild continues a file.
+    write_index_file(path, 8, 10, header, slots, values, entries[:3], 1)
+    write_index_file(path, 8, 10, header, slots, values, entries[3:], 4)
+    assert path.read_bytes() == want
+    assert codec.INDEX_HEADER.unpack_from(want, 0)[5] == 8  # indexCount: 7 keys + the unused 0
+
+
+def test_index_writer_refuses_a_file_of_another_size(tmp_path: Path) -> None:
+    path = tmp_path / "20240101000000000"
+    path.write_bytes(b"\0" * 10)
+    with pytest.raises(StoreFormatError, match="index file is 10 bytes"):
+        write_index_file(path, 8, 10, (0,) * 6, np.zeros(0, int), np.zeros(0, int),
+                         np.zeros(0, dtype=codec.INDEX_ENTRY_DTYPE), 1)
+    assert path.read_bytes() == b"\0" * 10
