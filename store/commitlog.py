@@ -238,7 +238,9 @@ class MessageEncoder:
         tags_code = self._tags_code(tags) if tags else 0
         delayed = level > 0 and dispatch.goes_to_consume_queue(sys_flag)
         if delayed:
-            level = min(level, len(self.delay_ms))
+            if level > len(self.delay_ms):  # CommitLog.asyncPutMessage stores the highest level
+                level = len(self.delay_ms)
+                props[codec.PROPERTY_DELAY] = str(level)
             props[codec.PROPERTY_REAL_TOPIC] = topic
             props[codec.PROPERTY_REAL_QID] = str(qid)
             topic, qid = codec.SCHEDULE_TOPIC, codec.delay_level_to_queue_id(level)
