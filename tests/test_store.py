@@ -143,7 +143,7 @@ def test_delay_message_goes_to_schedule_topic(tmp_path):
         late = ms.get("SCHEDULE_TOPIC_XXXX", 17, 0).messages[0]
         assert late.tags_code == 20_000 + 7_200_000
         # CommitLog.asyncPutMessage stores the highest configured level (18 here), not 99:
-        # properties DELAY\x0118 REAL_TOPIC\x01orders REAL_QID\x011 and 19 bytes of topic
+        # its record: the fixed 91 bytes, a 10-byte body, the 19-byte topic and the properties
         assert late.record.properties["DELAY"] == "18"
         assert late.record.size == 91 + 10 + 19 + len("DELAY\x0118\x02REAL_TOPIC\x01orders\x02REAL_QID\x011")
         assert ms.max_offset("orders", 3) == 0
