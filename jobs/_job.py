@@ -1,8 +1,8 @@
-"""What every Spark job shares: its command line, settings, store checks, the writer lock and
-the atomic swap.
+"""What every Spark job shares: settings, store checks, the writer lock, the atomic swap and
+the rebuild command.
 
 A job runs as ``spark-submit jobs/<name>.py --store DIR [--set NAME=VALUE ...]`` or as
-``rocketlake <command> ...``; both call the module's ``main(argv)``, which uses this helper.
+``rocketlake <command> ...``; its options are declared in :mod:`rocketlake.jobs.cli`.
 """
 from __future__ import annotations
 
@@ -18,37 +18,11 @@ from typing import Any, Callable, Iterator, TypeVar
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from rocketlake.jobs.exit_codes import NotAStoreError
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
-from rocketlake.store.errors import StoreFormatError, StoreLockedError
+from rocketlake.store.errors import StoreLockedError
 from rocketlake.store.lockfile import StoreLock
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, ScanEnd
-
-#: Errors a job reports as one line (exit status 2) instead of a traceback.
-JOB_ERRORS = (FileNotFoundError, FileExistsError, StoreFormatError, StoreLockedError, ValueError)
-
-
-def job_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """An argument parser with the options every job takes (``--store``, ``--set``)."""
-    p = argparse.ArgumentParser(prog=prog, description=description)
-    p.add_argument("--store", required=True, type=Path, help="store root directory")
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="store setting override, RocketMQ names (repeatable)")
-    p.add_argument("--split-bytes", type=int, default=DEFAULT_SPLIT_BYTES,
-                   help="CommitLog bytes per scan task (default %(default)s)")
-    return p
-
-
-def rebuild_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """:func:`job_parser` plus the rebuild modes (full into the store, ``--incremental``,
-    ``--output DIR``)."""
-    p = job_parser(prog, description)
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--output", type=Path,
-                      help="write the rebuilt files under this directory; leave the store alone")
-    mode.add_argument("--incremental", action="store_true",
-                      help="only add what the store's files lack, in place")
-    return p
-
 
 def store_config(args: argparse.Namespace) -> StoreConfig:
     """Settings from `conf/store.conf` with the job's ``--set`` overrides."""
@@ -58,11 +32,11 @@ def store_config(args: argparse.Namespace) -> StoreConfig:
 def check_store(root: Path) -> Path:
     """``root`` if it is a store with a CommitLog directory; a clear error otherwise."""
     if not root.exists():
-        raise FileNotFoundError(f"{root}: no such store directory")
+        raise NotAStoreError(f"{root}: no such store directory")
     if not root.is_dir():
-        raise StoreFormatError(f"{root}: not a directory")
+        raise NotAStoreError(f"{root}: not a directory")
     if not (root / "commitlog").is_dir():
-        raise StoreFormatError(f"{root}: not a RocketMQ store (no commitlog/ directory)")
+        raise NotAStoreError(f"{root}: not a RocketMQ store (no commitlog/ directory)")
     return root
 
 
@@ -134,34 +108,21 @@ def swap_in(root: Path, name: str, new: Path) -> None:
     shutil.rmtree(old)
 
 
-def rebuild_main(prog: str, description: str, rebuild: Callable[..., dict[str, int]], noun: str,
-                 subdir: str, argv: list[str] | None) -> int:
-    """The command line of a rebuild job: parse, build a (Delta-less) session, run ``rebuild``
+def run_rebuild(prog: str, rebuild: Callable[..., dict[str, int]], noun: str, subdir: str,
+                args: argparse.Namespace) -> int:
+    """The command of a rebuild job: build a (Delta-less) session, run ``rebuild``
     (``spark, store, cfg, output, incremental, split_bytes`` -> count per topic), report."""
     from rocketlake.jobs.spark_session import build_session
 
-    args = rebuild_parser(prog, description).parse_args(argv)
-
-    def body() -> int:
-        cfg = store_config(args)
-        store = check_store(args.store)
-        spark = build_session(f"rocketlake {prog}", delta=False)
-        counts = rebuild(spark, store, cfg, args.output, args.incremental, args.split_bytes)
-        print(f"{prog}: wrote {sum(counts.values())} {noun} for {len(counts)} topic(s) under "
-              f"{(args.output or store) / subdir}: "
-              + ", ".join(f"{t}={n}" for t, n in sorted(counts.items())), file=sys.stderr)
-        return 0
-
-    return run(prog, body)
-
-
-def run(prog: str, body: Callable[[], int]) -> int:
-    """Run a job body; expected errors become one line on stderr and exit status 2."""
-    try:
-        return body()
-    except JOB_ERRORS as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
+    cfg = store_config(args)
+    store = check_store(args.store)
+    spark = build_session(f"rocketlake {prog}", delta=False)
+    counts = rebuild(spark, store, cfg, args.output, args.incremental,
+                     args.split_bytes or DEFAULT_SPLIT_BYTES)
+    print(f"{prog}: wrote {sum(counts.values())} {noun} for {len(counts)} topic(s) under "
+          f"{(args.output or store) / subdir}: "
+          + ", ".join(f"{t}={n}" for t, n in sorted(counts.items())), file=sys.stderr)
+    return 0
 
 
 @contextmanager

@@ -5,9 +5,10 @@
 
 Runs :func:`store.verify.verify` (library only, no Spark session) and writes its report plus
 ``"rebuild"``: the derived structures that drifted from the CommitLog (``"consumequeue"``,
-``"index"``), which a scheduler rebuilds next. Drift is data, not a failure: the exit status is
-0 whenever the report is written and the CommitLog itself is sound, 3 when the CommitLog is
-corrupt (nothing can be rebuilt from it), 2 on bad arguments or a path that is not a store.
+``"index"``), which a scheduler rebuilds next. Drift is data, not a failure: the exit code is
+0 whenever the report is written and the CommitLog itself is sound (a scheduler reads the report
+to decide what to rebuild), 3 when the CommitLog is corrupt (nothing can be rebuilt from it), 2 on
+bad arguments or a path that is not a store (see :mod:`rocketlake.jobs.exit_codes`).
 """
 from __future__ import annotations
 
@@ -18,13 +19,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rocketlake.jobs.cli import job_main
+from rocketlake.jobs.exit_codes import ExitCode, NotAStoreError
 from rocketlake.store.config import parse_set_options
 from rocketlake.store.verify import VerifyReport, not_a_store, verify
 
 PROG = "check-consistency"
 #: Derived structures, in rebuild order, named by the top-level path their problems point at.
 STRUCTURES: tuple[str, ...] = ("consumequeue", "index")
-EXIT_CORRUPT_COMMITLOG = 3
 
 
 def _top(file: str) -> str:
@@ -58,32 +60,25 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
     tmp.replace(path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog=PROG, description="Verify a store against its CommitLog and write a JSON report "
-                               "naming the structures to rebuild.")
-    p.add_argument("--store", required=True, type=Path, help="store root directory")
-    p.add_argument("--report", required=True, type=Path, help="where to write the JSON report")
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="store setting override, RocketMQ names (repeatable)")
-    args = p.parse_args(argv)
-    try:
-        settings = parse_set_options(args.set)
-        refused = not_a_store(args.store)
-        if refused:
-            raise FileNotFoundError(refused)
-        report = consistency_report(args.store, settings)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
+def run(args: argparse.Namespace) -> int:
+    """``rocketlake check-consistency`` (options in :mod:`rocketlake.jobs.cli`)."""
+    settings = parse_set_options(args.set)
+    refused = not_a_store(args.store)
+    if refused:
+        raise NotAStoreError(refused)
+    report = consistency_report(args.store, settings)
     write_report(args.report, report)
     errors = sum(p["severity"] == "error" for p in report["problems"])
     print(f"{PROG}: {report['records']} records, {errors} error(s); rebuild: "
           f"{', '.join(report['rebuild']) or 'nothing'}; report in {args.report}", file=sys.stderr)
     if not report["commitlog_ok"]:
         print(f"{PROG}: error: the CommitLog itself is corrupt; see {args.report}", file=sys.stderr)
-        return EXIT_CORRUPT_COMMITLOG
-    return 0
+        return ExitCode.UNUSABLE
+    return ExitCode.OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    return job_main(PROG, argv)
 
 
 if __name__ == "__main__":

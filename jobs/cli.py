@@ -1,62 +1,269 @@
 """`rocketlake`: one command line over the store library and the Spark jobs.
 
-Each subcommand lives in its own module with ``main(argv) -> int``; this file only routes.
-Spark jobs are imported lazily, so store commands never start a JVM.
+The command table below declares every command, its options and the function that runs it
+(``module:function``, called with the parsed arguments, returning an exit code). Options that
+several commands take are declared once (``_store``, ``_settings``, ...). Modules are imported
+only for the command that runs, so store commands never start (or import) Spark. A job script
+(``spark-submit jobs/<job>.py ...``) runs the same command through :func:`job_main`.
 """
 from __future__ import annotations
 
+import argparse
 import importlib
+import re
 import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
 
-#: subcommand -> (module, one-line help)
-COMMANDS: dict[str, tuple[str, str]] = {
-    "pipeline": ("rocketlake.jobs.pipeline", "the main job: sample -> store -> checks -> summary"),
-    "ingest": ("rocketlake.jobs.store_commands", "write JSON Lines events into a store"),
-    "dump": ("rocketlake.jobs.store_commands", "print commitlog / consumequeue / index records as JSON Lines"),
-    "get": ("rocketlake.jobs.store_commands", "read a queue from an offset (RocketMQ getMessage)"),
-    "query": ("rocketlake.jobs.store_commands", "find messages by --key, --msg-id or --time"),
-    "report": ("rocketlake.jobs.report", "write a self-contained HTML report of a store and its lake"),
-    "verify": ("rocketlake.jobs.store_commands", "check a whole store (fsck); exit 3 on any disagreement"),
-    "check-consistency": ("rocketlake.jobs.check_consistency",
-                          "verify a store, write a JSON report naming what to rebuild (exit 0 on drift)"),
-    "rebuild-consumequeue": ("rocketlake.jobs.rebuild_consumequeue",
-                             "Spark: rebuild ConsumeQueues from the CommitLog (full, --incremental, --output)"),
-    "rebuild-index": ("rocketlake.jobs.rebuild_index",
-                      "Spark: rebuild IndexFiles from the CommitLog (full, --incremental, --output)"),
-    "publish-offsets": ("rocketlake.jobs.publish_offsets",
-                        "Spark: publish queue offsets, consumer offsets and lag as Delta tables"),
+from rocketlake import __version__
+from rocketlake.jobs.exit_codes import run
+
+
+# --- times --------------------------------------------------------------------------------------
+def parse_time(text: str) -> int:
+    """A time option: epoch milliseconds (``1700000000000``) or ISO-8601 (``2026-11-22T10:00:00Z``,
+    no zone means UTC) -> epoch milliseconds."""
+    if re.fullmatch(r"-?\d+", text.strip()):
+        return int(text)
+    try:
+        ts = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a time: {text!r} (give ISO-8601 such as 2026-11-22T10:00:00Z, or epoch ms)") from None
+    ts = ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    return int(ts.timestamp()) * 1000 + ts.microsecond // 1000
+
+
+def to_datetime(ms: int) -> datetime:
+    """Epoch milliseconds -> an aware UTC datetime (exact to the millisecond)."""
+    return datetime.fromtimestamp(ms // 1000, timezone.utc).replace(microsecond=ms % 1000 * 1000)
+
+
+# --- options several commands share -------------------------------------------------------------
+def _store(p: argparse.ArgumentParser, default: Path | None = None) -> None:
+    if default is None:
+        p.add_argument("--store", required=True, type=Path, help="store root directory")
+    else:
+        p.add_argument("--store", type=Path, default=default, help="store root directory (default %(default)s)")
+
+
+def _settings(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="override a store setting (RocketMQ name, see conf/store.conf); repeatable")
+
+
+def _lake(p: argparse.ArgumentParser, required: bool = True, default: Path | None = None) -> None:
+    p.add_argument("--lake", type=Path, required=required, default=default,
+                   help="Delta lake root directory" + (" (default %(default)s)" if default else ""))
+
+
+def _split_bytes(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--split-bytes", type=int,
+                   help="CommitLog bytes per Spark scan task (default: the scan's, 64 MiB)")
+
+
+def _store_name(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store-name", help="the store's name in the lake (default: the store directory's name)")
+
+
+def _topic_queue(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument("--topic", required=required, help="topic name")
+    p.add_argument("--queue", type=int, required=required, help="queue id")
+
+
+def _max(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max", type=int, default=32, help="most messages to return (default %(default)s)")
+
+
+def _job(p: argparse.ArgumentParser) -> None:
+    """``--store``, ``--set`` and ``--split-bytes``: what every Spark job over a store takes."""
+    _store(p)
+    _settings(p)
+    _split_bytes(p)
+
+
+# --- the commands -------------------------------------------------------------------------------
+def _pipeline(p: argparse.ArgumentParser) -> None:
+    _store(p, default=Path("var") / "store")
+    _lake(p, required=False, default=Path("var") / "lake")
+    _settings(p)
+    p.add_argument("--master", default="local[*]", help="Spark master (default %(default)s)")
+    p.add_argument("--messages", type=int, default=50_000, help="sample events to ingest (default %(default)s)")
+    p.add_argument("--skip-ingest", action="store_true", help="use the store as it is (a real store)")
+    p.add_argument("--keep", action="store_true", help="keep an existing sample store and add to it")
+
+
+def _ingest(p: argparse.ArgumentParser) -> None:
+    _store(p)
+    _settings(p)
+    p.add_argument("file", help="JSON Lines file of events, or - for stdin")
+
+
+def _dump(p: argparse.ArgumentParser) -> None:
+    p.add_argument("what", choices=["commitlog", "consumequeue", "index"], help="which records to print")
+    _store(p)
+    _settings(p)
+    _topic_queue(p)
+
+
+def _get(p: argparse.ArgumentParser) -> None:
+    _store(p)
+    _settings(p)
+    _topic_queue(p, required=True)
+    p.add_argument("--offset", type=int, default=0, help="first queue offset to read (default %(default)s)")
+    _max(p)
+    p.add_argument("--tags", help="subscription expression, e.g. 'TagA || TagB'")
+
+
+def _query(p: argparse.ArgumentParser) -> None:
+    _store(p)
+    _settings(p)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--key", help="message key (needs --topic)")
+    g.add_argument("--msg-id", help="offset message id (32 hex digits)")
+    g.add_argument("--time", type=parse_time,
+                   help="store time (ISO-8601 or epoch ms): the queue offset stored then (needs --topic, --queue)")
+    _topic_queue(p)
+    _max(p)
+    p.add_argument("--begin", type=parse_time, default=0,
+                   help="key query: earliest store time (ISO-8601 or epoch ms)")
+    p.add_argument("--end", type=parse_time, default=2 ** 63 - 1,
+                   help="key query: latest store time (ISO-8601 or epoch ms)")
+
+
+def _verify(p: argparse.ArgumentParser) -> None:
+    _store(p)
+    _settings(p)
+    p.add_argument("--json", action="store_true", help="print one JSON report on stdout")
+
+
+def _check_consistency(p: argparse.ArgumentParser) -> None:
+    _store(p)
+    _settings(p)
+    p.add_argument("--report", required=True, type=Path, help="where to write the JSON report")
+
+
+def _report(p: argparse.ArgumentParser) -> None:
+    _store(p)
+    _settings(p)
+    _lake(p, required=False)
+    p.add_argument("--out", type=Path, required=True, help="the HTML file to write")
+
+
+def _rebuild(p: argparse.ArgumentParser) -> None:
+    _job(p)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--output", type=Path,
+                      help="write the rebuilt files under this directory; leave the store alone")
+    mode.add_argument("--incremental", action="store_true",
+                      help="only add what the store's files lack, in place")
+
+
+def _publish_offsets(p: argparse.ArgumentParser) -> None:
+    _job(p)
+    _lake(p)
+    _store_name(p)
+    p.add_argument("--snapshot-time", type=parse_time,
+                   help="the snapshot's time, ISO-8601 or epoch ms (default: now); a scheduler passes "
+                        "its logical time so a retried run is the same snapshot")
+
+
+def _compact(p: argparse.ArgumentParser) -> None:
+    _job(p)
+    _lake(p)
+    _store_name(p)
+    p.add_argument("--protect-unconsumed", action="store_true",
+                   help="keep files holding messages a consumer group has not read")
+    p.add_argument("--dry-run", action="store_true", help="print what would be deleted; change nothing")
+    p.add_argument("--respect-delete-when", action="store_true",
+                   help="expire only at a deleteWhen hour or above diskMaxUsedSpaceRatio, as the "
+                        "broker does (default: whenever the job runs; its schedule picks the hour)")
+    p.add_argument("--force", action="store_true",
+                   help="with --respect-delete-when: expire now, whatever the hour")
+    p.add_argument("--now", type=parse_time,
+                   help="evaluate retention at this time (ISO-8601 or epoch ms), not now")
+    p.add_argument("--topic", action="append", default=[], help="also compact this topic (repeatable)")
+
+
+@dataclass(frozen=True)
+class Command:
+    help: str
+    target: str  #: "module:function", the function taking the parsed arguments
+    arguments: Callable[[argparse.ArgumentParser], None]
+    example: str
+
+
+_S = "rocketlake.jobs.store_commands"
+COMMANDS: dict[str, Command] = {
+    "pipeline": Command("the main job: sample -> store -> checks -> Spark rebuild -> Delta -> summary",
+                        "rocketlake.jobs.pipeline:run", _pipeline,
+                        "rocketlake pipeline --messages 200000 --master 'local[2]'"),
+    "ingest": Command("write JSON Lines events into a store, all lines or none",
+                      f"{_S}:cmd_ingest", _ingest,
+                      "echo '{\"topic\":\"orders\",\"body\":\"hi\",\"keys\":\"k1\"}' | rocketlake ingest --store var/store -"),
+    "dump": Command("print commitlog / consumequeue / index records as JSON Lines",
+                    f"{_S}:cmd_dump", _dump, "rocketlake dump consumequeue --store var/store --topic orders"),
+    "get": Command("read a queue from an offset (RocketMQ getMessage)", f"{_S}:cmd_get", _get,
+                   "rocketlake get --store var/store --topic orders --queue 0 --offset 0 --tags 'TagA || TagB'"),
+    "query": Command("find messages by --key, --msg-id or --time", f"{_S}:cmd_query", _query,
+                     "rocketlake query --store var/store --topic orders --queue 0 --time 2026-11-22T10:00:00Z"),
+    "verify": Command("check a whole store (fsck); exit 1 on any disagreement", f"{_S}:cmd_verify", _verify,
+                      "rocketlake verify --store var/store --json | jq .problems"),
+    "check-consistency": Command("verify a store and write a JSON report naming what to rebuild",
+                                 "rocketlake.jobs.check_consistency:run", _check_consistency,
+                                 "rocketlake check-consistency --store var/store --report var/consistency.json"),
+    "report": Command("write a self-contained HTML report of a store and its lake",
+                      "rocketlake.jobs.report:run", _report,
+                      "rocketlake report --store var/store --lake var/lake --out var/report.html"),
+    "rebuild-consumequeue": Command("Spark: rebuild ConsumeQueues from the CommitLog (full, --incremental, --output)",
+                                    "rocketlake.jobs.rebuild_consumequeue:run", _rebuild,
+                                    "rocketlake rebuild-consumequeue --store var/store --output var/rebuilt"),
+    "rebuild-index": Command("Spark: rebuild IndexFiles from the CommitLog (full, --incremental, --output)",
+                             "rocketlake.jobs.rebuild_index:run", _rebuild,
+                             "rocketlake rebuild-index --store var/store --incremental"),
+    "publish-offsets": Command("Spark: publish queue offsets, consumer offsets and lag as Delta tables",
+                               "rocketlake.jobs.publish_offsets:run", _publish_offsets,
+                               "rocketlake publish-offsets --store var/store --lake var/lake"),
+    "compact": Command("Spark: expire old CommitLog files (archived to Delta first), compact keyed topics",
+                       "rocketlake.jobs.compact:run", _compact,
+                       "rocketlake compact --store var/store --lake var/lake --protect-unconsumed --dry-run"),
 }
 
-EPILOG = """examples:
-  rocketlake pipeline
-  rocketlake ingest --store var/store events.jsonl
-  rocketlake dump commitlog --store var/store | head
-  rocketlake get --store var/store --topic orders --queue 0 --offset 0
-  rocketlake query --store var/store --topic orders --key order-17
-  rocketlake <command> --help
+EXIT_CODES = """exit codes:
+  0  ok
+  1  the check found problems (verify, a pipeline check)
+  2  bad usage or input (options, --set, an event line, a refused path, not a store)
+  3  the store is unusable (corrupt beyond reading, locked by a live writer, disk full)
 """
 
 
-def usage() -> str:
-    width = max(map(len, COMMANDS))
-    lines = ["usage: rocketlake <command> [options]", "", "commands:"]
-    lines += [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
-    return "\n".join(lines) + "\n\n" + EPILOG
+def parser() -> argparse.ArgumentParser:
+    """The `rocketlake` parser: one subcommand per entry of :data:`COMMANDS`."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = argparse.ArgumentParser(prog="rocketlake", formatter_class=fmt, epilog=EXIT_CODES,
+                                description="Write, read and maintain Apache RocketMQ 4.9 message stores.")
+    p.add_argument("--version", action="version", version=f"rocketlake {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="<command>", required=True)
+    for name, c in COMMANDS.items():
+        cp = sub.add_parser(name, help=c.help, description=c.help, formatter_class=fmt,
+                            epilog=f"example:\n  {c.example}\n\n{EXIT_CODES}")
+        c.arguments(cp)
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(usage())
-        return 0
-    name, rest = argv[0], argv[1:]
-    if name not in COMMANDS:
-        print(f"rocketlake: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
-        return 2
-    module = importlib.import_module(COMMANDS[name][0])
-    if hasattr(module, "run_command"):
-        return module.run_command(name, rest)
-    return module.main(rest)
+    """Run ``rocketlake <command> [options]``; returns the exit code (see :mod:`exit_codes`)."""
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    module, function = COMMANDS[args.command].target.split(":")
+    target: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+    return int(run(f"rocketlake {args.command}", lambda: target(args)))
+
+
+def job_main(command: str, argv: list[str] | None) -> int:
+    """``spark-submit jobs/<job>.py [options]``: the same as ``rocketlake <command> [options]``."""
+    return main([command, *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

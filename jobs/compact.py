@@ -19,6 +19,7 @@ without writing into its active files. ``--dry-run`` prints the plan and changes
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -28,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rocketlake.jobs import _job
+from rocketlake.jobs.cli import job_main
 from rocketlake.jobs.runs import record_run
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.store import codec
@@ -154,46 +156,43 @@ def _read_raw(root: Path, cfg: StoreConfig, offset: int, size: int) -> bytes:
         return f.read(size)
 
 
+def maintain(root: Path, cfg: StoreConfig, lake: Path, store_name: str | None = None,
+             now_ms: int | None = None, *, protect_unconsumed: bool = False, force: bool = False,
+             respect_delete_when: bool = False, topics: list[str] | None = None,
+             dry_run: bool = False) -> dict:
+    """The whole job on the store ``root`` (see the module doc); returns its summary. Retention
+    is evaluated at ``now_ms`` (default: now); ``topics`` are compacted besides the configured
+    ones; ``dry_run`` only plans."""
+    started = time.time_ns() // 1_000_000
+    root = _job.check_store(root)
+    store_name = store_name or root.resolve().name
+    now = now_ms if now_ms is not None else started
+    summary: dict = {"plan": plan(root, cfg, now, force, protect_unconsumed, respect_delete_when)}
+    compact_topics = compaction_topics(root, topics or [])
+    if dry_run:
+        summary["compact_topics"] = compact_topics
+        return summary
+    spark = build_session(f"rocketlake-{PROG}")
+    names = summary["plan"]["delete"]
+    if names:
+        summary["archived"] = archive(spark, root, lake, cfg, names, store_name)
+        summary["deleted"] = delete(root, cfg, summary["plan"]["reason"], names)
+    summary["compacted"] = {t: compact_topic(spark, root, cfg, t) for t in compact_topics}
+    record_run(spark, lake, PROG, root, started, "ok", summary)
+    return summary
+
+
+def run(a: argparse.Namespace) -> int:
+    """``rocketlake compact`` (options in :mod:`rocketlake.jobs.cli`): prints the summary as JSON."""
+    print(json.dumps(maintain(a.store, _job.store_config(a), a.lake, a.store_name, a.now,
+                              protect_unconsumed=a.protect_unconsumed, force=a.force,
+                              respect_delete_when=a.respect_delete_when, topics=a.topic,
+                              dry_run=a.dry_run)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = _job.job_parser(PROG, __doc__.split("\n\n")[0])
-    p.add_argument("--lake", required=True, type=Path, help="Delta lake root (archive, run log)")
-    p.add_argument("--protect-unconsumed", action="store_true",
-                   help="keep files holding messages a consumer group has not read")
-    p.add_argument("--dry-run", action="store_true", help="print what would be deleted; change nothing")
-    p.add_argument("--respect-delete-when", action="store_true",
-                   help="expire only at a deleteWhen hour or above diskMaxUsedSpaceRatio, as the "
-                        "broker does (default: whenever the job runs; its schedule picks the hour)")
-    p.add_argument("--force", action="store_true",
-                   help="with --respect-delete-when: expire now, whatever the hour")
-    p.add_argument("--now", type=int, help="evaluate retention at this time (epoch ms), not now")
-    p.add_argument("--topic", action="append", default=[], help="also compact this topic (repeatable)")
-    p.add_argument("--store-name", help="name of the store in the lake (default: the directory name)")
-    a = p.parse_args(argv)
-
-    def body() -> int:
-        started = time.time_ns() // 1_000_000
-        root = _job.check_store(a.store)
-        cfg = _job.store_config(a)
-        store_name = a.store_name or root.resolve().name
-        now = a.now if a.now is not None else started
-        summary: dict = {"plan": plan(root, cfg, now, a.force, a.protect_unconsumed,
-                                      a.respect_delete_when)}
-        topics = compaction_topics(root, a.topic)
-        if a.dry_run:
-            summary["compact_topics"] = topics
-            print(json.dumps(summary))
-            return 0
-        spark = build_session(f"rocketlake-{PROG}")
-        names = summary["plan"]["delete"]
-        if names:
-            summary["archived"] = archive(spark, root, a.lake, cfg, names, store_name)
-            summary["deleted"] = delete(root, cfg, summary["plan"]["reason"], names)
-        summary["compacted"] = {t: compact_topic(spark, root, cfg, t) for t in topics}
-        record_run(spark, a.lake, PROG, root, started, "ok", summary)
-        print(json.dumps(summary))
-        return 0
-
-    return _job.run(PROG, body)
+    return job_main(PROG, argv)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@ The pipeline replaces only what it made: the sample store and lake (without ``--
 and the rebuild directory `<store>-rebuild` carry a `.rocketlake-sample` marker; a non-empty
 directory without it is refused before anything runs.
 
-Exit status: 0 when every stage succeeded and the rebuild is byte-identical, 1 otherwise, 2 when
-a store, lake or rebuild directory is not the pipeline's to replace.
+Exit code: 0 when every stage succeeded and the rebuild is byte-identical, 1 when a check found
+problems (verify, or a rebuild that differs), 2 when a store, lake or rebuild directory is not the
+pipeline's to replace; a job's error gets its code (see :mod:`rocketlake.jobs.exit_codes`).
 """
 from __future__ import annotations
 
@@ -25,20 +26,23 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rich.console import Console
 from rich.table import Table
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 from rocketlake.jobs import sample
+from rocketlake.jobs.cli import job_main
+from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.store_commands import event_to_message
 from rocketlake.store import MessageStore
-from rocketlake.store.config import load_config, parse_set_options
+from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.config_files import write_config
 from rocketlake.store.verify import verify
 
-DEFAULT_STORE = Path("var") / "store"   # relative to the working directory
-DEFAULT_LAKE = Path("var") / "lake"
 #: The file marking a directory the pipeline made (sample store, sample lake, rebuild output):
 #: the only non-empty directories it ever deletes.
 SAMPLE_MARK = ".rocketlake-sample"
@@ -129,15 +133,16 @@ def _digest(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def rebuild(store: Path, out: Path, sets: list[str], settings: dict) -> tuple[int, str]:
+def rebuild(spark: SparkSession, store: Path, out: Path, cfg: StoreConfig,
+            settings: dict) -> tuple[int, str]:
     """Rebuild both structures with Spark into ``out`` and compare them with the store's."""
-    from rocketlake.jobs import rebuild_consumequeue, rebuild_index
+    from rocketlake.jobs.rebuild_consumequeue import rebuild_consumequeue
+    from rocketlake.jobs.rebuild_index import rebuild_index
 
     clear(out)
     mark(out)
     for job in (rebuild_consumequeue, rebuild_index):
-        if job.main(["--store", str(store), "--output", str(out), *sets]) != 0:
-            raise StageFailed(f"{job.PROG} failed")
+        job(spark, store, cfg, output=out)
     same = {name: _digest(store / name) == _digest(out / name) for name in ("consumequeue", "index")}
     if not all(same.values()):
         raise StageFailed(f"rebuilt files differ from the store's: {same}")
@@ -145,27 +150,24 @@ def rebuild(store: Path, out: Path, sets: list[str], settings: dict) -> tuple[in
     return data_bytes(store, settings), f"{files} ConsumeQueue and index files rebuilt on Spark, byte-identical"
 
 
-def publish(store: Path, lake: Path, sets: list[str]) -> tuple[int, str]:
-    from rocketlake.jobs import publish_offsets
+def publish(store: Path, lake: Path, cfg: StoreConfig) -> tuple[int, str]:
+    from rocketlake.jobs.publish_offsets import publish_store
 
-    if publish_offsets.main(["--store", str(store), "--lake", str(lake), *sets]) != 0:
-        raise StageFailed("publish-offsets failed")
+    publish_store(store, cfg, lake)
     return 0, f"Delta tables under {lake.name}/: queue_offsets, consumer_offsets, offsets_history"
 
 
-def compact(store: Path, lake: Path, sets: list[str]) -> tuple[int, str]:
-    from rocketlake.jobs import compact as compact_job
+def compact(store: Path, lake: Path, cfg: StoreConfig) -> tuple[int, str]:
+    from rocketlake.jobs.compact import maintain
 
-    if compact_job.main(["--store", str(store), "--lake", str(lake), "--protect-unconsumed", *sets]) != 0:
-        raise StageFailed("compact failed")
+    maintain(store, cfg, lake, protect_unconsumed=True)
     return 0, "expiry (with the unconsumed guard), archive and key compaction done"
 
 
-def report(store: Path, lake: Path, out: Path, sets: list[str]) -> tuple[int, str]:
-    from rocketlake.jobs import report as report_job
+def report(store: Path, lake: Path, out: Path, settings: dict) -> tuple[int, str]:
+    from rocketlake.jobs.report import write_report
 
-    if report_job.main(["--store", str(store), "--lake", str(lake), "--out", str(out), *sets]) != 0:
-        raise StageFailed("report failed")
+    write_report(store, lake, out, settings)
     return 0, f"{out}"
 
 
@@ -186,36 +188,20 @@ def summary(store: Path, settings: dict) -> Table:
     return t
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="rocketlake pipeline", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=__doc__.split("\n\n", 1)[1],
-        epilog="examples:\n  rocketlake pipeline\n  rocketlake pipeline --messages 200000 --master 'local[2]'\n"
-               "  rocketlake pipeline --store /data/rocketmq/store --lake /data/lake --skip-ingest")
-    p.add_argument("--store", type=Path, default=DEFAULT_STORE, help="store root (default var/store)")
-    p.add_argument("--lake", type=Path, default=DEFAULT_LAKE, help="Delta lake root (default var/lake)")
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    p.add_argument("--messages", type=int, default=50_000, help="sample events to ingest")
-    p.add_argument("--skip-ingest", action="store_true", help="use the store as it is (a real store)")
-    p.add_argument("--keep", action="store_true", help="keep an existing sample store and add to it")
-    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                   help="store setting override (RocketMQ names)")
-    a = p.parse_args(argv)
+def run(a: argparse.Namespace) -> int:
+    """``rocketlake pipeline`` (options in :mod:`rocketlake.jobs.cli`)."""
     settings = parse_set_options(a.set)
-    load_config(settings)  # unknown names fail here, before anything is written
+    cfg = load_config(settings)  # unknown names fail here, before anything is written
     work = a.store.parent / f"{a.store.name}-rebuild"
-    try:  # before anything is written or a Spark session starts
-        check_ours(work, "rebuild directory")
-        if not a.skip_ingest:
-            check_ours(a.store, "sample store")
-            check_ours(a.lake, "sample lake")
-            if not a.keep:
-                clear(a.store)
-                clear(a.lake)
-            mark(a.lake)
-    except NotOurs as e:
-        print(f"{p.prog}: error: {e}", file=sys.stderr)
-        return 2
+    # before anything is written or a Spark session starts
+    check_ours(work, "rebuild directory")
+    if not a.skip_ingest:
+        check_ours(a.store, "sample store")
+        check_ours(a.lake, "sample lake")
+        if not a.keep:
+            clear(a.store)
+            clear(a.lake)
+        mark(a.lake)
     from rocketlake.jobs.spark_session import build_session
 
     run = Run()
@@ -223,12 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         if not a.skip_ingest:
             run.timed("ingest", lambda: ingest(a.store, a.messages, settings))
         run.timed("verify", lambda: check(a.store, settings))
-        build_session("rocketlake-pipeline", master=a.master)  # the jobs below share this session
-        sets = [arg for s in a.set for arg in ("--set", s)]
-        run.timed("rebuild (Spark)", lambda: rebuild(a.store, work, sets, settings))
-        run.timed("publish offsets (Delta)", lambda: publish(a.store, a.lake, sets))
-        run.timed("compact", lambda: compact(a.store, a.lake, sets))
-        run.timed("report", lambda: report(a.store, a.lake, a.store.parent / "report.html", sets))
+        spark = build_session("rocketlake-pipeline", master=a.master)  # the jobs below share it
+        run.timed("rebuild (Spark)", lambda: rebuild(spark, a.store, work, cfg, settings))
+        run.timed("publish offsets (Delta)", lambda: publish(a.store, a.lake, cfg))
+        run.timed("compact", lambda: compact(a.store, a.lake, cfg))
+        run.timed("report", lambda: report(a.store, a.lake, a.store.parent / "report.html", settings))
         ok = True
     except StageFailed as e:
         _out.print(f"[red]pipeline stopped: {e}[/red]")
@@ -241,7 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         t.add_row(s.name, f"{s.seconds:.1f}", f"{s.bytes / s.seconds / 1e6:.1f}" if s.bytes and s.seconds else "",
                   s.detail)
     _out.print(t)
-    return 0 if ok else 1
+    return ExitCode.OK if ok else ExitCode.PROBLEMS
+
+
+def main(argv: list[str] | None = None) -> int:
+    return job_main("pipeline", argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Publish a store's queue offsets and its consumer groups' offsets and lag as Delta tables.
 
     spark-submit $(delta_submit_args) jobs/publish_offsets.py --store DIR --lake DIR
-        [--store-name NAME] [--snapshot-time ISO-8601] [--set NAME=VALUE ...]
+        [--store-name NAME] [--snapshot-time ISO-8601|EPOCH-MS] [--set NAME=VALUE ...]
 
 Writes ``<lake>/queue_offsets`` and ``<lake>/consumer_offsets`` (current state, MERGE on their
 keys; a row changes only for a newer snapshot; rows of queues and groups the store no longer has
@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from rocketlake.jobs import _job
+from rocketlake.jobs.cli import job_main, to_datetime
 from rocketlake.jobs.runs import record_run
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.store.config import StoreConfig
@@ -216,31 +217,14 @@ def whole_ms(ts: datetime) -> datetime:
     return ts.astimezone(timezone.utc).replace(microsecond=ts.microsecond // 1000 * 1000)
 
 
-def parse_time(text: str) -> datetime:
-    """``--snapshot-time``: ISO-8601 such as ``2026-11-22T10:00:00Z`` (no zone means UTC)."""
-    try:
-        return whole_ms(datetime.fromisoformat(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an ISO-8601 time: {text!r}") from None
-
-
-def parser() -> argparse.ArgumentParser:
-    p = _job.job_parser(PROG, "Publish queue offsets, consumer offsets and lag as Delta tables.")
-    p.add_argument("--lake", required=True, type=Path, help="directory holding the Delta tables")
-    p.add_argument("--store-name", help="the store column's value (default: the store "
-                                        "directory's name)")
-    p.add_argument("--snapshot-time", type=parse_time,
-                   help="the snapshot's time, ISO-8601 (default: now); a scheduler passes its "
-                        "logical time so a retried run is the same snapshot")
-    return p
-
-
-def run(args: argparse.Namespace) -> int:
+def publish_store(root: Path, cfg: StoreConfig, lake: Path, store: str | None = None,
+                  ts: datetime | None = None) -> bool:
+    """Publish the store ``root`` (named ``store``, default its directory's name) into ``lake``
+    as the snapshot at ``ts`` (default: now) and record the run; False when nothing changed."""
     started = time.time_ns() // 1_000_000
-    root = _job.check_store(args.store)
-    cfg = _job.store_config(args)
-    store = args.store_name or root.resolve().name
-    ts = args.snapshot_time or whole_ms(datetime.now(timezone.utc))
+    root = _job.check_store(root)
+    store = store or root.resolve().name
+    ts = whole_ms(ts or datetime.now(timezone.utc))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = read_consumer_offsets(root)
@@ -257,20 +241,26 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {e}", file=sys.stderr)
     queues, consumers = snap.queue_rows.count(), snap.consumer_rows.count()
     counts = f"{queues} queues, {consumers} consumer rows"
-    written = publish(spark, args.lake, snap)
+    written = publish(spark, lake, snap)
     if written:
         print(f"{PROG}: published store {store} snapshot {ts.isoformat()}: {counts}")
     else:
         print(f"{PROG}: store {store} unchanged since its published snapshot ({counts}); "
               f"nothing written")
-    record_run(spark, args.lake, PROG, root, started, "ok" if written else "unchanged",
+    record_run(spark, lake, PROG, root, started, "ok" if written else "unchanged",
                {"snapshot": ts.isoformat(), "queues": queues, "consumer_rows": consumers})
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    """``rocketlake publish-offsets`` (options in :mod:`rocketlake.jobs.cli`)."""
+    ts = to_datetime(args.snapshot_time) if args.snapshot_time is not None else None
+    publish_store(args.store, _job.store_config(args), args.lake, args.store_name, ts)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    return _job.run(PROG, lambda: run(args))
+    return job_main(PROG, argv)
 
 
 if __name__ == "__main__":

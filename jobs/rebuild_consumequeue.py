@@ -10,6 +10,7 @@ Spark; the driver writes the (sorted) units into files.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from collections import Counter
 from pathlib import Path
@@ -21,6 +22,7 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from rocketlake.jobs import _job
+from rocketlake.jobs.cli import job_main
 from rocketlake.store import codec
 from rocketlake.store.codec import CQ_UNIT_DTYPE
 from rocketlake.store.config import StoreConfig
@@ -112,8 +114,13 @@ def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
     return written
 
 
+def run(args: argparse.Namespace) -> int:
+    """``rocketlake rebuild-consumequeue`` (options in :mod:`rocketlake.jobs.cli`)."""
+    return _job.run_rebuild(PROG, rebuild_consumequeue, "units", "consumequeue", args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    return _job.rebuild_main(PROG, "Rebuild ConsumeQueues from the CommitLog (Spark).", rebuild_consumequeue, "units", "consumequeue", argv)
+    return job_main(PROG, argv)
 
 
 if __name__ == "__main__":

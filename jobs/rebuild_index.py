@@ -10,6 +10,7 @@ the whole put chain run on Spark; the driver writes the placed entries into file
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from rocketlake.jobs import _job
+from rocketlake.jobs.cli import job_main
 from rocketlake.store import codec
 from rocketlake.store.codec import INDEX_ENTRY_DTYPE
 from rocketlake.store.config import StoreConfig
@@ -130,8 +132,13 @@ def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Pa
     return dict(counts)
 
 
+def run(args: argparse.Namespace) -> int:
+    """``rocketlake rebuild-index`` (options in :mod:`rocketlake.jobs.cli`)."""
+    return _job.run_rebuild(PROG, rebuild_index, "index keys", "index", args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    return _job.rebuild_main(PROG, "Rebuild IndexFiles from the CommitLog (Spark).", rebuild_index, "index keys", "index", argv)
+    return job_main(PROG, argv)
 
 
 if __name__ == "__main__":

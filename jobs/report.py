@@ -26,12 +26,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from rocketlake.jobs.cli import job_main  # noqa: E402
 from rocketlake.store import MessageStore  # noqa: E402
 from rocketlake.store.config import parse_set_options  # noqa: E402
 from rocketlake.transforms.commitlog_batch import parse_range  # noqa: E402
-
-PROG = "rocketlake report"
-
 
 @dataclass
 class StoreFacts:
@@ -206,26 +204,24 @@ th {{ background: #f6f8fa; }} img {{ max-width: 100%; }}
 """
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                description=__doc__.split("\n\n")[1],
-                                epilog="example:\n  rocketlake report --store var/store --lake var/lake --out var/report.html")
-    p.add_argument("--store", type=Path, required=True)
-    p.add_argument("--lake", type=Path)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--set", action="append", metavar="NAME=VALUE")
-    a = p.parse_args(argv)
-    try:
-        facts = store_facts(a.store, parse_set_options(a.set))
-    except (FileNotFoundError, ValueError) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    lag, runs = lake_facts(a.lake)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(render(a.store, facts, lag, runs), encoding="utf-8")
-    print(json.dumps({"report": str(a.out), "messages": int(sum(q["messages"] for q in facts.queues)),
-                      "lag_points": len(lag), "runs": len(runs)}))
+def write_report(store: Path, lake: Path | None, out: Path, settings: dict[str, str]) -> dict[str, Any]:
+    """Write the HTML report of ``store`` (and ``lake``, when given) to ``out``; returns a summary."""
+    facts = store_facts(store, settings)
+    lag, runs = lake_facts(lake)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(store, facts, lag, runs), encoding="utf-8")
+    return {"report": str(out), "messages": int(sum(q["messages"] for q in facts.queues)),
+            "lag_points": len(lag), "runs": len(runs)}
+
+
+def run(a: argparse.Namespace) -> int:
+    """``rocketlake report`` (options in :mod:`rocketlake.jobs.cli`)."""
+    print(json.dumps(write_report(a.store, a.lake, a.out, parse_set_options(a.set))))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return job_main("report", argv)
 
 
 if __name__ == "__main__":

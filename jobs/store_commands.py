@@ -1,4 +1,5 @@
-"""Store commands of the CLI: ingest, dump, get, query. JSON Lines out, one object per line."""
+"""Store commands of the CLI: ingest, dump, get, query, verify. JSON Lines out, one object per line.
+Their options are declared in :mod:`rocketlake.jobs.cli`; no Spark here."""
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,8 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rocketlake.store import Message, MessageRejected, MessageStore, Record, StoreFormatError
+from rocketlake.jobs.exit_codes import ExitCode, NotAStoreError
+from rocketlake.store import Message, MessageRejected, MessageStore, Record
 from rocketlake.store import codec
 from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
 from rocketlake.store.commitlog import MessageEncoder, Scan
@@ -186,7 +188,7 @@ def cmd_dump(a: argparse.Namespace) -> int:
                 where = f"file {mf.path.name} @{scan.end - mf.start}" if mf else "no file"
                 print(f"rocketlake dump: error: stopped after {n} records at commitlog offset "
                       f"{scan.end} ({where}): {why}", file=sys.stderr)
-                return 3
+                return ExitCode.UNUSABLE
         elif a.what == "consumequeue":
             _emit(_cq_rows(ms, a.topic, a.queue))
         else:
@@ -248,7 +250,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
     settings = parse_set_options(a.set)
     refused = not_a_store(a.store)
     if refused:
-        raise FileNotFoundError(refused)
+        raise NotAStoreError(refused)
     report = verify(a.store, **settings)
     if a.json:
         print(json.dumps(report.as_dict()))
@@ -261,7 +263,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
         print(f"{'OK' if report.ok else 'FAILED'}: {report.records} records, {report.units} "
               f"ConsumeQueue units, {report.index_keys} index keys checked; {errors} errors, "
               f"{len(report.problems) - errors} warnings")
-    return 0 if report.ok else 3
+    return ExitCode.OK if report.ok else ExitCode.PROBLEMS
 
 
 def cmd_query(a: argparse.Namespace) -> int:
@@ -279,88 +281,3 @@ def cmd_query(a: argparse.Namespace) -> int:
             print(json.dumps({"topic": a.topic, "queue_id": a.queue, "timestamp": a.time,
                               "queue_offset": off}))
     return 0
-
-
-# --- argument parsing -------------------------------------------------------------------------------
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", required=True, help="store root directory")
-    p.add_argument("--set", action="append", metavar="NAME=VALUE",
-                   help="override a store setting (RocketMQ name), repeatable")
-
-
-def build_parser(name: str) -> argparse.ArgumentParser:
-    fmt = argparse.RawDescriptionHelpFormatter
-    if name == "ingest":
-        p = argparse.ArgumentParser(prog="rocketlake ingest", formatter_class=fmt,
-                                    description="Write JSON Lines events into a store, all or nothing: every "
-                                                "line is checked first, and a bad line (named by its "
-                                                "number) leaves the store untouched; exit code 1.",
-                                    epilog='example:\n  echo \'{"topic":"orders","body":"hi","keys":"k1"}\' '
-                                           '| rocketlake ingest --store var/store -')
-        _common(p)
-        p.add_argument("file", help="JSON Lines file, or - for stdin")
-        p.set_defaults(func=cmd_ingest)
-    elif name == "dump":
-        p = argparse.ArgumentParser(prog="rocketlake dump", formatter_class=fmt,
-                                    description="Print store records as JSON Lines.",
-                                    epilog="examples:\n  rocketlake dump commitlog --store var/store\n"
-                                           "  rocketlake dump consumequeue --store var/store --topic orders")
-        p.add_argument("what", choices=["commitlog", "consumequeue", "index"])
-        _common(p)
-        p.add_argument("--topic")
-        p.add_argument("--queue", type=int)
-        p.set_defaults(func=cmd_dump)
-    elif name == "get":
-        p = argparse.ArgumentParser(prog="rocketlake get", formatter_class=fmt,
-                                    description="Read messages of one queue (RocketMQ getMessage).",
-                                    epilog="example:\n  rocketlake get --store var/store --topic orders "
-                                           "--queue 0 --offset 0 --tags 'TagA || TagB'")
-        _common(p)
-        p.add_argument("--topic", required=True)
-        p.add_argument("--queue", type=int, required=True)
-        p.add_argument("--offset", type=int, default=0)
-        p.add_argument("--max", type=int, default=32)
-        p.add_argument("--tags", help="subscription expression, e.g. 'TagA || TagB'")
-        p.set_defaults(func=cmd_get)
-    elif name == "verify":
-        p = argparse.ArgumentParser(prog="rocketlake verify", formatter_class=fmt,
-                                    description="Check a whole store (fsck): every CommitLog record (CRC, "
-                                                "lengths, self offsets), every ConsumeQueue unit, every "
-                                                "index key, the checkpoint and the config files. Exit "
-                                                "code 0 when clean, 3 when anything disagrees.",
-                                    epilog="examples:\n  rocketlake verify --store var/store\n"
-                                           "  rocketlake verify --store var/store --json | jq .problems")
-        _common(p)
-        p.add_argument("--json", action="store_true", help="one JSON report on stdout")
-        p.set_defaults(func=cmd_verify)
-    else:
-        p = argparse.ArgumentParser(prog="rocketlake query", formatter_class=fmt,
-                                    description="Find messages by key, offset msgId or store time.",
-                                    epilog="examples:\n  rocketlake query --store S --topic orders --key k1\n"
-                                           "  rocketlake query --store S --msg-id 7F0000010000238F000000000001E240\n"
-                                           "  rocketlake query --store S --topic orders --queue 0 --time 1700000000000")
-        _common(p)
-        g = p.add_mutually_exclusive_group(required=True)
-        g.add_argument("--key")
-        g.add_argument("--msg-id")
-        g.add_argument("--time", type=int, help="store time (ms): the queue offset stored then")
-        p.add_argument("--topic")
-        p.add_argument("--queue", type=int)
-        p.add_argument("--max", type=int, default=32)
-        p.add_argument("--begin", type=int, default=0, help="key query: earliest store time (ms)")
-        p.add_argument("--end", type=int, default=2 ** 63 - 1, help="key query: latest store time (ms)")
-        p.set_defaults(func=cmd_query)
-    return p
-
-
-def run_command(name: str, argv: list[str]) -> int:
-    """Run one store command; clear one-line errors and exit code 1 on bad input."""
-    args = build_parser(name).parse_args(argv)
-    try:
-        return args.func(args)
-    except (InputError, MessageRejected, StoreFormatError, FileNotFoundError, ValueError,
-            RuntimeError) as e:
-        print(f"rocketlake {name}: error: {e}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 0

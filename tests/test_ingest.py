@@ -72,7 +72,7 @@ def store(tmp_path, capsys) -> Path:
 def test_a_bad_line_leaves_the_store_byte_for_byte_as_it_was(tmp_path, store, capsys, bad, problem):
     before = _snapshot(store)
     src = _write(tmp_path / "in.jsonl", [_good(1), "", _good(2), bad, _good(3)])
-    assert main(["ingest", "--store", str(store), *SMALL, str(src)]) == 1
+    assert main(["ingest", "--store", str(store), *SMALL, str(src)]) == 2
     err = capsys.readouterr().err
     assert "line 4" in err and problem.lower() in err.lower() and "Traceback" not in err
     assert _snapshot(store) == before
@@ -87,7 +87,7 @@ def test_a_bad_line_after_many_batches_stores_nothing(tmp_path, store, capsys):
     before = _snapshot(store)
     lines = [_good(i) for i in range(1, 2501)]
     src = _write(tmp_path / "in.jsonl", lines + [json.dumps({"topic": "orders", "body": "x", "flag": -2 ** 31 - 1})])
-    assert main(["ingest", "--store", str(store), *SMALL, str(src)]) == 1
+    assert main(["ingest", "--store", str(store), *SMALL, str(src)]) == 2
     assert "line 2501: flag" in capsys.readouterr().err
     assert _snapshot(store) == before
     assert main(["ingest", "--store", str(store), *SMALL, str(_write(src, lines))]) == 0
@@ -98,7 +98,7 @@ def test_a_bad_line_after_many_batches_stores_nothing(tmp_path, store, capsys):
 
 def test_bad_input_does_not_even_create_the_store(tmp_path, capsys):
     src = _write(tmp_path / "in.jsonl", [_good(1), "{"])
-    assert main(["ingest", "--store", str(tmp_path / "new"), str(src)]) == 1
+    assert main(["ingest", "--store", str(tmp_path / "new"), str(src)]) == 2
     assert "line 2" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
 
@@ -107,7 +107,7 @@ def test_stdin_bad_line_leaves_the_store_as_it_was(store, capsys, monkeypatch):
     before = _snapshot(store)
     text = "\n".join([_good(1), _good(2), json.dumps({"topic": "orders", "body": "x", "tags": 5})])
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
-    assert main(["ingest", "--store", str(store), *SMALL, "-"]) == 1
+    assert main(["ingest", "--store", str(store), *SMALL, "-"]) == 2
     assert "line 3: tags must be a string, got 5" in capsys.readouterr().err
     assert _snapshot(store) == before
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("\n".join([_good(1), _good(2)]).encode())))
@@ -118,11 +118,11 @@ def test_stdin_bad_line_leaves_the_store_as_it_was(store, capsys, monkeypatch):
 
 def test_stdin_through_a_real_process(tmp_path, store):
     before = _snapshot(store)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
     cmd = [sys.executable, "-m", "rocketlake.jobs.cli", "ingest", "--store", str(store), *SMALL, "-"]
     bad = "\n".join([_good(1), json.dumps({"topic": "orders", "body": "x", "born_host": "1.2.3.4:65536"})])
     p = subprocess.run(cmd, input=bad.encode(), capture_output=True, env=env, cwd=REPO, timeout=120)
-    assert p.returncode == 1
+    assert p.returncode == 2
     assert b"line 2: born_host '1.2.3.4:65536': port 65536 is outside [0, 65535]" in p.stderr
     assert p.stdout == b"" and _snapshot(store) == before
     p = subprocess.run(cmd, input=_good(1).encode(), capture_output=True, env=env, cwd=REPO, timeout=120)

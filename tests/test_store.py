@@ -325,7 +325,7 @@ def test_cli_ingest_and_dump_round_trip(tmp_path, capsys):
     assert main(["query", "--store", store, "--topic", "orders", "--key", "k3"]) == 0
     assert json.loads(capsys.readouterr().out)["body_b64"] == "AAEC"
     (tmp_path / "bad.jsonl").write_text('{"topic": "orders", "body": "ok"}\n{"topic": "bad topic", "body": "x"}\n')
-    assert main(["ingest", "--store", store, str(tmp_path / "bad.jsonl")]) == 1
+    assert main(["ingest", "--store", store, str(tmp_path / "bad.jsonl")]) == 2
     assert "line 2" in capsys.readouterr().err
     assert main(["get", "--store", store, "--topic", "orders", "--queue", "0"]) == 0
     head = json.loads(capsys.readouterr().out.splitlines()[0])

@@ -104,10 +104,10 @@ def test_cli_exit_codes_and_json(store, capsys):
     capsys.readouterr()
     _flip(store / "commitlog/00000000000000000000", 100)
     args = ["verify", "--store", str(store), "--json", *sum((["--set", f"{k}={v}"] for k, v in SMALL.items()), [])]
-    assert main(args) == 3
+    assert main(args) == 1  # the check found problems
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is False and report["problems"][0]["file"] == "commitlog/00000000000000000000"
-    assert main(["verify", "--store", str(store.parent / "nowhere")]) == 1
+    assert main(["verify", "--store", str(store.parent / "nowhere")]) == 2  # not a store
 
 
 @pytest.mark.parametrize("content", ["file", "empty", "missing"])
@@ -119,7 +119,7 @@ def test_a_path_that_is_not_a_store_is_refused_by_name(tmp_path, capsys, content
         (path / "notes.txt").write_text("hello")
     r = verify(path)
     assert not r.ok and [(p.file, p.what.split(": ")[0]) for p in r.problems] == [(".", str(path))]
-    assert main(["verify", "--store", str(path)]) == 1
+    assert main(["verify", "--store", str(path)]) == 2
     out, err = capsys.readouterr()
     assert "OK" not in out and f"rocketlake verify: error: {path}: " in err
     report = tmp_path / "report.json"

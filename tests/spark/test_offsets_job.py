@@ -269,7 +269,7 @@ def test_bad_consumer_offsets_missing_store_and_vanished_topic(spark, store: Pat
     # Malformed, no .bak: an error naming the file.
     assert not offsets.with_name("consumerOffset.json.bak").exists()
     offsets.write_text('{"offsetTable":{"orders@g1":{0:12,')
-    assert publish(store, lake, T1) == 2
+    assert publish(store, lake, T1) == 3  # the store is unusable: a config file it cannot read
     assert "consumerOffset.json: unreadable" in capsys.readouterr().err
 
     # A topic the store no longer has.
@@ -281,7 +281,7 @@ def test_bad_consumer_offsets_missing_store_and_vanished_topic(spark, store: Pat
     # A missing store, and file sizes that are not the store's.
     assert publish(tmp_path / "nowhere", lake, T1) == 2
     assert "no such store directory" in capsys.readouterr().err
-    assert main(["--store", str(store), "--lake", str(lake)]) == 2
+    assert main(["--store", str(store), "--lake", str(lake)]) == 3  # files it cannot read
     assert "--set mappedFileSizeConsumeQueue=BYTES" in capsys.readouterr().err
     assert lake_files(lake) == before
 

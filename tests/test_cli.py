@@ -1,0 +1,121 @@
+"""The `rocketlake` command line: one command table, shared options, times, exit codes."""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocketlake import __version__
+from rocketlake.jobs import cli
+from rocketlake.jobs.exit_codes import ExitCode, exit_code
+from rocketlake.store import MessageStore
+from rocketlake.store.lockfile import StoreLockedError
+from rocketlake.store.mapped_file import StoreFormatError, StoreFullError
+from rocketlake.store.paths import UnsafePathError
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = ["--set", "mappedFileSizeCommitLog=65536", "--set", "mappedFileSizeConsumeQueue=600"]
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_version(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"rocketlake {__version__}"
+
+
+def test_every_job_is_a_command_and_every_option_has_help() -> None:
+    commands = _subparsers()
+    assert set(commands) == {"pipeline", "ingest", "dump", "get", "query", "verify", "check-consistency",
+                             "report", "rebuild-consumequeue", "rebuild-index", "publish-offsets", "compact"}
+    for name, p in commands.items():
+        for a in p._actions:
+            assert a.help, f"{name} {a.option_strings or a.dest}: no help text"
+
+
+def test_shared_options_agree_across_commands() -> None:
+    for name, p in _subparsers().items():
+        opts = {o: a for a in p._actions for o in a.option_strings}
+        assert opts["--set"].default == [] and opts["--set"].metavar == "NAME=VALUE", name
+        assert opts["--store"].type is Path, name
+
+
+@pytest.mark.parametrize("text", ["1700000000000", "2023-11-14T22:13:20Z", "2023-11-14T22:13:20",
+                                  "2023-11-15T00:13:20+02:00", "2023-11-14T22:13:20.000"])
+def test_times_are_iso_8601_or_epoch_ms(text: str) -> None:
+    assert cli.parse_time(text) == 1_700_000_000_000  # 2023-11-14T22:13:20Z, hand-checked
+
+
+def test_times_keep_milliseconds_and_refuse_the_rest() -> None:
+    assert cli.parse_time("2023-11-14T22:13:20.123Z") == 1_700_000_000_123
+    assert cli.to_datetime(1_700_000_000_123).isoformat() == "2023-11-14T22:13:20.123000+00:00"
+    with pytest.raises(argparse.ArgumentTypeError, match="not a time: 'yesterday'"):
+        cli.parse_time("yesterday")
+
+
+@pytest.mark.parametrize("command", ["compact", "publish-offsets"])
+def test_job_time_options_take_both_forms(command: str) -> None:
+    option = "--now" if command == "compact" else "--snapshot-time"
+    argv = [command, "--store", "s", "--lake", "l", option]
+    assert (cli.parser().parse_args([*argv, "2023-11-14T22:13:20Z"]).__dict__
+            == cli.parser().parse_args([*argv, "1700000000000"]).__dict__)
+
+
+def test_query_by_iso_time_equals_query_by_ms(tmp_path: Path, capsys) -> None:
+    store = tmp_path / "s"
+    with MessageStore(store, mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=600) as ms:
+        from rocketlake.store import Message
+        ms.put_batch([Message("t", b"a", 0, store_timestamp=1_700_000_000_000),
+                      Message("t", b"b", 0, store_timestamp=1_700_000_060_000)])
+    base = ["query", "--store", str(store), *SMALL, "--topic", "t", "--queue", "0", "--time"]
+    assert cli.main([*base, "2023-11-14T22:14:20Z"]) == 0
+    iso = capsys.readouterr().out
+    assert cli.main([*base, "1700000060000"]) == 0
+    assert capsys.readouterr().out == iso and '"queue_offset": 1' in iso
+
+
+@pytest.mark.parametrize("error, code", [
+    (ValueError("--set expects NAME=VALUE"), ExitCode.USAGE),
+    (FileNotFoundError("x: no such input file"), ExitCode.USAGE),
+    (FileExistsError("x: not empty"), ExitCode.USAGE),
+    (UnsafePathError("topic '../x'"), ExitCode.USAGE),
+    (StoreFormatError("x: file is 3 bytes"), ExitCode.UNUSABLE),
+    (StoreLockedError("x: locked"), ExitCode.UNUSABLE),
+    (StoreFullError(28, "No space left on device"), ExitCode.UNUSABLE),
+    (OSError(28, "No space left on device"), ExitCode.UNUSABLE),
+    (KeyError("a bug"), None),
+])
+def test_one_table_maps_errors_to_exit_codes(error: BaseException, code: ExitCode | None) -> None:
+    assert exit_code(error) == code
+
+
+def test_bad_usage_is_2_for_every_kind(tmp_path: Path, capsys) -> None:
+    store = tmp_path / "s"
+    with MessageStore(store, mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=600):
+        pass
+    assert cli.main(["verify", "--store", str(store), "--set", "nonsense"]) == 2  # was 1
+    assert "--set expects NAME=VALUE" in capsys.readouterr().err
+    assert cli.main(["verify", "--store", str(tmp_path / "nowhere")]) == 2  # was 1
+    with pytest.raises(SystemExit) as e:
+        cli.main(["query", "--store", str(store), "--time", "yesterday"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        cli.main(["no-such-command"])
+    assert e.value.code == 2
+
+
+def test_store_commands_never_import_spark(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    code = ("import sys; from rocketlake.jobs.cli import main; "
+            f"rc = main(['verify', '--store', {str(tmp_path)!r}]); "
+            "print(rc, any(m.startswith('pyspark') for m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert p.stdout.split() == ["2", "False"], p.stderr
