@@ -55,7 +55,7 @@ def main() -> None:
     for n in names:
         np.fromfile(root / "commitlog" / n, dtype=np.uint8).sum()
     t_raw = time.perf_counter() - t0
-    spark = build_session("bench-compact", conf={"spark.sql.mapKeyDedupPolicy": "LAST_WIN"})
+    spark = build_session("bench-compact")
     t0 = time.perf_counter()
     counts = compact.archive(spark, root, lake, cfg, names, "bench")
     t_archive = time.perf_counter() - t0

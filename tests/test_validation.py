@@ -121,7 +121,7 @@ def test_bad_field_is_refused_and_the_store_stays_as_it_was(tmp_path, overrides,
 
 
 @pytest.mark.parametrize("field", sorted(LIMITS))
-def test_edge_values_inside_the_limits_are_stored_as_given(tmp_path, field):
+def test_edge_values_inside_the_limits_are_stored(tmp_path, field):
     lo, hi = LIMITS[field]
     root = tmp_path / "s"
     with MessageStore(root, **SMALL) as ms:
@@ -135,7 +135,8 @@ def test_edge_values_inside_the_limits_are_stored_as_given(tmp_path, field):
               "born_timestamp": lambda r: r.born_timestamp,
               "store_timestamp": lambda r: r.store_timestamp,
               "delay_level": lambda r: int(r.properties.get("DELAY", 0))}[field]
-    assert [stored(r) for r in recs] == [lo, hi]
+    # CommitLog.asyncPutMessage stores a delay beyond the 18 configured levels as level 18
+    assert [stored(r) for r in recs] == ([lo, 18] if field == "delay_level" else [lo, hi])
 
 
 @pytest.mark.parametrize("port", [0, 65535])
