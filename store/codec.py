@@ -10,9 +10,11 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+import mmap
+from typing import Iterable, Mapping, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from rocketlake.store.errors import CorruptRecordError
 
@@ -149,10 +151,10 @@ def java_hash(s: str) -> int:
     return h - (1 << 32) if h & 0x80000000 else h
 
 
-_POW31_CACHE: dict[int, np.ndarray] = {}
+_POW31_CACHE: dict[int, npt.NDArray[np.uint64]] = {}
 
 
-def _pow31(n: int) -> np.ndarray:
+def _pow31(n: int) -> npt.NDArray[np.uint64]:
     p = _POW31_CACHE.get(n)
     if p is None:
         p = np.ones(n, dtype=np.uint64)
@@ -162,7 +164,7 @@ def _pow31(n: int) -> np.ndarray:
     return p
 
 
-def java_hash_many(strings: list[str]) -> np.ndarray:
+def java_hash_many(strings: list[str]) -> npt.NDArray[np.int32]:
     """Vectorised Java String.hashCode of many strings, as int32."""
     n = len(strings)
     if n == 0:
@@ -184,17 +186,26 @@ def java_hash_many(strings: list[str]) -> np.ndarray:
     cols = np.arange(units.size) - np.repeat(starts, lens) + np.repeat(width - lens, lens)
     mat[rows, cols] = units
     h = (mat * _pow31(width)).sum(axis=1, dtype=np.uint64) & np.uint64(0xFFFFFFFF)
-    return h.astype(np.uint32).view(np.int32)
+    hashes: npt.NDArray[np.int32] = h.astype(np.uint32).view(np.int32)
+    return hashes
 
 
-def index_key_hash(h: np.ndarray | int):
+@overload
+def index_key_hash(h: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]: ...
+
+
+@overload
+def index_key_hash(h: int) -> int: ...
+
+
+def index_key_hash(h: npt.NDArray[np.int32] | int) -> npt.NDArray[np.int32] | int:
     """IndexFile keyHash of a Java hashCode: abs(h), 0 for Integer.MIN_VALUE (docs/FORMAT.md §7)."""
     if isinstance(h, np.ndarray):
         a = np.abs(h.astype(np.int64))
         a[a > JAVA_INT_MAX] = 0
         return a.astype(np.int32)
-    a = abs(h)
-    return 0 if a > JAVA_INT_MAX else a
+    m = abs(h)
+    return 0 if m > JAVA_INT_MAX else m
 
 
 def tags_code(tags: str | None) -> int:
@@ -361,7 +372,11 @@ class Record:
         return self.properties.get(PROPERTY_UNIQ_KEY)
 
 
-def decode_record(buf, pos: int, file_offset: int = 0, check_crc: bool = True) -> Record | int:
+#: What records are decoded from: a mapped file, or bytes read from one.
+RecordBuffer = bytes | bytearray | memoryview | mmap.mmap
+
+
+def decode_record(buf: RecordBuffer, pos: int, file_offset: int = 0, check_crc: bool = True) -> Record | int:
     """Decode the record at ``buf[pos:]``; ``file_offset`` is the buffer's first byte offset.
 
     Returns the Record, or for a BLANK end-of-file record its TOTALSIZE (an int).
@@ -372,6 +387,8 @@ def decode_record(buf, pos: int, file_offset: int = 0, check_crc: bool = True) -
     end = len(buf)
     if pos + 8 > end:
         raise CorruptRecordError(f"offset {file_offset + pos}: truncated record header")
+    total: int
+    magic: int
     total, magic = BLANK.unpack_from(buf, pos)
     if magic == BLANK_MAGIC:
         return total

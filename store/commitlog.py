@@ -221,11 +221,11 @@ class MessageEncoder:
             except ValueError as e:
                 raise MessageRejected(f"properties: {e}") from None
             props[k] = v
-        for name, v in ((codec.PROPERTY_TAGS, tags), (codec.PROPERTY_KEYS, keys)):
-            if v:
-                if _SEPARATORS[0] in v or _SEPARATORS[1] in v:
-                    raise MessageRejected(f"{name.lower()} {v!r} contain a \\x01 or \\x02 separator")
-                props[name] = v
+        for name, value in ((codec.PROPERTY_TAGS, tags), (codec.PROPERTY_KEYS, keys)):
+            if value:
+                if _SEPARATORS[0] in value or _SEPARATORS[1] in value:
+                    raise MessageRejected(f"{name.lower()} {value!r} contain a \\x01 or \\x02 separator")
+                props[name] = value
         tags = props.get(codec.PROPERTY_TAGS)
         level = m.delay_level
         if level:
@@ -372,12 +372,14 @@ class CommitLog:
         offsets: list[int] = []
         for k, (mf, (i, j)) in enumerate(zip(targets, spans)):
             if i < j:
+                assert mf is not None  # only an empty log has no current file, and its span is empty
                 base = int(ends[i - 1]) if i else 0
                 offs = (mf.start + mf.wrote - base + ends[i:j] - lens[i:j]).tolist()
                 cols = (lengths[i:j], repeat(MAGIC_V1), crcs[i:j], qids[i:j], flags[i:j], qoffs[i:j],
                         offs, sys_flags[i:j], borns[i:j], born_addrs[i:j], born_ports[i:j], tss[i:j],
                         store_addrs[i:j], store_ports[i:j], reconsumes[i:j], prepared_offsets[i:j],
                         map(len, bodies[i:j]))
+                heads: Iterator[bytes]
                 if max(map(len, born_addrs[i:j])) == 4 and max(map(len, store_addrs[i:j])) == 4:
                     heads = starmap(_HEAD_V4.pack, zip(*cols))
                 else:

@@ -116,7 +116,7 @@ def load_config(overrides: Mapping[str, Any] | None = None, conf_file: Path | No
     """Settings from ``base`` (a config already built), else from ``conf_file`` (default: the
     `store.conf` shipped in the package), then ``overrides`` (RocketMQ names; unknown names are
     errors). ``load_config(overrides, base=cfg)`` is ``cfg`` with ``overrides`` applied."""
-    kinds = {f.name: f.type for f in fields(StoreConfig)}
+    kinds = {f.name: str(f.type) for f in fields(StoreConfig)}  # "int": annotations are strings
     if base is not None:
         if conf_file is not None:
             raise SettingError("give a base config or a conf file, not both")

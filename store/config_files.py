@@ -22,7 +22,7 @@ def parse_fastjson(text: str) -> Any:
     """Parse fastjson output: JSON whose integer map keys may be unquoted (they come back as int)."""
     quoted = _UNQUOTED_INT_KEY.sub(lambda m: f'{m.group(1)}"\\u0000{m.group(2)}"{m.group(3)}', text)
 
-    def hook(pairs: list[tuple[str, Any]]) -> dict:
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str | int, Any]:
         return {int(k[1:]) if k.startswith("\x00") else k: v for k, v in pairs}
     return json.loads(quoted, object_pairs_hook=hook)
 

@@ -72,9 +72,10 @@ def cq_tags_code_many(is_schedule: np.ndarray, tags: Sequence[str | None],
     out = np.zeros(len(tags), dtype=np.int64)
     have = [i for i, t in enumerate(tags) if t]
     if have:
-        out[have] = codec.java_hash_many([tags[i] for i in have])
+        out[have] = codec.java_hash_many([t for t in tags if t])
     for i in np.flatnonzero(is_schedule).tolist():
-        props = {codec.PROPERTY_DELAY: delays[i]} if delays[i] is not None else {}
+        d = delays[i]
+        props = {codec.PROPERTY_DELAY: d} if d is not None else {}
         delay = delay_of(props, delay_levels_ms)
         if delay:
             out[i] = int(store_ts[i]) + delay
@@ -125,8 +126,8 @@ class Dispatcher:
         creates a file, so it cannot fail on a full disk: this raises StoreFullError instead,
         before the caller writes anything."""
         counts: dict[tuple[str, int], int] = {}
-        for t, q, cq in zip(topics, queue_ids, to_queue):
-            if cq:
+        for t, q, queued in zip(topics, queue_ids, to_queue):
+            if queued:
                 counts[(t, q)] = counts.get((t, q), 0) + 1
         for key, n in counts.items():
             cq = self.queues.get(key)

@@ -9,9 +9,10 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from rocketlake.store import codec
 from rocketlake.store.codec import (INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER,
@@ -20,13 +21,25 @@ from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.mapped_file import create_file
 
 
-def chain_batch(key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray, slot_table: np.ndarray,
-                index_count: int, begin_ts: int) -> dict[str, np.ndarray]:
+class ChainedBatch(NamedTuple):
+    """A batch of keys chained into one file: the entry columns (``INDEX_ENTRY_DTYPE`` fields),
+    the touched slots with their new values, and how many of them were empty (hashSlotCount)."""
+    key_hash: npt.NDArray[np.int32]
+    phy_offset: npt.NDArray[np.int64]
+    time_diff: npt.NDArray[np.int64]
+    prev_index: npt.NDArray[np.int64]
+    slots: npt.NDArray[np.int64]
+    slot_values: npt.NDArray[np.int64]
+    new_slots: int
+
+
+def chain_batch(key_hash: npt.NDArray[np.int32], phy: npt.NDArray[np.int64],
+                ts: npt.NDArray[np.int64], slot_table: npt.NDArray[np.int32],
+                index_count: int, begin_ts: int) -> ChainedBatch:
     """Entries for keys put at positions ``index_count, index_count+1, ...`` of one file.
 
     ``slot_table`` holds the slot values before the batch; ``begin_ts`` is the header's
-    beginTimestamp before the batch. Returns the entry columns plus, per touched slot, its new
-    value and whether it was empty before (for hashSlotCount).
+    beginTimestamp before the batch.
     """
     n = key_hash.size
     slot_num = slot_table.size
@@ -52,11 +65,8 @@ def chain_batch(key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray, slot_tabl
         begin[0] = begin_ts
     diff = np.where(begin > 0, (ts - begin) // 1000, 0)
     diff = np.clip(diff, 0, codec.INDEX_MAX_TIME_DIFF)
-    return {
-        "key_hash": key_hash, "phy_offset": phy, "time_diff": diff, "prev_index": prev,
-        "slots": s_sorted[last], "slot_values": p_sorted[last],
-        "new_slots": np.int64(np.count_nonzero(~old_valid)),
-    }
+    return ChainedBatch(key_hash, phy, diff, prev, s_sorted[last], p_sorted[last],
+                        int(np.count_nonzero(~old_valid)))
 
 
 def write_index_file(path: Path, slot_num: int, entry_num: int,
@@ -88,6 +98,16 @@ def write_index_file(path: Path, slot_num: int, entry_num: int,
 
 class IndexFile:
     """One index file: header in memory, slots and entries as views on the mapped bytes."""
+
+    # The header (RocketMQ's IndexHeader), as read from the file or last written to it.
+    begin_ts: int
+    end_ts: int
+    begin_phy: int
+    end_phy: int
+    slot_count: int
+    index_count: int
+    slots: npt.NDArray[np.int32]
+    entries: npt.NDArray[np.void]  # INDEX_ENTRY_DTYPE
 
     def __init__(self, path: Path, slot_num: int, entry_num: int, create_from: tuple[int, int] | None = None):
         self.path, self.slot_num, self.entry_num = path, slot_num, entry_num
@@ -148,7 +168,8 @@ class IndexFile:
     def free(self) -> int:
         return max(0, self.entry_num - self.index_count)
 
-    def put_batch(self, key_hash: np.ndarray, phy: np.ndarray, ts: np.ndarray) -> None:
+    def put_batch(self, key_hash: npt.NDArray[np.int32], phy: npt.NDArray[np.int64],
+                  ts: npt.NDArray[np.int64]) -> None:
         """Apply puts that fit (``len <= free``), in order."""
         n = key_hash.size
         if n == 0:
@@ -156,12 +177,12 @@ class IndexFile:
         c = chain_batch(key_hash, phy, ts, self.slots, self.index_count, self.begin_ts)
         lo = self.index_count
         e = self.entries[lo:lo + n]
-        e["key_hash"], e["phy_offset"] = c["key_hash"], c["phy_offset"]
-        e["time_diff"], e["prev_index"] = c["time_diff"], c["prev_index"]
-        self.slots[c["slots"]] = c["slot_values"]
+        e["key_hash"], e["phy_offset"] = c.key_hash, c.phy_offset
+        e["time_diff"], e["prev_index"] = c.time_diff, c.prev_index
+        self.slots[c.slots] = c.slot_values
         if self.index_count <= 1:
             self.begin_phy, self.begin_ts = int(phy[0]), int(ts[0])
-        self.slot_count += int(c["new_slots"])
+        self.slot_count += c.new_slots
         self.index_count += n
         self.end_phy, self.end_ts = int(phy[-1]), int(ts[-1])
         self.write_header()
@@ -260,8 +281,11 @@ class IndexFile:
         self.slot_count = int(np.count_nonzero(last))
 
     def close(self) -> None:
+        """Release the map; closing a closed file does nothing."""
+        if self.mm.closed:
+            return
         # numpy views hold exported buffers; drop them before closing the map.
-        self.slots = self.entries = None
+        del self.slots, self.entries
         self.mm.close()
 
 

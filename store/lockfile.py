@@ -97,6 +97,7 @@ def is_locked(root: Path) -> bool:
         except BlockingIOError:
             return True
         query = fcntl.fcntl(fd, fcntl.F_GETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0))
-        return _FLOCK.unpack(query)[0] != fcntl.F_UNLCK
+        lock_type: int = _FLOCK.unpack(query)[0]
+        return lock_type != fcntl.F_UNLCK
     finally:
         os.close(fd)

@@ -13,7 +13,7 @@ from rocketlake.store.codec import Record, create_msg_id
 class Message:
     """A message to put. Field names follow RocketMQ's Message / MessageExtBrokerInner.
 
-    ``keys`` is a list of keys or one space-separated string. ``sys_flag`` carries the
+    ``keys`` is a list (or tuple) of keys or one space-separated string. ``sys_flag`` carries the
     transaction type (``TRANSACTION_PREPARED`` / ``COMMIT`` / ``ROLLBACK``) and the compressed
     bit; the host bits are set by the store. ``store_host`` and ``store_timestamp`` default to the
     store's host and the time of the put; set them only to replay messages another broker stored.
@@ -22,7 +22,7 @@ class Message:
     body: bytes
     queue_id: int = 0
     tags: str | None = None
-    keys: list[str] | str | None = None
+    keys: list[str] | tuple[str, ...] | str | None = None
     properties: dict[str, str] | None = None
     flag: int = 0
     delay_level: int = 0

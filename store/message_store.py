@@ -63,7 +63,7 @@ class MessageStore:
     writes the checkpoint and removes ``abort``.
     """
 
-    def __init__(self, root: str | os.PathLike, config: StoreConfig | None = None, *,
+    def __init__(self, root: str | os.PathLike[str], config: StoreConfig | None = None, *,
                  create: bool = True, read_only: bool = False, **overrides: Any) -> None:
         self.root = Path(root)
         self.config: StoreConfig = load_config(overrides, base=config)
@@ -141,9 +141,9 @@ class MessageStore:
             start = files.min_offset
         else:
             start = files.max_offset
-            while (path := files.dir / codec.format_file_name(files.last.end)).exists():
+            while (path := files.dir / codec.format_file_name(files.files[-1].end)).exists():
                 try:
-                    files.files.append(MappedFile(path, files.last.end, files.file_size))
+                    files.files.append(MappedFile(path, files.files[-1].end, files.file_size))
                 except FileNotFoundError:
                     break
         self._find_end(start)
@@ -205,6 +205,7 @@ class MessageStore:
             raise MessageRejected(str(e), index=len(prepared)) from None
         if not prepared:
             return []
+        codes: Sequence[int]
         (topics, qids, _, _, _, sizes, *_, codes, delayed, keys, to_queue) = zip(*prepared)
         with self._put_lock:
             now = now_ms()
@@ -336,7 +337,8 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         wanted = _tag_filter(tags)
         units = cq.units(offset, max(MAX_FILTER_UNITS, max_msgs))
-        status, msgs, total, scanned = GetStatus.NO_MATCHED_MESSAGE, [], 0, 0
+        msgs: list[StoredMessage] = []
+        status, total, scanned = GetStatus.NO_MATCHED_MESSAGE, 0, 0
         cl_min, cl_end = self.commitlog.min_offset, self.commitlog.max_offset
         for i, (off, size, tcode) in enumerate(units.tolist()):
             if msgs and (len(msgs) >= min(max_msgs, MAX_TRANSFER_COUNT)

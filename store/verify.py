@@ -115,6 +115,7 @@ class _Checker:
                 continue  # pre-blank units and units below the retained CommitLog
             self.report.units += 1
             where = cq.files.find(q * CQ_UNIT_SIZE)
+            assert where is not None  # the unit was read from one of the queue's files
             fpos = q * CQ_UNIT_SIZE - where.start
             req = want.pop(q, None)
             rec = records.get(off)
