@@ -9,7 +9,9 @@ later sessions reuse them.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -76,7 +78,22 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None,
                                "with: spark-submit " + " ".join(delta_submit_args()) + " ...")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(LOG_LEVEL)
+    _ship_package_archive(spark)
     return spark
+
+
+def _ship_package_archive(spark: SparkSession) -> None:
+    """When rocketlake runs from an archive (the wheel given to ``spark-submit --py-files``), put
+    that archive on the executors' Python path too: Spark does so only for ``.zip``, ``.egg`` and
+    ``.jar`` files (``SparkContext.PACKAGE_EXTENSIONS``), so a wheel is shipped as a ``.zip`` copy."""
+    import rocketlake
+
+    archive = getattr(rocketlake.__spec__.loader, "archive", None)  # set by zipimport only
+    if archive is None or archive.lower().endswith((".zip", ".egg", ".jar")):
+        return
+    copy = Path(tempfile.mkdtemp(prefix="rocketlake-")) / (Path(archive).stem + ".zip")
+    shutil.copyfile(archive, copy)
+    spark.sparkContext.addPyFile(str(copy))
 
 
 def delta_submit_args() -> list[str]:

@@ -2,10 +2,12 @@
 
 It adds exactly one top-level name (`rocketlake`) to site-packages, ships its defaults as package
 data, writes and reads a store on them from a directory that is not the checkout, and its
-command line lists every command, each answering `--help`.
+command line lists every command, each answering `--help`. A job script runs under
+`spark-submit --py-files <wheel>` with a Python that has the dependencies but not rocketlake.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -32,17 +34,32 @@ with MessageStore(root, read_only=True) as ms:
 """
 
 
+SMALL = ["mappedFileSizeCommitLog=65536", "mappedFileSizeConsumeQueue=600"]
+WRITE_SMALL = f"""
+from rocketlake.store import Message, MessageStore
+settings = dict(s.split("=") for s in {SMALL!r})
+with MessageStore("store", **settings) as ms:
+    ms.put_batch([Message("orders", b"m%d" % i, i % 2) for i in range(100)])
+"""
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A clean virtualenv with the wheel and its spark extra; returns its bin directory."""
-    work = tmp_path_factory.mktemp("wheel")
+def wheel() -> Path:
+    """The wheel `make dist` builds."""
     subprocess.run(["make", "-s", "dist"], cwd=ROOT, check=True, capture_output=True)
     wheels = sorted((ROOT / "dist").glob("rocketlake-*-py3-none-any.whl"))
     assert len(wheels) == 1, wheels
     names = {n.split("/")[0] for n in zipfile.ZipFile(wheels[0]).namelist()}
     assert {n for n in names if not n.endswith(".dist-info")} == {"rocketlake"}
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clean virtualenv with the wheel and its spark extra; returns its bin directory."""
+    work = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
-    subprocess.run([str(work / "venv" / "bin" / "pip"), "install", "--quiet", f"{wheels[0]}[spark]"],
+    subprocess.run([str(work / "venv" / "bin" / "pip"), "install", "--quiet", f"{wheel}[spark]"],
                    check=True, capture_output=True)
     return work / "venv" / "bin"
 
@@ -64,3 +81,22 @@ def test_every_command_is_listed_and_answers_help(installed: Path, tmp_path: Pat
         done = subprocess.run([str(installed / "rocketlake"), command, "--help"], cwd=tmp_path,
                               capture_output=True, text=True)
         assert done.returncode == 0 and "usage:" in done.stdout, (command, done.stderr)
+
+
+def test_a_job_script_runs_from_the_wheel_alone(installed: Path, wheel: Path, tmp_path: Path) -> None:
+    # Last in this module: it leaves the virtualenv with the dependencies but without rocketlake,
+    # as on a cluster whose Python has the dependencies and gets the package with --py-files.
+    subprocess.run([str(installed / "pip"), "uninstall", "--yes", "--quiet", "rocketlake"], check=True)
+    env = {**os.environ, "PYSPARK_PYTHON": str(installed / "python")}
+    env.pop("PYTHONPATH", None)
+    subprocess.run([str(installed / "python"), "-c", WRITE_SMALL], cwd=tmp_path, check=True,
+                   env={**env, "PYTHONPATH": str(wheel)})
+    sets = [arg for s in SMALL for arg in ("--set", s)]
+    done = subprocess.run([str(installed / "spark-submit"), "--py-files", str(wheel),
+                           str(ROOT / "jobs" / "rebuild_consumequeue.py"), "--store", "store",
+                           "--output", "out", *sets], cwd=tmp_path, env=env, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for queue in (0, 1):  # the executors ran the wheel's code: the library's bytes, rebuilt
+        name = f"consumequeue/orders/{queue}/00000000000000000000"
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "store" / name).read_bytes()
