@@ -39,7 +39,7 @@ from rocketlake.store.compaction import (KeptRecord, SegmentMeta, compaction_top
                               write_segment)
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_consumer_offsets
-from rocketlake.store.consumer_guard import guard, holds
+from rocketlake.store.consumer_guard import Hold, guard, holds
 from rocketlake.store.lockfile import is_locked
 from rocketlake.store.message_store import MessageStore
 from rocketlake.store.store_files import StoreFiles
@@ -59,11 +59,12 @@ def plan(root: Path, cfg: StoreConfig, now_ms: int, force: bool, protect: bool,
     files = [(n, (root / "commitlog" / n).stat().st_mtime_ns // 1_000_000) for n in names]
     decision = plan_commitlog_deletion(files, now_ms, RetentionPolicy.from_config(cfg),
                                        disk_used_ratio(root), force, hour_gate=respect_delete_when)
-    delete, guarded = list(decision.delete), {}
+    delete: list[str] = list(decision.delete)
+    guarded: dict[str, Hold] = {}
     if protect and delete:
-        with StoreFiles(root, cfg) as files:
+        with StoreFiles(root, cfg) as store_files:
             delete, guarded = guard(delete, cfg.mappedFileSizeCommitLog,
-                                    holds(files.queues, read_consumer_offsets(root)))
+                                    holds(store_files.queues, read_consumer_offsets(root)))
     live_writer = is_locked(root)
     why = {**decision.kept,
            **{name: (f"group {h.group} has not read {h.topic}/{h.queue_id} from offset "

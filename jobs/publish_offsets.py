@@ -128,6 +128,7 @@ def read_snapshot(spark: SparkSession, root: Path, cfg: StoreConfig, layout: Sto
              .localCheckpoint())
     errors = units.where(F.col("commitlog_error").isNotNull()).agg(
         F.count("*"), F.slice(F.collect_list("commitlog_error"), 1, MAX_REPORTED)).first()
+    assert errors is not None, "a global aggregate has exactly one row"
     queue_rows = queue_offsets(units, layout.commitlog_min_offset, store, ts).localCheckpoint()
     consumer_rows = consumer_offsets(committed, queue_rows, units, store, ts).localCheckpoint()
     return Snapshot(store, ts, queue_rows, consumer_rows, errors[1], errors[0])
@@ -172,8 +173,11 @@ def merge_current(spark: SparkSession, lake: Path, name: str, rows: DataFrame, s
     update a key only from a newer snapshot, delete this store's keys the snapshot lacks."""
     from delta.tables import DeltaTable
 
+    keys = TABLES[name][1]
+    if keys is None:
+        raise ValueError(f"{name} is append-only: it has no merge keys")
     on = F.col("t.store") == F.lit(snap.store)
-    for k in TABLES[name][1]:
+    for k in keys:
         on &= F.col(f"t.{k}") == F.col(f"s.{k}")
     with _transaction(spark, app_id, version):
         (DeltaTable.forPath(spark, str(lake / name)).alias("t").merge(rows.alias("s"), on)
@@ -196,6 +200,7 @@ def publish(spark: SparkSession, lake: Path, snap: Snapshot) -> bool:
     published = cur_q.select("snapshot_ts").unionByName(cur_c.select("snapshot_ts")).agg(
         F.date_format(latest, "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("ts"),
         (latest > F.lit(snap.ts)).alias("newer")).first()
+    assert published is not None, "a global aggregate has exactly one row"
     if published.newer:
         raise ValueError(f"snapshot time {snap.ts.isoformat()} is older than the published "
                          f"snapshot {published.ts} of store {snap.store}; nothing written")

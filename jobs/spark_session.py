@@ -92,6 +92,7 @@ def _jvm_has_class(name: str) -> bool:
 
     SparkContext._ensure_initialized()
     jvm = SparkContext._jvm
+    assert jvm is not None, "SparkContext._ensure_initialized() starts the JVM gateway"
     try:
         jvm.java.lang.Class.forName(name, False, jvm.java.lang.Thread.currentThread()
                                     .getContextClassLoader())

@@ -446,7 +446,7 @@ def decode_record(buf: RecordBuffer, pos: int, file_offset: int = 0, check_crc: 
                   store_port, reconsume, prepared, body, topic, props)
 
 
-def body_crc(body: bytes) -> int:
+def body_crc(body: bytes | memoryview) -> int:
     """BODYCRC: CRC-32 of the body & Integer.MAX_VALUE (``UtilAll.crc32``); 0 for no body."""
     return zlib.crc32(body) & JAVA_INT_MAX
 

@@ -209,7 +209,7 @@ def parse_range(buf: np.ndarray, file_start: int, lo: int, hi: int, check_crc: b
 
     crc_ok = np.ones(n, dtype=bool)
     if check_crc:
-        mv = memoryview(buf)
+        mv = buf.data
         crc = h["body_crc"]
         for i in np.flatnonzero(ok).tolist():
             s, ln = int(body_start[i]), int(body_len[i])

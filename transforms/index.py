@@ -64,7 +64,7 @@ class IndexChain(NamedTuple):
         self.placed.unpersist()
 
 
-@F.arrow_udf(IntegerType())
+@F.arrow_udf(IntegerType())  # type: ignore[call-overload]  # pyspark's stubs lack the type-hint form
 def index_key_hash(keys: pa.Array) -> pa.Array:
     """IndexFile keyHash of "topic#key" strings (``store.codec.index_key_hash``), vectorised."""
     hashes = codec.index_key_hash(codec.java_hash_many(keys.to_pylist()))
