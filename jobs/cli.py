@@ -12,10 +12,10 @@ import argparse
 import importlib
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from rocketlake import __version__
 from rocketlake.jobs.exit_codes import run
@@ -32,13 +32,13 @@ def parse_time(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"not a time: {text!r} (give ISO-8601 such as 2026-11-22T10:00:00Z, or epoch ms)") from None
-    ts = ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
     return int(ts.timestamp()) * 1000 + ts.microsecond // 1000
 
 
 def to_datetime(ms: int) -> datetime:
     """Epoch milliseconds -> an aware UTC datetime (exact to the millisecond)."""
-    return datetime.fromtimestamp(ms // 1000, timezone.utc).replace(microsecond=ms % 1000 * 1000)
+    return datetime.fromtimestamp(ms // 1000, UTC).replace(microsecond=ms % 1000 * 1000)
 
 
 # --- options several commands share -------------------------------------------------------------

@@ -33,10 +33,20 @@ from rocketlake.jobs.cli import job_main
 from rocketlake.jobs.runs import record_run
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.store import codec
-from rocketlake.store.cleanup import (CommitLogDecision, RetentionPolicy, apply_deletion, disk_used_ratio,
-                           plan_commitlog_deletion)
-from rocketlake.store.compaction import (KeptRecord, SegmentMeta, compaction_topics, segment_path,
-                              write_segment)
+from rocketlake.store.cleanup import (
+    CommitLogDecision,
+    RetentionPolicy,
+    apply_deletion,
+    disk_used_ratio,
+    plan_commitlog_deletion,
+)
+from rocketlake.store.compaction import (
+    KeptRecord,
+    SegmentMeta,
+    compaction_topics,
+    segment_path,
+    write_segment,
+)
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_consumer_offsets
 from rocketlake.store.consumer_guard import Hold, guard, holds
@@ -45,8 +55,8 @@ from rocketlake.store.message_store import MessageStore
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.archive import ARCHIVE_TABLE, PARTITION_COLUMNS, archive_rows
 from rocketlake.transforms.commitlog_scan import scan_store
-from rocketlake.transforms.consumequeue import gets_unit
 from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
+from rocketlake.transforms.consumequeue import gets_unit
 
 PROG = "compact"
 

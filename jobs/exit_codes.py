@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import errno
 import sys
+from collections.abc import Callable
 from enum import IntEnum
-from typing import Callable
 
-from rocketlake.store.errors import (ConfigFileError, CorruptRecordError, StoreFormatError, StoreFullError,
-                                     StoreLockedError, UnsafePathError)
+from rocketlake.store.errors import (
+    ConfigFileError,
+    CorruptRecordError,
+    StoreFormatError,
+    StoreFullError,
+    StoreLockedError,
+    UnsafePathError,
+)
 
 
 class ExitCode(IntEnum):

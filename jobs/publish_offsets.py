@@ -16,12 +16,12 @@ import argparse
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -34,10 +34,20 @@ from rocketlake.jobs.spark_session import build_session
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
 from rocketlake.store.errors import StoreFormatError
-from rocketlake.transforms.offsets import (CONSUMER_KEYS, CONSUMER_OFFSETS_SCHEMA, HISTORY_SCHEMA,
-                                QUEUE_KEYS, QUEUE_OFFSETS_SCHEMA, QUEUES_SCHEMA,
-                                committed_offsets, consumer_offsets, history_rows,
-                                queue_offsets, queue_requests, same_state)
+from rocketlake.transforms.offsets import (
+    CONSUMER_KEYS,
+    CONSUMER_OFFSETS_SCHEMA,
+    HISTORY_SCHEMA,
+    QUEUE_KEYS,
+    QUEUE_OFFSETS_SCHEMA,
+    QUEUES_SCHEMA,
+    committed_offsets,
+    consumer_offsets,
+    history_rows,
+    queue_offsets,
+    queue_requests,
+    same_state,
+)
 from rocketlake.transforms.queue_units import UNIT_SCHEMA, read_queue_units
 
 PROG = "publish-offsets"
@@ -218,8 +228,8 @@ def epoch_ms(ts: datetime) -> int:
 
 def whole_ms(ts: datetime) -> datetime:
     """``ts`` in UTC (naive means UTC), truncated to the millisecond the version id keeps."""
-    ts = ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
-    return ts.astimezone(timezone.utc).replace(microsecond=ts.microsecond // 1000 * 1000)
+    ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+    return ts.astimezone(UTC).replace(microsecond=ts.microsecond // 1000 * 1000)
 
 
 def publish_store(root: Path, cfg: StoreConfig, lake: Path, store: str | None = None,
@@ -229,7 +239,7 @@ def publish_store(root: Path, cfg: StoreConfig, lake: Path, store: str | None = 
     started = time.time_ns() // 1_000_000
     root = _job.check_store(root)
     store = store or root.resolve().name
-    ts = whole_ms(ts or datetime.now(timezone.utc))
+    ts = whole_ms(ts or datetime.now(UTC))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = read_consumer_offsets(root)

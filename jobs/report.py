@@ -31,6 +31,7 @@ from rocketlake.store import MessageStore  # noqa: E402
 from rocketlake.store.config import load_config, parse_set_options  # noqa: E402
 from rocketlake.transforms.commitlog_batch import parse_range  # noqa: E402
 
+
 @dataclass
 class StoreFacts:
     commitlog_files: int

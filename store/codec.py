@@ -5,13 +5,14 @@ Everything is big-endian, as Java's ByteBuffer writes it. See docs/FORMAT.md §2
 from __future__ import annotations
 
 import ipaddress
-import time
+import mmap
 import re
 import struct
+import time
 import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-import mmap
-from typing import Iterable, Mapping, overload
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt

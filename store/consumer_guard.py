@@ -5,8 +5,8 @@ file is kept while it holds a message at or beyond some group's committed offset
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from rocketlake.store.consume_queue import ConsumeQueue
 

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store import codec
-from rocketlake.store.codec import (INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER,
-                                   INDEX_HEADER_SIZE, INDEX_SLOT_SIZE)
+from rocketlake.store.codec import (
+    INDEX_ENTRY_DTYPE,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER,
+    INDEX_HEADER_SIZE,
+    INDEX_SLOT_SIZE,
+)
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.mapped_file import create_file
 

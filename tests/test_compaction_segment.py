@@ -1,11 +1,16 @@
 """Compacted segments: byte-copied records, latest value per key, translated consumer offsets."""
 from __future__ import annotations
 
-
 import pytest
 
 from rocketlake.store import GetStatus, Message, MessageRejected, MessageStore
-from rocketlake.store.compaction import KeptRecord, SegmentMeta, compaction_topics, segment_path, write_segment
+from rocketlake.store.compaction import (
+    KeptRecord,
+    SegmentMeta,
+    compaction_topics,
+    segment_path,
+    write_segment,
+)
 from rocketlake.store.config_files import read_consumer_offsets, write_config
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200)

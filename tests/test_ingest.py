@@ -50,7 +50,7 @@ def _snapshot(root: Path) -> dict[str, str]:
 
 
 def _write(path: Path, lines: list[str | bytes]) -> Path:
-    path.write_bytes(b"".join((l if isinstance(l, bytes) else l.encode()) + b"\n" for l in lines))
+    path.write_bytes(b"".join((line if isinstance(line, bytes) else line.encode()) + b"\n" for line in lines))
     return path
 
 

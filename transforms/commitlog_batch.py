@@ -12,7 +12,7 @@ carries what the driver needs to find the end of valid data across ranges (``nex
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa

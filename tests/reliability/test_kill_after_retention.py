@@ -13,8 +13,9 @@ import random
 from pathlib import Path
 
 from durability_check import SETTINGS, message_for
-from rocketlake.store import GetStatus, MessageStore
 from test_kill9 import run_and_kill
+
+from rocketlake.store import GetStatus, MessageStore
 
 
 def test_kill_after_retention_reopens_with_every_retained_message(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from goldens import GOLDEN_498
+
 from rocketlake.jobs import cli
 from rocketlake.jobs.rebuild_consumequeue import rebuild_consumequeue
 from rocketlake.jobs.rebuild_index import rebuild_index
