@@ -91,7 +91,8 @@ def write_index_files(index_dir: Path, chain: IndexChain, slot_num: int, entry_n
                 begin_ts, begin_phy = f["first_ts"], f["first_phy"]
             touched = s_file == n
             header = (begin_ts, f["last_ts"], begin_phy, f["last_phy"],
-                      f["new_slots"] + (continued.slot_count if continued is not None else 0), f["index_count"])
+                      f["new_slots"] + (continued.slot_count if continued is not None else 0),
+                      f["index_count"])
             write_index_file(path, slot_num, entry_num, header, s_slot[touched], s_value[touched],
                              rows, first_pos)
             out.append(path)

@@ -181,7 +181,8 @@ def render(root: Path, facts: StoreFacts, lag: list[dict[str, Any]], runs: list[
     cards = [("messages", f"{total:,}"), ("topics", len({q['topic'] for q in facts.queues})),
              ("queues", len(facts.queues)), ("CommitLog", f"{facts.commitlog_bytes / 1e6:,.1f} MB"),
              ("CommitLog files", facts.commitlog_files), ("index files", facts.index_files)]
-    card_html = "".join(f"<div class=card><div class=v>{v}</div><div class=k>{k}</div></div>" for k, v in cards)
+    card_html = "".join(f"<div class=card><div class=v>{v}</div><div class=k>{k}</div></div>"
+                        for k, v in cards)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rocketlake report: {html.escape(root.name)}</title>
 <style>

@@ -72,7 +72,8 @@ def topic_config() -> dict[str, Any]:
     return {"dataVersion": {"counter": 1, "timestamp": 0}, "topicConfigTable": table}
 
 
-def consumer_progress(max_offsets: dict[tuple[str, int], int], seed: int = 7) -> dict[tuple[str, str], dict[int, int]]:
+def consumer_progress(max_offsets: dict[tuple[str, int], int],
+                      seed: int = 7) -> dict[tuple[str, str], dict[int, int]]:
     """Committed offsets per (topic, group): each group somewhere behind the queue's end."""
     rnd = random.Random(seed)
     out: dict[tuple[str, str], dict[int, int]] = {}

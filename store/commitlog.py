@@ -243,7 +243,8 @@ class MessageEncoder:
             try:
                 level = int(props.get(codec.PROPERTY_DELAY, 0))
             except ValueError:
-                raise MessageRejected(f"DELAY property {props[codec.PROPERTY_DELAY]!r} is not a level") from None
+                raise MessageRejected(f"DELAY property {props[codec.PROPERTY_DELAY]!r} "
+                                      "is not a level") from None
         tags_code = self._tags_code(tags) if tags else 0
         delayed = level > 0 and dispatch.goes_to_consume_queue(sys_flag)
         if delayed:

@@ -457,8 +457,9 @@ class IndexService:
 
     def truncate(self, offset: int, store_time: Callable[[int], int | None]) -> int:
         """Forget every entry for a CommitLog offset at or past ``offset`` (recovery re-indexes
-        from there; ``store_time`` as for ``IndexFile.truncate``): newer files holding only such entries are deleted, the file holding the
-        boundary is rolled back (``IndexFile.truncate``). Returns how many entries went."""
+        from there; ``store_time`` as for ``IndexFile.truncate``): newer files holding only such
+        entries are deleted, the file holding the boundary is rolled back (``IndexFile.truncate``).
+        Returns how many entries went."""
         self._keys, self._phy, self._ts = [], [], []
         dropped = 0
         while self.files:

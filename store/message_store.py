@@ -232,7 +232,8 @@ class MessageStore:
         for i, raw in enumerate(raws):
             try:
                 raw = bytes(raw)
-                rec = codec.decode_record(raw, 0, codec.PHYSICAL.unpack_from(raw, codec.OFF_PHYSICAL_OFFSET)[0])
+                phy = codec.PHYSICAL.unpack_from(raw, codec.OFF_PHYSICAL_OFFSET)[0]
+                rec = codec.decode_record(raw, 0, phy)
                 if isinstance(rec, int):
                     raise CorruptRecordError("a BLANK end-of-file record is not a message")
                 if rec.size != len(raw):

@@ -129,7 +129,8 @@ def test_set_names_only_store_settings(tmp_path: Path, capsys, command: list[str
     assert f"unknown store setting {name!r}" in capsys.readouterr().err
 
 def test_store_commands_never_import_spark(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
     code = ("import sys; from rocketlake.jobs.cli import main; "
             f"rc = main(['verify', '--store', {str(tmp_path)!r}]); "
             "print(rc, any(m.startswith('pyspark') for m in sys.modules))")

@@ -332,7 +332,8 @@ def test_cli_ingest_and_dump_round_trip(tmp_path, capsys):
     assert rows[1]["msg_id"] == "7F00000100002A9F" + f"{rows[1]['commitlog_offset']:016X}"
     assert main(["query", "--store", store, "--topic", "orders", "--key", "k3"]) == 0
     assert json.loads(capsys.readouterr().out)["body_b64"] == "AAEC"
-    (tmp_path / "bad.jsonl").write_text('{"topic": "orders", "body": "ok"}\n{"topic": "bad topic", "body": "x"}\n')
+    (tmp_path / "bad.jsonl").write_text('{"topic": "orders", "body": "ok"}\n'
+                                        '{"topic": "bad topic", "body": "x"}\n')
     assert main(["ingest", "--store", store, str(tmp_path / "bad.jsonl")]) == 2
     assert "line 2" in capsys.readouterr().err
     assert main(["get", "--store", store, "--topic", "orders", "--queue", "0"]) == 0

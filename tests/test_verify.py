@@ -100,10 +100,11 @@ def test_checkpoint_and_config_problems(store):
 
 
 def test_cli_exit_codes_and_json(store, capsys):
-    assert main(["verify", "--store", str(store), *sum((["--set", f"{k}={v}"] for k, v in SMALL.items()), [])]) == 0
+    sets = [arg for k, v in SMALL.items() for arg in ("--set", f"{k}={v}")]
+    assert main(["verify", "--store", str(store), *sets]) == 0
     capsys.readouterr()
     _flip(store / "commitlog/00000000000000000000", 100)
-    args = ["verify", "--store", str(store), "--json", *sum((["--set", f"{k}={v}"] for k, v in SMALL.items()), [])]
+    args = ["verify", "--store", str(store), "--json", *sets]
     assert main(args) == 1  # the check found problems
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is False and report["problems"][0]["file"] == "commitlog/00000000000000000000"

@@ -154,7 +154,8 @@ def index_entries(placed: DataFrame, files: DataFrame, start: IndexStart = Index
         F.when((F.col("file_no") == 0) & F.lit(start.index_count > 1), F.lit(start.begin_ts))
         .otherwise(F.col("first_ts")).alias("begin"))
     seen = F.when(F.col("position") == 1, F.col("open_begin")).otherwise(F.col("begin"))
-    diff = F.least(F.greatest(F.floor((F.col("ts") - seen) / 1000), F.lit(0)), F.lit(codec.INDEX_MAX_TIME_DIFF))
+    diff = F.least(F.greatest(F.floor((F.col("ts") - seen) / 1000), F.lit(0)),
+                   F.lit(codec.INDEX_MAX_TIME_DIFF))
     return (placed.join(F.broadcast(begins), "file_no")
             .select("file_no", "position", "key_hash", "phy_offset",
                     F.when(seen > 0, diff).otherwise(0).cast("int").alias("time_diff"),

@@ -2,10 +2,10 @@
 acknowledged message.
 
 A SYNC_FLUSH writer (``durability_writer.py ... retention``) on 64 KiB CommitLog files deletes
-every file but the last every 50 ms while it writes, and is SIGKILLed at varied moments after retention first deleted a file. Abnormal
-recovery then meets ConsumeQueue units and index entries whose records retention removed; it
-must never read them, and every acknowledged message at or above the reopened CommitLog minimum
-must read back through ``read``, ``get`` and ``query``.
+every file but the last every 50 ms while it writes, and is SIGKILLed at varied moments after
+retention first deleted a file. Abnormal recovery then meets ConsumeQueue units and index
+entries whose records retention removed; it must never read them, and every acknowledged message
+at or above the reopened CommitLog minimum must read back through ``read``, ``get`` and ``query``.
 """
 from __future__ import annotations
 
