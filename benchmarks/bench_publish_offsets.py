@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +84,7 @@ def main() -> None:
 
         build_session("bench", master="local[2]", conf={"spark.sql.shuffle.partitions": "2",
                                                         "spark.ui.enabled": "false"})
-        t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        t0 = datetime(2026, 1, 1, tzinfo=UTC)
         for i, (what, fraction) in enumerate((("first publish", 0.5), ("changed offsets", 0.75),
                                               ("unchanged", 0.75))):
             commit(root, pairs, fraction)

@@ -11,9 +11,10 @@ import functools
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -23,6 +24,7 @@ from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.errors import StoreLockedError
 from rocketlake.store.lockfile import StoreLock
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, ScanEnd
+
 
 def store_config(args: argparse.Namespace) -> StoreConfig:
     """Settings from `conf/store.conf` with the job's ``--set`` overrides."""

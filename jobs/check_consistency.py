@@ -21,7 +21,7 @@ from typing import Any
 
 from rocketlake.jobs.cli import job_main
 from rocketlake.jobs.exit_codes import ExitCode, NotAStoreError
-from rocketlake.store.config import parse_set_options
+from rocketlake.store.config import load_config, parse_set_options
 from rocketlake.store.verify import VerifyReport, not_a_store, verify
 
 PROG = "check-consistency"
@@ -47,7 +47,7 @@ def commitlog_ok(report: VerifyReport) -> bool:
 
 def consistency_report(store: Path, settings: dict[str, str]) -> dict[str, Any]:
     """The verify report of ``store`` with ``commitlog_ok`` and ``rebuild`` added."""
-    report = verify(store, **settings)
+    report = verify(store, load_config(settings))
     return {**report.as_dict(), "commitlog_ok": commitlog_ok(report),
             "rebuild": structures_to_rebuild(report)}
 

@@ -12,10 +12,10 @@ import argparse
 import importlib
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 from rocketlake import __version__
 from rocketlake.jobs.exit_codes import run
@@ -32,13 +32,13 @@ def parse_time(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"not a time: {text!r} (give ISO-8601 such as 2026-11-22T10:00:00Z, or epoch ms)") from None
-    ts = ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
     return int(ts.timestamp()) * 1000 + ts.microsecond // 1000
 
 
 def to_datetime(ms: int) -> datetime:
     """Epoch milliseconds -> an aware UTC datetime (exact to the millisecond)."""
-    return datetime.fromtimestamp(ms // 1000, timezone.utc).replace(microsecond=ms % 1000 * 1000)
+    return datetime.fromtimestamp(ms // 1000, UTC).replace(microsecond=ms % 1000 * 1000)
 
 
 # --- options several commands share -------------------------------------------------------------
@@ -46,7 +46,8 @@ def _store(p: argparse.ArgumentParser, default: Path | None = None) -> None:
     if default is None:
         p.add_argument("--store", required=True, type=Path, help="store root directory")
     else:
-        p.add_argument("--store", type=Path, default=default, help="store root directory (default %(default)s)")
+        p.add_argument("--store", type=Path, default=default,
+                       help="store root directory (default %(default)s)")
 
 
 def _settings(p: argparse.ArgumentParser) -> None:
@@ -90,7 +91,8 @@ def _pipeline(p: argparse.ArgumentParser) -> None:
     _lake(p, required=False, default=Path("var") / "lake")
     _settings(p)
     p.add_argument("--master", default="local[*]", help="Spark master (default %(default)s)")
-    p.add_argument("--messages", type=int, default=50_000, help="sample events to ingest (default %(default)s)")
+    p.add_argument("--messages", type=int, default=50_000,
+                   help="sample events to ingest (default %(default)s)")
     p.add_argument("--skip-ingest", action="store_true", help="use the store as it is (a real store)")
     p.add_argument("--keep", action="store_true", help="keep an existing sample store and add to it")
 
@@ -124,7 +126,8 @@ def _query(p: argparse.ArgumentParser) -> None:
     g.add_argument("--key", help="message key (needs --topic)")
     g.add_argument("--msg-id", help="offset message id (32 hex digits)")
     g.add_argument("--time", type=parse_time,
-                   help="store time (ISO-8601 or epoch ms): the queue offset stored then (needs --topic, --queue)")
+                   help="store time (ISO-8601 or epoch ms): the queue offset stored then "
+                        "(needs --topic, --queue)")
     _topic_queue(p)
     _max(p)
     p.add_argument("--begin", type=parse_time, default=0,
@@ -202,22 +205,27 @@ COMMANDS: dict[str, Command] = {
                         "rocketlake pipeline --messages 200000 --master 'local[2]'"),
     "ingest": Command("write JSON Lines events into a store, all lines or none",
                       f"{_S}:cmd_ingest", _ingest,
-                      "echo '{\"topic\":\"orders\",\"body\":\"hi\",\"keys\":\"k1\"}' | rocketlake ingest --store var/store -"),
+                      "echo '{\"topic\":\"orders\",\"body\":\"hi\",\"keys\":\"k1\"}' "
+                      "| rocketlake ingest --store var/store -"),
     "dump": Command("print commitlog / consumequeue / index records as JSON Lines",
                     f"{_S}:cmd_dump", _dump, "rocketlake dump consumequeue --store var/store --topic orders"),
     "get": Command("read a queue from an offset (RocketMQ getMessage)", f"{_S}:cmd_get", _get,
-                   "rocketlake get --store var/store --topic orders --queue 0 --offset 0 --tags 'TagA || TagB'"),
+                   "rocketlake get --store var/store --topic orders --queue 0 --offset 0 "
+                   "--tags 'TagA || TagB'"),
     "query": Command("find messages by --key, --msg-id or --time", f"{_S}:cmd_query", _query,
-                     "rocketlake query --store var/store --topic orders --queue 0 --time 2026-11-22T10:00:00Z"),
+                     "rocketlake query --store var/store --topic orders --queue 0 "
+                     "--time 2026-11-22T10:00:00Z"),
     "verify": Command("check a whole store (fsck); exit 1 on any disagreement", f"{_S}:cmd_verify", _verify,
                       "rocketlake verify --store var/store --json | jq .problems"),
     "check-consistency": Command("verify a store and write a JSON report naming what to rebuild",
                                  "rocketlake.jobs.check_consistency:run", _check_consistency,
-                                 "rocketlake check-consistency --store var/store --report var/consistency.json"),
+                                 "rocketlake check-consistency --store var/store "
+                                 "--report var/consistency.json"),
     "report": Command("write a self-contained HTML report of a store and its lake",
                       "rocketlake.jobs.report:run", _report,
                       "rocketlake report --store var/store --lake var/lake --out var/report.html"),
-    "rebuild-consumequeue": Command("Spark: rebuild ConsumeQueues from the CommitLog (full, --incremental, --output)",
+    "rebuild-consumequeue": Command("Spark: rebuild ConsumeQueues from the CommitLog "
+                                    "(full, --incremental, --output)",
                                     "rocketlake.jobs.rebuild_consumequeue:run", _rebuild,
                                     "rocketlake rebuild-consumequeue --store var/store --output var/rebuilt"),
     "rebuild-index": Command("Spark: rebuild IndexFiles from the CommitLog (full, --incremental, --output)",

@@ -33,20 +33,30 @@ from rocketlake.jobs.cli import job_main
 from rocketlake.jobs.runs import record_run
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.store import codec
-from rocketlake.store.cleanup import (CommitLogDecision, RetentionPolicy, apply_deletion, disk_used_ratio,
-                           plan_commitlog_deletion)
-from rocketlake.store.compaction import (KeptRecord, SegmentMeta, compaction_topics, segment_path,
-                              write_segment)
+from rocketlake.store.cleanup import (
+    CommitLogDecision,
+    RetentionPolicy,
+    apply_deletion,
+    disk_used_ratio,
+    plan_commitlog_deletion,
+)
+from rocketlake.store.compaction import (
+    KeptRecord,
+    SegmentMeta,
+    compaction_topics,
+    segment_path,
+    write_segment,
+)
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_consumer_offsets
-from rocketlake.store.consumer_guard import guard, holds
+from rocketlake.store.consumer_guard import Hold, guard, holds
 from rocketlake.store.lockfile import is_locked
 from rocketlake.store.message_store import MessageStore
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.archive import ARCHIVE_TABLE, PARTITION_COLUMNS, archive_rows
 from rocketlake.transforms.commitlog_scan import scan_store
-from rocketlake.transforms.consumequeue import gets_unit
 from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
+from rocketlake.transforms.consumequeue import gets_unit
 
 PROG = "compact"
 
@@ -59,11 +69,12 @@ def plan(root: Path, cfg: StoreConfig, now_ms: int, force: bool, protect: bool,
     files = [(n, (root / "commitlog" / n).stat().st_mtime_ns // 1_000_000) for n in names]
     decision = plan_commitlog_deletion(files, now_ms, RetentionPolicy.from_config(cfg),
                                        disk_used_ratio(root), force, hour_gate=respect_delete_when)
-    delete, guarded = list(decision.delete), {}
+    delete: list[str] = list(decision.delete)
+    guarded: dict[str, Hold] = {}
     if protect and delete:
-        with StoreFiles(root, cfg) as files:
+        with StoreFiles(root, cfg) as store_files:
             delete, guarded = guard(delete, cfg.mappedFileSizeCommitLog,
-                                    holds(files.queues, read_consumer_offsets(root)))
+                                    holds(store_files.queues, read_consumer_offsets(root)))
     live_writer = is_locked(root)
     why = {**decision.kept,
            **{name: (f"group {h.group} has not read {h.topic}/{h.queue_id} from offset "

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import errno
 import sys
+from collections.abc import Callable
 from enum import IntEnum
-from typing import Callable
 
-from rocketlake.store.codec import CorruptRecordError
-from rocketlake.store.config_files import ConfigFileError
-from rocketlake.store.lockfile import StoreLockedError
-from rocketlake.store.mapped_file import StoreFormatError, StoreFullError
-from rocketlake.store.paths import UnsafePathError
+from rocketlake.store.errors import (
+    ConfigFileError,
+    CorruptRecordError,
+    StoreFormatError,
+    StoreFullError,
+    StoreLockedError,
+    UnsafePathError,
+)
 
 
 class ExitCode(IntEnum):

@@ -24,9 +24,10 @@ import hashlib
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -147,7 +148,8 @@ def rebuild(spark: SparkSession, store: Path, out: Path, cfg: StoreConfig,
     if not all(same.values()):
         raise StageFailed(f"rebuilt files differ from the store's: {same}")
     files = sum(1 for p in out.rglob("*") if p.is_file())
-    return data_bytes(store, settings), f"{files} ConsumeQueue and index files rebuilt on Spark, byte-identical"
+    return data_bytes(store, settings), (f"{files} ConsumeQueue and index files rebuilt on Spark, "
+                                         "byte-identical")
 
 
 def publish(store: Path, lake: Path, cfg: StoreConfig) -> tuple[int, str]:
@@ -184,7 +186,8 @@ def summary(store: Path, settings: dict) -> Table:
         table = ms.queue_offsets()
         for topic in sorted({t for t, _ in table}):
             qs = [(lo, hi) for (t, _), (lo, hi) in table.items() if t == topic]
-            t.add_row(topic, str(len(qs)), f"{sum(hi - lo for lo, hi in qs):,}", ", ".join(lag.get(topic, [])))
+            t.add_row(topic, str(len(qs)), f"{sum(hi - lo for lo, hi in qs):,}",
+                      ", ".join(lag.get(topic, [])))
     return t
 
 
@@ -223,8 +226,8 @@ def run(a: argparse.Namespace) -> int:
     for col in ("stage", "seconds", "MB/s", "result"):
         t.add_column(col)
     for s in run.stages:
-        t.add_row(s.name, f"{s.seconds:.1f}", f"{s.bytes / s.seconds / 1e6:.1f}" if s.bytes and s.seconds else "",
-                  s.detail)
+        rate = f"{s.bytes / s.seconds / 1e6:.1f}" if s.bytes and s.seconds else ""
+        t.add_row(s.name, f"{s.seconds:.1f}", rate, s.detail)
     _out.print(t)
     return ExitCode.OK if ok else ExitCode.PROBLEMS
 

@@ -16,12 +16,12 @@ import argparse
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -34,10 +34,20 @@ from rocketlake.jobs.spark_session import build_session
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
 from rocketlake.store.errors import StoreFormatError
-from rocketlake.transforms.offsets import (CONSUMER_KEYS, CONSUMER_OFFSETS_SCHEMA, HISTORY_SCHEMA,
-                                QUEUE_KEYS, QUEUE_OFFSETS_SCHEMA, QUEUES_SCHEMA,
-                                committed_offsets, consumer_offsets, history_rows,
-                                queue_offsets, queue_requests, same_state)
+from rocketlake.transforms.offsets import (
+    CONSUMER_KEYS,
+    CONSUMER_OFFSETS_SCHEMA,
+    HISTORY_SCHEMA,
+    QUEUE_KEYS,
+    QUEUE_OFFSETS_SCHEMA,
+    QUEUES_SCHEMA,
+    committed_offsets,
+    consumer_offsets,
+    history_rows,
+    queue_offsets,
+    queue_requests,
+    same_state,
+)
 from rocketlake.transforms.queue_units import UNIT_SCHEMA, read_queue_units
 
 PROG = "publish-offsets"
@@ -128,6 +138,7 @@ def read_snapshot(spark: SparkSession, root: Path, cfg: StoreConfig, layout: Sto
              .localCheckpoint())
     errors = units.where(F.col("commitlog_error").isNotNull()).agg(
         F.count("*"), F.slice(F.collect_list("commitlog_error"), 1, MAX_REPORTED)).first()
+    assert errors is not None, "a global aggregate has exactly one row"
     queue_rows = queue_offsets(units, layout.commitlog_min_offset, store, ts).localCheckpoint()
     consumer_rows = consumer_offsets(committed, queue_rows, units, store, ts).localCheckpoint()
     return Snapshot(store, ts, queue_rows, consumer_rows, errors[1], errors[0])
@@ -172,8 +183,11 @@ def merge_current(spark: SparkSession, lake: Path, name: str, rows: DataFrame, s
     update a key only from a newer snapshot, delete this store's keys the snapshot lacks."""
     from delta.tables import DeltaTable
 
+    keys = TABLES[name][1]
+    if keys is None:
+        raise ValueError(f"{name} is append-only: it has no merge keys")
     on = F.col("t.store") == F.lit(snap.store)
-    for k in TABLES[name][1]:
+    for k in keys:
         on &= F.col(f"t.{k}") == F.col(f"s.{k}")
     with _transaction(spark, app_id, version):
         (DeltaTable.forPath(spark, str(lake / name)).alias("t").merge(rows.alias("s"), on)
@@ -196,6 +210,7 @@ def publish(spark: SparkSession, lake: Path, snap: Snapshot) -> bool:
     published = cur_q.select("snapshot_ts").unionByName(cur_c.select("snapshot_ts")).agg(
         F.date_format(latest, "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("ts"),
         (latest > F.lit(snap.ts)).alias("newer")).first()
+    assert published is not None, "a global aggregate has exactly one row"
     if published.newer:
         raise ValueError(f"snapshot time {snap.ts.isoformat()} is older than the published "
                          f"snapshot {published.ts} of store {snap.store}; nothing written")
@@ -213,8 +228,8 @@ def epoch_ms(ts: datetime) -> int:
 
 def whole_ms(ts: datetime) -> datetime:
     """``ts`` in UTC (naive means UTC), truncated to the millisecond the version id keeps."""
-    ts = ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
-    return ts.astimezone(timezone.utc).replace(microsecond=ts.microsecond // 1000 * 1000)
+    ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+    return ts.astimezone(UTC).replace(microsecond=ts.microsecond // 1000 * 1000)
 
 
 def publish_store(root: Path, cfg: StoreConfig, lake: Path, store: str | None = None,
@@ -224,7 +239,7 @@ def publish_store(root: Path, cfg: StoreConfig, lake: Path, store: str | None = 
     started = time.time_ns() // 1_000_000
     root = _job.check_store(root)
     store = store or root.resolve().name
-    ts = whole_ms(ts or datetime.now(timezone.utc))
+    ts = whole_ms(ts or datetime.now(UTC))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = read_consumer_offsets(root)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -68,6 +68,7 @@ def write_units(table: pa.Table, cq_dir: Path, file_size: int,
     qid = table.column("queue_id").to_numpy()
     qoff = table.column("queue_offset").to_numpy()
     units = np.empty(table.num_rows, dtype=CQ_UNIT_DTYPE)
+    assert CQ_UNIT_DTYPE.names is not None, "a structured dtype has field names"
     for name in CQ_UNIT_DTYPE.names:
         units[name] = table.column(name).to_numpy()
     bounds = np.flatnonzero((topic[1:] != topic[:-1]) | (qid[1:] != qid[:-1])) + 1

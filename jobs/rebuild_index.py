@@ -75,22 +75,24 @@ def write_index_files(index_dir: Path, chain: IndexChain, slot_num: int, entry_n
     with _job.progress_bars({"index files": len(files)}) as advance:
         for f in files:
             n = f["file_no"]
-            continuing = n == 0 and open_file is not None and not open_file.full
-            path = (open_file.path if continuing
+            continued = open_file if n == 0 and open_file is not None and not open_file.full else None
+            path = (continued.path if continued is not None
                     else index_dir / codec.next_index_file_name(f["first_ts"], previous))
             lo, hi = np.searchsorted(e_file, [n, n + 1])
             part = entries.slice(lo, hi - lo)
             rows = np.empty(part.num_rows, dtype=INDEX_ENTRY_DTYPE)
+            assert INDEX_ENTRY_DTYPE.names is not None, "a structured dtype has field names"
             for name in INDEX_ENTRY_DTYPE.names:
                 rows[name] = part.column(name).to_numpy()
             first_pos = part.column("position")[0].as_py()
-            if continuing and first_pos > 1:  # the file's first put set its begin already
-                begin_ts, begin_phy = open_file.begin_ts, open_file.begin_phy
+            if continued is not None and first_pos > 1:  # the file's first put set its begin already
+                begin_ts, begin_phy = continued.begin_ts, continued.begin_phy
             else:
                 begin_ts, begin_phy = f["first_ts"], f["first_phy"]
             touched = s_file == n
             header = (begin_ts, f["last_ts"], begin_phy, f["last_phy"],
-                      f["new_slots"] + (open_file.slot_count if continuing else 0), f["index_count"])
+                      f["new_slots"] + (continued.slot_count if continued is not None else 0),
+                      f["index_count"])
             write_index_file(path, slot_num, entry_num, header, s_slot[touched], s_value[touched],
                              rows, first_pos)
             out.append(path)

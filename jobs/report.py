@@ -28,8 +28,9 @@ import numpy as np  # noqa: E402
 
 from rocketlake.jobs.cli import job_main  # noqa: E402
 from rocketlake.store import MessageStore  # noqa: E402
-from rocketlake.store.config import parse_set_options  # noqa: E402
+from rocketlake.store.config import load_config, parse_set_options  # noqa: E402
 from rocketlake.transforms.commitlog_batch import parse_range  # noqa: E402
+
 
 @dataclass
 class StoreFacts:
@@ -43,7 +44,7 @@ class StoreFacts:
 
 def store_facts(root: Path, settings: dict[str, str]) -> StoreFacts:
     """Layout from the store's files; store timestamps from a vectorised CommitLog parse."""
-    with MessageStore(root, read_only=True, **settings) as ms:
+    with MessageStore(root, load_config(settings), read_only=True) as ms:
         queues = [{"topic": t, "queue_id": q, "min": lo, "max": hi, "messages": hi - lo}
                   for (t, q), (lo, hi) in ms.queue_offsets().items()]
         end = ms.commitlog.max_offset
@@ -131,6 +132,12 @@ def chart_rate(ts: np.ndarray, topics: np.ndarray) -> str:
     return _png(fig)
 
 
+def _palette(n: int) -> list[tuple[float, float, float, float]]:
+    """``n`` colours of matplotlib's "tab10", repeating after its ten."""
+    tab10 = plt.get_cmap("tab10")
+    return [tab10(i % tab10.N) for i in range(n)]
+
+
 def chart_lag(rows: list[dict[str, Any]]) -> str:
     """Lag per group over snapshot time; bars when there is only one snapshot so far."""
     fig, ax = plt.subplots(figsize=(9, 3.2))
@@ -138,7 +145,7 @@ def chart_lag(rows: list[dict[str, Any]]) -> str:
     snapshots = sorted({r["snapshot_ts"] for r in rows})
     if len(snapshots) == 1:
         ax.bar(groups, [sum(r["lag"] for r in rows if r["consumer_group"] == g) for g in groups],
-               color=plt.get_cmap("tab10").colors[:len(groups)])
+               color=_palette(len(groups)))
         ax.set_title(f"Consumer lag per group at {snapshots[0]:%Y-%m-%d %H:%M:%S} (one snapshot so far)")
     else:
         for group in groups:
@@ -174,7 +181,8 @@ def render(root: Path, facts: StoreFacts, lag: list[dict[str, Any]], runs: list[
     cards = [("messages", f"{total:,}"), ("topics", len({q['topic'] for q in facts.queues})),
              ("queues", len(facts.queues)), ("CommitLog", f"{facts.commitlog_bytes / 1e6:,.1f} MB"),
              ("CommitLog files", facts.commitlog_files), ("index files", facts.index_files)]
-    card_html = "".join(f"<div class=card><div class=v>{v}</div><div class=k>{k}</div></div>" for k, v in cards)
+    card_html = "".join(f"<div class=card><div class=v>{v}</div><div class=k>{k}</div></div>"
+                        for k, v in cards)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rocketlake report: {html.escape(root.name)}</title>
 <style>

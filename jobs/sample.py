@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 import random
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from rocketlake.store import TRANSACTION_COMMIT, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK
 
@@ -71,7 +72,8 @@ def topic_config() -> dict[str, Any]:
     return {"dataVersion": {"counter": 1, "timestamp": 0}, "topicConfigTable": table}
 
 
-def consumer_progress(max_offsets: dict[tuple[str, int], int], seed: int = 7) -> dict[tuple[str, str], dict[int, int]]:
+def consumer_progress(max_offsets: dict[tuple[str, int], int],
+                      seed: int = 7) -> dict[tuple[str, str], dict[int, int]]:
     """Committed offsets per (topic, group): each group somewhere behind the queue's end."""
     rnd = random.Random(seed)
     out: dict[tuple[str, str], dict[int, int]] = {}

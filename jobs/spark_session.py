@@ -12,8 +12,8 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from pyspark.sql import SparkSession
 
@@ -109,6 +109,7 @@ def _jvm_has_class(name: str) -> bool:
 
     SparkContext._ensure_initialized()
     jvm = SparkContext._jvm
+    assert jvm is not None, "SparkContext._ensure_initialized() starts the JVM gateway"
     try:
         jvm.java.lang.Class.forName(name, False, jvm.java.lang.Thread.currentThread()
                                     .getContextClassLoader())

@@ -9,16 +9,16 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator
+from typing import Any, BinaryIO
 
 import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rocketlake.jobs.exit_codes import ExitCode, NotAStoreError
-from rocketlake.store import Message, MessageRejected, MessageStore, Record
-from rocketlake.store import codec
+from rocketlake.store import Message, MessageRejected, MessageStore, Record, codec
 from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
 from rocketlake.store.commitlog import MessageEncoder, Scan
 from rocketlake.store.config import load_config, parse_set_options
@@ -126,12 +126,12 @@ def _open_input(src: str) -> BinaryIO:
 def cmd_ingest(a: argparse.Namespace) -> int:
     """All lines or none: every line is checked, with the store's own validation, before the store
     is opened; a bad line leaves the store untouched. The input must not change meanwhile."""
-    settings = parse_set_options(a.set)
+    cfg = load_config(parse_set_options(a.set))
     t0 = time.perf_counter()
     n = size = 0
     topics: set[tuple[str, int]] = set()
     with _open_input(a.file) as f:
-        encoder = MessageEncoder(load_config(settings))
+        encoder = MessageEncoder(cfg)
         total = 0
         with _progress(None) as bar:
             task = bar.add_task("check", total=None)
@@ -139,7 +139,7 @@ def cmd_ingest(a: argparse.Namespace) -> int:
                 total += 1
                 if total % BATCH == 0:
                     bar.update(task, completed=total)
-        with MessageStore(a.store, **settings) as ms, _progress(total) as bar:
+        with MessageStore(a.store, cfg) as ms, _progress(total) as bar:
             task = bar.add_task("ingest", total=total)
             batch: list[tuple[int, Message]] = []
 
@@ -175,7 +175,7 @@ def _emit(rows: Iterable[dict[str, Any]]) -> None:
 
 
 def cmd_dump(a: argparse.Namespace) -> int:
-    with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
+    with MessageStore(a.store, load_config(parse_set_options(a.set)), read_only=True) as ms:
         if a.what == "commitlog":
             scan = ms.commitlog.scan(check_crc=False)
             n = 0
@@ -204,8 +204,8 @@ def _early_stop(ms: MessageStore, scan: Scan) -> str | None:
     if scan.end < ms.commitlog.max_offset:
         return f"zeros where a record should start, valid records follow up to {ms.commitlog.max_offset}"
     mf = ms.commitlog.files.find(scan.end)
-    garbage = first_nonzero(mf, scan.end - mf.start) if mf else None
-    if garbage is not None:
+    garbage = first_nonzero(mf, scan.end - mf.start) if mf is not None else None
+    if mf is not None and garbage is not None:
         return f"zeros where a record should start, non-zero bytes follow at {mf.start + garbage}"
     return None
 
@@ -236,7 +236,7 @@ def _index_rows(ms: MessageStore) -> Iterator[dict[str, Any]]:
 
 
 def cmd_get(a: argparse.Namespace) -> int:
-    with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
+    with MessageStore(a.store, load_config(parse_set_options(a.set)), read_only=True) as ms:
         g = ms.get(a.topic, a.queue, a.offset, a.max, a.tags)
         print(json.dumps({"status": g.status.value, "next_begin_offset": g.next_begin_offset,
                           "min_offset": g.min_offset, "max_offset": g.max_offset,
@@ -251,7 +251,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
     refused = not_a_store(a.store)
     if refused:
         raise NotAStoreError(refused)
-    report = verify(a.store, **settings)
+    report = verify(a.store, load_config(settings))
     if a.json:
         print(json.dumps(report.as_dict()))
     else:
@@ -267,7 +267,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
 
 
 def cmd_query(a: argparse.Namespace) -> int:
-    with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
+    with MessageStore(a.store, load_config(parse_set_options(a.set)), read_only=True) as ms:
         if a.msg_id:
             _emit([record_to_json(ms.lookup(a.msg_id))])
         elif a.key is not None:

@@ -1,10 +1,23 @@
 """rocketlake store: write and read Apache RocketMQ 4.9 message stores on local disk."""
-from rocketlake.store.codec import (TRANSACTION_COMMIT, TRANSACTION_NOT, TRANSACTION_PREPARED,
-                                    TRANSACTION_ROLLBACK, Record)
+from rocketlake.store.codec import (
+                                    TRANSACTION_COMMIT,
+                                    TRANSACTION_NOT,
+                                    TRANSACTION_PREPARED,
+                                    TRANSACTION_ROLLBACK,
+                                    Record,
+)
 from rocketlake.store.config import StoreConfig, load_config
-from rocketlake.store.errors import (ConfigFileError, CorruptRecordError, MessageRejected,
-                                     RocketlakeError, SettingError, StoreFormatError,
-                                     StoreFullError, StoreLockedError, UnsafePathError)
+from rocketlake.store.errors import (
+                                    ConfigFileError,
+                                    CorruptRecordError,
+                                    MessageRejected,
+                                    RocketlakeError,
+                                    SettingError,
+                                    StoreFormatError,
+                                    StoreFullError,
+                                    StoreLockedError,
+                                    UnsafePathError,
+)
 from rocketlake.store.message import GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage
 from rocketlake.store.message_store import MessageStore
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from rocketlake.store.codec import CQ_UNIT
 from rocketlake.store.commitlog import CommitLog
@@ -40,7 +40,7 @@ class RetentionPolicy:
     disk_max_used_ratio: int
 
     @classmethod
-    def from_config(cls, cfg: StoreConfig) -> "RetentionPolicy":
+    def from_config(cls, cfg: StoreConfig) -> RetentionPolicy:
         return cls(cfg.fileReservedTime, parse_delete_when(cfg.deleteWhen), cfg.diskMaxUsedSpaceRatio)
 
     def __post_init__(self) -> None:

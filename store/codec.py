@@ -5,13 +5,14 @@ Everything is big-endian, as Java's ByteBuffer writes it. See docs/FORMAT.md §2
 from __future__ import annotations
 
 import ipaddress
-import time
+import mmap
 import re
 import struct
+import time
 import zlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-import mmap
-from typing import Iterable, Mapping, overload
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -446,7 +447,7 @@ def decode_record(buf: RecordBuffer, pos: int, file_offset: int = 0, check_crc: 
                   store_port, reconsume, prepared, body, topic, props)
 
 
-def body_crc(body: bytes) -> int:
+def body_crc(body: bytes | memoryview) -> int:
     """BODYCRC: CRC-32 of the body & Integer.MAX_VALUE (``UtilAll.crc32``); 0 for no body."""
     return zlib.crc32(body) & JAVA_INT_MAX
 

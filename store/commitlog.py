@@ -3,16 +3,25 @@ from __future__ import annotations
 
 import reprlib
 import struct
+from collections.abc import Iterator, Sequence
 from functools import partial
 from itertools import chain, repeat, starmap
 from pathlib import Path
-from typing import Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from rocketlake.store import codec, dispatch
-from rocketlake.store.codec import (BLANK, BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, FLAG_BORNHOST_V6,
-                                    FLAG_STOREHOST_V6, HEAD, MAGIC_V1, Record)
+from rocketlake.store.codec import (
+    BLANK,
+    BLANK_MAGIC,
+    END_FILE_MIN_BLANK_LENGTH,
+    FLAG_BORNHOST_V6,
+    FLAG_STOREHOST_V6,
+    HEAD,
+    MAGIC_V1,
+    Record,
+)
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import CorruptRecordError, MessageRejected
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue
@@ -234,7 +243,8 @@ class MessageEncoder:
             try:
                 level = int(props.get(codec.PROPERTY_DELAY, 0))
             except ValueError:
-                raise MessageRejected(f"DELAY property {props[codec.PROPERTY_DELAY]!r} is not a level") from None
+                raise MessageRejected(f"DELAY property {props[codec.PROPERTY_DELAY]!r} "
+                                      "is not a level") from None
         tags_code = self._tags_code(tags) if tags else 0
         delayed = level > 0 and dispatch.goes_to_consume_queue(sys_flag)
         if delayed:
@@ -428,7 +438,7 @@ class CommitLog:
         return r
 
     def scan(self, start: int | None = None, check_crc: bool | None = None,
-             stop_at: int | None = None) -> "Scan":
+             stop_at: int | None = None) -> Scan:
         """Valid records from ``start`` (default: the first file) to the end of valid data."""
         return Scan(self, self.min_offset if start is None else start,
                     self.check_crc if check_crc is None else check_crc,

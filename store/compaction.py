@@ -19,9 +19,10 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets, write_consumer_offsets
@@ -66,7 +67,7 @@ class SegmentMeta:
     origin: dict[int, list[int]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, root: Path, topic: str) -> "SegmentMeta":
+    def load(cls, root: Path, topic: str) -> SegmentMeta:
         """The current segment's metadata; an empty one when the topic was never compacted."""
         p = segment_path(root, topic) / META
         if not p.exists():

@@ -1,9 +1,10 @@
 """Store settings: RocketMQ's names and defaults from `conf/store.conf`, overridable per call."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rocketlake import default_file
 from rocketlake.store.errors import SettingError
@@ -47,7 +48,7 @@ class StoreConfig:
                      "maxIndexNum", "maxMessageSize", "syncFlushTimeout"):
             if getattr(self, name) <= 0:
                 raise SettingError(f"{name} must be positive, got {getattr(self, name)}")
-        self.delay_levels_ms  # validates messageDelayLevel
+        self.delay_levels_ms  # noqa: B018 -- reading it validates messageDelayLevel
 
     @property
     def delay_levels_ms(self) -> tuple[int, ...]:

@@ -7,8 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-from rocketlake.store.codec import (CQ_BLANK_UNIT_SIZE, CQ_PRE_BLANK, CQ_UNIT, CQ_UNIT_DTYPE,
-                                   CQ_UNIT_SIZE, format_file_name)
+from rocketlake.store.codec import (
+    CQ_BLANK_UNIT_SIZE,
+    CQ_PRE_BLANK,
+    CQ_UNIT,
+    CQ_UNIT_DTYPE,
+    CQ_UNIT_SIZE,
+    format_file_name,
+)
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue
 from rocketlake.store.paths import CONSUME_QUEUE_DIR, queue_dir

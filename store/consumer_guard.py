@@ -5,8 +5,8 @@ file is kept while it holds a message at or beyond some group's committed offset
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from rocketlake.store.consume_queue import ConsumeQueue
 
@@ -37,7 +37,8 @@ def holds(queues: dict[tuple[str, int], ConsumeQueue],
     return sorted(out, key=lambda h: h.commitlog_offset)
 
 
-def guard(candidates: Sequence[str], file_size: int, hold_list: Sequence[Hold]) -> tuple[list[str], dict[str, Hold]]:
+def guard(candidates: Sequence[str], file_size: int,
+          hold_list: Sequence[Hold]) -> tuple[list[str], dict[str, Hold]]:
     """Split leading deletion ``candidates`` (CommitLog file names) into those safe to delete and
     those kept, each kept one with the hold that keeps it (the earliest unread message)."""
     first = hold_list[0] if hold_list else None

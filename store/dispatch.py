@@ -4,8 +4,9 @@ One definition of the rules, used by the writer, by recovery and by the Spark re
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from rocketlake.store.mapped_file import PAGE_SIZE
 

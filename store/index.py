@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store import codec
-from rocketlake.store.codec import (INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER,
-                                   INDEX_HEADER_SIZE, INDEX_SLOT_SIZE)
+from rocketlake.store.codec import (
+    INDEX_ENTRY_DTYPE,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER,
+    INDEX_HEADER_SIZE,
+    INDEX_SLOT_SIZE,
+)
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.mapped_file import create_file
 
@@ -451,8 +457,9 @@ class IndexService:
 
     def truncate(self, offset: int, store_time: Callable[[int], int | None]) -> int:
         """Forget every entry for a CommitLog offset at or past ``offset`` (recovery re-indexes
-        from there; ``store_time`` as for ``IndexFile.truncate``): newer files holding only such entries are deleted, the file holding the
-        boundary is rolled back (``IndexFile.truncate``). Returns how many entries went."""
+        from there; ``store_time`` as for ``IndexFile.truncate``): newer files holding only such
+        entries are deleted, the file holding the boundary is rolled back (``IndexFile.truncate``).
+        Returns how many entries went."""
         self._keys, self._phy, self._ts = [], [], []
         dropped = 0
         while self.files:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-
 from typing import NamedTuple
 
 from rocketlake.store.codec import Record, create_msg_id

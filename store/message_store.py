@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import os
 import threading
-from struct import error as struct_error
-from functools import partial
 import time
+from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from struct import error as struct_error
+from typing import Any
 
 from rocketlake.store import codec
 from rocketlake.store.checkpoint import Checkpoint
@@ -23,7 +24,7 @@ from rocketlake.store.flush import FlushService
 from rocketlake.store.index import IndexService
 from rocketlake.store.lockfile import StoreLock
 from rocketlake.store.mapped_file import MappedFile
-from rocketlake.store.message import (GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage)
+from rocketlake.store.message import GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage
 from rocketlake.store.recovery import RecoveryReport, recover
 
 _STORE_ENTRIES = {"commitlog", "consumequeue", "index", "checkpoint", "config", "abort", "lock"}
@@ -231,7 +232,8 @@ class MessageStore:
         for i, raw in enumerate(raws):
             try:
                 raw = bytes(raw)
-                rec = codec.decode_record(raw, 0, codec.PHYSICAL.unpack_from(raw, codec.OFF_PHYSICAL_OFFSET)[0])
+                phy = codec.PHYSICAL.unpack_from(raw, codec.OFF_PHYSICAL_OFFSET)[0]
+                rec = codec.decode_record(raw, 0, phy)
                 if isinstance(rec, int):
                     raise CorruptRecordError("a BLANK end-of-file record is not a message")
                 if rec.size != len(raw):
@@ -488,7 +490,7 @@ class MessageStore:
                     self._abort.unlink(missing_ok=True)
                 self._lock_file.release()
 
-    def __enter__(self) -> "MessageStore":
+    def __enter__(self) -> MessageStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -33,9 +33,9 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery, as RocketMQ's
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable
 
 import numpy as np
 

@@ -15,10 +15,10 @@ whatever was opened.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Iterator
 
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig

@@ -106,7 +106,8 @@ class _Checker:
                          f"queue missing: {len(reqs)} CommitLog records (first at queue offset "
                          f"{first}, commitlog offset {reqs[first].commitlog_offset}) have no unit")
 
-    def _queue(self, cq: ConsumeQueue, want: dict[int, DispatchRequest], records: dict[int, DispatchRequest], cl_min: int) -> None:
+    def _queue(self, cq: ConsumeQueue, want: dict[int, DispatchRequest],
+               records: dict[int, DispatchRequest], cl_min: int) -> None:
         units = cq.all_units()
         base = cq.files.min_offset // CQ_UNIT_SIZE
         for i, (off, size, tcode) in enumerate(units.tolist()):
@@ -124,7 +125,8 @@ class _Checker:
                                                f"where no valid record starts")
             elif req is None or req.commitlog_offset != off:
                 self.problem(where.path, fpos, f"unit {q} points at the record at {off} "
-                                               f"({rec.topic}/{rec.queue_id} queue offset {rec.queue_offset})")
+                                               f"({rec.topic}/{rec.queue_id} queue offset "
+                                               f"{rec.queue_offset})")
             elif size != req.size or tcode != req.tags_code:
                 self.problem(where.path, fpos, f"unit {q}: size/tagsCode {size}/{tcode}, record says "
                                                f"{req.size}/{req.tags_code}")

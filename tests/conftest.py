@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from goldens import GOLDEN_498
 
 

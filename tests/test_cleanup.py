@@ -15,8 +15,14 @@ from pathlib import Path
 import pytest
 
 from rocketlake.store import GetStatus, Message, MessageStore
-from rocketlake.store.cleanup import (RetentionPolicy, consume_queue_files_below, expired_files,
-                           parse_delete_when, plan_commitlog_deletion, trigger)
+from rocketlake.store.cleanup import (
+    RetentionPolicy,
+    consume_queue_files_below,
+    expired_files,
+    parse_delete_when,
+    plan_commitlog_deletion,
+    trigger,
+)
 
 HOUR = 3_600_000
 NOW = 1_800_000_000_000  # ms

@@ -112,8 +112,25 @@ def test_bad_usage_is_2_for_every_kind(tmp_path: Path, capsys) -> None:
     assert e.value.code == 2
 
 
+
+@pytest.mark.parametrize("command", [
+    ["verify"], ["dump", "commitlog"], ["get", "--topic", "t", "--queue", "0", "--offset", "0"],
+    ["query", "--topic", "t", "--queue", "0", "--time", "0"],
+])
+@pytest.mark.parametrize("name", ["config", "create", "read_only"])
+def test_set_names_only_store_settings(tmp_path: Path, capsys, command: list[str], name: str) -> None:
+    """`--set` takes RocketMQ settings; it never reaches MessageStore's own parameters (it did:
+    `create=x` was taken as a flag, `config=x` crashed)."""
+    store = tmp_path / "s"
+    with MessageStore(store, mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=600):
+        pass
+    argv = [command[0], "--store", str(store), *SMALL, "--set", f"{name}=x", *command[1:]]
+    assert cli.main(argv) == ExitCode.USAGE
+    assert f"unknown store setting {name!r}" in capsys.readouterr().err
+
 def test_store_commands_never_import_spark(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
     code = ("import sys; from rocketlake.jobs.cli import main; "
             f"rc = main(['verify', '--store', {str(tmp_path)!r}]); "
             "print(rc, any(m.startswith('pyspark') for m in sys.modules))")

@@ -1,11 +1,16 @@
 """Compacted segments: byte-copied records, latest value per key, translated consumer offsets."""
 from __future__ import annotations
 
-
 import pytest
 
 from rocketlake.store import GetStatus, Message, MessageRejected, MessageStore
-from rocketlake.store.compaction import KeptRecord, SegmentMeta, compaction_topics, segment_path, write_segment
+from rocketlake.store.compaction import (
+    KeptRecord,
+    SegmentMeta,
+    compaction_topics,
+    segment_path,
+    write_segment,
+)
 from rocketlake.store.config_files import read_consumer_offsets, write_config
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200)
@@ -22,7 +27,8 @@ def test_segment_keeps_latest_per_key_and_translates_offsets(tmp_path):
     # queue 0: keys a b a c b a -> latest: c@3, b@4, a@5 (by original queue offset)
     keys = ["a", "b", "a", "c", "b", "a"]
     with MessageStore(root, **SMALL) as ms:
-        puts = ms.put_batch([Message("state", f"{k}{i}".encode(), 0, keys=k, tags="T") for i, k in enumerate(keys)])
+        puts = ms.put_batch([Message("state", f"{k}{i}".encode(), 0, keys=k, tags="T")
+                             for i, k in enumerate(keys)])
         ms.commit_offsets("g1", "state", {0: 2})   # had read a0, b1
         ms.commit_offsets("g2", "state", {0: 6})   # read everything
         raws = {p.queue_offset: _raw(ms, p.commitlog_offset) for p in puts}

@@ -11,9 +11,22 @@ from pathlib import Path
 import pytest
 
 import rocketlake.store as store_pkg
-from rocketlake.store import (ConfigFileError, CorruptRecordError, GetStatus, Message, MessageRejected,
-                              MessageStore, PutStatus, RocketlakeError, SettingError, StoreFormatError,
-                              StoreFullError, StoreLockedError, UnsafePathError, load_config)
+from rocketlake.store import (
+    ConfigFileError,
+    CorruptRecordError,
+    GetStatus,
+    Message,
+    MessageRejected,
+    MessageStore,
+    PutStatus,
+    RocketlakeError,
+    SettingError,
+    StoreFormatError,
+    StoreFullError,
+    StoreLockedError,
+    UnsafePathError,
+    load_config,
+)
 from rocketlake.store.compaction import KeptRecord, segment_path, write_segment
 from rocketlake.store.rebuild import rebuild
 from rocketlake.store.verify import verify

@@ -6,8 +6,8 @@ import filecmp
 from pathlib import Path
 
 import pytest
-
 from goldens import GOLDEN, GOLDEN_498, read_jsonl
+
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.codec import MAGIC_V1
 from rocketlake.store.commitlog import CommitLog
@@ -94,8 +94,8 @@ def test_replaying_golden_messages_writes_rocketmq_bytes(tmp_path, golden_settin
 
 def test_reopened_golden_store_serves_what_rocketmq_served(golden_store, golden_settings):
     lines = read_jsonl(GOLDEN_498 / "read.jsonl")
-    served = [l for l in lines if "topic" in l]
-    queues = [l for l in lines if "queue" in l]
+    served = [row for row in lines if "topic" in row]
+    queues = [row for row in lines if "queue" in row]
     with MessageStore(golden_store, **golden_settings) as ms:
         assert ms.recovery.commitlog_end == lines[0]["max_phy_offset"]
         assert ms.recovery.dispatched == 0  # a clean store: nothing to catch up
@@ -125,10 +125,11 @@ def test_reopened_golden_store_serves_what_rocketmq_served(golden_store, golden_
 
 
 def test_key_query_matches_rocketmq(golden_store, golden_settings):
-    want = [l for l in read_jsonl(GOLDEN_498 / "query-orders-cust-3.jsonl") if "msg_id" in l]
+    want = [row for row in read_jsonl(GOLDEN_498 / "query-orders-cust-3.jsonl") if "msg_id" in row]
     with MessageStore(golden_store, read_only=True, **golden_settings) as ms:
         got = ms.query("orders", "cust-3", max_num=64)
-        assert [(r.commitlog_offset, r.msg_id, r.queue_id, r.queue_offset, r.store_timestamp) for r in got] == [
+        assert [(r.commitlog_offset, r.msg_id, r.queue_id, r.queue_offset, r.store_timestamp)
+                for r in got] == [
             (w["commitlog_offset"], w["msg_id"], w["queue_id"], w["queue_offset"], w["store_timestamp"])
             for w in want]
         # A time range cuts the answer; maxNum caps it.
@@ -139,7 +140,8 @@ def test_key_query_matches_rocketmq(golden_store, golden_settings):
         assert [r.commitlog_offset for r in ms.query("orders", "cust-3", max_num=2)] == [
             w["commitlog_offset"] for w in want[-2:]]
         # The UNIQ_KEY is indexed too.
-        assert [r.commitlog_offset for r in ms.query("orders", want[0]["uniq_key"])] == [want[0]["commitlog_offset"]]
+        assert ([r.commitlog_offset for r in ms.query("orders", want[0]["uniq_key"])]
+                == [want[0]["commitlog_offset"]])
         # The same key under another topic finds that topic's messages only: RocketMQ's put results
         # for "payments" with "cust-3" among its KEYS, ROLLBACK (not indexed) left out.
         payments = [r["wrote_offset"] for r in read_jsonl(GOLDEN_498 / "results.jsonl")
@@ -154,7 +156,8 @@ def test_lookup_by_msg_id(golden_store, golden_settings):
     with MessageStore(golden_store, read_only=True, **golden_settings) as ms:
         for r in results[::37]:
             rec = ms.lookup(r["msg_id"])
-            assert (rec.commitlog_offset, rec.topic, rec.queue_id) == (r["wrote_offset"], r["topic"], r["queue_id"])
+            assert ((rec.commitlog_offset, rec.topic, rec.queue_id)
+                    == (r["wrote_offset"], r["topic"], r["queue_id"]))
 
 
 def test_rebuild_from_golden_commitlog_is_byte_identical(tmp_path, golden_settings):

@@ -50,7 +50,7 @@ def _snapshot(root: Path) -> dict[str, str]:
 
 
 def _write(path: Path, lines: list[str | bytes]) -> Path:
-    path.write_bytes(b"".join((l if isinstance(l, bytes) else l.encode()) + b"\n" for l in lines))
+    path.write_bytes(b"".join((line if isinstance(line, bytes) else line.encode()) + b"\n" for line in lines))
     return path
 
 
@@ -63,7 +63,8 @@ def _stored_bodies(store: Path) -> list[bytes]:
 def store(tmp_path, capsys) -> Path:
     """A store already holding one ingested message."""
     root = tmp_path / "store"
-    assert main(["ingest", "--store", str(root), *SMALL, str(_write(tmp_path / "first.jsonl", [_good(0)]))]) == 0
+    first = _write(tmp_path / "first.jsonl", [_good(0)])
+    assert main(["ingest", "--store", str(root), *SMALL, str(first)]) == 0
     capsys.readouterr()
     return root
 
@@ -86,7 +87,8 @@ def test_a_bad_line_after_many_batches_stores_nothing(tmp_path, store, capsys):
     """Over two batches of 1000 good lines go by before the bad one."""
     before = _snapshot(store)
     lines = [_good(i) for i in range(1, 2501)]
-    src = _write(tmp_path / "in.jsonl", lines + [json.dumps({"topic": "orders", "body": "x", "flag": -2 ** 31 - 1})])
+    bad = json.dumps({"topic": "orders", "body": "x", "flag": -2 ** 31 - 1})
+    src = _write(tmp_path / "in.jsonl", lines + [bad])
     assert main(["ingest", "--store", str(store), *SMALL, str(src)]) == 2
     assert "line 2501: flag" in capsys.readouterr().err
     assert _snapshot(store) == before
@@ -118,7 +120,8 @@ def test_stdin_bad_line_leaves_the_store_as_it_was(store, capsys, monkeypatch):
 
 def test_stdin_through_a_real_process(tmp_path, store):
     before = _snapshot(store)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
     cmd = [sys.executable, "-m", "rocketlake.jobs.cli", "ingest", "--store", str(store), *SMALL, "-"]
     bad = "\n".join([_good(1), json.dumps({"topic": "orders", "body": "x", "born_host": "1.2.3.4:65536"})])
     p = subprocess.run(cmd, input=bad.encode(), capture_output=True, env=env, cwd=REPO, timeout=120)

@@ -154,7 +154,7 @@ def test_checking_the_lock_never_makes_a_writer_fail(tmp_path: Path) -> None:
                                  stdout=subprocess.PIPE, text=True) for _ in range(2)]
     try:
         time.sleep(0.5)  # both are looping
-        for i in range(50):
+        for _ in range(50):
             with MessageStore(root, **SMALL) as ms:
                 ms.put(Message("t", b"x"))
             time.sleep(0.01)

@@ -7,12 +7,20 @@ import random
 from pathlib import Path
 
 import pytest
-
 import reference
-from rocketlake.store import (GetStatus, Message, MessageRejected, MessageStore, StoreFormatError,
-                   StoreLockedError, TRANSACTION_COMMIT, TRANSACTION_PREPARED,
-                   TRANSACTION_ROLLBACK)
-from rocketlake.store import codec
+
+from rocketlake.store import (
+    TRANSACTION_COMMIT,
+    TRANSACTION_PREPARED,
+    TRANSACTION_ROLLBACK,
+    GetStatus,
+    Message,
+    MessageRejected,
+    MessageStore,
+    StoreFormatError,
+    StoreLockedError,
+    codec,
+)
 from rocketlake.store.config_files import read_config, read_consumer_offsets
 from rocketlake.store.lockfile import is_locked
 
@@ -318,13 +326,14 @@ def test_cli_ingest_and_dump_round_trip(tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["messages"] == 2
     assert main(["dump", "commitlog", "--store", store]) == 0
-    rows = [json.loads(l) for l in capsys.readouterr().out.splitlines()]
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [r["body_b64"] for r in rows] == ["aGVsbG8=", "AAEC"]
     assert rows[0]["properties"] == {"TAGS": "TagA", "KEYS": "k1 k2"}
     assert rows[1]["msg_id"] == "7F00000100002A9F" + f"{rows[1]['commitlog_offset']:016X}"
     assert main(["query", "--store", store, "--topic", "orders", "--key", "k3"]) == 0
     assert json.loads(capsys.readouterr().out)["body_b64"] == "AAEC"
-    (tmp_path / "bad.jsonl").write_text('{"topic": "orders", "body": "ok"}\n{"topic": "bad topic", "body": "x"}\n')
+    (tmp_path / "bad.jsonl").write_text('{"topic": "orders", "body": "ok"}\n'
+                                        '{"topic": "bad topic", "body": "x"}\n')
     assert main(["ingest", "--store", store, str(tmp_path / "bad.jsonl")]) == 2
     assert "line 2" in capsys.readouterr().err
     assert main(["get", "--store", store, "--topic", "orders", "--queue", "0"]) == 0

@@ -11,8 +11,8 @@ import pytest
 from rocketlake.store import MessageStore, codec
 from rocketlake.store.config import load_config
 from rocketlake.store.consume_queue import ConsumeQueue, write_consume_queue_files
-from rocketlake.store.index import IndexService, write_index_file
 from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.index import IndexService, write_index_file
 from rocketlake.store.message import Message
 from rocketlake.store.store_files import StoreFiles
 
@@ -52,7 +52,7 @@ def test_a_part_that_cannot_open_does_not_hide_the_others(store: Path) -> None:
     bad.mkdir()
     with StoreFiles(store, load_config(SMALL)) as files:
         with pytest.raises(StoreFormatError, match=r"consumequeue/t0/x: queue directory name"):
-            files.queues
+            files.queues  # noqa: B018 -- opening the queues is what raises
         assert len(list(files.commitlog.scan())) == 30
 
 

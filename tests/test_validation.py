@@ -7,10 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from rocketlake.store import Message, MessageRejected, MessageStore, load_config
-from rocketlake.store import codec
+from rocketlake.store import Message, MessageRejected, MessageStore, codec, load_config
 from rocketlake.store.commitlog import MessageEncoder
 
 INT32 = (-2 ** 31, 2 ** 31 - 1)

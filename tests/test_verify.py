@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from rocketlake.jobs import check_consistency
 from rocketlake.jobs.cli import main
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.verify import verify
-from rocketlake.jobs import check_consistency
 
 SMALL = dict(mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=200, maxHashSlotNum=32,
              maxIndexNum=50)
@@ -100,10 +100,11 @@ def test_checkpoint_and_config_problems(store):
 
 
 def test_cli_exit_codes_and_json(store, capsys):
-    assert main(["verify", "--store", str(store), *sum((["--set", f"{k}={v}"] for k, v in SMALL.items()), [])]) == 0
+    sets = [arg for k, v in SMALL.items() for arg in ("--set", f"{k}={v}")]
+    assert main(["verify", "--store", str(store), *sets]) == 0
     capsys.readouterr()
     _flip(store / "commitlog/00000000000000000000", 100)
-    args = ["verify", "--store", str(store), "--json", *sum((["--set", f"{k}={v}"] for k, v in SMALL.items()), [])]
+    args = ["verify", "--store", str(store), "--json", *sets]
     assert main(args) == 1  # the check found problems
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is False and report["problems"][0]["file"] == "commitlog/00000000000000000000"
@@ -133,7 +134,7 @@ def test_a_path_that_is_not_a_store_is_refused_by_name(tmp_path, capsys, content
 @pytest.mark.parametrize("offset", ['"abc"', "1.5", "-3", "{}", "true"])
 def test_malformed_consumer_offset_is_a_reported_problem(store, offset):
     path = store / "config/consumerOffset.json"
-    path.write_text('{"offsetTable":{"t0@g":{0:%s}}}' % offset)
+    path.write_text('{"offsetTable":{"t0@g":{0:%s}}}' % offset)  # noqa: UP031 -- JSON braces
     (store / "config/consumerOffset.json.bak").unlink(missing_ok=True)
     r = verify(store, **SMALL)
     assert [(p.file, p.severity) for p in r.problems] == [("config/consumerOffset.json", "error")]

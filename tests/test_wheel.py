@@ -66,7 +66,8 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_one_top_level_package_with_its_defaults(installed: Path, tmp_path: Path) -> None:
     out = subprocess.run([str(installed / "python"), "-c", WRITE_AND_READ, str(tmp_path / "store")],
-                         cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip().split(maxsplit=3)
+                         cwd=tmp_path, check=True, capture_output=True, text=True
+                         ).stdout.strip().split(maxsplit=3)
     # conf/store.conf's CommitLog file size is RocketMQ's default, 1 GiB
     assert out == [str(1 << 30), "FOUND", "hello", "['hello']"]
     assert (tmp_path / "store" / "commitlog" / "00000000000000000000").stat().st_size == 1 << 30

@@ -12,7 +12,7 @@ carries what the driver needs to find the end of valid data across ranges (``nex
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -209,7 +209,7 @@ def parse_range(buf: np.ndarray, file_start: int, lo: int, hi: int, check_crc: b
 
     crc_ok = np.ones(n, dtype=bool)
     if check_crc:
-        mv = memoryview(buf)
+        mv = buf.data
         crc = h["body_crc"]
         for i in np.flatnonzero(ok).tolist():
             s, ln = int(body_start[i]), int(body_len[i])

@@ -6,6 +6,7 @@ from pyspark.sql import functions as F
 
 from rocketlake.store import codec
 
+
 def with_compaction_key(messages: DataFrame) -> DataFrame:
     """Adds ``compaction_key``: the whole KEYS value of each record as the codec reads it
     (``store.codec.string_to_properties``: the last non-empty KEYS), null without KEYS."""

@@ -1,7 +1,7 @@
 """messages -> ConsumeQueue units (docs/FORMAT.md §6): the records a ConsumeQueue gets, as rows."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F

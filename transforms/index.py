@@ -64,7 +64,7 @@ class IndexChain(NamedTuple):
         self.placed.unpersist()
 
 
-@F.arrow_udf(IntegerType())
+@F.arrow_udf(IntegerType())  # type: ignore[call-overload]  # pyspark's stubs lack the type-hint form
 def index_key_hash(keys: pa.Array) -> pa.Array:
     """IndexFile keyHash of "topic#key" strings (``store.codec.index_key_hash``), vectorised."""
     hashes = codec.index_key_hash(codec.java_hash_many(keys.to_pylist()))
@@ -154,7 +154,8 @@ def index_entries(placed: DataFrame, files: DataFrame, start: IndexStart = Index
         F.when((F.col("file_no") == 0) & F.lit(start.index_count > 1), F.lit(start.begin_ts))
         .otherwise(F.col("first_ts")).alias("begin"))
     seen = F.when(F.col("position") == 1, F.col("open_begin")).otherwise(F.col("begin"))
-    diff = F.least(F.greatest(F.floor((F.col("ts") - seen) / 1000), F.lit(0)), F.lit(codec.INDEX_MAX_TIME_DIFF))
+    diff = F.least(F.greatest(F.floor((F.col("ts") - seen) / 1000), F.lit(0)),
+                   F.lit(codec.INDEX_MAX_TIME_DIFF))
     return (placed.join(F.broadcast(begins), "file_no")
             .select("file_no", "position", "key_hash", "phy_offset",
                     F.when(seen > 0, diff).otherwise(0).cast("int").alias("time_diff"),

@@ -17,8 +17,8 @@ passes gets the record's ``store_timestamp``; one that does not gets ``commitlog
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pyarrow as pa
 

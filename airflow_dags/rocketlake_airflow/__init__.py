@@ -131,8 +131,8 @@ class Settings:
         if delta:
             conf["spark.jars.ivy"] = _path(self.spark["ivy"])
         py_files = ",".join(_path(p) for p in self.spark.get("py_files", []))
-        return {"conn_id": self.spark["conn_id"], "conf": conf, "packages": self.spark["packages"] if delta else None,
-                "py_files": py_files or None}
+        return {"conn_id": self.spark["conn_id"], "conf": conf,
+                "packages": self.spark["packages"] if delta else None, "py_files": py_files or None}
 
     def spark_job(self, task_id: str, job: str, store: Store, args: list[str], *,
                   delta: bool = False, **kwargs: Any) -> SparkSubmitOperator:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from airflow_support import CONN_ID, DAGS, MAIN_BIN, dag_bag
 
 try:  # (not find_spec("airflow"): this folder itself would pass for a namespace package "airflow")

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from airflow_support import MAIN_BIN, dag_bag, main_python

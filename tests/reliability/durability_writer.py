@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from durability_check import SETTINGS, message_for  # noqa: E402
+
 from rocketlake.store import Message, MessageStore  # noqa: E402
 
 

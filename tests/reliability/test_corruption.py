@@ -15,8 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from durability_check import SETTINGS, TAGS_CODE, commitlog_records, cq_units, message_for
+
 from rocketlake.store import GetStatus, Message, MessageStore, StoreFormatError
 
 SMALL = {**SETTINGS, "mappedFileSizeCommitLog": 16384}  # many files from few records

@@ -87,7 +87,8 @@ def small_fs(tmp_path: Path):
         subprocess.run(["umount", "-l", str(mnt)], check=True)
 
 
-def run_writer(root: Path, filler: Path, body_size: int, with_keys: bool) -> tuple[str, list[tuple[int, int, int, int]]]:
+def run_writer(root: Path, filler: Path, body_size: int,
+               with_keys: bool) -> tuple[str, list[tuple[int, int, int, int]]]:
     """Run the writer until a put fails; return its error line and its acknowledged puts
     (message number, commitlog offset, size, queue offset)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}

@@ -10,9 +10,10 @@ import struct
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings, strategies as st
-
 from goldens import GOLDEN, GOLDEN_498
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from rocketlake.store import codec
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import Record, decode_record

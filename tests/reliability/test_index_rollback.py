@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from durability_check import SETTINGS, commitlog_records, message_for
+
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config

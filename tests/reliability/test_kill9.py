@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from durability_check import SETTINGS, check_store, message_for
+
 from rocketlake.store import GetStatus, MessageStore
 
 WRITER = Path(__file__).parent / "durability_writer.py"

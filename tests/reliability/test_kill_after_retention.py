@@ -2,10 +2,10 @@
 acknowledged message.
 
 A SYNC_FLUSH writer (``durability_writer.py ... retention``) on 64 KiB CommitLog files deletes
-every file but the last every 50 ms while it writes, and is SIGKILLed at varied moments after retention first deleted a file. Abnormal
-recovery then meets ConsumeQueue units and index entries whose records retention removed; it
-must never read them, and every acknowledged message at or above the reopened CommitLog minimum
-must read back through ``read``, ``get`` and ``query``.
+every file but the last every 50 ms while it writes, and is SIGKILLed at varied moments after
+retention first deleted a file. Abnormal recovery then meets ConsumeQueue units and index
+entries whose records retention removed; it must never read them, and every acknowledged message
+at or above the reopened CommitLog minimum must read back through ``read``, ``get`` and ``query``.
 """
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import random
 from pathlib import Path
 
 from durability_check import SETTINGS, message_for
-from rocketlake.store import GetStatus, MessageStore
 from test_kill9 import run_and_kill
+
+from rocketlake.store import GetStatus, MessageStore
 
 
 def test_kill_after_retention_reopens_with_every_retained_message(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from durability_check import SETTINGS, message_for
+
 from rocketlake.store import GetStatus, Message, MessageStore
 
 TOPIC = "orders"

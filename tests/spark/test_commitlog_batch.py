@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from goldens import GOLDEN
+
 from rocketlake.store import codec
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config

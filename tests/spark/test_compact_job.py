@@ -98,7 +98,8 @@ def test_expires_whenever_it_runs_and_says_why_each_file_is_kept(tmp_path, capsy
     plan = dry_plan()
     assert (plan["reason"], plan["delete"]) == ("scheduled", names[:3])
     assert list(plan["kept"]) == names[3:]
-    assert plan["kept"][names[3]].startswith("not expired: ") and "fileReservedTime is 72 h" in plan["kept"][names[3]]
+    first_kept = plan["kept"][names[3]]
+    assert first_kept.startswith("not expired: ") and "fileReservedTime is 72 h" in first_kept
     for name in names[4:-1]:
         assert f"leading run of expired files is deleted, and {names[3]}" in plan["kept"][name]
     assert plan["kept"][names[-1]].startswith("the last file")
@@ -133,19 +134,22 @@ def test_expire_archive_guard_and_reads_below_the_minimum(spark, tmp_path, capsy
     assert list(kept)[0] == names[len(expect_deleted)] and "group g1" in kept[names[len(expect_deleted)]]
     assert sorted(p.name for p in (root / "commitlog").iterdir()) == names[len(expect_deleted):]
 
-    rows = {r["commitlog_offset"]: r for r in spark.read.format("delta").load(str(lake / "messages_archive")).collect()}
+    archive = spark.read.format("delta").load(str(lake / "messages_archive"))
+    rows = {r["commitlog_offset"]: r for r in archive.collect()}
     assert sorted(rows) == sorted(archived_records)
     for off, rec in archived_records.items():
         row = rows[off]
-        assert (bytes(row["body"]), row["topic"], row["queue_id"], row["queue_offset"], row["store_timestamp"],
-                row["born_host"], row["store_host"], row["msg_id"], row["properties"], row["tags"],
-                list(row["keys"]), row["body_crc"], row["commitlog_file"]) == (
+        assert (bytes(row["body"]), row["topic"], row["queue_id"], row["queue_offset"],
+                row["store_timestamp"], row["born_host"], row["store_host"], row["msg_id"],
+                row["properties"], row["tags"], list(row["keys"]), row["body_crc"],
+                row["commitlog_file"]) == (
             rec.body, rec.topic, rec.queue_id, rec.queue_offset, rec.store_timestamp, rec.born_host,
             rec.store_host, rec.msg_id, rec.properties, rec.tags, rec.keys, rec.body_crc,
             f"{off - off % size:020d}")
     # queryable with Spark SQL by topic, key and time range
     spark.read.format("delta").load(str(lake / "messages_archive")).createOrReplaceTempView("archive")
-    lo, hi = min(r.store_timestamp for r in archived_records.values()), max(r.store_timestamp for r in archived_records.values())
+    stored_at = [r.store_timestamp for r in archived_records.values()]
+    lo, hi = min(stored_at), max(stored_at)
     want = sorted(o for o, r in archived_records.items() if r.topic == "orders" and "user-3" in r.keys)
     got = spark.sql(f"SELECT commitlog_offset FROM archive WHERE topic = 'orders' AND "
                     f"array_contains(keys, 'user-3') AND store_timestamp BETWEEN {lo} AND {hi} "
@@ -193,7 +197,8 @@ def test_key_compaction_keeps_the_latest_value_per_key(spark, tmp_path, capsys):
             latest[(p.queue_id, f"user-{i % 5}")] = (p, i)
     with MessageStore(segment_path(root, "user-state"), read_only=True, **SIZES) as seg:
         for q in (0, 1):
-            want = sorted((p.queue_offset, f"event-{i}".encode() * 8) for (qq, _), (p, i) in latest.items() if qq == q)
+            want = sorted((p.queue_offset, f"event-{i}".encode() * 8)
+                          for (qq, _), (p, i) in latest.items() if qq == q)
             got = seg.get("user-state", q, 0, max_msgs=64)
             assert [m.record.body for m in got.messages] == [b for _, b in want]
         origin = {q: sorted(p.queue_offset for (qq, _), (p, _) in latest.items() if qq == q) for q in (0, 1)}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
-
 from goldens import GOLDEN_498
+
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config
 from rocketlake.transforms.commitlog_batch import parse_range

@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,8 +16,15 @@ from delta.tables import DeltaTable
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from rocketlake.jobs import cli
-from rocketlake.jobs.publish_offsets import (APP_ID, append_history, ensure_tables, epoch_ms, main,
-                                  read_layout, read_snapshot)
+from rocketlake.jobs.publish_offsets import (
+    APP_ID,
+    append_history,
+    ensure_tables,
+    epoch_ms,
+    main,
+    read_layout,
+    read_snapshot,
+)
 from rocketlake.jobs.spark_session import delta_submit_args
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.config import load_config
@@ -30,7 +37,7 @@ GOLDEN = ROOT / "tests" / "golden" / "rocketmq-4.9.8"
 SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600}
 SETS = [a for k, v in SMALL.items() for a in ("--set", f"{k}={v}")]
 BASE = 1_795_000_000_000  # store time of message 0; message i is stored at BASE + i s
-T1, T2, T3, T4 = (datetime(2026, 11, d, 10, tzinfo=timezone.utc) for d in (20, 21, 22, 23))
+T1, T2, T3, T4 = (datetime(2026, 11, d, 10, tzinfo=UTC) for d in (20, 21, 22, 23))
 TABLES = ("queue_offsets", "consumer_offsets", "offsets_history")
 
 

@@ -1,27 +1,37 @@
 """chispa tests of the pure offsets transforms on tiny literal DataFrames (values by hand)."""
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from chispa import assert_df_equality
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from rocketlake.store.config_files import read_consumer_offsets
-from rocketlake.transforms.offsets import (COMMITTED_SCHEMA, CONSUMER_OFFSETS_SCHEMA, HISTORY_SCHEMA,
-                                QUEUE_OFFSETS_SCHEMA, QUEUES_SCHEMA, REQUESTS_SCHEMA,
-                                committed_offsets, consumer_offsets, history_rows,
-                                queue_offsets, queue_requests, same_state)
+from rocketlake.transforms.offsets import (
+    COMMITTED_SCHEMA,
+    CONSUMER_OFFSETS_SCHEMA,
+    HISTORY_SCHEMA,
+    QUEUE_OFFSETS_SCHEMA,
+    QUEUES_SCHEMA,
+    REQUESTS_SCHEMA,
+    committed_offsets,
+    consumer_offsets,
+    history_rows,
+    queue_offsets,
+    queue_requests,
+    same_state,
+)
 from rocketlake.transforms.queue_units import UNIT_SCHEMA
 
 STUDY_STORE = Path(__file__).resolve().parent.parent / "golden" / "study" / "store"
-SNAP = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
+SNAP = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
 BLANK = 0x7FFFFFFF
 
 
 def ms(n: int | None) -> datetime | None:
     """Epoch milliseconds as the UTC datetime Spark's timestamp_millis gives."""
-    return None if n is None else datetime.fromtimestamp(n / 1000, tz=timezone.utc)
+    return None if n is None else datetime.fromtimestamp(n / 1000, tz=UTC)
 
 
 def equal(actual, expected) -> None:
@@ -124,7 +134,7 @@ def test_history_rows_tag_kind_and_date(spark) -> None:
 
 
 def test_same_state_ignores_snapshot_time_only(spark) -> None:
-    later = datetime(2026, 11, 23, tzinfo=timezone.utc)
+    later = datetime(2026, 11, 23, tzinfo=UTC)
     row = ("s", "g1", "t", 0, 5, 8, 3, None)
     a = spark.createDataFrame([row + (SNAP,)], CONSUMER_OFFSETS_SCHEMA)
     b = spark.createDataFrame([row + (later,)], CONSUMER_OFFSETS_SCHEMA)

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from goldens import GOLDEN_498
+
 from rocketlake.jobs import cli
 from rocketlake.jobs.rebuild_consumequeue import rebuild_consumequeue
 from rocketlake.jobs.rebuild_index import rebuild_index
@@ -150,7 +150,8 @@ def test_a_record_with_a_hostile_topic_is_refused_and_nothing_outside_changes(
     assert retopic(store, "HOSTILE___", "../../../x") == 1
     shutil.rmtree(store / "consumequeue" / "HOSTILE___")  # so --incremental reaches the record
     before, victims = tree_bytes(store), outside(tmp_path, store)
-    argv = ["--store", str(store), *[str(tmp_path / "o" / "p" / "q" / "out") if m == "OUT" else m for m in mode]]
+    out = str(tmp_path / "o" / "p" / "q" / "out")
+    argv = ["--store", str(store), *[out if m == "OUT" else m for m in mode]]
     assert cli.main(["rebuild-consumequeue", *argv, *sets(SMALL)]) == 2
     err = capsys.readouterr().err
     assert "has topic '../../../x' / queue 0" in err and "nothing was written" in err
