@@ -13,37 +13,37 @@ from pathlib import Path
 from airflow.sdk import CronTriggerTimetable, TriggerRule, dag, task
 from rocketlake_airflow import REBUILD_JOBS, START_DATE, Store, load_settings
 
-cfg = load_settings()
-nightly = cfg.section("nightly")
+settings = load_settings()
+nightly = settings.section("nightly")
 
 
 def nightly_dag(store: Store) -> None:
     """Define the maintenance DAG of ``store``."""
 
     @dag(dag_id=f"rocketlake_nightly_{store.name}",
-         schedule=CronTriggerTimetable(cfg.nightly_cron(store), timezone=nightly["timezone"]),
+         schedule=CronTriggerTimetable(settings.nightly_cron(store), timezone=nightly["timezone"]),
          start_date=START_DATE, catchup=False, max_active_runs=1,
-         default_args=cfg.default_args("nightly"), tags=["rocketlake"], doc_md=__doc__)
+         default_args=settings.default_args("nightly"), tags=["rocketlake"], doc_md=__doc__)
     def maintenance() -> None:
-        report = cfg.report_template(store)
-        check = cfg.spark_job("check_consistency", "check_consistency", store, ["--report", report])
+        report = settings.report_template(store)
+        check = settings.spark_job("check_consistency", "check_consistency", store, ["--report", report])
 
         @task.branch
         def choose_rebuilds(report_file: str) -> list[str]:
             """The rebuild tasks of the structures the check found drifted (maybe none)."""
             return [f"rebuild_{s}" for s in json.loads(Path(report_file).read_text())["rebuild"]]
 
-        rebuilds = [cfg.spark_job(f"rebuild_{structure}", job, store,
-                                  cfg.rebuild_mode_args(nightly["rebuild_mode"]))
+        rebuilds = [settings.spark_job(f"rebuild_{structure}", job, store,
+                                  settings.rebuild_mode_args(nightly["rebuild_mode"]))
                     for structure, job in REBUILD_JOBS.items()]
         protect = ["--protect-unconsumed"] if nightly["protect_unconsumed"] else []
-        compact = cfg.spark_job("compact", "compact", store,
-                                ["--lake", cfg.lake_template(store), *protect], delta=True,
+        compact = settings.spark_job("compact", "compact", store,
+                                ["--lake", settings.lake_template(store), *protect], delta=True,
                                 trigger_rule=TriggerRule.NONE_FAILED)
         check >> choose_rebuilds(report) >> rebuilds >> compact
 
     maintenance()
 
 
-for configured in cfg.stores.values():
+for configured in settings.stores.values():
     nightly_dag(configured)

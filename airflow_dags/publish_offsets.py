@@ -8,16 +8,16 @@ from __future__ import annotations
 from airflow.sdk import dag
 from rocketlake_airflow import RUN_TIME, START_DATE, load_settings
 
-cfg = load_settings()
+settings = load_settings()
 
 
-@dag(dag_id="rocketlake_publish_offsets", schedule=cfg.section("publish_offsets")["schedule"],
+@dag(dag_id="rocketlake_publish_offsets", schedule=settings.section("publish_offsets")["schedule"],
      start_date=START_DATE, catchup=False, max_active_runs=1,
-     default_args=cfg.default_args("publish_offsets"), tags=["rocketlake"], doc_md=__doc__)
+     default_args=settings.default_args("publish_offsets"), tags=["rocketlake"], doc_md=__doc__)
 def publish_offsets() -> None:
-    for store in cfg.stores.values():
-        cfg.spark_job(f"publish_offsets_{store.name}", "publish_offsets", store,
-                      ["--lake", cfg.lake_template(store), "--store-name", store.name,
+    for store in settings.stores.values():
+        settings.spark_job(f"publish_offsets_{store.name}", "publish_offsets", store,
+                      ["--lake", settings.lake_template(store), "--store-name", store.name,
                        "--snapshot-time", RUN_TIME], delta=True)
 
 

@@ -12,14 +12,14 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Param, Variable, dag, task
 from rocketlake_airflow import REBUILD_JOBS, REBUILD_MODE_ARGS, START_DATE, load_settings
 
-cfg = load_settings()
+settings = load_settings()
 
 
 @dag(dag_id="rocketlake_rebuild", schedule=None, start_date=START_DATE, catchup=False,
-     max_active_runs=1, default_args=cfg.default_args("rebuild"), tags=["rocketlake"],
+     max_active_runs=1, default_args=settings.default_args("rebuild"), tags=["rocketlake"],
      doc_md=__doc__,
      params={
-         "store": Param(next(iter(cfg.stores)), enum=list(cfg.stores),
+         "store": Param(next(iter(settings.stores)), enum=list(settings.stores),
                         description="the store to rebuild (conf/airflow.toml [stores.*])"),
          "structures": Param(list(REBUILD_JOBS), type="array", minItems=1, uniqueItems=True,
                              items={"type": "string", "enum": list(REBUILD_JOBS)},
@@ -32,13 +32,13 @@ def rebuild() -> None:
     def plan(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         """One submission per requested structure, in rebuild order."""
         assert params is not None
-        store = cfg.stores[params["store"]]
+        store = settings.stores[params["store"]]
         path = Variable.get(store.variable, default=store.path)
-        return [cfg.rebuild_request(store, path, s, params["mode"])
+        return [settings.rebuild_request(store, path, s, params["mode"])
                 for s in REBUILD_JOBS if s in params["structures"]]
 
     SparkSubmitOperator.partial(task_id="rebuild", max_active_tis_per_dagrun=1,
-                                **cfg.submit_kwargs()).expand_kwargs(plan())
+                                **settings.submit_kwargs()).expand_kwargs(plan())
 
 
 rebuild()

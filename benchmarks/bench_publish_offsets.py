@@ -33,7 +33,7 @@ def build(root: Path, topics: int, queues: int, messages: int, groups: int) -> l
         for k in range(0, messages, 5000):
             s.put_batch([Message(names[i % topics], b"x" * 100, queue_id=(i // topics) % queues)
                          for i in range(k, min(messages, k + 5000))])
-        offsets = s.queue_offsets()
+        offsets = s.queue_ranges()
     return [(names[(g + d) % topics], f"group-{g:02d}", offsets) for g in range(groups)
             for d in (0, 1)]
 
@@ -45,7 +45,7 @@ def commit(root: Path, pairs: list[tuple], fraction: float) -> None:
 
 
 def bench_reader(root: Path, queues: list[tuple[str, int]]) -> tuple[float, float, int]:
-    from rocketlake.transforms.queue_units import read_queue_units
+    from rocketlake.transforms.offset_units import read_queue_units
 
     cfg = load_config()
     files = sorted((root / "consumequeue").rglob("0" * 20))

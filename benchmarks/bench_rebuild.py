@@ -23,7 +23,7 @@ import numpy as np
 
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.config import load_config
-from rocketlake.store.rebuild import rebuild
+from rocketlake.store.single_process_rebuild import rebuild
 
 ROOT = Path(__file__).resolve().parent.parent
 

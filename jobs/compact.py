@@ -28,9 +28,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from rocketlake.jobs import _job
+from rocketlake.jobs import job_support
 from rocketlake.jobs.cli import job_main
-from rocketlake.jobs.runs import record_run
+from rocketlake.jobs.run_log import record_run
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.store import codec
 from rocketlake.store.cleanup import (
@@ -56,7 +56,7 @@ from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.archive import ARCHIVE_TABLE, PARTITION_COLUMNS, archive_rows
 from rocketlake.transforms.commitlog_scan import scan_store
 from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
-from rocketlake.transforms.consumequeue import gets_unit
+from rocketlake.transforms.consume_queue_units import gets_unit
 
 PROG = "compact"
 
@@ -175,7 +175,7 @@ def maintain(root: Path, cfg: StoreConfig, lake: Path, store_name: str | None = 
     is evaluated at ``now_ms`` (default: now); ``topics`` are compacted besides the configured
     ones; ``dry_run`` only plans."""
     started = time.time_ns() // 1_000_000
-    root = _job.check_store(root)
+    root = job_support.check_store(root)
     store_name = store_name or root.resolve().name
     now = now_ms if now_ms is not None else started
     summary: dict = {"plan": plan(root, cfg, now, force, protect_unconsumed, respect_delete_when)}
@@ -195,7 +195,7 @@ def maintain(root: Path, cfg: StoreConfig, lake: Path, store_name: str | None = 
 
 def run(a: argparse.Namespace) -> int:
     """``rocketlake compact`` (options in :mod:`rocketlake.jobs.cli`): prints the summary as JSON."""
-    print(json.dumps(maintain(a.store, _job.store_config(a), a.lake, a.store_name, a.now,
+    print(json.dumps(maintain(a.store, job_support.store_config(a), a.lake, a.store_name, a.now,
                               protect_unconsumed=a.protect_unconsumed, force=a.force,
                               respect_delete_when=a.respect_delete_when, topics=a.topic,
                               dry_run=a.dry_run)))

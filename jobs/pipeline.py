@@ -108,7 +108,7 @@ def ingest(store: Path, n: int, settings: dict) -> tuple[int, str]:
         total = 0
         for i in range(0, len(msgs), 1000):
             total += sum(r.size for r in ms.put_batch(msgs[i:i + 1000]))
-        highs = {k: hi for k, (_, hi) in ms.queue_offsets().items()}
+        highs = {k: hi for k, (_, hi) in ms.queue_ranges().items()}
         for (topic, group), offsets in sample.consumer_progress(highs).items():
             ms.commit_offsets(group, topic, offsets)
     return total, f"{n:,} messages, {total / 1e6:.1f} MB of CommitLog"
@@ -126,7 +126,7 @@ def check(store: Path, settings: dict) -> tuple[int, str]:
         first = next(p for p in report.problems if p.severity == "error")
         raise StageFailed(f"verify: {first.file} @{first.offset}: {first.what}")
     return data_bytes(store, settings), (f"{report.records:,} records, {report.units:,} ConsumeQueue units, "
-                  f"{report.index_keys:,} index keys: all consistent")
+                  f"{report.keys_checked:,} index keys: all consistent")
 
 
 def _digest(root: Path) -> dict[str, str]:
@@ -183,7 +183,7 @@ def summary(store: Path, settings: dict) -> Table:
         for (topic, group), offs in sorted(ms.consumer_offsets().items()):
             behind = sum(max(0, ms.max_offset(topic, q) - o) for q, o in offs.items())
             lag.setdefault(topic, []).append(f"{group} ({behind:,})")
-        table = ms.queue_offsets()
+        table = ms.queue_ranges()
         for topic in sorted({t for t, _ in table}):
             qs = [(lo, hi) for (t, _), (lo, hi) in table.items() if t == topic]
             t.add_row(topic, str(len(qs)), f"{sum(hi - lo for lo, hi in qs):,}",

@@ -27,13 +27,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from rocketlake.jobs import _job
+from rocketlake.jobs import job_support
 from rocketlake.jobs.cli import job_main, to_datetime
-from rocketlake.jobs.runs import record_run
+from rocketlake.jobs.run_log import record_run
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
 from rocketlake.store.errors import StoreFormatError
+from rocketlake.transforms.offset_units import UNIT_SCHEMA, read_queue_units
 from rocketlake.transforms.offsets import (
     CONSUMER_KEYS,
     CONSUMER_OFFSETS_SCHEMA,
@@ -48,7 +49,6 @@ from rocketlake.transforms.offsets import (
     queue_requests,
     same_state,
 )
-from rocketlake.transforms.queue_units import UNIT_SCHEMA, read_queue_units
 
 PROG = "publish-offsets"
 APP_ID = "rocketlake.publish-offsets"
@@ -237,7 +237,7 @@ def publish_store(root: Path, cfg: StoreConfig, lake: Path, store: str | None = 
     """Publish the store ``root`` (named ``store``, default its directory's name) into ``lake``
     as the snapshot at ``ts`` (default: now) and record the run; False when nothing changed."""
     started = time.time_ns() // 1_000_000
-    root = _job.check_store(root)
+    root = job_support.check_store(root)
     store = store or root.resolve().name
     ts = whole_ms(ts or datetime.now(UTC))
     with warnings.catch_warnings(record=True) as caught:
@@ -270,7 +270,7 @@ def publish_store(root: Path, cfg: StoreConfig, lake: Path, store: str | None = 
 def run(args: argparse.Namespace) -> int:
     """``rocketlake publish-offsets`` (options in :mod:`rocketlake.jobs.cli`)."""
     ts = to_datetime(args.snapshot_time) if args.snapshot_time is not None else None
-    publish_store(args.store, _job.store_config(args), args.lake, args.store_name, ts)
+    publish_store(args.store, job_support.store_config(args), args.lake, args.store_name, ts)
     return 0
 
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
-from rocketlake.jobs import _job
+from rocketlake.jobs import job_support
 from rocketlake.jobs.cli import job_main
 from rocketlake.store import codec
 from rocketlake.store.codec import CQ_UNIT_DTYPE
@@ -31,7 +31,7 @@ from rocketlake.store.errors import UnsafePathError
 from rocketlake.store.paths import queue_dir
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
-from rocketlake.transforms.consumequeue import UNIT_COLUMNS, consumequeue_units
+from rocketlake.transforms.consume_queue_units import UNIT_COLUMNS, consumequeue_units
 
 PROG = "rebuild-consumequeue"
 
@@ -84,7 +84,7 @@ def write_units(table: pa.Table, cq_dir: Path, file_size: int,
     return written
 
 
-@_job.locks_store
+@job_support.locks_store
 def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
                          output: Path | None = None, incremental: bool = False,
                          split_bytes: int = DEFAULT_SPLIT_BYTES) -> dict[str, int]:
@@ -101,23 +101,23 @@ def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
     scan = scan_store(spark, store, cfg.mappedFileSizeCommitLog, start, split_bytes,
                       delay_levels_ms=cfg.delay_levels_ms, columns=[*UNIT_COLUMNS, "sys_flag"])
     try:
-        _job.report_scan(PROG, scan.end)
+        job_support.report_scan(PROG, scan.end)
         table = collect_units(consumequeue_units(scan.messages))
     finally:
         scan.close()
     check_names(table, store)
     counts = Counter(table.column("topic").to_pylist())
-    cq_dir = _job.target_dir(store, "consumequeue", output, incremental)
-    with _job.progress_bars(counts) as progress:
+    cq_dir = job_support.target_dir(store, "consumequeue", output, incremental)
+    with job_support.progress_bars(counts) as progress:
         written = write_units(table, cq_dir, cfg.mappedFileSizeConsumeQueue, existing, progress)
     if output is None and not incremental:
-        _job.swap_in(store, "consumequeue", cq_dir)
+        job_support.swap_in(store, "consumequeue", cq_dir)
     return written
 
 
 def run(args: argparse.Namespace) -> int:
     """``rocketlake rebuild-consumequeue`` (options in :mod:`rocketlake.jobs.cli`)."""
-    return _job.run_rebuild(PROG, rebuild_consumequeue, "units", "consumequeue", args)
+    return job_support.run_rebuild(PROG, rebuild_consumequeue, "units", "consumequeue", args)
 
 
 def main(argv: list[str] | None = None) -> int:

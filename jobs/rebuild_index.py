@@ -20,7 +20,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from rocketlake.jobs import _job
+from rocketlake.jobs import job_support
 from rocketlake.jobs.cli import job_main
 from rocketlake.store import codec
 from rocketlake.store.codec import INDEX_ENTRY_DTYPE
@@ -28,7 +28,13 @@ from rocketlake.store.config import StoreConfig
 from rocketlake.store.index import write_index_file
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, scan_store
-from rocketlake.transforms.index import KEY_INPUT_COLUMNS, IndexChain, IndexStart, index_chain, index_keys
+from rocketlake.transforms.index_entries import (
+    KEY_INPUT_COLUMNS,
+    IndexChain,
+    IndexStart,
+    index_chain,
+    index_keys,
+)
 
 PROG = "rebuild-index"
 
@@ -72,7 +78,7 @@ def write_index_files(index_dir: Path, chain: IndexChain, slot_num: int, entry_n
     previous = open_file.path.name if open_file is not None else None
     out = []
     index_dir.mkdir(parents=True, exist_ok=True)
-    with _job.progress_bars({"index files": len(files)}) as advance:
+    with job_support.progress_bars({"index files": len(files)}) as advance:
         for f in files:
             n = f["file_no"]
             continued = open_file if n == 0 and open_file is not None and not open_file.full else None
@@ -101,7 +107,7 @@ def write_index_files(index_dir: Path, chain: IndexChain, slot_num: int, entry_n
     return out
 
 
-@_job.locks_store
+@job_support.locks_store
 def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | None = None,
                   incremental: bool = False, split_bytes: int = DEFAULT_SPLIT_BYTES,
                   bucket_bytes: int | None = None) -> dict[str, int]:
@@ -117,26 +123,26 @@ def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Pa
     scan = scan_store(spark, store, cfg.mappedFileSizeCommitLog, scan_from, split_bytes,
                       delay_levels_ms=cfg.delay_levels_ms, columns=list(KEY_INPUT_COLUMNS))
     try:
-        _job.report_scan(PROG, scan.end)
+        job_support.report_scan(PROG, scan.end)
         keys = index_keys(scan.messages.filter(F.col("commitlog_offset") > end_phy)).persist()
         counts = {r["topic"]: r["n"] for r in
                   keys.groupBy("topic").agg(F.count(F.lit(1)).alias("n")).collect()}
         chain = index_chain(keys, cfg.maxHashSlotNum, cfg.maxIndexNum, start,
                             bucket_bytes or split_bytes)
-        index_dir = _job.target_dir(store, "index", output, incremental)
+        index_dir = job_support.target_dir(store, "index", output, incremental)
         write_index_files(index_dir, chain, cfg.maxHashSlotNum, cfg.maxIndexNum, open_file)
         chain.release()
         keys.unpersist()
     finally:
         scan.close()
     if output is None and not incremental:
-        _job.swap_in(store, "index", index_dir)
+        job_support.swap_in(store, "index", index_dir)
     return dict(counts)
 
 
 def run(args: argparse.Namespace) -> int:
     """``rocketlake rebuild-index`` (options in :mod:`rocketlake.jobs.cli`)."""
-    return _job.run_rebuild(PROG, rebuild_index, "index keys", "index", args)
+    return job_support.run_rebuild(PROG, rebuild_index, "index keys", "index", args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,7 +46,7 @@ def store_facts(root: Path, settings: dict[str, str]) -> StoreFacts:
     """Layout from the store's files; store timestamps from a vectorised CommitLog parse."""
     with MessageStore(root, load_config(settings), read_only=True) as ms:
         queues = [{"topic": t, "queue_id": q, "min": lo, "max": hi, "messages": hi - lo}
-                  for (t, q), (lo, hi) in ms.queue_offsets().items()]
+                  for (t, q), (lo, hi) in ms.queue_ranges().items()]
         end = ms.commitlog.max_offset
         ts, topics = [], []
         for mf in ms.commitlog.files.files:

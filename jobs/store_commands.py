@@ -261,7 +261,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
                        highlight=False)
         errors = sum(p.severity == "error" for p in report.problems)
         print(f"{'OK' if report.ok else 'FAILED'}: {report.records} records, {report.units} "
-              f"ConsumeQueue units, {report.index_keys} index keys checked; {errors} errors, "
+              f"ConsumeQueue units, {report.keys_checked} index keys checked; {errors} errors, "
               f"{len(report.problems) - errors} warnings")
     return ExitCode.OK if report.ok else ExitCode.PROBLEMS
 

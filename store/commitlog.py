@@ -286,7 +286,7 @@ class CommitLog:
         self.files = MappedFileQueue(Path(root) / "commitlog", self.file_size)
         self.check_crc = cfg.checkCRCOnRecover
         #: (topic, queue_id) -> next queue offset (RocketMQ's topicQueueTable)
-        self.queue_offsets: dict[tuple[str, int], int] = {}
+        self.next_queue_offsets: dict[tuple[str, int], int] = {}
 
     # --- writing --------------------------------------------------------------------------------
     def _new_files(self, count: int) -> list[MappedFile]:
@@ -323,8 +323,8 @@ class CommitLog:
         if not to_queue:
             return 0  # PREPARED / ROLLBACK take no queue offset
         key = (topic, queue_id)
-        q = self.queue_offsets.get(key, 0)
-        self.queue_offsets[key] = q + 1
+        q = self.next_queue_offsets.get(key, 0)
+        self.next_queue_offsets[key] = q + 1
         return q
 
     def append(self, p: Prepared, store_ts: int) -> tuple[int, int, int]:

@@ -185,7 +185,7 @@ class MessageStore:
         with self._put_lock:
             ts = now_ms()
             self._dispatch.reserve((p.topic,), (p.queue_id,), (p.to_queue,),
-                                   self.commitlog.queue_offsets, (p.index_keys,),
+                                   self.commitlog.next_queue_offsets, (p.index_keys,),
                                    (ts if p.store_ts is None else p.store_ts,))
             offset, qoff, ts = self.commitlog.append(p, ts)
             self._dispatch.add_many((p.topic,), (p.queue_id,), (qoff,), (offset,), (p.length,),
@@ -210,7 +210,7 @@ class MessageStore:
         (topics, qids, _, _, _, sizes, *_, codes, delayed, keys, to_queue) = zip(*prepared)
         with self._put_lock:
             now = now_ms()
-            self._dispatch.reserve(topics, qids, to_queue, self.commitlog.queue_offsets, keys,
+            self._dispatch.reserve(topics, qids, to_queue, self.commitlog.next_queue_offsets, keys,
                                    [now if p.store_ts is None else p.store_ts for p in prepared])
             offsets, qoffs, tss = self.commitlog.append_many(prepared, now)
             if any(delayed):  # delayed records: tagsCode = delivery time = store time + delay
@@ -249,7 +249,7 @@ class MessageStore:
         with self._put_lock:
             reqs = [req for _, _, req in recs]
             self._dispatch.reserve([r.topic for r in reqs], [r.queue_id for r in reqs],
-                                   [r.to_consume_queue for r in reqs], self.commitlog.queue_offsets,
+                                   [r.to_consume_queue for r in reqs], self.commitlog.next_queue_offsets,
                                    [r.index_keys for r in reqs], [r.store_timestamp for r in reqs])
             for raw, rec, req in recs:
                 offset, qoff = self.commitlog.append_raw(raw, rec.topic, rec.queue_id, req.to_consume_queue)
@@ -316,7 +316,7 @@ class MessageStore:
         cq = self.queues.get((topic, queue_id))
         return cq.max_offset if cq else 0
 
-    def queue_offsets(self) -> dict[tuple[str, int], tuple[int, int]]:
+    def queue_ranges(self) -> dict[tuple[str, int], tuple[int, int]]:
         """(topic, queue_id) -> (min offset, max offset) for every ConsumeQueue."""
         self._visible()
         return {k: (cq.min_offset, cq.max_offset) for k, cq in sorted(self.queues.items())}

@@ -124,7 +124,7 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
     for cq in queues.values():
         cq.correct_min_offset(log.min_offset)
     dispatch.flush()
-    log.queue_offsets = {key: cq.max_offset for key, cq in queues.items()}
+    log.next_queue_offsets = {key: cq.max_offset for key, cq in queues.items()}
     return RecoveryReport(abnormal, start, end, dispatch_from, n, reason, dropped, rebuilt)
 
 

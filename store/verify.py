@@ -36,7 +36,7 @@ class VerifyReport:
     root: str
     records: int = 0
     units: int = 0
-    index_keys: int = 0
+    keys_checked: int = 0
     problems: list[Problem] = field(default_factory=list)
 
     @property
@@ -45,7 +45,7 @@ class VerifyReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {"root": self.root, "ok": self.ok, "records": self.records, "units": self.units,
-                "index_keys": self.index_keys, "problems": [asdict(p) for p in self.problems]}
+                "keys_checked": self.keys_checked, "problems": [asdict(p) for p in self.problems]}
 
 
 class _Checker:
@@ -163,7 +163,7 @@ class _Checker:
                 unindexed.append(off)
                 continue
             for key in records[off].index_keys:
-                self.report.index_keys += 1
+                self.report.keys_checked += 1
                 if off not in idx.query(key, 2 ** 31 - 1, 0, 2 ** 63 - 1):
                     self.problem("index", None, f"key {key!r} of the record at {off} is not found "
                                                 f"through the index")

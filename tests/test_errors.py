@@ -28,7 +28,7 @@ from rocketlake.store import (
     load_config,
 )
 from rocketlake.store.compaction import KeptRecord, segment_path, write_segment
-from rocketlake.store.rebuild import rebuild
+from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.verify import verify
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,

@@ -12,7 +12,7 @@ from rocketlake.store import Message, MessageStore
 from rocketlake.store.codec import MAGIC_V1
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config
-from rocketlake.store.rebuild import rebuild
+from rocketlake.store.single_process_rebuild import rebuild
 
 SMALL_LOGS = {
     "rocketmq-pr3535": ("192.168.71.1:8123", GOLDEN / "rocketmq-pr3535/store"),

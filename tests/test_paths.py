@@ -17,7 +17,7 @@ from rocketlake.store.config_files import write_config
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
 from rocketlake.store.errors import UnsafePathError
 from rocketlake.store.paths import queue_dir, resolve_inside
-from rocketlake.store.rebuild import rebuild
+from rocketlake.store.single_process_rebuild import rebuild
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200)
 HOSTILE = ["../../victim", "..", ".", "a/b", "abc\n", "\nabc", "", "x" * 128, "中文", "a\x00b"]

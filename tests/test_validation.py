@@ -104,7 +104,7 @@ def test_bad_field_is_refused_and_the_store_stays_as_it_was(tmp_path, overrides,
     with MessageStore(root, **SMALL) as ms:
         assert ms.put(ok).queue_offset == 0
         ms.flush()
-        files, queues = _snapshot(root), dict(ms.commitlog.queue_offsets)
+        files, queues = _snapshot(root), dict(ms.commitlog.next_queue_offsets)
         for bad in variants:
             with pytest.raises(MessageRejected) as e:
                 ms.put(bad)
@@ -113,7 +113,7 @@ def test_bad_field_is_refused_and_the_store_stays_as_it_was(tmp_path, overrides,
                 ms.put_batch([Message("t", b"fine"), Message("t", b"fine"), bad])
             assert e.value.index == 2
             assert _expected_field(overrides) in str(e.value)
-        assert _snapshot(root) == files and ms.commitlog.queue_offsets == queues
+        assert _snapshot(root) == files and ms.commitlog.next_queue_offsets == queues
         assert ms.put(Message("t", b"second", keys="k2")).queue_offset == 1
     with MessageStore(root, **SMALL) as ms:
         assert [m.record.body for m in ms.get("t", 0, 0).messages] == [b"first", b"second"]

@@ -40,7 +40,7 @@ def _flip(path: Path, at: int) -> None:
 def test_clean_stores_pass(store, golden_store, golden_settings):
     assert verify(store, **SMALL).ok
     r = verify(golden_store, **golden_settings)
-    assert r.ok and (r.records, r.units, r.index_keys) == (400, 374, 1161)
+    assert r.ok and (r.records, r.units, r.keys_checked) == (400, 374, 1161)
 
 
 def test_body_bit_flip_is_found_with_file_and_offset(store):

@@ -122,7 +122,7 @@ def _live(commitlog_min_offset: int) -> Column:
 
 def queue_offsets(units: DataFrame, commitlog_min_offset: int, store: str,
                   snapshot_ts: datetime) -> DataFrame:
-    """Units (``transforms.queue_units.UNIT_SCHEMA``) -> one row per queue
+    """Units (``transforms.offset_units.UNIT_SCHEMA``) -> one row per queue
     (:data:`QUEUE_OFFSETS_SCHEMA`).
 
     ``units`` may be every unit of the queues or any subset holding each queue's first live unit

@@ -126,4 +126,4 @@ def test_nightly_run_rebuilds_only_the_drifted_index_then_compacts(site: Path) -
     assert json.loads(reports[0].read_text())["rebuild"] == ["index"]
     after = verify(store)
     assert after["ok"] is True, after["problems"]
-    assert after["index_keys"] == len(EVENTS)
+    assert after["keys_checked"] == len(EVENTS)

@@ -16,7 +16,7 @@ from rocketlake.store import Message, MessageStore
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config
 from rocketlake.store.index import IndexService
-from rocketlake.store.rebuild import rebuild
+from rocketlake.store.single_process_rebuild import rebuild
 
 SLOTS, ENTRIES = SETTINGS["maxHashSlotNum"], SETTINGS["maxIndexNum"]
 ENTRIES_AT = 40 + 4 * SLOTS

@@ -29,8 +29,8 @@ from rocketlake.jobs.spark_session import delta_submit_args
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.config import load_config
 from rocketlake.store.config_files import read_consumer_offsets, write_consumer_offsets
+from rocketlake.transforms.offset_units import UNIT_SCHEMA, read_queue_units
 from rocketlake.transforms.offsets import queue_offsets
-from rocketlake.transforms.queue_units import UNIT_SCHEMA, read_queue_units
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "rocketmq-4.9.8"

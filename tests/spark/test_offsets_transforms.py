@@ -8,6 +8,7 @@ from chispa import assert_df_equality
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from rocketlake.store.config_files import read_consumer_offsets
+from rocketlake.transforms.offset_units import UNIT_SCHEMA
 from rocketlake.transforms.offsets import (
     COMMITTED_SCHEMA,
     CONSUMER_OFFSETS_SCHEMA,
@@ -22,7 +23,6 @@ from rocketlake.transforms.offsets import (
     queue_requests,
     same_state,
 )
-from rocketlake.transforms.queue_units import UNIT_SCHEMA
 
 STUDY_STORE = Path(__file__).resolve().parent.parent / "golden" / "study" / "store"
 SNAP = datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)

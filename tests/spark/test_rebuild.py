@@ -19,7 +19,7 @@ from rocketlake.store import Message, MessageStore
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config
 from rocketlake.store.lockfile import is_locked
-from rocketlake.store.rebuild import rebuild
+from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.verify import verify
 from rocketlake.transforms.commitlog_scan import scan_store
 

@@ -8,8 +8,8 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from rocketlake.store.index import IndexService
-from rocketlake.transforms.consumequeue import consumequeue_units
-from rocketlake.transforms.index import index_chain, index_key_hash, index_keys
+from rocketlake.transforms.consume_queue_units import consumequeue_units
+from rocketlake.transforms.index_entries import index_chain, index_key_hash, index_keys
 
 MSG_SCHEMA = ("commitlog_offset long, size int, topic string, queue_id int, queue_offset long, "
               "sys_flag int, store_timestamp long, tags_code long, keys array<string>, "

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType
 
 from rocketlake.store import codec, dispatch
-from rocketlake.transforms.consumequeue import transaction_filter
+from rocketlake.transforms.consume_queue_units import transaction_filter
 
 #: What joins topic and key in an index key ("topic#key"), read off ``store.dispatch``.
 TOPIC_KEY_SEPARATOR = dispatch.index_keys("t", {codec.PROPERTY_KEYS: "k"}, 0)[0][1:-1]
