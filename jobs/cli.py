@@ -190,6 +190,45 @@ def _compact(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", action="append", default=[], help="also compact this topic (repeatable)")
 
 
+def _json_rows(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object per row, not a table")
+
+
+def _lag(p: argparse.ArgumentParser) -> None:
+    _store(p)
+    _settings(p)
+    p.add_argument("--group", help="only this consumer group")
+    p.add_argument("--topic", help="only this topic")
+    _json_rows(p)
+
+
+def _topic_status(p: argparse.ArgumentParser) -> None:
+    _store(p)
+    _settings(p)
+    p.add_argument("--topic", help="only this topic")
+    _json_rows(p)
+
+
+def _offsets(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["reset"], help="what to do with the group's offsets")
+    _store(p)
+    _settings(p)
+    p.add_argument("--group", required=True, help="consumer group")
+    p.add_argument("--topic", required=True, help="topic whose queues to reset")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-datetime", type=parse_time,
+                    help="the offset of the message stored at this time (ISO-8601 or epoch ms)")
+    to.add_argument("--to-offset", type=int, help="this offset, clamped to each queue's [min, max]")
+    to.add_argument("--shift-by", type=int,
+                    help="the committed offset plus this (negative: back), clamped to [min, max]")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--dry-run", action="store_true", help="print old and new offsets; write nothing")
+    mode.add_argument("--execute", action="store_true",
+                      help="write the new offsets to config/consumerOffset.json (refused while a "
+                           "writer holds the store)")
+    _json_rows(p)
+
+
 @dataclass(frozen=True)
 class Command:
     help: str
@@ -199,6 +238,7 @@ class Command:
 
 
 _S = "rocketlake.jobs.store_commands"
+_O = "rocketlake.jobs.operator_commands"
 COMMANDS: dict[str, Command] = {
     "pipeline": Command("the main job: sample -> store -> checks -> Spark rebuild -> Delta -> summary",
                         "rocketlake.jobs.pipeline:run", _pipeline,
@@ -237,6 +277,15 @@ COMMANDS: dict[str, Command] = {
     "compact": Command("Spark: expire old CommitLog files (archived to Delta first), compact keyed topics",
                        "rocketlake.jobs.compact:run", _compact,
                        "rocketlake compact --store var/store --lake var/lake --protect-unconsumed --dry-run"),
+    "lag": Command("consumer offsets, max offsets and lag per group and queue (mqadmin consumerProgress)",
+                   f"{_O}:cmd_lag", _lag, "rocketlake lag --store var/store --group billing --json"),
+    "topic-status": Command("min / max offset and last update per queue (mqadmin topicStatus)",
+                            f"{_O}:cmd_topic_status", _topic_status,
+                            "rocketlake topic-status --store var/store --topic orders"),
+    "offsets": Command("reset a group's offsets for a topic by time, offset or shift (dry run first)",
+                       f"{_O}:cmd_offsets", _offsets,
+                       "rocketlake offsets reset --store var/store --group billing --topic orders "
+                       "--to-datetime 2026-11-22T10:00:00Z --dry-run"),
 }
 
 EXIT_CODES = """exit codes:

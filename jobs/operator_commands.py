@@ -1,0 +1,217 @@
+"""Everyday operator commands of the CLI: lag, topic-status, offsets reset. No Spark; they read
+the store read-only (``offsets reset --execute`` writes `config/consumerOffset.json` only).
+
+Each prints a table (rich on a terminal, plain columns when piped) or, with ``--json``, one
+JSON object per row. Their options are declared in :mod:`rocketlake.jobs.cli`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from rocketlake.jobs.cli import to_datetime
+from rocketlake.jobs.exit_codes import NotAStoreError
+from rocketlake.store import MessageStore
+from rocketlake.store.config import load_config, parse_set_options
+from rocketlake.store.config_files import write_consumer_offsets
+from rocketlake.store.errors import StoreLockedError
+from rocketlake.store.lockfile import StoreLock, is_locked
+from rocketlake.store.message import GetStatus
+from rocketlake.store.verify import not_a_store
+
+Row = dict[str, Any]
+_OFFSETS_FILE = "config/consumerOffset.json"
+
+
+# --- shared --------------------------------------------------------------------------------------
+@contextmanager
+def _open(a: argparse.Namespace) -> Iterator[MessageStore]:
+    """The ``--store`` opened read-only with the ``--set`` settings; NotAStoreError (exit 2) for a
+    path that is not a store."""
+    settings = parse_set_options(a.set)
+    refused = not_a_store(a.store)
+    if refused:
+        raise NotAStoreError(refused)
+    with MessageStore(a.store, load_config(settings), read_only=True) as ms:
+        yield ms
+
+
+def store_time(ms: MessageStore, topic: str, queue_id: int, queue_offset: int) -> int | None:
+    """Store timestamp (ms) of the message at ``queue_offset``; None when there is none (negative,
+    expired, past the end, unreadable). RocketMQ's DefaultMessageStore.getMessageStoreTimeStamp."""
+    if queue_offset < 0:
+        return None
+    g = ms.get(topic, queue_id, queue_offset, 1)
+    if g.status is GetStatus.FOUND and g.messages[0].queue_offset == queue_offset:
+        return g.messages[0].record.store_timestamp
+    return None
+
+
+def _time_fields(prefix: str, ms_time: int | None) -> Row:
+    """``<prefix>_time`` (ISO-8601 UTC, millisecond precision) and ``<prefix>_timestamp`` (ms)."""
+    iso = None if ms_time is None else \
+        to_datetime(ms_time).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return {f"{prefix}_time": iso, f"{prefix}_timestamp": ms_time}
+
+
+def _show(a: argparse.Namespace, rows: Sequence[Row], columns: Sequence[str], title: str) -> None:
+    """``--json``: one JSON object per row. Otherwise a table of ``columns``: rich on a terminal,
+    plain space-aligned columns (never wrapped) when stdout is not one."""
+    out = sys.stdout
+    if a.json:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        return
+    cells = [["-" if r[c] is None else str(r[c]) for c in columns] for r in rows]
+    numeric = [all(isinstance(r[c], int) or r[c] is None for r in rows) for c in columns]
+    if out.isatty():
+        table = Table(title=title)
+        for c, num in zip(columns, numeric):
+            table.add_column(c, justify="right" if num else "left", no_wrap=True)
+        for line in cells:
+            table.add_row(*line)
+        Console(file=out).print(table)
+        return
+    widths = [max([len(c), *(len(line[i]) for line in cells)]) for i, c in enumerate(columns)]
+    for line in [list(columns), *cells]:
+        out.write("  ".join(v.rjust(w) if num else v.ljust(w)
+                            for v, w, num in zip(line, widths, numeric)).rstrip() + "\n")
+
+
+# --- lag -----------------------------------------------------------------------------------------
+LAG_COLUMNS = ("consumer_group", "topic", "queue_id", "consumer_offset", "max_offset", "lag",
+               "last_consumed_time")
+
+
+def lag_rows(ms: MessageStore, group: str | None = None, topic: str | None = None) -> list[Row]:
+    """One row per (consumer group, topic, queue), as ``mqadmin consumerProgress``: every queue
+    the group committed for the topic plus every other queue the store has for it (consumer
+    offset 0, as RocketMQ's getConsumeStats shows a queue without an offset). ``max_offset`` is
+    the queue's (0 when the store has no such queue); ``lag`` = max(0, max_offset -
+    consumer_offset); ``last_consumed_*`` the store time of the message at consumer_offset - 1
+    (None when consumer_offset is 0 or that message is gone). ValueError when the filters
+    match no committed offsets."""
+    ranges = ms.queue_ranges()
+    rows = []
+    for (t, g), committed in sorted(ms.consumer_offsets().items(), key=lambda e: (e[0][1], e[0][0])):
+        if (group is not None and g != group) or (topic is not None and t != topic):
+            continue
+        for q in sorted(set(committed) | {q for tt, q in ranges if tt == t}):
+            consumer, high = committed.get(q, 0), ranges.get((t, q), (0, 0))[1]
+            rows.append({"consumer_group": g, "topic": t, "queue_id": q, "consumer_offset": consumer,
+                         "max_offset": high, "lag": max(0, high - consumer),
+                         **_time_fields("last_consumed", store_time(ms, t, q, consumer - 1))})
+    if not rows and (group is not None or topic is not None):
+        wanted = " and ".join(f"{k} {v}" for k, v in (("group", group), ("topic", topic)) if v is not None)
+        raise ValueError(f"{ms.root / _OFFSETS_FILE}: no committed offsets for {wanted}")
+    return rows
+
+
+def cmd_lag(a: argparse.Namespace) -> int:
+    with _open(a) as ms:
+        rows = lag_rows(ms, a.group, a.topic)
+    _show(a, rows, LAG_COLUMNS, f"consumer lag of {a.store}")
+    if not a.json:
+        print(f"total lag: {sum(r['lag'] for r in rows)}")
+    return 0
+
+
+# --- topic-status --------------------------------------------------------------------------------
+TOPIC_COLUMNS = ("topic", "queue_id", "min_offset", "max_offset", "last_update_time")
+
+
+def topic_status_rows(ms: MessageStore, topic: str | None = None) -> list[Row]:
+    """One row per queue (of ``topic``), as ``mqadmin topicStatus``: min and max offset and the
+    store time of the last message (at max_offset - 1; None for an empty queue). ValueError when
+    the store has no queue of ``topic``."""
+    rows = [{"topic": t, "queue_id": q, "min_offset": lo, "max_offset": hi,
+             **_time_fields("last_update", store_time(ms, t, q, hi - 1))}
+            for (t, q), (lo, hi) in ms.queue_ranges().items() if topic is None or t == topic]
+    if not rows and topic is not None:
+        raise ValueError(f"{ms.root}: no ConsumeQueue of topic {topic!r}")
+    return rows
+
+
+def cmd_topic_status(a: argparse.Namespace) -> int:
+    with _open(a) as ms:
+        rows = topic_status_rows(ms, a.topic)
+    _show(a, rows, TOPIC_COLUMNS, f"topic status of {a.store}")
+    return 0
+
+
+# --- offsets reset -------------------------------------------------------------------------------
+RESET_COLUMNS = ("consumer_group", "topic", "queue_id", "min_offset", "max_offset", "old_offset",
+                 "new_offset")
+
+
+def reset_rows(ms: MessageStore, group: str, topic: str, *, to_time: int | None = None,
+               to_offset: int | None = None, shift_by: int | None = None) -> list[Row]:
+    """The new offset of every queue of ``topic`` for ``group`` (its committed queues and the
+    store's queues of the topic), as Kafka's ``--reset-offsets``; exactly one target:
+
+    - ``to_time``: :meth:`MessageStore.offset_by_time` (RocketMQ's resetOffsetByTime uses
+      getOffsetInQueueByTime);
+    - ``to_offset``: that offset clamped to the queue's [min_offset, max_offset];
+    - ``shift_by``: the committed offset (0 when none) plus ``shift_by``, clamped the same way.
+
+    ``old_offset`` is None for a queue without a committed offset. ValueError when the group has
+    no offsets for ``topic`` and the store has no queue of it."""
+    ranges = {q: r for (t, q), r in ms.queue_ranges().items() if t == topic}
+    committed = ms.consumer_offsets().get((topic, group))
+    if committed is None and not ranges:
+        raise ValueError(f"{ms.root / _OFFSETS_FILE}: group {group!r} has no offsets for topic "
+                         f"{topic!r}, and the store has no queue of that topic")
+    committed = committed or {}
+    rows = []
+    for q in sorted(set(committed) | set(ranges)):
+        lo, hi = ranges.get(q, (0, 0))
+        old = committed.get(q)
+        if to_time is not None:
+            new = ms.offset_by_time(topic, q, to_time)
+        else:
+            wanted = to_offset if to_offset is not None else (old or 0) + (shift_by or 0)
+            new = min(max(wanted, lo), hi)
+        rows.append({"consumer_group": group, "topic": topic, "queue_id": q, "min_offset": lo,
+                     "max_offset": hi, "old_offset": old, "new_offset": new})
+    return rows
+
+
+def cmd_offsets(a: argparse.Namespace) -> int:
+    """``offsets reset``: print old and new offsets per queue; ``--execute`` writes them, holding
+    the store's writer lock meanwhile (refused with StoreLockedError while a broker or another
+    writer holds the store: it would overwrite them from its memory)."""
+    lock = StoreLock(a.store) if a.execute and not not_a_store(a.store) else None
+    if lock is not None:
+        try:
+            lock.acquire()
+        except StoreLockedError as e:
+            raise StoreLockedError(f"{e}; offsets not reset (stop the broker or writer, then "
+                                   f"re-run)") from None
+    try:
+        with _open(a) as ms:
+            rows = reset_rows(ms, a.group, a.topic, to_time=a.to_datetime, to_offset=a.to_offset,
+                              shift_by=a.shift_by)
+            table = ms.consumer_offsets()
+        _show(a, rows, RESET_COLUMNS, f"offsets reset of {a.group} on {a.topic}")
+        new_group = (a.topic, a.group) not in table
+        note = (f"group {a.group!r} has no offsets for topic {a.topic!r} yet: "
+                f"{'created' if a.execute else 'would be created'}; ") if new_group else ""
+        if a.execute:
+            table.setdefault((a.topic, a.group), {}).update({r["queue_id"]: r["new_offset"] for r in rows})
+            write_consumer_offsets(a.store, table)
+            print(f"{note}wrote {a.store / _OFFSETS_FILE} (previous content in "
+                  f"consumerOffset.json.bak)", file=sys.stderr)
+        else:
+            live = " (a writer holds the store now: --execute would be refused)" if is_locked(a.store) else ""
+            print(f"{note}dry run: nothing written; --execute to apply{live}", file=sys.stderr)
+    finally:
+        if lock is not None:
+            lock.release()
+    return 0
