@@ -1,0 +1,289 @@
+"""`rocketlake lag`, `topic-status` and `offsets reset` on the store RocketMQ 4.9.8 wrote.
+
+Expected offsets and store times are RocketMQ's own (tests/golden/rocketmq-4.9.8/read.jsonl: per
+queue min/max offsets, per message store_timestamp); consumerOffset.json files are written by hand
+in fastjson's layout (tests/golden/study/store/config/consumerOffset.json)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocketlake.jobs import cli
+
+REPO = Path(__file__).resolve().parents[1]
+#: the golden store's settings (tests/golden/rocketmq-4.9.8/settings.json)
+SETTINGS = ["--set", "mappedFileSizeCommitLog=65536", "--set", "mappedFileSizeConsumeQueue=600",
+            "--set", "maxHashSlotNum=64", "--set", "maxIndexNum=200"]
+#: orders@g1 committed queues 0 and 1; payments@g2 is at the end of queue 1; audit-log@g3 queue 2
+#: is past the end (31): lag floors at 0; %RETRY%g1 has no queue in the store
+OFFSETS = ('{\n\t"offsetTable":{\n'
+           '\t\t"orders@g1":{0:3,1:0\n\t\t},\n'
+           '\t\t"payments@g2":{1:31\n\t\t},\n'
+           '\t\t"audit-log@g3":{2:40\n\t\t},\n'
+           '\t\t"%RETRY%g1@g1":{0:0\n\t\t}\n'
+           '\t}\n}')
+
+
+@pytest.fixture()
+def store(golden_store: Path) -> Path:
+    (golden_store / "config" / "consumerOffset.json").write_text(OFFSETS)
+    return golden_store
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _rows(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def _lag(group: str, topic: str, q: int, consumer: int, high: int, lag: int,
+         iso: str | None = None, ms: int | None = None) -> dict:
+    return {"consumer_group": group, "topic": topic, "queue_id": q, "consumer_offset": consumer,
+            "max_offset": high, "lag": lag, "last_consumed_time": iso, "last_consumed_timestamp": ms}
+
+
+def _hashes(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# --- lag ---------------------------------------------------------------------------------------
+def test_lag_rows_as_consumer_progress(store: Path, capsys) -> None:
+    code, out, _ = _run(capsys, "lag", "--store", str(store), *SETTINGS, "--json")
+    assert code == 0
+    assert _rows(out) == [
+        # %RETRY%g1: no such queue in the store: max 0, nothing consumed
+        _lag("g1", "%RETRY%g1", 0, 0, 0, 0),
+        # orders max offsets 31, 29, 29, 31; queue 0 consumed up to offset 2 (stored 1795345574078)
+        _lag("g1", "orders", 0, 3, 31, 28, "2026-11-22T11:06:14.078Z", 1795345574078),
+        _lag("g1", "orders", 1, 0, 29, 29),
+        _lag("g1", "orders", 2, 0, 29, 29),  # queues 2 and 3 not committed: offset 0
+        _lag("g1", "orders", 3, 0, 31, 31),
+        # payments max offsets 30, 31, 29, 29; queue 1 consumed up to its last message (offset 30)
+        _lag("g2", "payments", 0, 0, 30, 30),
+        _lag("g2", "payments", 1, 31, 31, 0, "2026-11-22T11:06:22.061Z", 1795345582061),
+        _lag("g2", "payments", 2, 0, 29, 29),
+        _lag("g2", "payments", 3, 0, 29, 29),
+        # audit-log max offsets 29, 29, 31, 30; queue 2 committed past its end: lag 0, no message at 39
+        _lag("g3", "audit-log", 0, 0, 29, 29),
+        _lag("g3", "audit-log", 1, 0, 29, 29),
+        _lag("g3", "audit-log", 2, 40, 31, 0),
+        _lag("g3", "audit-log", 3, 0, 30, 30),
+    ]
+
+
+def test_lag_filters_by_group_and_topic(store: Path, capsys) -> None:
+    code, out, _ = _run(capsys, "lag", "--store", str(store), *SETTINGS, "--json",
+                        "--group", "g1", "--topic", "orders")
+    assert code == 0
+    assert [(r["queue_id"], r["lag"]) for r in _rows(out)] == [(0, 28), (1, 29), (2, 29), (3, 31)]
+
+
+def test_lag_of_an_unknown_group_is_a_usage_error(store: Path, capsys) -> None:
+    code, out, err = _run(capsys, "lag", "--store", str(store), *SETTINGS, "--group", "nobody")
+    assert code == 2 and out == ""
+    assert f"{store / 'config' / 'consumerOffset.json'}: no committed offsets for group nobody" in err
+
+
+def test_lag_piped_is_plain_columns(store: Path) -> None:
+    """Not a terminal: aligned plain columns, numbers right-aligned, no box drawing or wrapping."""
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    p = subprocess.run([sys.executable, "-m", "rocketlake.jobs.cli", "lag", "--store", str(store),
+                        *SETTINGS, "--group", "g1", "--topic", "orders"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == (
+        "consumer_group  topic   queue_id  consumer_offset  max_offset  lag  last_consumed_time\n"
+        "g1              orders         0                3          31   28  2026-11-22T11:06:14.078Z\n"
+        "g1              orders         1                0          29   29  -\n"
+        "g1              orders         2                0          29   29  -\n"
+        "g1              orders         3                0          31   31  -\n"
+        "total lag: 117\n")
+
+
+# --- topic-status ------------------------------------------------------------------------------
+def test_topic_status_as_mqadmin(store: Path, capsys) -> None:
+    code, out, _ = _run(capsys, "topic-status", "--store", str(store), *SETTINGS, "--json",
+                        "--topic", "orders")
+    assert code == 0
+    # last update: the store time of the message at max_offset - 1 (offsets 30, 28, 28, 30)
+    assert _rows(out) == [
+        {"topic": "orders", "queue_id": 0, "min_offset": 0, "max_offset": 31,
+         "last_update_time": "2026-11-22T11:06:22.061Z", "last_update_timestamp": 1795345582061},
+        {"topic": "orders", "queue_id": 1, "min_offset": 0, "max_offset": 29,
+         "last_update_time": "2026-11-22T11:06:22.060Z", "last_update_timestamp": 1795345582060},
+        {"topic": "orders", "queue_id": 2, "min_offset": 0, "max_offset": 29,
+         "last_update_time": "2026-11-22T11:06:22.058Z", "last_update_timestamp": 1795345582058},
+        {"topic": "orders", "queue_id": 3, "min_offset": 0, "max_offset": 31,
+         "last_update_time": "2026-11-22T11:06:23.162Z", "last_update_timestamp": 1795345583162},
+    ]
+
+
+def test_topic_status_of_every_queue(store: Path, capsys) -> None:
+    code, out, _ = _run(capsys, "topic-status", "--store", str(store), *SETTINGS, "--json")
+    assert code == 0
+    rows = _rows(out)
+    # 3 topics x 4 queues + 16 SCHEDULE_TOPIC_XXXX queues (tests/golden/rocketmq-4.9.8/store)
+    assert len(rows) == 28
+    assert {r["topic"] for r in rows} == {"orders", "payments", "audit-log", "SCHEDULE_TOPIC_XXXX"}
+
+
+def test_topic_status_of_an_unknown_topic_is_a_usage_error(store: Path, capsys) -> None:
+    code, _, err = _run(capsys, "topic-status", "--store", str(store), *SETTINGS, "--topic", "nope")
+    assert code == 2 and "no ConsumeQueue of topic 'nope'" in err
+
+
+# --- offsets reset -----------------------------------------------------------------------------
+def _reset(capsys, store: Path, group: str, topic: str, *target: str, mode: str = "--dry-run"
+           ) -> tuple[int, list[dict] | str, str]:
+    code, out, err = _run(capsys, "offsets", "reset", "--store", str(store), *SETTINGS, "--json",
+                          "--group", group, "--topic", topic, *target, mode)
+    return code, (_rows(out) if code == 0 else out), err
+
+
+def _new(rows: list[dict] | str) -> list[tuple[int, int | None, int]]:
+    assert isinstance(rows, list)
+    return [(r["queue_id"], r["old_offset"], r["new_offset"]) for r in rows]
+
+
+def test_reset_dry_run_prints_old_and_new_and_writes_nothing(store: Path, capsys) -> None:
+    before = _hashes(store)
+    code, rows, err = _reset(capsys, store, "g1", "orders", "--shift-by", "-2")
+    assert code == 0 and "dry run: nothing written" in err
+    assert rows == [
+        {"consumer_group": "g1", "topic": "orders", "queue_id": 0, "min_offset": 0, "max_offset": 31,
+         "old_offset": 3, "new_offset": 1},
+        {"consumer_group": "g1", "topic": "orders", "queue_id": 1, "min_offset": 0, "max_offset": 29,
+         "old_offset": 0, "new_offset": 0},  # clamped to min
+        {"consumer_group": "g1", "topic": "orders", "queue_id": 2, "min_offset": 0, "max_offset": 29,
+         "old_offset": None, "new_offset": 0},  # not committed: shifted from 0
+        {"consumer_group": "g1", "topic": "orders", "queue_id": 3, "min_offset": 0, "max_offset": 31,
+         "old_offset": None, "new_offset": 0},
+    ]
+    assert _hashes(store) == before
+
+
+@pytest.mark.parametrize("target, expected", [
+    (["--shift-by", "30"], [(0, 3, 31), (1, 0, 29), (2, None, 29), (3, None, 30)]),  # clamped to max
+    (["--to-offset", "30"], [(0, 3, 30), (1, 0, 29), (2, None, 29), (3, None, 30)]),
+    (["--to-offset", "-5"], [(0, 3, 0), (1, 0, 0), (2, None, 0), (3, None, 0)]),
+    # before every message (the first was stored at 2026-11-22T11:06:14.065Z): each queue's first
+    (["--to-datetime", "2026-11-22T00:00:00Z"], [(0, 3, 0), (1, 0, 0), (2, None, 0), (3, None, 0)]),
+])
+def test_reset_targets(store: Path, capsys, target: list[str], expected: list[tuple]) -> None:
+    code, rows, _ = _reset(capsys, store, "g1", "orders", *target)
+    assert code == 0 and _new(rows) == expected
+
+
+def test_reset_to_datetime_takes_iso_or_epoch_ms(store: Path, capsys) -> None:
+    """orders queue 0 offset 5 was stored at 1795345575232 = 2026-11-22T11:06:15.232Z."""
+    _, iso, _ = _reset(capsys, store, "g1", "orders", "--to-datetime", "2026-11-22T11:06:15.232Z")
+    _, ms, _ = _reset(capsys, store, "g1", "orders", "--to-datetime", "1795345575232")
+    assert iso == ms and _new(iso)[0] == (0, 3, 5)
+
+
+def test_reset_execute_writes_fastjson_and_keeps_bak(store: Path, capsys) -> None:
+    before = _hashes(store)
+    code, rows, err = _reset(capsys, store, "g1", "orders", "--to-offset", "30", mode="--execute")
+    assert code == 0 and "wrote" in err
+    config = store / "config"
+    assert (config / "consumerOffset.json").read_text() == (
+        '{\n\t"offsetTable":{\n'
+        '\t\t"orders@g1":{0:30,1:29,2:29,3:30\n\t\t},\n'
+        '\t\t"payments@g2":{1:31\n\t\t},\n'
+        '\t\t"audit-log@g3":{2:40\n\t\t},\n'
+        '\t\t"%RETRY%g1@g1":{0:0\n\t\t}\n'
+        '\t}\n}')
+    assert (config / "consumerOffset.json.bak").read_text() == OFFSETS
+    after = _hashes(store)
+    changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+    assert changed == {"config/consumerOffset.json", "config/consumerOffset.json.bak"}
+    code, out, _ = _run(capsys, "lag", "--store", str(store), *SETTINGS, "--json", "--group", "g1",
+                        "--topic", "orders")
+    assert [r["consumer_offset"] for r in _rows(out)] == [30, 29, 29, 30]
+
+
+def test_reset_creates_a_new_group_of_an_existing_topic(store: Path, capsys) -> None:
+    code, rows, err = _reset(capsys, store, "g9", "payments", "--to-offset", "1", mode="--execute")
+    assert code == 0 and "group 'g9' has no offsets for topic 'payments' yet: created" in err
+    assert _new(rows) == [(0, None, 1), (1, None, 1), (2, None, 1), (3, None, 1)]
+    assert (store / "config" / "consumerOffset.json").read_text().endswith(
+        '\t\t"payments@g9":{0:1,1:1,2:1,3:1\n\t\t}\n\t}\n}')
+
+
+def test_reset_of_an_unknown_group_and_topic_is_refused(store: Path, capsys) -> None:
+    before = _hashes(store)
+    code, out, err = _reset(capsys, store, "g9", "nosuch", "--to-offset", "0", mode="--execute")
+    assert code == 2 and out == ""
+    assert "group 'g9' has no offsets for topic 'nosuch', and the store has no queue of that topic" in err
+    assert _hashes(store) == before
+
+
+#: opens a real writer on the store and holds it until stdin closes
+_WRITER = """
+import sys
+from rocketlake.store import MessageStore
+with MessageStore(sys.argv[1], mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=600,
+                  maxHashSlotNum=64, maxIndexNum=200):
+    print("open", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_reset_execute_is_refused_while_a_writer_holds_the_store(store: Path, capsys) -> None:
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(store)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "open"
+        offsets = (store / "config" / "consumerOffset.json").read_bytes()
+        code, out, err = _reset(capsys, store, "g1", "orders", "--to-offset", "0", mode="--execute")
+        assert code == 3 and out == ""
+        assert "held by another writer" in err and "offsets not reset" in err
+        assert (store / "config" / "consumerOffset.json").read_bytes() == offsets
+        assert not (store / "config" / "consumerOffset.json.bak").exists()
+        code, _, err = _reset(capsys, store, "g1", "orders", "--to-offset", "0")
+        assert code == 0 and "a writer holds the store now" in err  # a dry run still answers
+    finally:
+        writer.communicate("", timeout=60)
+    assert writer.returncode == 0
+
+
+def test_lag_on_a_terminal_is_a_rich_table(store: Path) -> None:
+    """On a terminal (a real pseudo-terminal here) the rows come as a rich table; no cell wraps."""
+    env = {**os.environ, "COLUMNS": "200", "TERM": "xterm",
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    main, child = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "rocketlake.jobs.cli", "lag", "--store", str(store),
+                          *SETTINGS, "--group", "g1", "--topic", "orders"],
+                         stdout=child, stderr=subprocess.PIPE, env=env)
+    os.close(child)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(main)
+    assert p.wait(timeout=120) == 0
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode())  # drop colour codes
+    lines = [line for line in text.splitlines() if "orders" in line]
+    assert len(lines) == 4 and all("│" in line or "|" in line for line in lines)
+    assert "2026-11-22T11:06:14.078Z" in lines[0] and "total lag: 117" in text
