@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -20,8 +21,8 @@ from rocketlake.jobs.cli import to_datetime
 from rocketlake.jobs.exit_codes import NotAStoreError
 from rocketlake.store import MessageStore
 from rocketlake.store.config import load_config, parse_set_options
-from rocketlake.store.config_files import write_consumer_offsets
-from rocketlake.store.errors import StoreLockedError
+from rocketlake.store.config_files import ConfigFallbackWarning, write_consumer_offsets
+from rocketlake.store.errors import ConfigFileError, StoreLockedError
 from rocketlake.store.lockfile import StoreLock, is_locked
 from rocketlake.store.message import GetStatus
 from rocketlake.store.verify import not_a_store
@@ -151,10 +152,26 @@ RESET_COLUMNS = ("consumer_group", "topic", "queue_id", "min_offset", "max_offse
                  "new_offset")
 
 
-def reset_rows(ms: MessageStore, group: str, topic: str, *, to_time: int | None = None,
-               to_offset: int | None = None, shift_by: int | None = None) -> list[Row]:
-    """The new offset of every queue of ``topic`` for ``group`` (its committed queues and the
-    store's queues of the topic), as Kafka's ``--reset-offsets``; exactly one target:
+def committed_offsets(ms: MessageStore, for_rewrite: bool) -> dict[tuple[str, str], dict[int, int]]:
+    """`config/consumerOffset.json` as {(topic, group): {queue_id: offset}}. ``for_rewrite``
+    refuses (ConfigFileError) a main file that is unreadable, where reading falls back to the
+    .bak: writing would replace that .bak, the last readable copy, with the damaged file."""
+    with warnings.catch_warnings():
+        if for_rewrite:
+            warnings.simplefilter("error", ConfigFallbackWarning)
+        try:
+            return ms.consumer_offsets()
+        except ConfigFallbackWarning as w:
+            raise ConfigFileError(f"{w}; offsets not reset: writing would replace the .bak, the "
+                                  f"last readable copy (repair or move the damaged file first)") from None
+
+
+def reset_rows(ms: MessageStore, table: dict[tuple[str, str], dict[int, int]], group: str,
+               topic: str, *, to_time: int | None = None, to_offset: int | None = None,
+               shift_by: int | None = None) -> list[Row]:
+    """The new offset of every queue of ``topic`` for ``group`` (the queues it committed in
+    ``table`` and the store's queues of the topic), as Kafka's ``--reset-offsets``; exactly one
+    target:
 
     - ``to_time``: :meth:`MessageStore.offset_by_time` (RocketMQ's resetOffsetByTime uses
       getOffsetInQueueByTime);
@@ -164,7 +181,7 @@ def reset_rows(ms: MessageStore, group: str, topic: str, *, to_time: int | None 
     ``old_offset`` is None for a queue without a committed offset. ValueError when the group has
     no offsets for ``topic`` and the store has no queue of it."""
     ranges = {q: r for (t, q), r in ms.queue_ranges().items() if t == topic}
-    committed = ms.consumer_offsets().get((topic, group))
+    committed = table.get((topic, group))
     if committed is None and not ranges:
         raise ValueError(f"{ms.root / _OFFSETS_FILE}: group {group!r} has no offsets for topic "
                          f"{topic!r}, and the store has no queue of that topic")
@@ -196,9 +213,9 @@ def cmd_offsets(a: argparse.Namespace) -> int:
                                    f"re-run)") from None
     try:
         with _open(a) as ms:
-            rows = reset_rows(ms, a.group, a.topic, to_time=a.to_datetime, to_offset=a.to_offset,
-                              shift_by=a.shift_by)
-            table = ms.consumer_offsets()
+            table = committed_offsets(ms, for_rewrite=a.execute)
+            rows = reset_rows(ms, table, a.group, a.topic, to_time=a.to_datetime,
+                              to_offset=a.to_offset, shift_by=a.shift_by)
         _show(a, rows, RESET_COLUMNS, f"offsets reset of {a.group} on {a.topic}")
         new_group = (a.topic, a.group) not in table
         note = (f"group {a.group!r} has no offsets for topic {a.topic!r} yet: "

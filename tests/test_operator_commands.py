@@ -287,3 +287,19 @@ def test_lag_on_a_terminal_is_a_rich_table(store: Path) -> None:
     lines = [line for line in text.splitlines() if "orders" in line]
     assert len(lines) == 4 and all("│" in line or "|" in line for line in lines)
     assert "2026-11-22T11:06:14.078Z" in lines[0] and "total lag: 117" in text
+
+
+def test_reset_execute_refuses_to_write_over_the_last_readable_copy(store: Path, capsys) -> None:
+    """A damaged consumerOffset.json is read from its .bak; writing would copy the damaged file
+    over that .bak (MixAll.string2File), losing the last readable copy: --execute refuses."""
+    config = store / "config"
+    (config / "consumerOffset.json.bak").write_text(OFFSETS)
+    (config / "consumerOffset.json").write_text('{\n\t"offsetTable":{\n\t\t"orders@g1":{0:')
+    before = _hashes(store)
+    code, out, err = _reset(capsys, store, "g1", "orders", "--to-offset", "0", mode="--execute")
+    assert code == 3 and out == ""
+    assert "consumerOffset.json: unreadable" in err and "offsets not reset" in err
+    assert _hashes(store) == before
+    with pytest.warns(UserWarning, match="using consumerOffset.json.bak"):
+        code, rows, _ = _reset(capsys, store, "g1", "orders", "--to-offset", "0")
+    assert code == 0 and _new(rows)[:2] == [(0, 3, 0), (1, 0, 0)]  # the dry run reads the .bak
