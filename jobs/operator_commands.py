@@ -221,10 +221,11 @@ def cmd_offsets(a: argparse.Namespace) -> int:
         note = (f"group {a.group!r} has no offsets for topic {a.topic!r} yet: "
                 f"{'created' if a.execute else 'would be created'}; ") if new_group else ""
         if a.execute:
+            path = a.store / _OFFSETS_FILE
+            kept = f" (previous content in {path.name}.bak)" if path.exists() else ""
             table.setdefault((a.topic, a.group), {}).update({r["queue_id"]: r["new_offset"] for r in rows})
             write_consumer_offsets(a.store, table)
-            print(f"{note}wrote {a.store / _OFFSETS_FILE} (previous content in "
-                  f"consumerOffset.json.bak)", file=sys.stderr)
+            print(f"{note}wrote {path}{kept}", file=sys.stderr)
         else:
             live = " (a writer holds the store now: --execute would be refused)" if is_locked(a.store) else ""
             print(f"{note}dry run: nothing written; --execute to apply{live}", file=sys.stderr)
