@@ -185,20 +185,24 @@ def iso_time(ms: int) -> str:
 
 
 def body_text(body: bytes, max_body: int) -> str:
-    """A body on one line: its UTF-8 text with non-printable characters and bytes that are not
-    UTF-8 escaped (``\\n``, ``\\xff``), at most ``max_body`` characters, then a note in brackets
-    when it was cut or is not UTF-8."""
-    notes = []
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        text = body.decode("utf-8", errors="backslashreplace")
-        notes.append("not UTF-8")
-    shown = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-    if len(shown) > max_body:
-        shown = shown[:max_body] + "..."
+    """A body on one line: its first ``max_body`` characters as UTF-8 text (a byte that is not
+    UTF-8 counts as one), non-printable characters and such bytes escaped (``\\n``, ``\\xff``),
+    then a note in brackets when it was cut or is not UTF-8."""
+    text = body.decode("utf-8", errors="surrogateescape")  # a bad byte b -> the character U+DC00+b
+    notes = ["not UTF-8"] if any("\udc80" <= c <= "\udcff" for c in text) else []
+    if len(text) > max_body:
+        text = text[:max_body] + "..."
         notes.append(f"{len(body)} bytes, cut at {max_body} characters")
-    return shown + (f" [{'; '.join(notes)}]" if notes else "")
+    return "".join(map(_printable, text)) + (f" [{'; '.join(notes)}]" if notes else "")
+
+
+def _printable(c: str) -> str:
+    """One character of a body as shown: itself, or its escape."""
+    if c.isprintable():
+        return c
+    if "\udc80" <= c <= "\udcff":
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return c.encode("unicode_escape").decode("ascii")
 
 
 def _value(v: object) -> str:
@@ -259,7 +263,7 @@ def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
     """The records in the offset range (the scan starts at the range, not at the first file)
     that pass the filters; exit 3 when damage stops the scan before the range's end."""
     log = ms.commitlog
-    stop = log.max_offset if a.to_offset is None else min(a.to_offset, log.max_offset)
+    stop = _LATEST if a.to_offset is None else a.to_offset  # else: where valid data ends
     scan = log.scan(_scan_start(log, a.from_offset), check_crc=False, stop_at=stop)
     n = 0
 
@@ -273,7 +277,7 @@ def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
                 yield r, {}
 
     _emit_messages(read(), a)
-    why = _early_stop(ms, scan) if scan.end < stop else None
+    why = None if scan.end >= stop else _early_stop(ms, scan)
     if why:
         mf = log.files.find(scan.end)
         where = f"file {mf.path.name} @{scan.end - mf.start}" if mf else "no file"
@@ -292,11 +296,11 @@ def _scan_start(log: CommitLog, offset: int) -> int:
     mf = log.files.find(offset)
     if mf is None:
         return offset  # past the end: nothing to read
-    try:
-        r = log.read(offset, check_crc=True)
+    try:  # not log.read: a read-only open ends the data at the first damage, maybe before offset
+        r = codec.decode_record(mf.mm, offset - mf.start, mf.start, True)
     except CorruptRecordError:
         return mf.start
-    return offset if r.physical_offset == offset else mf.start
+    return offset if isinstance(r, Record) and r.physical_offset == offset else mf.start
 
 
 def _early_stop(ms: MessageStore, scan: Scan) -> str | None:
