@@ -93,11 +93,11 @@ def _format(p: argparse.ArgumentParser) -> None:
                    help="--format text: show at most N characters of a body (default %(default)s)")
 
 
-def _store_time_range(p: argparse.ArgumentParser, what: str) -> None:
+def _store_time_range(p: argparse.ArgumentParser, note: str) -> None:
     p.add_argument("--begin", type=parse_time, default=0,
-                   help=f"{what}: earliest store time, inclusive (ISO-8601 or epoch ms)")
+                   help=f"earliest store time, inclusive (ISO-8601 or epoch ms){note}")
     p.add_argument("--end", type=parse_time, default=2 ** 63 - 1,
-                   help=f"{what}: latest store time, inclusive (ISO-8601 or epoch ms)")
+                   help=f"latest store time, inclusive (ISO-8601 or epoch ms){note}")
 
 
 #: how get and query end when they find nothing (a sentence of their --help)
@@ -141,8 +141,8 @@ def _dump(p: argparse.ArgumentParser) -> None:
                         "starts there); consumequeue: a queue offset (default %(default)s)")
     p.add_argument("--to-offset", type=int, metavar="OFFSET",
                    help="end offset, exclusive, in the same unit as --from-offset (default: the end)")
-    _store_time_range(p, "records (consumequeue: units whose record was; index: entries) stored in "
-                         "[--begin, --end] only")
+    _store_time_range(p, "; consumequeue: of each unit's record; index: of each entry "
+                         "(beginTimestamp + timeDiff seconds)")
     _format(p)
 
 
@@ -168,7 +168,7 @@ def _query(p: argparse.ArgumentParser) -> None:
                         "(needs --topic, --queue)")
     _topic_queue(p)
     _max(p)
-    _store_time_range(p, "key query")
+    _store_time_range(p, "; --key only")
     _format(p)
     p.description = f"{p.description}. {NOTHING_FOUND}"
 
@@ -248,7 +248,7 @@ COMMANDS: dict[str, Command] = {
                       f"{_S}:cmd_ingest", _ingest,
                       "echo '{\"topic\":\"orders\",\"body\":\"hi\",\"keys\":\"k1\"}' "
                       "| rocketlake ingest --store var/store -"),
-    "dump": Command("print commitlog / consumequeue / index records as JSON Lines",
+    "dump": Command("print commitlog / consumequeue / index records as JSON Lines or text",
                     f"{_S}:cmd_dump", _dump, "rocketlake dump consumequeue --store var/store --topic orders"),
     "get": Command("read a queue from an offset (RocketMQ getMessage)", f"{_S}:cmd_get", _get,
                    "rocketlake get --store var/store --topic orders --queue 0 --offset 0 "

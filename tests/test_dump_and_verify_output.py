@@ -192,9 +192,10 @@ def test_verify_counts_by_file_and_kind_caps_the_list_and_says_what_to_run(damag
     assert out[0].startswith("FAILED: 200 records, 200 ConsumeQueue units, 0 index keys checked; "
                              "21 errors, 0 warnings")
     counts = [line.split()[:4] for line in out[out.index("problems by file and kind:") + 1:][:3]]
-    assert counts == [["10", "error", "consumequeue/t0/0/00000000000000000000", "consumequeue-unit-mismatch:"],
-                      ["10", "error", "consumequeue/t0/0/00000000000000000200", "consumequeue-unit-mismatch:"],
-                      ["1", "error", "index", "index-missing:"]]
+    assert counts == [
+        ["10", "error", "consumequeue/t0/0/00000000000000000000", "consumequeue-unit-mismatch:"],
+        ["10", "error", "consumequeue/t0/0/00000000000000000200", "consumequeue-unit-mismatch:"],
+        ["1", "error", "index", "index-missing:"]]
     listed = out.index("problems (the first 3 of 21):")
     assert [line.split(":")[0] for line in out[listed + 1:listed + 4]] == ["  error"] * 3
     assert out[listed + 4] == "  ... and 18 more (--max-problems N shows more, --json shows all)"
@@ -239,3 +240,11 @@ def test_verify_lines_are_whole_in_a_pipe(damaged):
     assert [line for line in p.stdout.splitlines()
             if line.startswith("  error: consumequeue/t0/0/00000000000000000000 @0: unit 0: ")
             and line.endswith("/1, record says " + line.split("/")[-2].split()[-1] + "/65")]
+
+
+@pytest.mark.parametrize("command", ["get", "query"])
+def test_help_says_finding_nothing_exits_0(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert "Finding nothing is not an error: a line on stderr says so and the exit code is 0." in \
+        " ".join(capsys.readouterr().out.split())
