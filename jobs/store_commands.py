@@ -263,7 +263,7 @@ def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
     """The records in the offset range (the scan starts at the range, not at the first file)
     that pass the filters; exit 3 when damage stops the scan before the range's end."""
     log = ms.commitlog
-    stop = _LATEST if a.to_offset is None else a.to_offset  # else: where valid data ends
+    stop = _LATEST if a.to_offset is None else a.to_offset  # no --to-offset: to the end of valid data
     scan = log.scan(_scan_start(log, a.from_offset), check_crc=False, stop_at=stop)
     n = 0
 
