@@ -78,6 +78,32 @@ def _max(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max", type=int, default=32, help="most messages to return (default %(default)s)")
 
 
+def _count(text: str) -> int:
+    """A count option: an integer >= 0."""
+    if not re.fullmatch(r"\d+", text.strip()):
+        raise argparse.ArgumentTypeError(f"not a count: {text!r} (give an integer >= 0)")
+    return int(text)
+
+
+def _format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=["json", "text"], default="json",
+                   help="json: one JSON object a line (JSON Lines); text: one readable line a message "
+                        "(ISO-8601 UTC times, body as UTF-8, escaped) (default %(default)s)")
+    p.add_argument("--max-body", type=_count, default=200, metavar="N",
+                   help="--format text: show at most N characters of a body (default %(default)s)")
+
+
+def _store_time_range(p: argparse.ArgumentParser, note: str) -> None:
+    p.add_argument("--begin", type=parse_time, default=0,
+                   help=f"earliest store time, inclusive (ISO-8601 or epoch ms){note}")
+    p.add_argument("--end", type=parse_time, default=2 ** 63 - 1,
+                   help=f"latest store time, inclusive (ISO-8601 or epoch ms){note}")
+
+
+#: how get and query end when they find nothing (a sentence of their --help)
+NOTHING_FOUND = "Finding nothing is not an error: a line on stderr says so and the exit code is 0."
+
+
 def _job(p: argparse.ArgumentParser) -> None:
     """``--store``, ``--set`` and ``--split-bytes``: what every Spark job over a store takes."""
     _store(p)
@@ -107,7 +133,17 @@ def _dump(p: argparse.ArgumentParser) -> None:
     p.add_argument("what", choices=["commitlog", "consumequeue", "index"], help="which records to print")
     _store(p)
     _settings(p)
-    _topic_queue(p)
+    p.add_argument("--topic", help="commitlog: records of this (stored) topic; consumequeue: this "
+                                   "topic's queues only (not for index)")
+    p.add_argument("--queue", type=int, help="records / queues of this queue id (not for index)")
+    p.add_argument("--from-offset", type=int, default=0, metavar="OFFSET",
+                   help="first offset, inclusive: commitlog and index: a CommitLog offset (the scan "
+                        "starts there); consumequeue: a queue offset (default %(default)s)")
+    p.add_argument("--to-offset", type=int, metavar="OFFSET",
+                   help="end offset, exclusive, in the same unit as --from-offset (default: the end)")
+    _store_time_range(p, "; consumequeue: of each unit's record; index: of each entry "
+                         "(beginTimestamp + timeDiff seconds)")
+    _format(p)
 
 
 def _get(p: argparse.ArgumentParser) -> None:
@@ -117,6 +153,8 @@ def _get(p: argparse.ArgumentParser) -> None:
     p.add_argument("--offset", type=int, default=0, help="first queue offset to read (default %(default)s)")
     _max(p)
     p.add_argument("--tags", help="subscription expression, e.g. 'TagA || TagB'")
+    _format(p)
+    p.description = f"{p.description}. {NOTHING_FOUND}"
 
 
 def _query(p: argparse.ArgumentParser) -> None:
@@ -130,16 +168,19 @@ def _query(p: argparse.ArgumentParser) -> None:
                         "(needs --topic, --queue)")
     _topic_queue(p)
     _max(p)
-    p.add_argument("--begin", type=parse_time, default=0,
-                   help="key query: earliest store time (ISO-8601 or epoch ms)")
-    p.add_argument("--end", type=parse_time, default=2 ** 63 - 1,
-                   help="key query: latest store time (ISO-8601 or epoch ms)")
+    _store_time_range(p, "; --key only")
+    _format(p)
+    p.description = f"{p.description}. {NOTHING_FOUND}"
 
 
 def _verify(p: argparse.ArgumentParser) -> None:
     _store(p)
     _settings(p)
-    p.add_argument("--json", action="store_true", help="print one JSON report on stdout")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON report on stdout, every problem with its file, offset and kind")
+    p.add_argument("--max-problems", type=_count, default=20, metavar="N",
+                   help="text report: list the first N problems (all are counted by file and kind "
+                        "above them) (default %(default)s)")
 
 
 def _check_consistency(p: argparse.ArgumentParser) -> None:
@@ -247,7 +288,7 @@ COMMANDS: dict[str, Command] = {
                       f"{_S}:cmd_ingest", _ingest,
                       "echo '{\"topic\":\"orders\",\"body\":\"hi\",\"keys\":\"k1\"}' "
                       "| rocketlake ingest --store var/store -"),
-    "dump": Command("print commitlog / consumequeue / index records as JSON Lines",
+    "dump": Command("print commitlog / consumequeue / index records as JSON Lines or text",
                     f"{_S}:cmd_dump", _dump, "rocketlake dump consumequeue --store var/store --topic orders"),
     "get": Command("read a queue from an offset (RocketMQ getMessage)", f"{_S}:cmd_get", _get,
                    "rocketlake get --store var/store --topic orders --queue 0 --offset 0 "

@@ -1,10 +1,12 @@
-"""Store commands of the CLI: ingest, dump, get, query, verify. JSON Lines out, one object per line.
-Their options are declared in :mod:`rocketlake.jobs.cli`; no Spark here."""
+"""Store commands of the CLI: ingest, dump, get, query, verify. JSON Lines out, one object per line,
+or (``--format text``) one readable line per message. Their options are declared in
+:mod:`rocketlake.jobs.cli`; no Spark here."""
 from __future__ import annotations
 
 import argparse
 import base64
 import json
+import shlex
 import shutil
 import sys
 import tempfile
@@ -17,15 +19,19 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from rocketlake.jobs.cli import to_datetime
 from rocketlake.jobs.exit_codes import ExitCode, NotAStoreError
 from rocketlake.store import Message, MessageRejected, MessageStore, Record, codec
 from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
-from rocketlake.store.commitlog import MessageEncoder, Scan
+from rocketlake.store.commitlog import CommitLog, MessageEncoder, Scan
 from rocketlake.store.config import load_config, parse_set_options
+from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.mapped_file import first_nonzero
-from rocketlake.store.verify import not_a_store, verify
+from rocketlake.store.verify import KINDS, Problem, VerifyReport, not_a_store, verify
 
 BATCH = 1000
+#: the default store time range of the filters: everything
+_EARLIEST, _LATEST = 0, 2 ** 63 - 1
 _err = Console(stderr=True)
 
 
@@ -168,32 +174,133 @@ def cmd_ingest(a: argparse.Namespace) -> int:
     return 0
 
 
-def _emit(rows: Iterable[dict[str, Any]]) -> None:
+# --- output: JSON Lines or text ----------------------------------------------------------------
+def iso_time(ms: int) -> str:
+    """Epoch milliseconds as ISO-8601 UTC, ``2024-11-19T07:06:40.037Z`` (the number itself when
+    no date has it)."""
+    try:
+        return to_datetime(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    except (ValueError, OverflowError, OSError):
+        return str(ms)
+
+
+def body_text(body: bytes, max_body: int) -> str:
+    """A body on one line: its first ``max_body`` characters as UTF-8 text (a byte that is not
+    UTF-8 counts as one), non-printable characters and such bytes escaped (``\\n``, ``\\xff``),
+    then a note in brackets when it was cut or is not UTF-8."""
+    text = body.decode("utf-8", errors="surrogateescape")  # a bad byte b -> the character U+DC00+b
+    notes = ["not UTF-8"] if any("\udc80" <= c <= "\udcff" for c in text) else []
+    if len(text) > max_body:
+        text = text[:max_body] + "..."
+        notes.append(f"{len(body)} bytes, cut at {max_body} characters")
+    return "".join(map(_printable, text)) + (f" [{'; '.join(notes)}]" if notes else "")
+
+
+def _printable(c: str) -> str:
+    """One character of a body as shown: itself, or its escape."""
+    if c.isprintable():
+        return c
+    if "\udc80" <= c <= "\udcff":
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return c.encode("unicode_escape").decode("ascii")
+
+
+def _value(v: object) -> str:
+    """A field value in a text line: as is, or JSON-quoted when empty or holding spaces."""
+    text = "-" if v is None else str(v)
+    return json.dumps(text, ensure_ascii=False) if not text or any(c.isspace() for c in text) else text
+
+
+def message_text(r: Record, max_body: int) -> str:
+    """One message as one line of ``name=value`` fields, the body last: what `dump commitlog`,
+    `get` and `query` print with ``--format text``."""
+    fields = {"store": iso_time(r.store_timestamp), "born": iso_time(r.born_timestamp),
+              "topic": r.topic, "queue": r.queue_id, "queue_offset": r.queue_offset,
+              "commitlog_offset": r.commitlog_offset, "msg_id": r.msg_id, "tags": r.tags,
+              "keys": " ".join(r.keys) or None}
+    return " ".join(f"{k}={_value(v)}" for k, v in fields.items()) + " body=" + body_text(r.body, max_body)
+
+
+def row_text(row: dict[str, Any]) -> str:
+    """A ConsumeQueue unit or index row as one line of ``name=value`` fields (times ISO-8601)."""
+    return " ".join(f"{k}={iso_time(v) if k.endswith('_timestamp') else _value(v)}"
+                    for k, v in row.items())
+
+
+def _emit(rows: Iterable[dict[str, Any]], a: argparse.Namespace | None = None) -> None:
+    """Rows as JSON Lines, or as text lines when ``a.format`` is ``text``."""
+    text = a is not None and a.format == "text"
     out = sys.stdout
     for row in rows:
-        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        out.write((row_text(row) if text else json.dumps(row, ensure_ascii=False)) + "\n")
+
+
+def _emit_messages(messages: Iterable[tuple[Record, dict[str, Any]]], a: argparse.Namespace) -> int:
+    """Records as JSON Lines (:func:`record_to_json` plus the extra fields) or as
+    :func:`message_text` lines; returns how many."""
+    out, n = sys.stdout, 0
+    for r, extra in messages:
+        out.write((message_text(r, a.max_body) if a.format == "text"
+                   else json.dumps({**record_to_json(r), **extra}, ensure_ascii=False)) + "\n")
+        n += 1
+    return n
 
 
 def cmd_dump(a: argparse.Namespace) -> int:
+    """Print the records, units or index entries that pass every filter given (topic, queue,
+    offset range [--from-offset, --to-offset), store time range [--begin, --end])."""
+    if a.what == "index" and (a.topic is not None or a.queue is not None):
+        raise InputError("--topic and --queue do not apply to dump index (index entries hold key "
+                         "hashes, not topics); use query --key, or the offset and time filters")
     with MessageStore(a.store, load_config(parse_set_options(a.set)), read_only=True) as ms:
         if a.what == "commitlog":
-            scan = ms.commitlog.scan(check_crc=False)
-            n = 0
-            for r in scan:
-                _emit([record_to_json(r)])
-                n += 1
-            why = _early_stop(ms, scan)
-            if why:
-                mf = ms.commitlog.files.find(scan.end)
-                where = f"file {mf.path.name} @{scan.end - mf.start}" if mf else "no file"
-                print(f"rocketlake dump: error: stopped after {n} records at commitlog offset "
-                      f"{scan.end} ({where}): {why}", file=sys.stderr)
-                return ExitCode.UNUSABLE
-        elif a.what == "consumequeue":
-            _emit(_cq_rows(ms, a.topic, a.queue))
-        else:
-            _emit(_index_rows(ms))
+            return _dump_commitlog(ms, a)
+        _emit(_cq_rows(ms, a) if a.what == "consumequeue" else _index_rows(ms, a), a)
     return 0
+
+
+def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
+    """The records in the offset range (the scan starts at the range, not at the first file)
+    that pass the filters; exit 3 when damage stops the scan before the range's end."""
+    log = ms.commitlog
+    stop = _LATEST if a.to_offset is None else a.to_offset  # no --to-offset: to the end of valid data
+    scan = log.scan(_scan_start(log, a.from_offset), check_crc=False, stop_at=stop)
+    n = 0
+
+    def read() -> Iterator[tuple[Record, dict[str, Any]]]:
+        nonlocal n
+        for r in scan:
+            n += 1
+            if (r.commitlog_offset >= a.from_offset and a.begin <= r.store_timestamp <= a.end
+                    and (a.topic is None or r.topic == a.topic)
+                    and (a.queue is None or r.queue_id == a.queue)):
+                yield r, {}
+
+    _emit_messages(read(), a)
+    why = None if scan.end >= stop else _early_stop(ms, scan)
+    if why:
+        mf = log.files.find(scan.end)
+        where = f"file {mf.path.name} @{scan.end - mf.start}" if mf else "no file"
+        print(f"rocketlake dump: error: stopped after {n} records at commitlog offset "
+              f"{scan.end} ({where}): {why}", file=sys.stderr)
+        return ExitCode.UNUSABLE
+    return 0
+
+
+def _scan_start(log: CommitLog, offset: int) -> int:
+    """Where a scan for the records at or after ``offset`` starts: ``offset`` when a valid record
+    starts there, else the start of the file holding it (every CommitLog file starts with a
+    record, RocketMQ's ``CommitLog.doAppend`` rolls with a BLANK record)."""
+    if offset <= log.min_offset:
+        return log.min_offset
+    mf = log.files.find(offset)
+    if mf is None:
+        return offset  # past the end: nothing to read
+    try:  # not log.read: a read-only open ends the data at the first damage, maybe before offset
+        r = codec.decode_record(mf.mm, offset - mf.start, mf.start, True)
+    except CorruptRecordError:
+        return mf.start
+    return offset if isinstance(r, Record) and r.physical_offset == offset else mf.start
 
 
 def _early_stop(ms: MessageStore, scan: Scan) -> str | None:
@@ -210,40 +317,82 @@ def _early_stop(ms: MessageStore, scan: Scan) -> str | None:
     return None
 
 
-def _cq_rows(ms: MessageStore, topic: str | None, queue: int | None) -> Iterator[dict[str, Any]]:
+def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """The units of the selected queues in the queue offset range; with a time range, those
+    whose record was stored in it (each unit's record is read for its store time)."""
+    timed = a.begin > _EARLIEST or a.end < _LATEST
     for (t, q), cq in sorted(ms.queues.items()):
-        if (topic and t != topic) or (queue is not None and q != queue):
+        if (a.topic is not None and t != a.topic) or (a.queue is not None and q != a.queue):
             continue
-        base = cq.files.min_offset // codec.CQ_UNIT_SIZE
-        for i, (off, size, tcode) in enumerate(cq.all_units().tolist()):
-            yield {"topic": t, "queue_id": q, "queue_offset": base + i, "commitlog_offset": off,
-                   "size": size, "tags_code": tcode}
+        at = max(a.from_offset, cq.files.min_offset // codec.CQ_UNIT_SIZE)
+        stop = cq.max_offset if a.to_offset is None else min(a.to_offset, cq.max_offset)
+        while at < stop:
+            units = cq.units(at, stop - at)
+            if not len(units):  # the rest of a file not written: go on at the next file
+                mf = cq.files.find(at * codec.CQ_UNIT_SIZE)
+                if mf is None:
+                    break
+                at = mf.end // codec.CQ_UNIT_SIZE
+                continue
+            for i, (off, size, tcode) in enumerate(units.tolist()):
+                if not timed or a.begin <= _store_time(ms, off) <= a.end:
+                    yield {"topic": t, "queue_id": q, "queue_offset": at + i,
+                           "commitlog_offset": off, "size": size, "tags_code": tcode}
+            at += len(units)
 
 
-def _index_rows(ms: MessageStore) -> Iterator[dict[str, Any]]:
+def _store_time(ms: MessageStore, offset: int) -> int:
+    """The store time of the record at a CommitLog offset; -1 when no record is there."""
+    try:
+        return ms.commitlog.read(offset).store_timestamp
+    except CorruptRecordError:
+        return -1
+
+
+def _index_rows(ms: MessageStore, a: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """Each index file's header, then its entries in the CommitLog offset and time ranges (an
+    entry's time as RocketMQ's ``IndexFile.selectPhyOffset`` reads it: beginTimestamp +
+    timeDiff seconds). With a filter, a file without a matching entry is left out."""
     if ms.index is None:
         return
+    filtered = (a.from_offset > 0 or a.to_offset is not None
+                or a.begin > _EARLIEST or a.end < _LATEST)
+    stop = _LATEST if a.to_offset is None else a.to_offset
     for f in ms.index.files:
         bt, et, bp, ep, slots, count = INDEX_HEADER.unpack_from(f.mm, 0)
-        yield {"file": f.path.name, "begin_timestamp": bt, "end_timestamp": et,
-               "begin_phy_offset": bp, "end_phy_offset": ep, "hash_slot_count": slots,
-               "index_count": count}
         entries = np.frombuffer(f.mm, dtype=INDEX_ENTRY_DTYPE, count=max(0, count - 1),
                                 offset=INDEX_HEADER_SIZE + 4 * f.slot_num + codec.INDEX_ENTRY_SIZE)
-        for i, (h, phy, diff, prev) in enumerate(entries.tolist(), 1):
-            yield {"file": f.path.name, "position": i, "key_hash": h, "slot": h % f.slot_num,
-                   "phy_offset": phy, "time_diff": diff, "prev_index": prev}
+        rows = [{"file": f.path.name, "position": i, "key_hash": h, "slot": h % f.slot_num,
+                 "phy_offset": phy, "time_diff": diff, "prev_index": prev}
+                for i, (h, phy, diff, prev) in enumerate(entries.tolist(), 1)
+                if a.from_offset <= phy < stop and a.begin <= bt + diff * 1000 <= a.end]
+        if rows or not filtered:
+            yield {"file": f.path.name, "begin_timestamp": bt, "end_timestamp": et,
+                   "begin_phy_offset": bp, "end_phy_offset": ep, "hash_slot_count": slots,
+                   "index_count": count}
+            yield from rows
 
 
 def cmd_get(a: argparse.Namespace) -> int:
+    """The status line, then the messages; finding none is not an error (exit 0), but a line on
+    stderr says so."""
     with MessageStore(a.store, load_config(parse_set_options(a.set)), read_only=True) as ms:
         g = ms.get(a.topic, a.queue, a.offset, a.max, a.tags)
-        print(json.dumps({"status": g.status.value, "next_begin_offset": g.next_begin_offset,
-                          "min_offset": g.min_offset, "max_offset": g.max_offset,
-                          "count": len(g.messages)}))
-        _emit({**record_to_json(m.record), "queue_offset": m.queue_offset,
-               "tags_code": m.tags_code} for m in g.messages)
+        status = {"status": g.status.value, "next_begin_offset": g.next_begin_offset,
+                  "min_offset": g.min_offset, "max_offset": g.max_offset, "count": len(g.messages)}
+        print(row_text(status) if a.format == "text" else json.dumps(status))
+        _emit_messages(((m.record, {"queue_offset": m.queue_offset, "tags_code": m.tags_code})
+                        for m in g.messages), a)
+    if not g.messages:
+        tags = f" with tags '{a.tags}'" if a.tags else ""
+        _nothing(a, f"no message{tags} in queue {a.topic}/{a.queue} from queue offset {a.offset}: "
+                    f"{g.status.value} (the queue holds offsets [{g.min_offset}, {g.max_offset}))")
     return 0
+
+
+def _nothing(a: argparse.Namespace, why: str) -> None:
+    """Say on stderr that a read found nothing (not an error: the command exits 0)."""
+    print(f"rocketlake {a.command}: {why}", file=sys.stderr)
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
@@ -255,29 +404,86 @@ def cmd_verify(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(report.as_dict()))
     else:
-        for p in report.problems:
-            where = p.file + (f" @{p.offset}" if p.offset is not None else "")
-            _err.print(f"[{'red' if p.severity == 'error' else 'yellow'}]{p.severity}[/]: {where}: {p.what}",
-                       highlight=False)
-        errors = sum(p.severity == "error" for p in report.problems)
-        print(f"{'OK' if report.ok else 'FAILED'}: {report.records} records, {report.units} "
-              f"ConsumeQueue units, {report.keys_checked} index keys checked; {errors} errors, "
-              f"{len(report.problems) - errors} warnings")
+        for line in verify_summary(report, a.max_problems, _repair_steps(report, a.store, a.set)):
+            print(line)  # never wrapped: a pipe or a log gets whole lines
     return ExitCode.OK if report.ok else ExitCode.PROBLEMS
 
 
+def verify_summary(report: VerifyReport, max_problems: int, steps: list[str]) -> list[str]:
+    """The `verify` text report: the verdict, the problems counted by (file, kind), the first
+    ``max_problems`` problems, then what to do."""
+    errors = sum(p.severity == "error" for p in report.problems)
+    lines = [f"{'OK' if report.ok else 'FAILED'}: {report.records} records, {report.units} "
+             f"ConsumeQueue units, {report.keys_checked} index keys checked; {errors} errors, "
+             f"{len(report.problems) - errors} warnings"]
+    if not report.problems:
+        return lines
+    groups: dict[tuple[str, str], list[Problem]] = {}
+    for p in report.problems:
+        groups.setdefault((p.file, p.kind), []).append(p)
+    width = max(len(file) for file, _ in groups)
+    lines.append("problems by file and kind:")
+    for (file, kind), ps in groups.items():
+        severity = "error" if any(p.severity == "error" for p in ps) else "warning"
+        lines.append(f"  {len(ps):>8}  {severity:<7}  {file:<{width}}  {kind}: {KINDS.get(kind, kind)}")
+    shown = report.problems[:max_problems]
+    lines.append(f"problems (the first {len(shown)} of {len(report.problems)}):" if shown else "")
+    for p in shown:
+        where = p.file + (f" @{p.offset}" if p.offset is not None else "")
+        lines.append(f"  {p.severity}: {where}: {p.what}")
+    if len(report.problems) > len(shown):
+        lines.append(f"  ... and {len(report.problems) - len(shown)} more "
+                     f"(--max-problems N shows more, --json shows all)")
+    if steps:
+        lines.append("next:")
+        lines.extend(f"  {step}" for step in steps)
+    return [line for line in lines if line]
+
+
+def _repair_steps(report: VerifyReport, store: Path, settings: list[str]) -> list[str]:
+    """What to run next for the errors found, by the part of the store they are in."""
+    args = f"--store {shlex.quote(str(store))}" + "".join(f" --set {shlex.quote(s)}" for s in settings)
+    first = {p.kind.split("-")[0]: p for p in reversed(report.problems) if p.severity == "error"}
+    steps = []
+    if "commitlog" in first:
+        p = first["commitlog"]
+        name = Path(p.file).name
+        at = (f" (commitlog offset {int(name) + p.offset})"
+              if name.isdigit() and p.offset is not None else "")
+        steps.append(f"CommitLog damage, first at {p.file} @{p.offset}{at}: the next writable open "
+                     f"(e.g. rocketlake ingest) recovers the store and cuts the CommitLog at the "
+                     f"first invalid record its scan meets (the last three files; after a crash, "
+                     f"from the checkpoint), zeroing what follows. Copy the store (cp -a) before "
+                     f"writing to it; `rocketlake dump commitlog {args} --to-offset N` prints the "
+                     f"records before offset N.")
+    if "consumequeue" in first:
+        steps.append(f"ConsumeQueue damage: rocketlake rebuild-consumequeue {args}  (rebuilt from the "
+                     f"CommitLog; --output DIR writes the files elsewhere first)")
+    if "index" in first:
+        steps.append(f"index damage: rocketlake rebuild-index {args}  (rebuilt from the CommitLog; "
+                     f"--output DIR writes the files elsewhere first)")
+    return steps
+
+
 def cmd_query(a: argparse.Namespace) -> int:
+    """Finding nothing is not an error (exit 0), but a line on stderr says so."""
     with MessageStore(a.store, load_config(parse_set_options(a.set)), read_only=True) as ms:
         if a.msg_id:
-            _emit([record_to_json(ms.lookup(a.msg_id))])
+            _emit_messages([(ms.lookup(a.msg_id), {})], a)
         elif a.key is not None:
             if not a.topic:
                 raise InputError("--key needs --topic")
-            _emit(record_to_json(r) for r in ms.query(a.topic, a.key, a.max, a.begin, a.end))
+            found = ms.query(a.topic, a.key, a.max, a.begin, a.end)
+            if not _emit_messages(((r, {}) for r in found), a):
+                stored = ("" if (a.begin, a.end) == (_EARLIEST, _LATEST)
+                          else f" stored in [{iso_time(a.begin)}, {iso_time(a.end)}]")
+                _nothing(a, f"no message with key '{a.key}' in topic '{a.topic}'{stored}")
         else:
             if not a.topic or a.queue is None:
                 raise InputError("--time needs --topic and --queue")
             off = ms.offset_by_time(a.topic, a.queue, a.time)
-            print(json.dumps({"topic": a.topic, "queue_id": a.queue, "timestamp": a.time,
-                              "queue_offset": off}))
+            row = {"topic": a.topic, "queue_id": a.queue, "timestamp": a.time, "queue_offset": off}
+            print(row_text(row) if a.format == "text" else json.dumps(row))
+            if ms.max_offset(a.topic, a.queue) == 0:
+                _nothing(a, f"no message in queue {a.topic}/{a.queue}")
     return 0

@@ -29,6 +29,31 @@ class Problem:
     file: str              # path relative to the store root
     offset: int | None     # byte offset in that file, when it applies
     what: str
+    #: what kind of problem, one of :data:`KINDS` (reports count problems by file and kind)
+    kind: str = "other"
+
+
+#: kind -> what it is; the first word names the part of the store it is in
+KINDS = {
+    "commitlog-unreadable": "the CommitLog files themselves (names, sizes)",
+    "commitlog-invalid-record": "a record that does not decode (magic, size, CRC, offset)",
+    "commitlog-no-blank": "a CommitLog file that ends without its BLANK record",
+    "commitlog-garbage": "non-zero bytes after the end of valid data",
+    "consumequeue-unreadable": "the ConsumeQueue files themselves",
+    "consumequeue-missing-queue": "a queue the CommitLog has records for has no files",
+    "consumequeue-bad-unit": "a unit that points where no record of its queue starts",
+    "consumequeue-unit-mismatch": "a unit whose size or tagsCode disagrees with its record",
+    "consumequeue-missing-unit": "a record of the queue that has no unit",
+    "index-unreadable": "the index files themselves",
+    "index-missing": "no index files although records have keys",
+    "index-key-not-found": "a record's key that a query through the index does not find",
+    "index-unindexed": "records with keys after the index's last entry",
+    "index-header": "an index file header that disagrees with its entries or records",
+    "checkpoint": "the checkpoint file",
+    "abort": "the abort file (not closed cleanly)",
+    "config": "a config/*.json file or a consumer offset",
+    "not-a-store": "the path is not a store",
+}
 
 
 @dataclass
@@ -54,16 +79,17 @@ class _Checker:
         self.root, self.cfg = files.root, files.cfg
         self.report = VerifyReport(str(self.root))
 
-    def problem(self, file: Path | str, offset: int | None, what: str, severity: str = "error") -> None:
+    def problem(self, kind: str, file: Path | str, offset: int | None, what: str,
+                severity: str = "error") -> None:
         rel = str(Path(file).relative_to(self.root)) if Path(file).is_absolute() else str(file)
-        self.report.problems.append(Problem(severity, rel, offset, what))
+        self.report.problems.append(Problem(severity, rel, offset, what, kind))
 
     # --- CommitLog ---------------------------------------------------------------------------------
     def commitlog(self) -> tuple[CommitLog, dict[int, DispatchRequest]] | None:
         try:
             log = self.files.commitlog
         except StoreFormatError as e:
-            self.problem("commitlog", None, str(e))
+            self.problem("commitlog-unreadable", "commitlog", None, str(e))
             return None
         records: dict[int, DispatchRequest] = {}
         files = log.files.files
@@ -74,14 +100,16 @@ class _Checker:
             last = k == len(files) - 1
             pos = scan.end - mf.start
             if scan.error:
-                self.problem(mf.path, pos, f"invalid record: {scan.error.split(': ', 1)[-1]}")
+                self.problem("commitlog-invalid-record", mf.path, pos,
+                             f"invalid record: {scan.error.split(': ', 1)[-1]}")
             elif not last and pos < mf.size:
-                self.problem(mf.path, pos, "file ends without a BLANK record before the next file")
+                self.problem("commitlog-no-blank", mf.path, pos,
+                             "file ends without a BLANK record before the next file")
             if last and not scan.error:
                 garbage = first_nonzero(mf, pos)
                 if garbage is not None:
-                    self.problem(mf.path, garbage, "non-zero bytes after the end of valid data "
-                                                   "(torn write or stale data)")
+                    self.problem("commitlog-garbage", mf.path, garbage,
+                                 "non-zero bytes after the end of valid data (torn write or stale data)")
             mf.wrote = min(mf.size, max(pos, 0))
         self.report.records = len(records)
         return log, records
@@ -91,7 +119,7 @@ class _Checker:
         try:
             queues = self.files.queues
         except StoreFormatError as e:
-            self.problem("consumequeue", None, str(e))
+            self.problem("consumequeue-unreadable", "consumequeue", None, str(e))
             return
         expected: dict[tuple[str, int], dict[int, DispatchRequest]] = {}
         for req in records.values():
@@ -102,7 +130,7 @@ class _Checker:
             self._queue(cq, expected.pop(key, {}), records, cl_min)
         for (topic, qid), reqs in sorted(expected.items()):
             first = min(reqs)
-            self.problem(f"consumequeue/{topic}/{qid}", None,
+            self.problem("consumequeue-missing-queue", f"consumequeue/{topic}/{qid}", None,
                          f"queue missing: {len(reqs)} CommitLog records (first at queue offset "
                          f"{first}, commitlog offset {reqs[first].commitlog_offset}) have no unit")
 
@@ -121,18 +149,20 @@ class _Checker:
             req = want.pop(q, None)
             rec = records.get(off)
             if rec is None:
-                self.problem(where.path, fpos, f"unit {q} points at commitlog offset {off}, "
-                                               f"where no valid record starts")
+                self.problem("consumequeue-bad-unit", where.path, fpos,
+                             f"unit {q} points at commitlog offset {off}, where no valid record starts")
             elif req is None or req.commitlog_offset != off:
-                self.problem(where.path, fpos, f"unit {q} points at the record at {off} "
-                                               f"({rec.topic}/{rec.queue_id} queue offset "
-                                               f"{rec.queue_offset})")
+                self.problem("consumequeue-bad-unit", where.path, fpos,
+                             f"unit {q} points at the record at {off} ({rec.topic}/{rec.queue_id} "
+                             f"queue offset {rec.queue_offset})")
             elif size != req.size or tcode != req.tags_code:
-                self.problem(where.path, fpos, f"unit {q}: size/tagsCode {size}/{tcode}, record says "
-                                               f"{req.size}/{req.tags_code}")
+                self.problem("consumequeue-unit-mismatch", where.path, fpos,
+                             f"unit {q}: size/tagsCode {size}/{tcode}, record says "
+                             f"{req.size}/{req.tags_code}")
         for q, req in sorted(want.items()):
             if req.commitlog_offset >= cl_min and q >= cq.min_offset:
-                self.problem(f"consumequeue/{cq.topic}/{cq.queue_id}", q * CQ_UNIT_SIZE,
+                self.problem("consumequeue-missing-unit", f"consumequeue/{cq.topic}/{cq.queue_id}",
+                             q * CQ_UNIT_SIZE,
                              f"no unit for queue offset {q} (record at {req.commitlog_offset})")
 
     # --- index -------------------------------------------------------------------------------------
@@ -142,14 +172,14 @@ class _Checker:
         try:
             idx = self.files.index
         except StoreFormatError as e:
-            self.problem("index", None, str(e))
+            self.problem("index-unreadable", "index", None, str(e))
             return
         self._index(idx, records, cl_min)
 
     def _index(self, idx: IndexService, records: dict[int, DispatchRequest], cl_min: int) -> None:
         if not idx.files:
             if any(req.index_keys for req in records.values()):
-                self.problem("index", None, "no index files, but records have keys")
+                self.problem("index-missing", "index", None, "no index files, but records have keys")
             return
         for f in idx.files:
             self._index_header(f, records, cl_min)
@@ -165,10 +195,10 @@ class _Checker:
             for key in records[off].index_keys:
                 self.report.keys_checked += 1
                 if off not in idx.query(key, 2 ** 31 - 1, 0, 2 ** 63 - 1):
-                    self.problem("index", None, f"key {key!r} of the record at {off} is not found "
-                                                f"through the index")
+                    self.problem("index-key-not-found", "index", None,
+                                 f"key {key!r} of the record at {off} is not found through the index")
         if unindexed:
-            self.problem(idx.files[-1].path, None,
+            self.problem("index-unindexed", idx.files[-1].path, None,
                          f"{len(unindexed)} records with keys after the index's last indexed "
                          f"commitlog offset {idx.end_phy} are not indexed (first at {unindexed[0]})")
 
@@ -199,27 +229,28 @@ class _Checker:
                     wrong.append(f"{name}Timestamp {ts}, but the record at {phy} was stored at "
                                  f"{rec.store_timestamp}")
         for what in wrong:
-            self.problem(f.path, 0, f"header: {what}")
+            self.problem("index-header", f.path, 0, f"header: {what}")
 
     # --- checkpoint and config ---------------------------------------------------------------------
     def checkpoint(self, records: dict[int, DispatchRequest]) -> None:
         path = self.root / "checkpoint"
         if not path.exists():
             if records:
-                self.problem("checkpoint", None, "missing", "warning")
+                self.problem("checkpoint", "checkpoint", None, "missing", "warning")
             return
         try:
             cp = Checkpoint(path)
         except StoreFormatError as e:
-            self.problem(path, None, str(e))
+            self.problem("checkpoint", path, None, str(e))
             return
         newest = max((r.store_timestamp for r in records.values()), default=0)
         for name, at, ts in (("physicMsgTimestamp", 0, cp.physic), ("logicsMsgTimestamp", 8, cp.logics),
                              ("indexMsgTimestamp", 16, cp.index)):
             if ts > newest + 1000 and records:
-                self.problem(path, at, f"{name} {ts} is after the newest stored message ({newest})")
+                self.problem("checkpoint", path, at,
+                             f"{name} {ts} is after the newest stored message ({newest})")
         if (self.root / "abort").exists():
-            self.problem("abort", None, "abort file present: the store was not closed cleanly "
+            self.problem("abort", "abort", None, "abort file present: the store was not closed cleanly "
                                         "(or a writer is running)", "warning")
 
     def config(self, queues_max: dict[tuple[str, int], int]) -> None:
@@ -230,21 +261,21 @@ class _Checker:
             try:
                 read_config(p)
             except ConfigFileError as e:
-                self.problem(p, None, str(e))
+                self.problem("config", p, None, str(e))
         try:
             offsets = read_consumer_offsets(self.root)
         except ConfigFileError as e:
-            self.problem("config/consumerOffset.json", None, str(e))
+            self.problem("config", "config/consumerOffset.json", None, str(e))
             return
         for (topic, group), qs in sorted(offsets.items()):
             for q, off in sorted(qs.items()):
                 hi = queues_max.get((topic, q))
                 if hi is None:
                     if not topic.startswith("%RETRY%"):
-                        self.problem("config/consumerOffset.json", None,
+                        self.problem("config", "config/consumerOffset.json", None,
                                      f"group {group}: queue {topic}/{q} does not exist", "warning")
                 elif off > hi:
-                    self.problem("config/consumerOffset.json", None,
+                    self.problem("config", "config/consumerOffset.json", None,
                                  f"group {group}: offset {off} of {topic}/{q} is past its max {hi}")
 
 
@@ -270,7 +301,7 @@ def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any
     with StoreFiles(Path(root).resolve(), cfg) as files:
         c = _Checker(files)
         if refused:
-            c.report.problems.append(Problem("error", ".", None, refused))
+            c.report.problems.append(Problem("error", ".", None, refused, "not-a-store"))
             return c.report
         loaded = c.commitlog()
         if loaded is None:
