@@ -1,11 +1,15 @@
-"""`rocketlake report`: one self-contained HTML page about a store and its lake.
+"""`rocketlake report`: one self-contained HTML page about a store and its lake, for an operator.
 
-    rocketlake report --store DIR [--lake DIR] --out report.html
+    rocketlake report --store DIR [--lake DIR] [--store-name NAME] [--lag-window N] --out report.html
 
-Sections: store layout and sizes per topic and queue, message rate over time (store timestamps),
-consumer lag per group over time (the lake's `offsets_history`), and the last maintenance runs
-(`maintenance_runs`). Charts are matplotlib PNGs embedded as data URIs; the page has no external
-references, so it can be mailed or archived as one file.
+Sections: consumer group status (Burrow's rules, ``jobs.lag_status``, over the lake's
+``offsets_history`` of this store) and lag chart; lag per topic and queue now (the store's
+consumerOffset.json); store layout; why ConsumeQueue units and CommitLog records differ; message
+rate over store time; retention (``store.cleanup``'s plan for each CommitLog file); the last
+maintenance runs in words (``jobs.run_words``). Everything is read first (``store_facts``,
+``lake_facts``: Spark only when there is a lake), then ``render`` builds the page from data alone.
+Charts are matplotlib PNGs embedded as data URIs; the page has no external references, so it can
+be mailed or archived as one file.
 """
 from __future__ import annotations
 
