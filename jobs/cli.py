@@ -193,7 +193,10 @@ def _report(p: argparse.ArgumentParser) -> None:
     _store(p)
     _settings(p)
     _lake(p, required=False)
+    _store_name(p)
     p.add_argument("--out", type=Path, required=True, help="the HTML file to write")
+    p.add_argument("--lag-window", type=int, default=10,
+                   help="snapshots per queue a group's lag status is judged over (default %(default)s)")
 
 
 def _rebuild(p: argparse.ArgumentParser) -> None:

@@ -1,11 +1,15 @@
-"""`rocketlake report`: one self-contained HTML page about a store and its lake.
+"""`rocketlake report`: one self-contained HTML page about a store and its lake, for an operator.
 
-    rocketlake report --store DIR [--lake DIR] --out report.html
+    rocketlake report --store DIR [--lake DIR] [--store-name NAME] [--lag-window N] --out report.html
 
-Sections: store layout and sizes per topic and queue, message rate over time (store timestamps),
-consumer lag per group over time (the lake's `offsets_history`), and the last maintenance runs
-(`maintenance_runs`). Charts are matplotlib PNGs embedded as data URIs; the page has no external
-references, so it can be mailed or archived as one file.
+Sections: consumer group status (Burrow's rules, ``jobs.lag_status``, over the lake's
+``offsets_history`` of this store) and lag chart; lag per topic and queue now (the store's
+consumerOffset.json); store layout; why ConsumeQueue units and CommitLog records differ; message
+rate over store time; retention (``store.cleanup``'s plan for each CommitLog file); the last
+maintenance runs in words (``jobs.run_words``). Everything is read first (``store_facts``,
+``lake_facts``: Spark only when there is a lake), then ``render`` builds the page from data alone.
+Charts are matplotlib PNGs embedded as data URIs; the page has no external references, so it can
+be mailed or archived as one file.
 """
 from __future__ import annotations
 
@@ -25,21 +29,62 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from rocketlake.jobs.cli import job_main  # noqa: E402
-from rocketlake.store import MessageStore  # noqa: E402
+from rocketlake.jobs.lag_status import DEFAULT_WINDOW, group_statuses  # noqa: E402
+from rocketlake.jobs.run_words import describe_run  # noqa: E402
+from rocketlake.store import MessageStore, codec  # noqa: E402
+from rocketlake.store.cleanup import (  # noqa: E402
+    HOUR_MS,
+    CommitLogDecision,
+    RetentionPolicy,
+    disk_used_ratio,
+    plan_commitlog_deletion,
+)
 from rocketlake.store.config import load_config, parse_set_options  # noqa: E402
+from rocketlake.store.config_files import read_consumer_offsets  # noqa: E402
 from rocketlake.transforms.commitlog_batch import parse_range  # noqa: E402
+
+#: offsets_history columns the lag status reads
+LAG_COLUMNS = ("consumer_group", "topic", "queue_id", "snapshot_ts", "consumer_offset", "lag")
+MAX_RUNS = 20
 
 
 @dataclass
 class StoreFacts:
-    commitlog_files: int
+    commitlog_files: list[tuple[str, int, int]]   # name, mtime (ms), size, in offset order
     commitlog_bytes: int
     index_files: int
     queues: list[dict[str, Any]]           # topic, queue_id, min, max, messages
+    committed: dict[tuple[str, str], dict[int, int]]  # consumerOffset.json: (topic, group) -> queue -> offset
     timestamps: np.ndarray                 # store time (ms) of every valid record
     topics: np.ndarray                     # topic of every valid record
+    records: RecordCounts
+
+
+@dataclass(frozen=True)
+class RecordCounts:
+    """CommitLog records by what they give the ConsumeQueue (RocketMQ's
+    CommitLogDispatcherBuildConsumeQueue): PREPARED and ROLLBACK records get no unit; a delayed
+    message's unit is under SCHEDULE_TOPIC_XXXX (``delayed``: real topic -> count)."""
+    records: int
+    prepared: int
+    rollback: int
+    delayed: dict[str, int]
+
+
+def count_records(topics: np.ndarray, sys_flags: np.ndarray, properties: list[str | None]) -> RecordCounts:
+    """:class:`RecordCounts` of records given by column (``properties`` are read only for
+    SCHEDULE_TOPIC_XXXX records, for their REAL_TOPIC)."""
+    tx = sys_flags & codec.TRANSACTION_MASK
+    delayed: dict[str, int] = {}
+    for i in np.flatnonzero(topics == codec.SCHEDULE_TOPIC):
+        real = codec.string_to_properties(properties[i] or "").get(codec.PROPERTY_REAL_TOPIC, "?")
+        delayed[real] = delayed.get(real, 0) + 1
+    return RecordCounts(int(topics.size), int((tx == codec.TRANSACTION_PREPARED).sum()),
+                        int((tx == codec.TRANSACTION_ROLLBACK).sum()), dict(sorted(delayed.items())))
 
 
 def store_facts(root: Path, settings: dict[str, str]) -> StoreFacts:
@@ -48,7 +93,7 @@ def store_facts(root: Path, settings: dict[str, str]) -> StoreFacts:
         queues = [{"topic": t, "queue_id": q, "min": lo, "max": hi, "messages": hi - lo}
                   for (t, q), (lo, hi) in ms.queue_ranges().items()]
         end = ms.commitlog.max_offset
-        ts, topics = [], []
+        ts, topics, flags, props = [], [], [], []
         for mf in ms.commitlog.files.files:
             if mf.start >= end:
                 break
@@ -57,46 +102,116 @@ def store_facts(root: Path, settings: dict[str, str]) -> StoreFacts:
             ok = batch.column("commitlog_offset").to_numpy() < end
             ts.append(batch.column("store_timestamp").to_numpy()[ok].copy())
             topics.append(np.asarray(batch.column("topic").to_pylist(), dtype=object)[ok])
+            flags.append(batch.column("sys_flag").to_numpy()[ok].copy())
+            props += [p for p, k in zip(batch.column("properties").to_pylist(), ok) if k]
             del buf, batch  # views on the mapped file must go before it is closed
         index_files = len(ms.index.files) if ms.index is not None else 0
-        return StoreFacts(len(ms.commitlog.files.files), end - ms.commitlog.min_offset, index_files,
-                          queues, np.concatenate(ts) if ts else np.zeros(0, np.int64),
-                          np.concatenate(topics) if topics else np.zeros(0, object))
+        files = [(mf.path.name, mf.path.stat().st_mtime_ns // 1_000_000, mf.size)
+                 for mf in ms.commitlog.files.files]
+        all_topics = np.concatenate(topics) if topics else np.zeros(0, object)
+        return StoreFacts(files, end - ms.commitlog.min_offset, index_files, queues,
+                          read_consumer_offsets(root),
+                          np.concatenate(ts) if ts else np.zeros(0, np.int64), all_topics,
+                          count_records(all_topics, np.concatenate(flags) if flags else np.zeros(0, np.int32),
+                                        props))
 
 
-def lake_facts(lake: Path | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(lag rows: snapshot_ts, consumer_group, lag) and (latest runs) from the lake's Delta tables."""
+def lake_facts(lake: Path | None, store: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the consumer rows of store ``store`` in the lake's ``offsets_history``: consumer_group,
+    topic, queue_id, snapshot_ts, consumer_offset, lag) and (the latest runs) from its Delta tables."""
     if lake is None or not lake.exists():
         return [], []
     history, runs = lake / "offsets_history", lake / "maintenance_runs"
     if not (history / "_delta_log").exists() and not (runs / "_delta_log").exists():
         return [], []
-    from rocketlake.jobs.spark_session import build_session  # a JVM only when there is a lake to read
+    from pyspark.sql import functions as F  # a JVM only when there is a lake to read
+
+    from rocketlake.jobs.spark_session import build_session
 
     spark = build_session("rocketlake-report", conf={"spark.ui.enabled": "false"})
     lag_rows: list[dict[str, Any]] = []
     run_rows: list[dict[str, Any]] = []
     if (history / "_delta_log").exists():
         df = spark.read.format("delta").load(str(history))
-        if {"consumer_group", "lag", "snapshot_ts"} <= set(df.columns):
-            lag_rows = [r.asDict() for r in df.where("consumer_group IS NOT NULL")
-                        .groupBy("snapshot_ts", "consumer_group").sum("lag")
-                        .withColumnRenamed("sum(lag)", "lag").orderBy("snapshot_ts").collect()]
+        if set(LAG_COLUMNS) | {"kind", "store"} <= set(df.columns):
+            mine = df.where((F.col("kind") == "consumer") & (F.col("store") == store))
+            lag_rows = [r.asDict() for r in mine.select(*LAG_COLUMNS).orderBy("snapshot_ts").collect()]
     if (runs / "_delta_log").exists():
         run_rows = [r.asDict() for r in spark.read.format("delta").load(str(runs))
-                    .orderBy("finished_ms", ascending=False).limit(20).collect()]
+                    .orderBy("finished_ms", ascending=False).limit(MAX_RUNS).collect()]
     return lag_rows, run_rows
 
 
+# --- what the page tells -------------------------------------------------------------------------
+def consumer_lag(queues: list[dict[str, Any]], committed: dict[tuple[str, str], dict[int, int]]
+                 ) -> list[dict[str, Any]]:
+    """Lag per group, topic and queue now, as ``mqadmin consumerProgress`` shows it: every queue
+    of each (topic, group) in consumerOffset.json, committed offset 0 where the group has none,
+    ``lag = max(0, max offset - committed offset)``."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for q in queues:
+        by_topic.setdefault(q["topic"], []).append(q)
+    return [{"group": group, "topic": topic, "queue_id": q["queue_id"],
+             "committed": (c := offsets.get(q["queue_id"], 0)), "max": q["max"],
+             "lag": max(0, q["max"] - c)}
+            for (topic, group), offsets in sorted(committed.items(), key=lambda kv: kv[0][::-1])
+            for q in by_topic.get(topic, [])]
+
+
+def retention_rows(files: list[tuple[str, int, int]], now_ms: int, policy: RetentionPolicy,
+                   disk_ratio: float) -> tuple[CommitLogDecision, list[dict[str, Any]]]:
+    """What the broker's cleanup (``store.cleanup``, with its deleteWhen / disk gate) would do at
+    ``now_ms``, and one row per CommitLog file: size, mtime, when it expires, and its fate."""
+    decision = plan_commitlog_deletion([(n, m) for n, m, _ in files], now_ms, policy, disk_ratio)
+    rows = [{"file": name, "size": f"{size / 2**20:,.1f} MiB", "modified (UTC)": _utc(mtime),
+             "expires at (UTC)": _utc(mtime + policy.file_reserved_hours * HOUR_MS),
+             "at the next cleanup": (f"deleted ({_TRIGGERS.get(decision.reason or '', decision.reason)})"
+                                     if name in decision.delete else f"kept: {decision.kept[name]}")}
+            for name, mtime, size in files]
+    return decision, rows
+
+
+_TRIGGERS = {"deleteWhen": "a deleteWhen hour", "disk": "disk use above diskMaxUsedSpaceRatio",
+             "forced": "forced"}
+
+
+def explain_counts(records: RecordCounts, units: int) -> list[str]:
+    """Why the ConsumeQueue units and the CommitLog records differ, in sentences."""
+    out = [f"The CommitLog holds {records.records:,} records; the ConsumeQueues hold {units:,} units."]
+    if records.prepared or records.rollback:
+        out.append(f"{records.prepared:,} PREPARED and {records.rollback:,} ROLLBACK transactional "
+                   f"records get no unit (only plain and COMMIT records are dispatched).")
+    if records.delayed:
+        topics = ", ".join(f"{t} {n:,}" for t, n in records.delayed.items())
+        out.append(f"{sum(records.delayed.values()):,} delayed messages have their unit under "
+                   f"{codec.SCHEDULE_TOPIC} (queue = delay level - 1), not under their real topic "
+                   f"({topics}), until the broker delivers them.")
+    rest = records.records - records.prepared - records.rollback - units
+    if rest:
+        out.append(f"The other {rest:,} {'records have no unit' if rest > 0 else 'units have no record'}: "
+                   f"ConsumeQueue files cleaned up or not rebuilt yet (run verify).")
+    return out
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
+
+
 # --- charts ------------------------------------------------------------------------------------
-def _png(fig: plt.Figure) -> str:
+def _png(fig: Figure) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-def chart_layout(queues: list[dict[str, Any]]) -> str:
+def _legend_outside(ax: Axes) -> None:
+    """The legend right of the axes (it never covers bars or lines); ``_png`` keeps it in the image."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+
+
+def layout_figure(queues: list[dict[str, Any]]) -> Figure:
     fig, ax = plt.subplots(figsize=(9, 3.2))
     topics = sorted({q["topic"] for q in queues})
     bottom = np.zeros(len(topics))
@@ -105,17 +220,17 @@ def chart_layout(queues: list[dict[str, Any]]) -> str:
     for qid in range(width):
         vals = np.array([sum(q["messages"] for q in queues if q["topic"] == t and q["queue_id"] == qid)
                          for t in topics])
-        ax.bar(topics, vals, bottom=bottom, color=cmap(qid % 20), label=f"queue {qid}")
+        ax.bar(topics, vals, bottom=bottom, color=cmap(qid % 20),
+               label=f"queue {qid}" if width <= 20 else None)
         bottom += vals
     ax.set_ylabel("messages")
     ax.set_title("Messages per topic, stacked by queue")
     ax.tick_params(axis="x", rotation=20)
-    if width <= 20:
-        ax.legend(fontsize=7, ncol=4)
-    return _png(fig)
+    _legend_outside(ax)
+    return fig
 
 
-def chart_rate(ts: np.ndarray, topics: np.ndarray) -> str:
+def rate_figure(ts: np.ndarray, topics: np.ndarray) -> Figure:
     fig, ax = plt.subplots(figsize=(9, 3.2))
     if ts.size:
         span = max(1, int(ts.max() - ts.min()))
@@ -125,11 +240,11 @@ def chart_rate(ts: np.ndarray, topics: np.ndarray) -> str:
         for t in sorted(set(topics.tolist())):
             counts, _ = np.histogram(ts[topics == t], bins=edges)
             ax.plot((edges[:-1] - edges[0]) / 1000, counts / (step / 1000), label=t, lw=1.2)
-        ax.set_xlabel(f"seconds since {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(edges[0] / 1000))} UTC")
-        ax.legend(fontsize=7)
+        ax.set_xlabel(f"seconds since {_utc(int(edges[0]))} UTC")
+        _legend_outside(ax)
     ax.set_ylabel("messages / s")
     ax.set_title("Message rate by store time")
-    return _png(fig)
+    return fig
 
 
 def _palette(n: int) -> list[tuple[float, float, float, float]]:
@@ -138,55 +253,94 @@ def _palette(n: int) -> list[tuple[float, float, float, float]]:
     return [tab10(i % tab10.N) for i in range(n)]
 
 
-def chart_lag(rows: list[dict[str, Any]]) -> str:
-    """Lag per group over snapshot time; bars when there is only one snapshot so far."""
+def lag_figure(rows: list[dict[str, Any]]) -> Figure:
+    """Lag per group (summed over its queues) over snapshot time; bars when there is only one
+    snapshot so far."""
     fig, ax = plt.subplots(figsize=(9, 3.2))
-    groups = sorted({r["consumer_group"] for r in rows})
-    snapshots = sorted({r["snapshot_ts"] for r in rows})
+    total: dict[tuple[str, Any], int] = {}
+    for r in rows:
+        key = (r["consumer_group"], r["snapshot_ts"])
+        total[key] = total.get(key, 0) + r["lag"]
+    groups = sorted({g for g, _ in total})
+    snapshots = sorted({s for _, s in total})
     if len(snapshots) == 1:
-        ax.bar(groups, [sum(r["lag"] for r in rows if r["consumer_group"] == g) for g in groups],
-               color=_palette(len(groups)))
+        ax.bar(groups, [total[(g, snapshots[0])] for g in groups], color=_palette(len(groups)))
         ax.set_title(f"Consumer lag per group at {snapshots[0]:%Y-%m-%d %H:%M:%S} (one snapshot so far)")
     else:
         for group in groups:
-            pts = [(r["snapshot_ts"], r["lag"]) for r in rows if r["consumer_group"] == group]
+            pts = sorted((s, v) for (g, s), v in total.items() if g == group)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=group)
         ax.set_title("Consumer lag per group (offsets_history)")
         if rows:
-            ax.legend(fontsize=7)
+            _legend_outside(ax)
             fig.autofmt_xdate()
         else:
             ax.text(0.5, 0.5, "no offsets history yet: run publish-offsets", ha="center",
                     transform=ax.transAxes)
     ax.set_ylabel("messages behind")
-    return _png(fig)
+    return fig
 
 
 # --- page ----------------------------------------------------------------------------------------
-def _table(rows: list[dict[str, Any]], cols: list[str]) -> str:
+def _table(rows: list[dict[str, Any]], cols: list[str], cls: dict[str, str] | None = None) -> str:
+    """An HTML table of ``rows``; ``cls`` names a column whose value is also the cell's class."""
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in cols) + "</tr>"
-                   for r in rows)
+    body = "".join("<tr>" + "".join(
+        f"<td{' class=' + html.escape(str(r.get(c, ''))) if cls and c in cls else ''}>"
+        f"{_cell(r.get(c, ''))}</td>" for c in cols) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def render(root: Path, facts: StoreFacts, lag: list[dict[str, Any]], runs: list[dict[str, Any]]) -> str:
+def _cell(v: Any) -> str:
+    """A table cell: integers from 10,000 up with thousands separators."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10_000:
+        return f"{v:,}"
+    return html.escape(str(v))
+
+
+@dataclass(frozen=True)
+class PageInput:
+    """Everything the page shows, read before rendering (``render`` reads nothing)."""
+    root: Path
+    facts: StoreFacts
+    history: list[dict[str, Any]]      # lake offsets_history consumer rows of this store
+    runs: list[dict[str, Any]]         # lake maintenance_runs rows, newest first
+    now_ms: int
+    policy: RetentionPolicy
+    disk_ratio: float
+    lag_window: int = DEFAULT_WINDOW
+    lake: bool = False                 # whether a lake was given
+
+
+def render(p: PageInput) -> str:
     """The whole page as one HTML string."""
-    total = sum(q["messages"] for q in facts.queues)
-    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    runs_view = [{"job": r["job"], "status": r["status"],
-                  "finished (UTC)": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["finished_ms"] / 1000)),
-                  "seconds": round((r["finished_ms"] - r["started_ms"]) / 1000, 1),
-                  "summary": (r.get("summary") or "")[:160]} for r in runs]
-    cards = [("messages", f"{total:,}"), ("topics", len({q['topic'] for q in facts.queues})),
+    facts = p.facts
+    units = sum(q["messages"] for q in facts.queues)
+    lag_now = consumer_lag(facts.queues, facts.committed)
+    statuses = group_statuses(p.history, p.lag_window)
+    decision, retention = retention_rows(facts.commitlog_files, p.now_ms, p.policy, p.disk_ratio)
+    cards = [("messages", f"{units:,}"), ("topics", len({q['topic'] for q in facts.queues})),
              ("queues", len(facts.queues)), ("CommitLog", f"{facts.commitlog_bytes / 1e6:,.1f} MB"),
-             ("CommitLog files", facts.commitlog_files), ("index files", facts.index_files)]
-    card_html = "".join(f"<div class=card><div class=v>{v}</div><div class=k>{k}</div></div>"
-                        for k, v in cards)
+             ("CommitLog files", len(facts.commitlog_files)), ("index files", facts.index_files),
+             ("disk used", f"{p.disk_ratio:.0%}")]
+    cards += [(f"group {s.group}", s.status) for s in statuses]
+    card_html = "".join(f"<div class=card><div class=v>{html.escape(str(v))}</div>"
+                        f"<div class=k>{html.escape(k)}</div></div>" for k, v in cards)
+    status_html = (_table([{"group": s.group, "status": s.status, "decided by queue": s.worst,
+                            "lag now": s.lag, "snapshots": s.samples} for s in statuses],
+                          ["group", "status", "decided by queue", "lag now", "snapshots"], {"status": ""})
+                   if statuses else
+                   f"<p>No offsets history {'in the lake' if p.lake else '(no --lake given)'}: a "
+                   f"group's status needs publish-offsets snapshots.</p>")
+    gate = (f"deleteWhen {';'.join(f'{h:02d}' for h in sorted(p.policy.delete_hours))} (local time), "
+            f"diskMaxUsedSpaceRatio {p.policy.disk_max_used_ratio}% (disk now {p.disk_ratio:.0%} used), "
+            f"fileReservedTime {p.policy.file_reserved_hours} h")
+    runs_html = ("<ul class=runs>" + "".join(f"<li>{html.escape(describe_run(r))}</li>" for r in p.runs)
+                 + "</ul>") if p.runs else "<p>No maintenance run recorded yet.</p>"
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>rocketlake report: {html.escape(root.name)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>rocketlake report: {html.escape(p.root.name)}</title>
 <style>
-body {{ font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1000px; color: #1d2733; }}
+body {{ font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; color: #1d2733; }}
 h1 {{ margin-bottom: .2rem; }} .sub {{ color: #5b6b7c; margin-top: 0; }}
 .cards {{ display: flex; gap: .8rem; flex-wrap: wrap; margin: 1rem 0; }}
 .card {{ background: #eef3f8; border-radius: 8px; padding: .7rem 1rem; min-width: 120px; }}
@@ -194,37 +348,62 @@ h1 {{ margin-bottom: .2rem; }} .sub {{ color: #5b6b7c; margin-top: 0; }}
 table {{ border-collapse: collapse; width: 100%; font-size: .85rem; margin: .5rem 0 1.5rem; }}
 th, td {{ border-bottom: 1px solid #d8e0e8; padding: .3rem .5rem; text-align: left; }}
 th {{ background: #f6f8fa; }} img {{ max-width: 100%; }}
+td.OK {{ color: #1a7f37; font-weight: 600; }} td.WARNING, td.UNKNOWN {{ color: #9a6700; font-weight: 600; }}
+td.STALLED, td.REWIND {{ color: #cf222e; font-weight: 600; }}
 </style></head><body>
 <h1>rocketlake report</h1>
-<p class=sub>store <code>{html.escape(str(root))}</code>, generated {when}</p>
+<p class=sub>store <code>{html.escape(str(p.root))}</code>, generated {_utc(p.now_ms)} UTC</p>
 <div class=cards>{card_html}</div>
+<h2>Consumer groups</h2>
+<p>Status over each queue's last {p.lag_window} snapshots, by Burrow's rules: OK when the lag
+is 0 at some point or shrinks between two snapshots; WARNING when the group commits but its lag
+never shrinks; STALLED when its committed offset does not move while it has lag; REWIND when
+the committed offset goes back; UNKNOWN with one snapshot only.</p>
+{status_html}
+<img alt="consumer lag per group over time" src="{_png(lag_figure(p.history))}">
+<h2>Consumer lag per topic and queue</h2>
+<p>Now, from the store's config/consumerOffset.json (as mqadmin consumerProgress).</p>
+{_table(lag_now, ["group", "topic", "queue_id", "committed", "max", "lag"]) if lag_now
+ else "<p>No consumer offsets in this store.</p>"}
 <h2>Store layout</h2>
-<img alt="messages per topic and queue" src="{chart_layout(facts.queues)}">
+<img alt="messages per topic and queue" src="{_png(layout_figure(facts.queues))}">
 {_table(facts.queues, ["topic", "queue_id", "min", "max", "messages"])}
+<h2>ConsumeQueue units and CommitLog records</h2>
+{"".join(f"<p>{html.escape(s)}</p>" for s in explain_counts(facts.records, units))}
 <h2>Message rate</h2>
-<img alt="message rate over time" src="{chart_rate(facts.timestamps, facts.topics)}">
-<h2>Consumer lag</h2>
-<img alt="consumer lag per group over time" src="{chart_lag(lag)}">
+<img alt="message rate over time" src="{_png(rate_figure(facts.timestamps, facts.topics))}">
+<h2>Retention</h2>
+<p>The broker's cleanup at {_utc(p.now_ms)} UTC ({html.escape(gate)}):
+{html.escape('would delete ' + ', '.join(decision.delete) if decision.delete else 'deletes nothing')}.</p>
+{_table(retention, ["file", "size", "modified (UTC)", "expires at (UTC)", "at the next cleanup"])
+ if retention else "<p>No CommitLog file.</p>"}
 <h2>Last maintenance runs</h2>
-{_table(runs_view, ["job", "status", "finished (UTC)", "seconds", "summary"]) if runs_view
- else "<p>No maintenance run recorded yet.</p>"}
+{runs_html}
 </body></html>
 """
 
 
-def write_report(store: Path, lake: Path | None, out: Path, settings: dict[str, str]) -> dict[str, Any]:
-    """Write the HTML report of ``store`` (and ``lake``, when given) to ``out``; returns a summary."""
+def write_report(store: Path, lake: Path | None, out: Path, settings: dict[str, str],
+                 store_name: str | None = None, lag_window: int = DEFAULT_WINDOW) -> dict[str, Any]:
+    """Write the HTML report of ``store`` (and ``lake``, when given: the history of the store
+    named ``store_name``, default the directory's name as publish-offsets names it) to ``out``;
+    returns a summary."""
+    cfg = load_config(settings)
     facts = store_facts(store, settings)
-    lag, runs = lake_facts(lake)
+    history, runs = lake_facts(lake, store_name or store.resolve().name)
+    page = PageInput(store, facts, history, runs, time.time_ns() // 1_000_000,
+                     RetentionPolicy.from_config(cfg), disk_used_ratio(store), lag_window, lake is not None)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(store, facts, lag, runs), encoding="utf-8")
+    out.write_text(render(page), encoding="utf-8")
     return {"report": str(out), "messages": int(sum(q["messages"] for q in facts.queues)),
-            "lag_points": len(lag), "runs": len(runs)}
+            "lag_points": len(history), "runs": len(runs),
+            "groups": {s.group: s.status for s in group_statuses(history, lag_window)}}
 
 
 def run(a: argparse.Namespace) -> int:
     """``rocketlake report`` (options in :mod:`rocketlake.jobs.cli`)."""
-    print(json.dumps(write_report(a.store, a.lake, a.out, parse_set_options(a.set))))
+    print(json.dumps(write_report(a.store, a.lake, a.out, parse_set_options(a.set), a.store_name,
+                                  a.lag_window)))
     return 0
 
 

@@ -1,16 +1,33 @@
 """`rocketlake report` writes one self-contained page that headless Chromium renders."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+import time
+from datetime import datetime, timedelta
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib import image
 
 from rocketlake.jobs.cli import main
-from rocketlake.store import Message, MessageStore
+from rocketlake.jobs.report import (
+    PageInput,
+    RecordCounts,
+    consumer_lag,
+    explain_counts,
+    lag_figure,
+    layout_figure,
+    rate_figure,
+    render,
+    retention_rows,
+    store_facts,
+)
+from rocketlake.store import Message, MessageStore, codec
+from rocketlake.store.cleanup import HOUR_MS, RetentionPolicy
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -51,3 +68,98 @@ def test_headless_chromium_renders_a_non_blank_page(report, tmp_path):
     colours = np.unique((px * 255).astype(np.uint8).reshape(-1, 3), axis=0)
     assert len(colours) > 50                       # charts and text, not a blank page
     assert (px < 0.5).mean() > 0.01                # some dark ink on the white background
+
+
+# --- the page's parts, without Chromium ------------------------------------------------------------
+def test_records_and_units_differ_by_transactions_and_delays(tmp_path):
+    root = tmp_path / "store"
+    with MessageStore(root) as ms:
+        ms.put_batch([Message("orders", b"p", 0) for _ in range(10)]
+                     + [Message("orders", b"d", 0, delay_level=2) for _ in range(3)]
+                     + [Message("orders", b"t", 1, sys_flag=codec.TRANSACTION_PREPARED) for _ in range(2)]
+                     + [Message("orders", b"r", 1, sys_flag=codec.TRANSACTION_ROLLBACK)]
+                     + [Message("orders", b"c", 1, sys_flag=codec.TRANSACTION_COMMIT) for _ in range(2)])
+    facts = store_facts(root, {})
+    assert facts.records == RecordCounts(18, 2, 1, {"orders": 3})
+    units = sum(q["messages"] for q in facts.queues)
+    assert units == 10 + 3 + 2  # plain, delayed (under SCHEDULE_TOPIC_XXXX queue 1), COMMIT
+    assert {(q["topic"], q["queue_id"]): q["messages"] for q in facts.queues} == {
+        ("orders", 0): 10, ("orders", 1): 2, ("SCHEDULE_TOPIC_XXXX", 1): 3}
+    assert explain_counts(facts.records, units) == [
+        "The CommitLog holds 18 records; the ConsumeQueues hold 15 units.",
+        "2 PREPARED and 1 ROLLBACK transactional records get no unit (only plain and COMMIT "
+        "records are dispatched).",
+        "3 delayed messages have their unit under SCHEDULE_TOPIC_XXXX (queue = delay level - 1), "
+        "not under their real topic (orders 3), until the broker delivers them."]
+    assert explain_counts(RecordCounts(5, 0, 0, {}), 3)[-1].startswith("The other 2 records have no unit")
+
+
+def test_lag_per_topic_and_queue_is_consumer_progress():
+    queues = [{"topic": "orders", "queue_id": 0, "min": 0, "max": 40, "messages": 40},
+              {"topic": "orders", "queue_id": 1, "min": 5, "max": 30, "messages": 25},
+              {"topic": "audit", "queue_id": 0, "min": 0, "max": 7, "messages": 7}]
+    committed = {("orders", "billing"): {0: 38}, ("audit", "billing"): {0: 9}, ("gone", "x"): {0: 1}}
+    assert consumer_lag(queues, committed) == [
+        {"group": "billing", "topic": "audit", "queue_id": 0, "committed": 9, "max": 7, "lag": 0},
+        {"group": "billing", "topic": "orders", "queue_id": 0, "committed": 38, "max": 40, "lag": 2},
+        # a queue the group never committed counts from 0
+        {"group": "billing", "topic": "orders", "queue_id": 1, "committed": 0, "max": 30, "lag": 30}]
+
+
+def test_retention_rows_say_when_each_file_expires_and_what_gates_deletion():
+    now = 1_795_392_000_000 + 30 * HOUR_MS          # 2026-11-24 06:00 UTC
+    other_hour = frozenset({(time.localtime(now / 1000).tm_hour + 12) % 24})
+    policy = RetentionPolicy(48, other_hour, 75)
+    files = [("00000000000000000000", now - 72 * HOUR_MS, 2**30),   # expired 24 h ago
+             ("00000000001073741824", now - 50 * HOUR_MS, 2**30),   # expired 2 h ago
+             ("00000000002147483648", now - 1 * HOUR_MS, 2**30)]    # the last file
+    decision, rows = retention_rows(files, now, policy, disk_ratio=0.40)
+    assert decision.delete == ()
+    assert [r["expires at (UTC)"] for r in rows] == ["2026-11-23 06:00:00", "2026-11-24 04:00:00",
+                                                     "2026-11-26 05:00:00"]
+    assert rows[0]["modified (UTC)"] == "2026-11-21 06:00:00" and rows[0]["size"] == "1,024.0 MiB"
+    assert rows[0]["at the next cleanup"].startswith("kept: expired (72.0 h old) but deletion waits")
+    assert rows[2]["at the next cleanup"].startswith("kept: the last file")
+    decision, rows = retention_rows(files, now, policy, disk_ratio=0.80)  # above the disk ratio
+    assert decision.delete == ("00000000000000000000", "00000000001073741824")
+    assert [r["at the next cleanup"] for r in rows[:2]] == [
+        "deleted (disk use above diskMaxUsedSpaceRatio)"] * 2
+
+
+def _overlaps(fig) -> bool:
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    return ax.get_legend().get_window_extent().overlaps(ax.get_window_extent())
+
+
+def test_legends_sit_outside_the_axes():
+    queues = [{"topic": t, "queue_id": q, "min": 0, "max": 40, "messages": 40}
+              for t in ("orders", "audit") for q in range(8)]
+    history = [{"consumer_group": g, "snapshot_ts": datetime(2026, 11, 23, h), "lag": 5 * h}
+               for g in ("billing", "audit") for h in range(4)]
+    for fig in (layout_figure(queues), lag_figure(history),
+                rate_figure(np.arange(0, 10_000, 100), np.array(["a", "b"] * 50, dtype=object))):
+        assert not _overlaps(fig)
+        plt.close(fig)
+
+
+def test_page_shows_group_status_runs_in_words_and_renders_without_history(tmp_path):
+    root = tmp_path / "store"
+    with MessageStore(root) as ms:
+        ms.put_batch([Message("orders", b"x", 0) for _ in range(12)])
+    facts = store_facts(root, {})
+    t0 = datetime(2026, 11, 23, 1)
+    history = [{"consumer_group": "billing", "topic": "orders", "queue_id": 0,
+                "snapshot_ts": t0 + timedelta(hours=h), "consumer_offset": 3, "lag": 6 + h} for h in range(3)]
+    runs = [{"job": "compact", "status": "ok", "started_ms": 1_795_392_000_000 + 4 * HOUR_MS,
+             "finished_ms": 1_795_392_000_000 + 4 * HOUR_MS + 2000,
+             "summary": json.dumps({"plan": {"reason": "scheduled", "delete": [], "kept": {}},
+                                    "compacted": {"user-state": {"kept": 17}}})}]
+    policy = RetentionPolicy(48, frozenset({4}), 75)
+    page = render(PageInput(root, facts, history, runs, 1_795_392_000_000, policy, 0.5, lake=True))
+    assert "<td>billing</td><td class=STALLED>STALLED</td><td>orders/0</td><td>8</td><td>3</td>" in page
+    assert ("<li>compact at 2026-11-23 04:00 UTC: deleted no CommitLog file (none expired), "
+            "compacted user-state: 17 keys kept (took 2.0 s)</li>") in page
+    empty = render(PageInput(root, facts, [], [], 1_795_392_000_000, policy, 0.5))
+    assert "No offsets history (no --lake given)" in empty and "No maintenance run recorded yet." in empty
+    assert empty.count("data:image/png;base64,") == 3

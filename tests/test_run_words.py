@@ -1,0 +1,49 @@
+"""Maintenance runs told in words (jobs.run_words), from summaries shaped as the jobs write them."""
+from __future__ import annotations
+
+import json
+
+from rocketlake.jobs.run_words import describe_run
+
+START = 1_795_392_000_000  # 2026-11-23 00:00:00 UTC
+
+
+def _run(job, summary, status="ok", started=START + 4 * 3_600_000, seconds=12.5):
+    return {"job": job, "status": status, "started_ms": started,
+            "finished_ms": started + int(seconds * 1000), "summary": json.dumps(summary)}
+
+
+def test_a_compact_run_in_words():
+    summary = {"plan": {"reason": "scheduled", "delete": ["00000000000000000000", "00000000001073741824"],
+                        "kept": {"00000000002147483648": "the last file"}, "live_writer": False},
+               "archived": {"00000000000000000000": 1000, "00000000001073741824": 234},
+               "deleted": {"commitlog_min_offset": 2147483648,
+                           "consume_queue_files": ["orders/0/00000000000000000000"], "index_files": []},
+               "compacted": {"user-state": {"kept": 17, "source_end": 5, "translated_offsets": 0}}}
+    assert describe_run(_run("compact", summary)) == (
+        "compact at 2026-11-23 04:00 UTC: archived 2 files (1,234 messages), deleted 2 files "
+        "(CommitLog now from offset 2,147,483,648; 1 ConsumeQueue file, 0 index files with them), "
+        "compacted user-state: 17 keys kept (took 12.5 s)")
+
+
+def test_a_compact_run_that_deleted_nothing_says_why():
+    waiting = {"plan": {"reason": None, "delete": [], "kept": {"a": "expired"}}, "compacted": {}}
+    assert describe_run(_run("compact", waiting)).endswith(
+        ": deleted no CommitLog file (waiting for a deleteWhen hour or disk use) (took 12.5 s)")
+    fresh = {"plan": {"reason": "scheduled", "delete": [], "kept": {"a": "not expired"}}, "compacted": {}}
+    assert "deleted no CommitLog file (none expired)" in describe_run(_run("compact", fresh))
+    dry = {"plan": {"reason": "scheduled", "delete": ["a"], "kept": {}}, "compact_topics": []}
+    assert ": would delete 1 file, would compact no topic " in describe_run(_run("compact", dry))
+
+
+def test_publish_offsets_and_unknown_jobs_in_words():
+    pub = _run("publish-offsets", {"snapshot": "2026-11-23T04:00:00+00:00", "queues": 8,
+                                   "consumer_rows": 1}, status="unchanged", seconds=3)
+    assert describe_run(pub) == ("publish-offsets at 2026-11-23 04:00 UTC [unchanged]: snapshot "
+                                 "2026-11-23T04:00:00+00:00: 8 queues, 1 consumer row (took 3.0 s)")
+    rebuild = _run("rebuild-consumequeue", {"units": 12345, "queues": 3, "mode": "full",
+                                             "files": ["a"]}, status="failed")
+    assert describe_run(rebuild) == ("rebuild-consumequeue at 2026-11-23 04:00 UTC [failed]: mode full, "
+                                     "queues 3, units 12,345 (took 12.5 s)")
+    assert describe_run({**rebuild, "summary": "not json"}).startswith(
+        "rebuild-consumequeue at 2026-11-23 04:00 UTC [failed]: summary not json")
