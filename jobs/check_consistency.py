@@ -3,7 +3,8 @@
     spark-submit jobs/check_consistency.py --store DIR --report FILE [--set NAME=VALUE ...]
     rocketlake check-consistency --store DIR --report FILE
 
-Runs :func:`store.verify.verify` (library only, no Spark session) and writes its report plus
+Runs :func:`store.verify.verify` (library only; a Spark session only to record the run in the
+lake's maintenance-run log when ``--lake`` is given) and writes its report plus
 ``"rebuild"``: the derived structures that drifted from the CommitLog (``"consumequeue"``,
 ``"index"``), which a scheduler rebuilds next. Drift is data, not a failure: the exit code is
 0 whenever the report is written and the CommitLog itself is sound (a scheduler reads the report
@@ -16,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +64,15 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``rocketlake check-consistency`` (options in :mod:`rocketlake.jobs.cli`)."""
+    started = time.time_ns() // 1_000_000
     settings = parse_set_options(args.set)
     refused = not_a_store(args.store)
     if refused:
         raise NotAStoreError(refused)
     report = consistency_report(args.store, settings)
     write_report(args.report, report)
+    if args.lake is not None:
+        record_verify_run(args.lake, args.store, started, report)
     errors = sum(p["severity"] == "error" for p in report["problems"])
     print(f"{PROG}: {report['records']} records, {errors} error(s); rebuild: "
           f"{', '.join(report['rebuild']) or 'nothing'}; report in {args.report}", file=sys.stderr)
@@ -75,6 +80,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: the CommitLog itself is corrupt; see {args.report}", file=sys.stderr)
         return ExitCode.UNUSABLE
     return ExitCode.OK
+
+
+def record_verify_run(lake: Path, store: Path, started_ms: int, report: dict[str, Any]) -> None:
+    """Record the check in the lake's maintenance-run log (a Spark session with Delta)."""
+    from rocketlake.jobs.run_log import record_run
+    from rocketlake.jobs.spark_session import build_session
+
+    errors = sum(p["severity"] == "error" for p in report["problems"])
+    record_run(build_session(f"rocketlake {PROG}"), lake, PROG, store, started_ms,
+               "ok" if report["commitlog_ok"] else "failed",
+               {"records": report["records"], "errors": errors, "rebuild": report["rebuild"]})
 
 
 def main(argv: list[str] | None = None) -> int:

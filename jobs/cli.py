@@ -60,6 +60,11 @@ def _lake(p: argparse.ArgumentParser, required: bool = True, default: Path | Non
                    help="Delta lake root directory" + (" (default %(default)s)" if default else ""))
 
 
+def _run_log(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lake", type=Path,
+                   help="also record this run in <lake>/maintenance_runs (the report lists it)")
+
+
 def _split_bytes(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split-bytes", type=int,
                    help="CommitLog bytes per Spark scan task (default: the scan's, 64 MiB)")
@@ -187,6 +192,7 @@ def _check_consistency(p: argparse.ArgumentParser) -> None:
     _store(p)
     _settings(p)
     p.add_argument("--report", required=True, type=Path, help="where to write the JSON report")
+    _run_log(p)
 
 
 def _report(p: argparse.ArgumentParser) -> None:
@@ -201,6 +207,7 @@ def _report(p: argparse.ArgumentParser) -> None:
 
 def _rebuild(p: argparse.ArgumentParser) -> None:
     _job(p)
+    _run_log(p)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--output", type=Path,
                       help="write the rebuilt files under this directory; leave the store alone")

@@ -11,6 +11,7 @@ import functools
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -116,14 +117,21 @@ def run_rebuild(prog: str, rebuild: Callable[..., dict[str, int]], noun: str, su
     (``spark, store, cfg, output, incremental, split_bytes`` -> count per topic), report."""
     from rocketlake.jobs.spark_session import build_session
 
+    started = time.time_ns() // 1_000_000
     cfg = store_config(args)
     store = check_store(args.store)
-    spark = build_session(f"rocketlake {prog}", delta=False)
+    spark = build_session(f"rocketlake {prog}", delta=args.lake is not None)
     counts = rebuild(spark, store, cfg, args.output, args.incremental,
                      args.split_bytes or DEFAULT_SPLIT_BYTES)
+    target = (args.output or store) / subdir
     print(f"{prog}: wrote {sum(counts.values())} {noun} for {len(counts)} topic(s) under "
-          f"{(args.output or store) / subdir}: "
-          + ", ".join(f"{t}={n}" for t, n in sorted(counts.items())), file=sys.stderr)
+          f"{target}: " + ", ".join(f"{t}={n}" for t, n in sorted(counts.items())), file=sys.stderr)
+    if args.lake is not None:
+        from rocketlake.jobs.run_log import record_run
+
+        mode = "output" if args.output else "incremental" if args.incremental else "full"
+        record_run(spark, args.lake, prog, store, started, "ok",
+                   {"mode": mode, "wrote": {"noun": noun, "per_topic": counts}, "target": str(target)})
     return 0
 
 

@@ -53,6 +53,20 @@ def _publish_offsets(s: Mapping[str, Any]) -> list[str]:
             f"{_n(s.get('consumer_rows', 0), 'consumer row')}"]
 
 
+def _rebuild(s: Mapping[str, Any]) -> list[str]:
+    wrote = s.get("wrote") or {}
+    per_topic = wrote.get("per_topic") or {}
+    noun = str(wrote.get("noun", "entries")).rstrip("s")
+    return [f"{s.get('mode', '?')} rebuild wrote {_n(sum(per_topic.values()), noun)} "
+            f"for {_n(len(per_topic), 'topic')} under {s.get('target', '?')}"]
+
+
+def _check_consistency(s: Mapping[str, Any]) -> list[str]:
+    rebuild = s.get("rebuild") or []
+    return [f"checked {_n(s.get('records', 0), 'record')}, {_n(s.get('errors', 0), 'error')}",
+            f"to rebuild: {', '.join(rebuild)}" if rebuild else "nothing to rebuild"]
+
+
 def _any(s: Mapping[str, Any]) -> list[str]:
     return [f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) and not isinstance(v, bool)
             else f"{k.replace('_', ' ')} {v}" for k, v in sorted(s.items())
@@ -61,7 +75,8 @@ def _any(s: Mapping[str, Any]) -> list[str]:
 
 #: job name -> its summary told as phrases
 TELLERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
-    "compact": _compact, "publish-offsets": _publish_offsets}
+    "compact": _compact, "publish-offsets": _publish_offsets, "rebuild-consumequeue": _rebuild,
+    "rebuild-index": _rebuild, "check-consistency": _check_consistency}
 
 
 def describe_run(run: Mapping[str, Any]) -> str:
