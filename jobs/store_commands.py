@@ -175,7 +175,7 @@ def _emit(rows: Iterable[dict[str, Any]]) -> None:
 
 
 def cmd_dump(a: argparse.Namespace) -> int:
-    with MessageStore(a.store, load_config(parse_set_options(a.set)), read_only=True) as ms:
+    with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
         if a.what == "commitlog":
             scan = ms.commitlog.scan(check_crc=False)
             n = 0
@@ -236,7 +236,7 @@ def _index_rows(ms: MessageStore) -> Iterator[dict[str, Any]]:
 
 
 def cmd_get(a: argparse.Namespace) -> int:
-    with MessageStore(a.store, load_config(parse_set_options(a.set)), read_only=True) as ms:
+    with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
         g = ms.get(a.topic, a.queue, a.offset, a.max, a.tags)
         print(json.dumps({"status": g.status.value, "next_begin_offset": g.next_begin_offset,
                           "min_offset": g.min_offset, "max_offset": g.max_offset,
@@ -251,7 +251,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
     refused = not_a_store(a.store)
     if refused:
         raise NotAStoreError(refused)
-    report = verify(a.store, load_config(settings))
+    report = verify(a.store, **settings)
     if a.json:
         print(json.dumps(report.as_dict()))
     else:
@@ -267,7 +267,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
 
 
 def cmd_query(a: argparse.Namespace) -> int:
-    with MessageStore(a.store, load_config(parse_set_options(a.set)), read_only=True) as ms:
+    with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
         if a.msg_id:
             _emit([record_to_json(ms.lookup(a.msg_id))])
         elif a.key is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from struct import error as struct_error
@@ -20,6 +20,7 @@ from rocketlake.store.config_files import read_consumer_offsets, write_consumer_
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
 from rocketlake.store.dispatch import Dispatcher, from_record
 from rocketlake.store.errors import CorruptRecordError, MessageRejected, StoreFormatError
+from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.flush import FlushService
 from rocketlake.store.index import IndexService
 from rocketlake.store.lockfile import StoreLock
@@ -59,7 +60,9 @@ class MessageStore:
     """A RocketMQ 4.9 store on local disk, opened for writing (one writer per store).
 
     Settings come from ``config`` (default: ``load_config()``, the shipped `conf/store.conf`),
-    then ``overrides`` in RocketMQ's names (``flushDiskType="SYNC_FLUSH"``, ...). Opening recovers
+    then ``overrides`` in RocketMQ's names (``flushDiskType="SYNC_FLUSH"``, ...). Read-only, the
+    file sizes come from the files (``store.file_sizes``; an override they contradict is a
+    SettingError); a writer checks them against the settings. Opening for writing recovers
     the store (normal, or abnormal when ``abort`` is present); ``close()`` flushes everything,
     writes the checkpoint and removes ``abort``.
     """
@@ -72,7 +75,7 @@ class MessageStore:
         check_store_dir(self.root, create and not read_only)
         self._closed = False
         if read_only:
-            self._open_read_only()
+            self._open_read_only(overrides)
             return
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock_file = StoreLock(self.root)
@@ -99,11 +102,14 @@ class MessageStore:
         self.encoder = MessageEncoder(cfg)
         self._dispatch = Dispatcher(self.root, cfg, self.queues, self.index)
 
-    def _open_read_only(self, attempts: int = 5) -> None:
-        """Map the store without changing any file. A file listed but deleted before it was
-        opened (a writer's retention running meanwhile) makes the open start over."""
+    def _open_read_only(self, explicit: Collection[str], attempts: int = 5) -> None:
+        """Map the store without changing any file, under the file sizes on disk (``explicit``:
+        the settings the caller gave). A file listed but deleted before it was opened (a
+        writer's retention running meanwhile) makes the open start over."""
+        configured = self.config
         for attempt in range(attempts):
             try:
+                self.config = config_from_files(self.root, configured, explicit)
                 self._load()
                 break
             except FileNotFoundError:

@@ -12,10 +12,13 @@ executor code): one place that knows how the three parts are opened and closed.
 Each part is opened on first use (so a caller that needs only the CommitLog maps nothing else,
 and a part that cannot be opened, StoreFormatError, does not hide the others); ``close()`` closes
 whatever was opened.
+
+File sizes come from the files (``store.file_sizes``): a part's sizes in ``cfg`` are replaced by
+those on disk when that part is opened, so a broker's store opens under any configured sizes.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -23,15 +26,17 @@ from types import TracebackType
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
+from rocketlake.store.file_sizes import with_commitlog_size, with_consume_queue_size, with_index_geometry
 from rocketlake.store.index import IndexService
 
 
 class StoreFiles:
-    """The files of the store at ``root`` under the sizes of ``cfg``, opened lazily, read as
-    they are (no recovery, no lock, nothing written)."""
+    """The files of the store at ``root`` under the settings of ``cfg`` with the file sizes on
+    disk, opened lazily, read as they are (no recovery, no lock, nothing written). ``explicit``
+    names the settings the user gave: files that contradict one are a SettingError."""
 
-    def __init__(self, root: str | Path, cfg: StoreConfig) -> None:
-        self.root, self.cfg = Path(root), cfg
+    def __init__(self, root: str | Path, cfg: StoreConfig, explicit: Collection[str] = ()) -> None:
+        self.root, self.cfg, self.explicit = Path(root), cfg, explicit
         self._commitlog: CommitLog | None = None
         self._queues: dict[tuple[str, int], ConsumeQueue] | None = None
         self._index: IndexService | None = None
@@ -41,6 +46,7 @@ class StoreFiles:
         """The CommitLog, every file mapped (StoreFormatError for foreign names, wrong sizes or
         gaps)."""
         if self._commitlog is None:
+            self.cfg = with_commitlog_size(self.root, self.cfg, self.explicit)
             log = CommitLog(self.root, self.cfg)
             try:
                 log.files.load()
@@ -55,6 +61,7 @@ class StoreFiles:
         """Every ConsumeQueue, loaded, by (topic, queue id) (StoreFormatError for a directory or
         file that cannot be one)."""
         if self._queues is None:
+            self.cfg = with_consume_queue_size(self.root, self.cfg, self.explicit)
             self._queues = load_queues(self.root, self.cfg.mappedFileSizeConsumeQueue)
         return self._queues
 
@@ -63,6 +70,7 @@ class StoreFiles:
         """The index files, loaded (whether or not ``messageIndexEnable`` is set: the caller
         decides whether it wants them)."""
         if self._index is None:
+            self.cfg = with_index_geometry(self.root, self.cfg, self.explicit)
             idx = IndexService(self.root, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum)
             try:
                 idx.load()
@@ -76,6 +84,7 @@ class StoreFiles:
     def queue(self, topic: str, queue_id: int) -> Iterator[ConsumeQueue]:
         """One ConsumeQueue, loaded, closed on leaving the block (for callers that visit queues
         one at a time and need not map them all)."""
+        self.cfg = with_consume_queue_size(self.root, self.cfg, self.explicit)
         cq = ConsumeQueue(self.root, topic, queue_id, self.cfg.mappedFileSizeConsumeQueue)
         try:
             cq.load()
