@@ -21,7 +21,8 @@ from rocketlake.jobs.exit_codes import ExitCode, NotAStoreError
 from rocketlake.store import Message, MessageRejected, MessageStore, Record, codec
 from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
 from rocketlake.store.commitlog import MessageEncoder, Scan
-from rocketlake.store.config import load_config, parse_set_options
+from rocketlake.store.config import StoreConfig, load_config, parse_set_options
+from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.verify import not_a_store, verify
 
@@ -174,8 +175,15 @@ def _emit(rows: Iterable[dict[str, Any]]) -> None:
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def _reading_config(a: argparse.Namespace) -> StoreConfig:
+    """Settings to read ``a.store`` with: `--set` over store.conf, file sizes from the store's
+    files (``store.file_sizes``; a `--set` the files contradict is an error naming both)."""
+    settings = parse_set_options(a.set)
+    return config_from_files(a.store, load_config(settings), explicit=settings)
+
+
 def cmd_dump(a: argparse.Namespace) -> int:
-    with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
+    with MessageStore(a.store, _reading_config(a), read_only=True) as ms:
         if a.what == "commitlog":
             scan = ms.commitlog.scan(check_crc=False)
             n = 0
@@ -236,7 +244,7 @@ def _index_rows(ms: MessageStore) -> Iterator[dict[str, Any]]:
 
 
 def cmd_get(a: argparse.Namespace) -> int:
-    with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
+    with MessageStore(a.store, _reading_config(a), read_only=True) as ms:
         g = ms.get(a.topic, a.queue, a.offset, a.max, a.tags)
         print(json.dumps({"status": g.status.value, "next_begin_offset": g.next_begin_offset,
                           "min_offset": g.min_offset, "max_offset": g.max_offset,
@@ -247,11 +255,10 @@ def cmd_get(a: argparse.Namespace) -> int:
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
-    settings = parse_set_options(a.set)
     refused = not_a_store(a.store)
     if refused:
         raise NotAStoreError(refused)
-    report = verify(a.store, **settings)
+    report = verify(a.store, _reading_config(a))
     if a.json:
         print(json.dumps(report.as_dict()))
     else:
@@ -267,7 +274,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
 
 
 def cmd_query(a: argparse.Namespace) -> int:
-    with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
+    with MessageStore(a.store, _reading_config(a), read_only=True) as ms:
         if a.msg_id:
             _emit([record_to_json(ms.lookup(a.msg_id))])
         elif a.key is not None:
