@@ -276,7 +276,7 @@ def cmd_verify(a: argparse.Namespace) -> int:
 def cmd_query(a: argparse.Namespace) -> int:
     with MessageStore(a.store, _reading_config(a), read_only=True) as ms:
         if a.msg_id:
-            _emit([record_to_json(ms.lookup(a.msg_id))])
+            _emit([record_to_json(ms.lookup(a.msg_id, a.topic or None))])
         elif a.key is not None:
             if not a.topic:
                 raise InputError("--key needs --topic")
