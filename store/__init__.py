@@ -26,6 +26,7 @@ __all__ = [
     "MessageStore", "Message", "PutResult", "PutStatus", "GetResult", "GetStatus", "StoredMessage",
     "Record", "StoreConfig", "load_config", "TRANSACTION_NOT", "TRANSACTION_PREPARED",
     "TRANSACTION_COMMIT", "TRANSACTION_ROLLBACK",
-    "RocketlakeError", "SettingError", "MessageRejected", "MessageNotFoundError", "CorruptRecordError", "StoreFormatError",
+    "RocketlakeError", "SettingError", "MessageRejected", "MessageNotFoundError",
+    "CorruptRecordError", "StoreFormatError",
     "UnsafePathError", "StoreFullError", "StoreLockedError", "ConfigFileError",
 ]

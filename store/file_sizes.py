@@ -29,10 +29,18 @@ import os
 import re
 from collections.abc import Collection, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
-from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from rocketlake.store.codec import (
+    CQ_UNIT_SIZE,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER,
+    INDEX_HEADER_SIZE,
+    INDEX_SLOT_SIZE,
+)
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import SettingError, StoreFormatError
 from rocketlake.store.paths import CONSUME_QUEUE_DIR
@@ -65,7 +73,7 @@ def with_consume_queue_size(root: Path, config: StoreConfig, explicit: Collectio
     """``config`` with ``mappedFileSizeConsumeQueue`` from the files under `consumequeue/`."""
     base = root / CONSUME_QUEUE_DIR
     qdirs = [q for t in _dirs(base) for q in _dirs(t)]
-    size = _one_length(_sizes((f for q in qdirs for f in q.iterdir())),
+    size = _one_length(_sizes(f for q in qdirs for f in q.iterdir()),
                        f"{base}: ConsumeQueue files")
     if size is not None and size % CQ_UNIT_SIZE:
         raise StoreFormatError(f"{base}: ConsumeQueue files are {size} bytes, not a whole number "
@@ -136,16 +144,16 @@ def _geometries_from_entries(paths: list[Path], size: int) -> list[tuple[int, in
     return [(s, (words - s) // 5) for s in slots.tolist()]
 
 
-def _agree(w: np.memmap, slots: np.ndarray, words: int, count: int, begin_phy: int,
-           end_phy: int) -> np.ndarray:
+def _agree(w: npt.NDArray[np.uint32], slots: npt.NDArray[np.int64], words: int, count: int,
+           begin_phy: int, end_phy: int) -> npt.NDArray[np.bool_]:
     """Which candidate slot counts the entries of one index file (``w``: its words after the
     header; header ``count``, ``begin_phy``, ``end_phy``) agree with."""
-    ok = (words - slots) // 5 >= count
+    ok: npt.NDArray[np.bool_] = (words - slots) // 5 >= count
     slots = np.where(ok, slots, 1)
     # word of the last entry: keyHash, phyOffset (2 words), timeDiff, prevIndex
     last = np.minimum(slots + 5 * (count - 1), words - 5)
 
-    def phy(at: np.ndarray) -> np.ndarray:
+    def phy(at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         return (w[at + 1].astype(np.int64) << 32) | w[at + 2].astype(np.int64)
 
     for k in range(5):
@@ -186,4 +194,5 @@ def _take(config: StoreConfig, name: str, size: int | None, explicit: Collection
         return config
     if name in explicit:
         raise SettingError(f"{name}={getattr(config, name)} was given, but {where} are {size} bytes")
-    return dataclasses.replace(config, **{name: size})
+    changed: dict[str, Any] = {name: size}
+    return dataclasses.replace(config, **changed)

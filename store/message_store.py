@@ -19,7 +19,12 @@ from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import read_consumer_offsets, write_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
 from rocketlake.store.dispatch import Dispatcher, from_record
-from rocketlake.store.errors import CorruptRecordError, MessageNotFoundError, MessageRejected, StoreFormatError
+from rocketlake.store.errors import (
+    CorruptRecordError,
+    MessageNotFoundError,
+    MessageRejected,
+    StoreFormatError,
+)
 from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.flush import FlushService
 from rocketlake.store.index import IndexService
@@ -95,7 +100,7 @@ class MessageStore:
         self.commitlog.files.load()
         self.queues: dict[tuple[str, int], ConsumeQueue] = load_queues(
             self.root, cfg.mappedFileSizeConsumeQueue)
-        self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum) \
+        self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) \
             if cfg.messageIndexEnable else None
         if self.index is not None:
             self.index.load()

@@ -71,7 +71,8 @@ class StoreFiles:
         decides whether it wants them)."""
         if self._index is None:
             self.cfg = with_index_geometry(self.root, self.cfg, self.explicit)
-            idx = IndexService(self.root, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum)
+            idx = IndexService(self.root, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum,
+                               self.cfg.index_zone)
             try:
                 idx.load()
             except BaseException:

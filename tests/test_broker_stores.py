@@ -6,15 +6,24 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from goldens import GOLDEN_498, read_jsonl
 
 from rocketlake.jobs import cli
 from rocketlake.jobs.exit_codes import ExitCode
-from rocketlake.store import Message, MessageNotFoundError, MessageStore, SettingError, StoreFormatError, codec
+from rocketlake.store import (
+    Message,
+    MessageNotFoundError,
+    MessageStore,
+    SettingError,
+    StoreFormatError,
+    codec,
+)
 from rocketlake.store.config import load_config
 from rocketlake.store.file_sizes import config_from_files
+from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.verify import verify
 
@@ -129,7 +138,8 @@ def test_every_offset_msg_id_finds_its_record(golden_store: Path) -> None:
     with MessageStore(golden_store, read_only=True) as ms:
         for r in RESULTS:
             rec = ms.lookup(r["msg_id"])
-            assert (rec.commitlog_offset, rec.size, rec.topic) == (r["wrote_offset"], r["wrote_bytes"], r["topic"])
+            assert ((rec.commitlog_offset, rec.size, rec.topic)
+                    == (r["wrote_offset"], r["wrote_bytes"], r["topic"]))
 
 
 def test_offset_msg_id_of_another_host_or_inside_a_record_is_not_found(golden_store: Path) -> None:
@@ -169,3 +179,42 @@ def test_query_msg_id_cli_answers_by_offset_or_unique_key(golden_store: Path, ca
     assert cli.main(["query", "--store", str(golden_store), "--msg-id", missing]) == ExitCode.USAGE
     assert f"{missing}: no message" in capsys.readouterr().err
 
+
+
+# --- index file names in the broker's time zone -------------------------------------------------
+HOUR_MS = 3_600_000
+
+
+def test_index_file_names_in_two_zones_differ_by_their_offset() -> None:
+    ts = 1_795_345_574_046  # 2026-11-22 11:06:14.046 UTC
+    utc, shanghai = ZoneInfo("UTC"), ZoneInfo("Asia/Shanghai")
+    assert codec.index_file_name(ts, utc) == "20261122110614046"
+    assert codec.index_file_name(ts, shanghai) == "20261122190614046"  # UTC+8, no DST
+    for zone in (utc, shanghai, ZoneInfo("America/New_York")):
+        assert codec.index_file_time(codec.index_file_name(ts, zone), zone) == ts
+    assert codec.next_index_file_name(ts, "20261122190614046", shanghai) == "20261122190614047"
+
+
+def test_a_rebuild_given_the_brokers_zone_names_files_as_the_broker_did(
+        tmp_path: Path, golden_settings: dict) -> None:
+    """RocketMQ named the golden index files by its wall clock when it created each (UTC, a few ms
+    after the store time of the key that opened it); a rebuild names them by that store time."""
+    broker = sorted(p.name for p in (GOLDEN_498 / "store" / "index").iterdir())
+    names = {}
+    for zone in ("UTC", "Asia/Shanghai"):
+        rebuild(GOLDEN_498 / "store", tmp_path / zone, consume_queue=False,
+                **{**golden_settings, "storeTimeZone": zone})
+        names[zone] = sorted(p.name for p in (tmp_path / zone / "index").iterdir())
+    utc = ZoneInfo("UTC")
+    assert len(names["UTC"]) == len(broker) == 6
+    for ours, theirs, east in zip(names["UTC"], broker, names["Asia/Shanghai"]):
+        assert ours[:14] == theirs[:14]  # the same second
+        assert 0 <= codec.index_file_time(theirs, utc) - codec.index_file_time(ours, utc) < 1000
+        assert codec.index_file_time(east, utc) - codec.index_file_time(ours, utc) == 8 * HOUR_MS
+        assert codec.index_file_time(east, ZoneInfo("Asia/Shanghai")) == codec.index_file_time(ours, utc)
+
+
+def test_an_unknown_zone_is_a_setting_error() -> None:
+    with pytest.raises(SettingError, match="storeTimeZone.*Mars/Base"):
+        load_config({"storeTimeZone": "Mars/Base"})
+    assert load_config().storeTimeZone == ""  # the shipped default: the local zone
