@@ -268,7 +268,7 @@ def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any
     names the path and says why."""
     cfg = load_config(overrides, base=config)
     refused = not_a_store(root)
-    with StoreFiles(Path(root).resolve(), cfg, explicit=overrides) as files:
+    with StoreFiles(Path(root).resolve(), cfg, sizes_from_files=True, explicit=overrides) as files:
         c = _Checker(files)
         if refused:
             c.report.problems.append(Problem("error", ".", None, refused))

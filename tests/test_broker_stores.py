@@ -112,10 +112,12 @@ def test_index_geometry_read_from_entries_of_a_store_we_wrote(tmp_path: Path) ->
     with MessageStore(store, mappedFileSizeCommitLog=8192, maxHashSlotNum=7, maxIndexNum=31) as ms:
         for i in range(80):  # 3 keys each (KEYS, UNIQ_KEY): several full files
             ms.put(codec_message(i))
-    with StoreFiles(store, load_config()) as files:
+    with StoreFiles(store, load_config(), sizes_from_files=True) as files:
         assert (files.index.slot_num, files.index.entry_num) == (7, 31)
         assert files.commitlog.files.file_size == 8192
     assert verify(store).ok
+    with StoreFiles(store, load_config()) as files, pytest.raises(StoreFormatError):
+        files.commitlog  # noqa: B018 -- callers that go on to write keep the configured sizes
 
 
 def test_index_geometry_that_nothing_tells_is_refused(tmp_path: Path) -> None:
