@@ -167,7 +167,8 @@ def _query(p: argparse.ArgumentParser) -> None:
     _settings(p)
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--key", help="message key (needs --topic)")
-    g.add_argument("--msg-id", help="offset message id (32 hex digits)")
+    g.add_argument("--msg-id",
+                   help="offset msgId (32 or 56 hex digits) or UNIQ_KEY (with --topic: in that topic)")
     g.add_argument("--time", type=parse_time,
                    help="store time (ISO-8601 or epoch ms): the queue offset stored then "
                         "(needs --topic, --queue)")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
+from datetime import tzinfo
 from pathlib import Path
 
 import numpy as np
@@ -66,9 +67,10 @@ def _existing(spark: SparkSession, files: StoreFiles, cfg: StoreConfig
 
 
 def write_index_files(index_dir: Path, chain: IndexChain, slot_num: int, entry_num: int,
-                      open_file: OpenFile | None) -> list[Path]:
+                      open_file: OpenFile | None, zone: tzinfo | None = None) -> list[Path]:
     """Write the placed entries into files under ``index_dir`` (file 0 continues ``open_file``
-    unless it is full or absent). Returns the files written."""
+    unless it is full or absent; new files are named in ``zone``, None: local). Returns the
+    files written."""
     files = chain.files.orderBy("file_no").collect()
     entries = chain.entries.toArrow().sort_by([("file_no", "ascending"), ("position", "ascending")])
     slots = chain.slots.toArrow()
@@ -83,7 +85,7 @@ def write_index_files(index_dir: Path, chain: IndexChain, slot_num: int, entry_n
             n = f["file_no"]
             continued = open_file if n == 0 and open_file is not None and not open_file.full else None
             path = (continued.path if continued is not None
-                    else index_dir / codec.next_index_file_name(f["first_ts"], previous))
+                    else index_dir / codec.next_index_file_name(f["first_ts"], previous, zone))
             lo, hi = np.searchsorted(e_file, [n, n + 1])
             part = entries.slice(lo, hi - lo)
             rows = np.empty(part.num_rows, dtype=INDEX_ENTRY_DTYPE)
@@ -130,7 +132,8 @@ def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Pa
         chain = index_chain(keys, cfg.maxHashSlotNum, cfg.maxIndexNum, start,
                             bucket_bytes or split_bytes)
         index_dir = job_support.target_dir(store, "index", output, incremental)
-        write_index_files(index_dir, chain, cfg.maxHashSlotNum, cfg.maxIndexNum, open_file)
+        write_index_files(index_dir, chain, cfg.maxHashSlotNum, cfg.maxIndexNum, open_file,
+                          cfg.index_zone)
         chain.release()
         keys.unpersist()
     finally:

@@ -56,7 +56,7 @@ def _publish_offsets(s: Mapping[str, Any]) -> list[str]:
 def _rebuild(s: Mapping[str, Any]) -> list[str]:
     wrote = s.get("wrote") or {}
     per_topic = wrote.get("per_topic") or {}
-    noun = str(wrote.get("noun", "entries")).rstrip("s")
+    noun = str(wrote.get("noun", "units")).rstrip("s")
     return [f"{s.get('mode', '?')} rebuild wrote {_n(sum(per_topic.values()), noun)} "
             f"for {_n(len(per_topic), 'topic')} under {s.get('target', '?')}"]
 

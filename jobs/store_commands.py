@@ -24,8 +24,9 @@ from rocketlake.jobs.exit_codes import ExitCode, NotAStoreError
 from rocketlake.store import Message, MessageRejected, MessageStore, Record, codec
 from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
 from rocketlake.store.commitlog import CommitLog, MessageEncoder, Scan
-from rocketlake.store.config import load_config, parse_set_options
+from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.errors import CorruptRecordError
+from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.verify import KINDS, Problem, VerifyReport, not_a_store, verify
 
@@ -246,13 +247,20 @@ def _emit_messages(messages: Iterable[tuple[Record, dict[str, Any]]], a: argpars
     return n
 
 
+def _reading_config(a: argparse.Namespace) -> StoreConfig:
+    """Settings to read ``a.store`` with: `--set` over store.conf, file sizes from the store's
+    files (``store.file_sizes``; a `--set` the files contradict is an error naming both)."""
+    settings = parse_set_options(a.set)
+    return config_from_files(a.store, load_config(settings), explicit=settings)
+
+
 def cmd_dump(a: argparse.Namespace) -> int:
     """Print the records, units or index entries that pass every filter given (topic, queue,
     offset range [--from-offset, --to-offset), store time range [--begin, --end])."""
     if a.what == "index" and (a.topic is not None or a.queue is not None):
         raise InputError("--topic and --queue do not apply to dump index (index entries hold key "
                          "hashes, not topics); use query --key, or the offset and time filters")
-    with MessageStore(a.store, load_config(parse_set_options(a.set)), read_only=True) as ms:
+    with MessageStore(a.store, _reading_config(a), read_only=True) as ms:
         if a.what == "commitlog":
             return _dump_commitlog(ms, a)
         _emit(_cq_rows(ms, a) if a.what == "consumequeue" else _index_rows(ms, a), a)
@@ -376,7 +384,7 @@ def _index_rows(ms: MessageStore, a: argparse.Namespace) -> Iterator[dict[str, A
 def cmd_get(a: argparse.Namespace) -> int:
     """The status line, then the messages; finding none is not an error (exit 0), but a line on
     stderr says so."""
-    with MessageStore(a.store, load_config(parse_set_options(a.set)), read_only=True) as ms:
+    with MessageStore(a.store, _reading_config(a), read_only=True) as ms:
         g = ms.get(a.topic, a.queue, a.offset, a.max, a.tags)
         status = {"status": g.status.value, "next_begin_offset": g.next_begin_offset,
                   "min_offset": g.min_offset, "max_offset": g.max_offset, "count": len(g.messages)}
@@ -396,11 +404,10 @@ def _nothing(a: argparse.Namespace, why: str) -> None:
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
-    settings = parse_set_options(a.set)
     refused = not_a_store(a.store)
     if refused:
         raise NotAStoreError(refused)
-    report = verify(a.store, load_config(settings))
+    report = verify(a.store, _reading_config(a))
     if a.json:
         print(json.dumps(report.as_dict()))
     else:
@@ -467,9 +474,9 @@ def _repair_steps(report: VerifyReport, store: Path, settings: list[str]) -> lis
 
 def cmd_query(a: argparse.Namespace) -> int:
     """Finding nothing is not an error (exit 0), but a line on stderr says so."""
-    with MessageStore(a.store, load_config(parse_set_options(a.set)), read_only=True) as ms:
+    with MessageStore(a.store, _reading_config(a), read_only=True) as ms:
         if a.msg_id:
-            _emit_messages([(ms.lookup(a.msg_id), {})], a)
+            _emit_messages([(ms.lookup(a.msg_id, a.topic or None), {})], a)
         elif a.key is not None:
             if not a.topic:
                 raise InputError("--key needs --topic")

@@ -10,6 +10,7 @@ from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.errors import (
                                     ConfigFileError,
                                     CorruptRecordError,
+                                    MessageNotFoundError,
                                     MessageRejected,
                                     RocketlakeError,
                                     SettingError,
@@ -25,6 +26,7 @@ __all__ = [
     "MessageStore", "Message", "PutResult", "PutStatus", "GetResult", "GetStatus", "StoredMessage",
     "Record", "StoreConfig", "load_config", "TRANSACTION_NOT", "TRANSACTION_PREPARED",
     "TRANSACTION_COMMIT", "TRANSACTION_ROLLBACK",
-    "RocketlakeError", "SettingError", "MessageRejected", "CorruptRecordError", "StoreFormatError",
+    "RocketlakeError", "SettingError", "MessageRejected", "MessageNotFoundError",
+    "CorruptRecordError", "StoreFormatError",
     "UnsafePathError", "StoreFullError", "StoreLockedError", "ConfigFileError",
 ]

@@ -12,6 +12,7 @@ import time
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, tzinfo
 from typing import overload
 
 import numpy as np
@@ -462,24 +463,30 @@ def iter_keys(keys: str | None) -> Iterable[str]:
     return (k for k in keys.split(KEY_SEPARATOR) if k) if keys else ()
 
 
-def index_file_name(ts_ms: int) -> str:
-    """IndexFile name: ``yyyyMMddHHmmssSSS`` of ``ts_ms`` in local time, as RocketMQ names it."""
+def index_file_name(ts_ms: int, zone: tzinfo | None = None) -> str:
+    """IndexFile name: ``yyyyMMddHHmmssSSS`` of ``ts_ms`` in ``zone`` (None: the process's local
+    zone), as RocketMQ names it in the broker's default zone (``UtilAll.timeMillisToHumanString``)."""
     secs, ms = divmod(ts_ms, 1000)
-    return time.strftime("%Y%m%d%H%M%S", time.localtime(secs)) + f"{ms:03d}"
+    if zone is None:
+        return time.strftime("%Y%m%d%H%M%S", time.localtime(secs)) + f"{ms:03d}"
+    return datetime.fromtimestamp(secs, zone).strftime("%Y%m%d%H%M%S") + f"{ms:03d}"
 
 
-def next_index_file_name(first_ts: int, previous: str | None) -> str:
-    """The name a new index file gets: the store time of the key that opens it, bumped 1 ms past
-    the previous file's name when not later (names must stay unique and ordered)."""
-    ts = first_ts if previous is None else max(first_ts, index_file_time(previous) + 1)
-    return index_file_name(ts)
+def next_index_file_name(first_ts: int, previous: str | None, zone: tzinfo | None = None) -> str:
+    """The name a new index file gets in ``zone``: the store time of the key that opens it, bumped
+    1 ms past the previous file's name when not later (names must stay unique and ordered)."""
+    ts = first_ts if previous is None else max(first_ts, index_file_time(previous, zone) + 1)
+    return index_file_name(ts, zone)
 
 
-def index_file_time(name: str) -> int:
-    """Inverse of ``index_file_name``: the local-time name back to epoch milliseconds."""
+def index_file_time(name: str, zone: tzinfo | None = None) -> int:
+    """Inverse of ``index_file_name``: a name in ``zone`` (None: local) back to epoch milliseconds."""
     if len(name) != 17 or not name.isdigit():
         raise ValueError(f"{name!r} is not an index file name (17 digits yyyyMMddHHmmssSSS)")
-    return int(time.mktime(time.strptime(name[:14], "%Y%m%d%H%M%S"))) * 1000 + int(name[14:])
+    if zone is None:
+        return int(time.mktime(time.strptime(name[:14], "%Y%m%d%H%M%S"))) * 1000 + int(name[14:])
+    wall = datetime.strptime(name[:14], "%Y%m%d%H%M%S").replace(tzinfo=zone)
+    return int(wall.timestamp()) * 1000 + int(name[14:])
 
 
 def index_file_size(slots: int, entries: int) -> int:

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from datetime import tzinfo
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from rocketlake import default_file
 from rocketlake.store.errors import SettingError
@@ -36,6 +38,7 @@ class StoreConfig:
     messageDelayLevel: str
     brokerIP1: str
     listenPort: int
+    storeTimeZone: str
 
     def __post_init__(self) -> None:
         if self.flushDiskType not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
@@ -49,6 +52,7 @@ class StoreConfig:
             if getattr(self, name) <= 0:
                 raise SettingError(f"{name} must be positive, got {getattr(self, name)}")
         self.delay_levels_ms  # noqa: B018 -- reading it validates messageDelayLevel
+        self.index_zone  # noqa: B018 -- reading it validates storeTimeZone
 
     @property
     def delay_levels_ms(self) -> tuple[int, ...]:
@@ -60,6 +64,18 @@ class StoreConfig:
                 raise SettingError(f"messageDelayLevel: bad level {tok!r} (expected e.g. 5s, 2m, 1h)")
             out.append(int(tok[:-1]) * unit)
         return tuple(out)
+
+    @property
+    def index_zone(self) -> tzinfo | None:
+        """storeTimeZone as a zone (index files are named in it); None for the process's local
+        zone (an empty setting)."""
+        if not self.storeTimeZone:
+            return None
+        try:
+            return ZoneInfo(self.storeTimeZone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise SettingError(f"storeTimeZone: unknown time zone {self.storeTimeZone!r} (expected an "
+                               f"IANA name like UTC or Asia/Shanghai, or empty for the local zone)") from None
 
     @property
     def store_host(self) -> str:

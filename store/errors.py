@@ -29,6 +29,11 @@ class CorruptRecordError(RocketlakeError, ValueError):
     """A CommitLog record that is not valid at the given position."""
 
 
+class MessageNotFoundError(RocketlakeError, ValueError):
+    """An id (offset msgId or UNIQ_KEY) that names no message in this store. A ValueError: the id
+    is bad input for this store (the command line's usage exit code)."""
+
+
 class StoreFormatError(RocketlakeError, ValueError):
     """A store file or directory that is not what RocketMQ would have written."""
 

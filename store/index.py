@@ -9,6 +9,7 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Callable, Sequence
+from datetime import tzinfo
 from pathlib import Path
 from typing import NamedTuple
 
@@ -300,9 +301,10 @@ class IndexService:
 
     BATCH = 8192
 
-    def __init__(self, root: Path, slot_num: int, entry_num: int) -> None:
+    def __init__(self, root: Path, slot_num: int, entry_num: int, zone: tzinfo | None = None) -> None:
         self.dir = Path(root) / "index"
         self.slot_num, self.entry_num = slot_num, entry_num
+        self.zone = zone  # new files are named in it (None: the local zone)
         self.files: list[IndexFile] = []
         self._keys: list[str] = []
         self._phy: list[int] = []
@@ -315,7 +317,7 @@ class IndexService:
             if p.name.startswith("."):
                 continue
             try:
-                codec.index_file_time(p.name)
+                codec.index_file_time(p.name, self.zone)
             except ValueError as e:
                 raise StoreFormatError(f"{p}: {e}") from None
             self.files.append(IndexFile(p, self.slot_num, self.entry_num))
@@ -397,7 +399,8 @@ class IndexService:
         """Create the next file, opened by a key stored at ``ts`` (StoreFullError when the disk
         is full)."""
         prev = self.files[-1] if self.files else None
-        path = self.dir / codec.next_index_file_name(ts, prev.path.name if prev is not None else None)
+        path = self.dir / codec.next_index_file_name(ts, prev.path.name if prev is not None else None,
+                                                     self.zone)
         start = (prev.end_phy, prev.end_ts) if prev is not None else (0, 0)
         f = IndexFile(path, self.slot_num, self.entry_num, create_from=start)
         self.files.append(f)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from struct import error as struct_error
@@ -19,7 +19,13 @@ from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import read_consumer_offsets, write_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
 from rocketlake.store.dispatch import Dispatcher, from_record
-from rocketlake.store.errors import CorruptRecordError, MessageRejected, StoreFormatError
+from rocketlake.store.errors import (
+    CorruptRecordError,
+    MessageNotFoundError,
+    MessageRejected,
+    StoreFormatError,
+)
+from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.flush import FlushService
 from rocketlake.store.index import IndexService
 from rocketlake.store.lockfile import StoreLock
@@ -59,7 +65,9 @@ class MessageStore:
     """A RocketMQ 4.9 store on local disk, opened for writing (one writer per store).
 
     Settings come from ``config`` (default: ``load_config()``, the shipped `conf/store.conf`),
-    then ``overrides`` in RocketMQ's names (``flushDiskType="SYNC_FLUSH"``, ...). Opening recovers
+    then ``overrides`` in RocketMQ's names (``flushDiskType="SYNC_FLUSH"``, ...). Read-only, the
+    file sizes come from the files (``store.file_sizes``; an override they contradict is a
+    SettingError); a writer checks them against the settings. Opening for writing recovers
     the store (normal, or abnormal when ``abort`` is present); ``close()`` flushes everything,
     writes the checkpoint and removes ``abort``.
     """
@@ -72,7 +80,7 @@ class MessageStore:
         check_store_dir(self.root, create and not read_only)
         self._closed = False
         if read_only:
-            self._open_read_only()
+            self._open_read_only(overrides)
             return
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock_file = StoreLock(self.root)
@@ -92,18 +100,21 @@ class MessageStore:
         self.commitlog.files.load()
         self.queues: dict[tuple[str, int], ConsumeQueue] = load_queues(
             self.root, cfg.mappedFileSizeConsumeQueue)
-        self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum) \
+        self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) \
             if cfg.messageIndexEnable else None
         if self.index is not None:
             self.index.load()
         self.encoder = MessageEncoder(cfg)
         self._dispatch = Dispatcher(self.root, cfg, self.queues, self.index)
 
-    def _open_read_only(self, attempts: int = 5) -> None:
-        """Map the store without changing any file. A file listed but deleted before it was
-        opened (a writer's retention running meanwhile) makes the open start over."""
+    def _open_read_only(self, explicit: Collection[str], attempts: int = 5) -> None:
+        """Map the store without changing any file, under the file sizes on disk (``explicit``:
+        the settings the caller gave). A file listed but deleted before it was opened (a
+        writer's retention running meanwhile) makes the open start over."""
+        configured = self.config
         for attempt in range(attempts):
             try:
+                self.config = config_from_files(self.root, configured, explicit)
                 self._load()
                 break
             except FileNotFoundError:
@@ -386,10 +397,45 @@ class MessageStore:
         """The record at a CommitLog offset (CorruptRecordError if there is none)."""
         return self.commitlog.read(commitlog_offset, check_crc=True)
 
-    def lookup(self, msg_id: str) -> Record:
-        """The record an offset msgId names."""
-        _, offset = codec.decode_msg_id(msg_id)
-        return self.read(offset)
+    def lookup(self, msg_id: str, topic: str | None = None) -> Record:
+        """The message ``msg_id`` names (MessageNotFoundError when none):
+
+        - an offset msgId of this store (RocketMQ's ``MessageDecoder.createMessageId``: STOREHOST,
+          then the CommitLog offset): the record that starts at that offset, when its own
+          PHYSICALOFFSET and STOREHOST are the msgId's;
+        - else a UNIQ_KEY (the producer's msgId, ``mqadmin queryMsgByUniqueKey``), found through
+          the index, which holds it as the key ``topic#uniqKey``: under ``topic``, or without
+          one under every topic with a ConsumeQueue (every indexed message but a PREPARED half
+          message of a topic nothing else was sent to; RocketMQ's transactional producers put
+          half messages under RMQ_SYS_TRANS_HALF_TOPIC, which has one). Several records with that
+          UNIQ_KEY (a delayed message and its delivery, a retry): the first stored.
+        """
+        rec = self._at_msg_id(msg_id)
+        if rec is not None and (topic is None or rec.topic == topic):
+            return rec
+        if self.index is None:
+            raise MessageNotFoundError(f"{msg_id}: no message at that offset msgId in {self.root}, "
+                                       f"and messageIndexEnable=false: no UNIQ_KEY index to search")
+        topics = [topic] if topic is not None else sorted({t for t, _ in self.queues})
+        found = [r for t in topics for r in self.query(t, msg_id, 2 ** 31 - 1) if r.uniq_key == msg_id]
+        if not found:
+            raise MessageNotFoundError(f"{msg_id}: no message in {self.root} with that offset msgId "
+                                       f"or UNIQ_KEY{f' in topic {topic!r}' if topic else ''}")
+        return min(found, key=lambda r: r.commitlog_offset)
+
+    def _at_msg_id(self, msg_id: str) -> Record | None:
+        """The record ``msg_id`` names as an offset msgId of this store, None when it is not one."""
+        try:
+            _, offset = codec.decode_msg_id(msg_id)
+        except ValueError:
+            return None
+        if self.read_only and offset >= self.commitlog.max_offset:
+            self._refresh_end()
+        try:
+            rec = self.read(offset)
+        except CorruptRecordError:
+            return None
+        return rec if rec.physical_offset == offset and rec.msg_id == msg_id.upper() else None
 
     def query(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
               end: int = 2 ** 63 - 1) -> list[Record]:

@@ -36,7 +36,7 @@ def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = Tr
             raise FileExistsError(f"{out / name}: already exists; rebuild writes into an empty place")
     with StoreFiles(store, cfg) as files:
         scan = files.commitlog.scan(check_crc=True)
-        idx = IndexService(out, cfg.maxHashSlotNum, cfg.maxIndexNum) if index else None
+        idx = IndexService(out, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) if index else None
         d = Dispatcher(out, cfg, {}, idx)
         n = 0
         try:

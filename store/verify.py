@@ -293,12 +293,13 @@ def not_a_store(root: str | Path) -> str | None:
 
 
 def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any) -> VerifyReport:
-    """Check the whole store at ``root`` (settings: ``config``, then ``overrides``); the report
+    """Check the whole store at ``root`` (settings: ``config``, then ``overrides``; file sizes
+    from the files, ``store.file_sizes``, where they contradict no override); the report
     lists every problem found. A ``root`` that is not a store gives one error (file ``"."``) that
     names the path and says why."""
     cfg = load_config(overrides, base=config)
     refused = not_a_store(root)
-    with StoreFiles(Path(root).resolve(), cfg) as files:
+    with StoreFiles(Path(root).resolve(), cfg, sizes_from_files=True, explicit=overrides) as files:
         c = _Checker(files)
         if refused:
             c.report.problems.append(Problem("error", ".", None, refused, "not-a-store"))

@@ -1,0 +1,198 @@
+"""File sizes read from a store's files, for readers of a store another process wrote (a broker
+with its own ``mappedFileSizeCommitLog``, ``mappedFileSizeConsumeQueue``, ``maxHashSlotNum`` and
+``maxIndexNum``). Writers keep checking sizes against their configuration; readers take them from
+the files, so a broker's store opens without its settings.
+
+The rules (RocketMQ preallocates every file of a kind at one size, ``MappedFileQueue.load``):
+
+- CommitLog: every file under `commitlog/` has the same length, which is the file size; files of
+  different lengths are refused, naming them.
+- ConsumeQueue: every file under `consumequeue/<topic>/<queueId>/` has the same length (one
+  setting for all queues, as in RocketMQ), a whole number of 20-byte units.
+- IndexFile: every file under `index/` has the same length
+  ``40 + maxHashSlotNum * 4 + maxIndexNum * 20`` (``IndexFile``'s header, slot table, entries).
+  The length alone does not tell the slot count from the entry count: the configured geometry is
+  kept when it gives that length; else the one explicit setting (``maxHashSlotNum`` or
+  ``maxIndexNum``) fixes the other; else the geometry is read from the entries: the one
+  ``(slots, entries)`` giving the length under which, in every file that holds keys, entry 0 is
+  unused, the first and last entries hold the header's beginPhyOffset and endPhyOffset, and the
+  last entry heads its hash slot's chain (``IndexFile.putKey`` writes the slot last). None or
+  several: refused, asking for the settings.
+
+A setting given explicitly (``explicit``) that disagrees with the files is an error naming both.
+No files of a kind: the configured value stands.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Collection, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketlake.store.codec import (
+    CQ_UNIT_SIZE,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER,
+    INDEX_HEADER_SIZE,
+    INDEX_SLOT_SIZE,
+)
+from rocketlake.store.config import StoreConfig
+from rocketlake.store.errors import SettingError, StoreFormatError
+from rocketlake.store.paths import CONSUME_QUEUE_DIR
+
+_STORE_FILE = re.compile(r"^\d{20}$")
+_INDEX_FILE = re.compile(r"^\d{17}$")
+_CHUNK = 1 << 20  # candidate geometries checked per numpy pass
+
+
+def config_from_files(root: str | os.PathLike[str], config: StoreConfig,
+                      explicit: Collection[str] = ()) -> StoreConfig:
+    """``config`` with its CommitLog, ConsumeQueue and (when ``messageIndexEnable``) index file
+    sizes taken from the store at ``root`` (rules: the module docstring). ``explicit`` names
+    the settings the user gave; one that the files contradict is a SettingError. Files of one
+    kind with different lengths are a StoreFormatError naming them."""
+    root = Path(root)
+    cfg = with_commitlog_size(root, config, explicit)
+    cfg = with_consume_queue_size(root, cfg, explicit)
+    return with_index_geometry(root, cfg, explicit) if cfg.messageIndexEnable else cfg
+
+
+def with_commitlog_size(root: Path, config: StoreConfig, explicit: Collection[str] = ()) -> StoreConfig:
+    """``config`` with ``mappedFileSizeCommitLog`` from the files under `commitlog/`."""
+    d = root / "commitlog"
+    size = _one_length(_sizes(d.iterdir() if d.is_dir() else ()), f"{d}: CommitLog files")
+    return _take(config, "mappedFileSizeCommitLog", size, explicit, f"the CommitLog files under {d}")
+
+
+def with_consume_queue_size(root: Path, config: StoreConfig, explicit: Collection[str] = ()) -> StoreConfig:
+    """``config`` with ``mappedFileSizeConsumeQueue`` from the files under `consumequeue/`."""
+    base = root / CONSUME_QUEUE_DIR
+    qdirs = [q for t in _dirs(base) for q in _dirs(t)]
+    size = _one_length(_sizes(f for q in qdirs for f in q.iterdir()),
+                       f"{base}: ConsumeQueue files")
+    if size is not None and size % CQ_UNIT_SIZE:
+        raise StoreFormatError(f"{base}: ConsumeQueue files are {size} bytes, not a whole number "
+                               f"of {CQ_UNIT_SIZE}-byte units")
+    return _take(config, "mappedFileSizeConsumeQueue", size, explicit,
+                 f"the ConsumeQueue files under {base}")
+
+
+def with_index_geometry(root: Path, config: StoreConfig, explicit: Collection[str] = ()) -> StoreConfig:
+    """``config`` with ``maxHashSlotNum`` and ``maxIndexNum`` from the files under `index/`."""
+    d = root / "index"
+    paths = sorted(p for p in (d.iterdir() if d.is_dir() else ()) if _INDEX_FILE.match(p.name))
+    size = _one_length({p: p.stat().st_size for p in paths}, f"{d}: index files")
+    if size is None:
+        return config
+    slots, entries = config.maxHashSlotNum, config.maxIndexNum
+    given = [n for n in ("maxHashSlotNum", "maxIndexNum") if n in explicit]
+    if _fits(size, slots, entries):
+        return config
+    if len(given) == 2:
+        raise SettingError(f"maxHashSlotNum={slots} and maxIndexNum={entries} were given, but the "
+                           f"index files under {d} are {size} bytes, not 40 + {slots}*4 + {entries}*20")
+    if given == ["maxHashSlotNum"]:
+        found = [(slots, (size - INDEX_HEADER_SIZE - INDEX_SLOT_SIZE * slots) // INDEX_ENTRY_SIZE)]
+    elif given == ["maxIndexNum"]:
+        found = [((size - INDEX_HEADER_SIZE - INDEX_ENTRY_SIZE * entries) // INDEX_SLOT_SIZE, entries)]
+    else:
+        found = _geometries_from_entries(paths, size)
+    found = [g for g in found if _fits(size, *g)]
+    if len(found) != 1:
+        with_ = "".join(f" with {n}={getattr(config, n)}" for n in given)
+        why = (f"several geometries (slots/entries) fit: {', '.join(f'{s}/{e}' for s, e in found[:5])}"
+               if found else f"no geometry{with_} fits that length and their entries")
+        raise SettingError(f"{d}: index files are {size} bytes and {why}; give --set "
+                           f"maxHashSlotNum=N --set maxIndexNum=M as the broker that wrote them had")
+    return dataclasses.replace(config, maxHashSlotNum=found[0][0], maxIndexNum=found[0][1])
+
+
+def _fits(size: int, slots: int, entries: int) -> bool:
+    return slots > 0 and entries > 0 and \
+        INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * slots + INDEX_ENTRY_SIZE * entries == size
+
+
+def _geometries_from_entries(paths: list[Path], size: int) -> list[tuple[int, int]]:
+    """Every ``(slots, entries)`` of file length ``size`` that every index file holding keys
+    agrees with (rules: the module docstring); [] when no file holds keys."""
+    room = size - INDEX_HEADER_SIZE
+    if room <= 0 or room % 4:
+        return []
+    words = room // 4  # the slot table and entries, in 4-byte words: slots + 5 * entries
+    slots = np.arange(words % 5 or 5, words - 4, 5, dtype=np.int64)  # entries = (words - slots) / 5
+    checked = False
+    for p in paths:
+        with open(p, "rb") as f:
+            _, _, begin_phy, end_phy, _, count = INDEX_HEADER.unpack(f.read(INDEX_HEADER_SIZE))
+        if count <= 1:
+            continue
+        checked = True
+        w = np.memmap(p, dtype=">u4", mode="r", offset=INDEX_HEADER_SIZE, shape=(words,))
+        keep = [slots[i:i + _CHUNK][_agree(w, slots[i:i + _CHUNK], words, count, begin_phy, end_phy)]
+                for i in range(0, slots.size, _CHUNK)]
+        slots = np.concatenate(keep) if keep else slots
+        del w
+        if not slots.size:
+            break
+    if not checked:
+        return []
+    return [(s, (words - s) // 5) for s in slots.tolist()]
+
+
+def _agree(w: npt.NDArray[np.uint32], slots: npt.NDArray[np.int64], words: int, count: int,
+           begin_phy: int, end_phy: int) -> npt.NDArray[np.bool_]:
+    """Which candidate slot counts the entries of one index file (``w``: its words after the
+    header; header ``count``, ``begin_phy``, ``end_phy``) agree with."""
+    ok: npt.NDArray[np.bool_] = (words - slots) // 5 >= count
+    slots = np.where(ok, slots, 1)
+    # word of the last entry: keyHash, phyOffset (2 words), timeDiff, prevIndex
+    last = np.minimum(slots + 5 * (count - 1), words - 5)
+
+    def phy(at: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return (w[at + 1].astype(np.int64) << 32) | w[at + 2].astype(np.int64)
+
+    for k in range(5):
+        ok &= w[slots + k] == 0
+    ok &= phy(slots + 5) == begin_phy
+    ok &= phy(last) == end_phy
+    key_hash = w[last].astype(np.int64)
+    ok &= key_hash < 2 ** 31
+    ok &= w[key_hash % slots] == count - 1
+    return ok
+
+
+def _dirs(d: Path) -> list[Path]:
+    return sorted(p for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
+
+
+def _sizes(files: Iterable[Path]) -> dict[Path, int]:
+    return {p: p.stat().st_size for p in files if _STORE_FILE.match(p.name)}
+
+
+def _one_length(sizes: dict[Path, int], what: str) -> int | None:
+    """The one length of ``sizes``' files, None for no files; StoreFormatError naming a file of
+    each length when they differ."""
+    lengths: dict[int, list[Path]] = {}
+    for p, n in sorted(sizes.items()):
+        lengths.setdefault(n, []).append(p)
+    if len(lengths) > 1:
+        parts = [f"{len(ps)} of {n} bytes ({', '.join(str(p) for p in ps[:3])}"
+                 f"{', ...' if len(ps) > 3 else ''})" for n, ps in sorted(lengths.items())]
+        raise StoreFormatError(f"{what} differ in size: {'; '.join(parts)}; a store's files of one "
+                               f"kind share one size")
+    return next(iter(lengths), None)
+
+
+def _take(config: StoreConfig, name: str, size: int | None, explicit: Collection[str],
+          where: str) -> StoreConfig:
+    if size is None or size == getattr(config, name):
+        return config
+    if name in explicit:
+        raise SettingError(f"{name}={getattr(config, name)} was given, but {where} are {size} bytes")
+    changed: dict[str, Any] = {name: size}
+    return dataclasses.replace(config, **changed)
