@@ -41,9 +41,22 @@ def test_publish_offsets_and_unknown_jobs_in_words():
                                    "consumer_rows": 1}, status="unchanged", seconds=3)
     assert describe_run(pub) == ("publish-offsets at 2026-11-23 04:00 UTC [unchanged]: snapshot "
                                  "2026-11-23T04:00:00+00:00: 8 queues, 1 consumer row (took 3.0 s)")
-    rebuild = _run("rebuild-consumequeue", {"units": 12345, "queues": 3, "mode": "full",
-                                             "files": ["a"]}, status="failed")
-    assert describe_run(rebuild) == ("rebuild-consumequeue at 2026-11-23 04:00 UTC [failed]: mode full, "
+    unknown = _run("rebalance", {"units": 12345, "queues": 3, "mode": "full", "files": ["a"]},
+                   status="failed")
+    assert describe_run(unknown) == ("rebalance at 2026-11-23 04:00 UTC [failed]: mode full, "
                                      "queues 3, units 12,345 (took 12.5 s)")
-    assert describe_run({**rebuild, "summary": "not json"}).startswith(
-        "rebuild-consumequeue at 2026-11-23 04:00 UTC [failed]: summary not json")
+    assert describe_run({**unknown, "summary": "not json"}).startswith(
+        "rebalance at 2026-11-23 04:00 UTC [failed]: summary not json")
+
+
+def test_rebuild_and_verify_runs_in_words():
+    rebuild = _run("rebuild-index", {"mode": "incremental", "target": "var/store/index",
+                                     "wrote": {"noun": "keys", "per_topic": {"a": 2, "b": 1}}})
+    assert describe_run(rebuild) == ("rebuild-index at 2026-11-23 04:00 UTC: incremental rebuild wrote "
+                                     "3 keys for 2 topics under var/store/index (took 12.5 s)")
+    check = _run("check-consistency", {"records": 400, "errors": 2, "rebuild": ["index"]},
+                 status="ok")
+    assert describe_run(check) == ("check-consistency at 2026-11-23 04:00 UTC: checked 400 records, "
+                                   "2 errors, to rebuild: index (took 12.5 s)")
+    sound = _run("check-consistency", {"records": 1, "errors": 0, "rebuild": []})
+    assert ": checked 1 record, 0 errors, nothing to rebuild " in describe_run(sound)

@@ -47,3 +47,18 @@ def test_report_judges_each_group_on_its_own_stores_history(spark, tmp_path: Pat
     assert page.count("<li>publish-offsets at ") == 4     # the runs of both stores, in words
     # the lag now, from the store itself: 60 messages, committed 5
     assert "<td>g1</td><td>orders</td><td>0</td><td>5</td><td>60</td><td>55</td>" in page
+
+
+def test_rebuild_and_verify_runs_are_listed_in_words(spark, tmp_path: Path, capsys) -> None:
+    lake, store = tmp_path / "lake", tmp_path / "broker-c"
+    put(store, 40)
+    assert cli.main(["rebuild-consumequeue", "--store", str(store), "--output", str(tmp_path / "out"),
+                     "--lake", str(lake), *SETS]) == 0
+    assert cli.main(["check-consistency", "--store", str(store), "--report", str(tmp_path / "c.json"),
+                     "--lake", str(lake), *SETS]) == 0
+    capsys.readouterr()
+    out = tmp_path / "report.html"
+    assert cli.main(["report", "--store", str(store), "--lake", str(lake), *SETS, "--out", str(out)]) == 0
+    page = out.read_text()
+    assert ": output rebuild wrote 40 units for 1 topic under " in page
+    assert ": checked 40 records, 0 errors, nothing to rebuild " in page
