@@ -3,7 +3,8 @@
 `check_consistency` verifies the ConsumeQueues and index against the CommitLog and writes a report;
 `choose_rebuilds` starts only the rebuilds of the structures the report names; `compact` (expire,
 archive to Delta, key-compact) runs after them, or straight after the check when nothing drifted.
-One DAG per store, one run at a time, so two compactions of a store never overlap.
+One DAG per store, one run at a time, so two compactions of a store never overlap. Every job
+records its run in the store's lake (`maintenance_runs`), which the report lists.
 """
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ def nightly_dag(store: Store) -> None:
          default_args=settings.default_args("nightly"), tags=["rocketlake"], doc_md=__doc__)
     def maintenance() -> None:
         report = settings.report_template(store)
-        check = settings.spark_job("check_consistency", "check_consistency", store, ["--report", report])
+        lake = ["--lake", settings.lake_template(store)]  # each job records its run there
+        check = settings.spark_job("check_consistency", "check_consistency", store,
+                                   ["--report", report, *lake], delta=True)
 
         @task.branch
         def choose_rebuilds(report_file: str) -> list[str]:
@@ -34,11 +37,12 @@ def nightly_dag(store: Store) -> None:
             return [f"rebuild_{s}" for s in json.loads(Path(report_file).read_text())["rebuild"]]
 
         rebuilds = [settings.spark_job(f"rebuild_{structure}", job, store,
-                                  settings.rebuild_mode_args(nightly["rebuild_mode"]))
+                                       [*settings.rebuild_mode_args(nightly["rebuild_mode"]), *lake],
+                                       delta=True)
                     for structure, job in REBUILD_JOBS.items()]
         protect = ["--protect-unconsumed"] if nightly["protect_unconsumed"] else []
         compact = settings.spark_job("compact", "compact", store,
-                                ["--lake", settings.lake_template(store), *protect], delta=True,
+                                [*lake, *protect], delta=True,
                                 trigger_rule=TriggerRule.NONE_FAILED)
         check >> choose_rebuilds(report) >> rebuilds >> compact
 

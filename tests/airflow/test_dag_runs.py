@@ -61,9 +61,11 @@ spark = build_session("rocketlake airflow test", master="local[1]",
                       conf={"spark.sql.shuffle.partitions": "1", "spark.ui.enabled": "false"})
 spark.sparkContext.setLogLevel("ERROR")
 lake = sys.argv[1]
+tables = sys.argv[2].split(",")
 print(json.dumps({t: [r.asDict() for r in spark.read.format("delta").load(f"{lake}/{t}").collect()]
-                  for t in ("queue_offsets", "consumer_offsets", "offsets_history")}, default=str))
+                  for t in tables}, default=str))
 """
+OFFSETS_TABLES = "queue_offsets,consumer_offsets,offsets_history"
 
 
 @pytest.fixture()
@@ -101,7 +103,8 @@ def verify(store: Path) -> dict[str, Any]:
 def test_publish_offsets_run_writes_the_delta_tables(site: Path) -> None:
     states = run_dag("rocketlake_publish_offsets")
     assert states == {"run": "success", "publish_offsets_e2e": "success"}
-    tables = json.loads(main_python(READ_TABLES, str(site / "lake" / "e2e")).splitlines()[-1])
+    tables = json.loads(main_python(READ_TABLES, str(site / "lake" / "e2e"), OFFSETS_TABLES)
+                        .splitlines()[-1])
     queues = sorted((r["store"], r["topic"], r["queue_id"], r["min_offset"], r["max_offset"])
                     for r in tables["queue_offsets"])
     assert queues == [("e2e", "orders", 0, 0, 2), ("e2e", "orders", 1, 0, 1),
@@ -127,3 +130,6 @@ def test_nightly_run_rebuilds_only_the_drifted_index_then_compacts(site: Path) -
     after = verify(store)
     assert after["ok"] is True, after["problems"]
     assert after["keys_checked"] == len(EVENTS)
+    runs = json.loads(main_python(READ_TABLES, str(site / "lake" / "e2e"), "maintenance_runs")
+                      .splitlines()[-1])["maintenance_runs"]
+    assert sorted(r["job"] for r in runs) == ["check-consistency", "compact", "rebuild-index"]

@@ -87,14 +87,14 @@ def test_nightly_commands(dagbag: Any) -> None:
     run_id = "scheduled__2026-01-02T04:00:00+00:00"
     report = str(PROJECT / "var" / "reports" / "main" / f"{run_id}.json")
     assert render_command(tasks["check_consistency"], run_id=run_id) == [
-        *SPARK, "--name", "rocketlake-check_consistency-main", str(JOBS / "check_consistency.py"),
-        "--store", STORE, "--report", report]
+        *SPARK_DELTA, "--name", "rocketlake-check_consistency-main", str(JOBS / "check_consistency.py"),
+        "--store", STORE, "--report", report, "--lake", LAKE]
     assert render_command(tasks["rebuild_consumequeue"]) == [
-        *SPARK, "--name", "rocketlake-rebuild_consumequeue-main",
-        str(JOBS / "rebuild_consumequeue.py"), "--store", STORE]
+        *SPARK_DELTA, "--name", "rocketlake-rebuild_consumequeue-main",
+        str(JOBS / "rebuild_consumequeue.py"), "--store", STORE, "--lake", LAKE]
     assert render_command(tasks["rebuild_index"]) == [
-        *SPARK, "--name", "rocketlake-rebuild_index-main", str(JOBS / "rebuild_index.py"),
-        "--store", STORE]
+        *SPARK_DELTA, "--name", "rocketlake-rebuild_index-main", str(JOBS / "rebuild_index.py"),
+        "--store", STORE, "--lake", LAKE]
     assert render_command(tasks["compact"]) == [
         *SPARK_DELTA, "--name", "rocketlake-compact-main", str(JOBS / "compact.py"),
         "--store", STORE, "--lake", LAKE, "--protect-unconsumed"]
