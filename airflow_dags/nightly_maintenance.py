@@ -1,10 +1,13 @@
-"""Nightly maintenance of one store, at its `deleteWhen` hour: check, rebuild what drifted, compact.
+"""Nightly maintenance of one store, at its `deleteWhen` hour: check, rebuild what drifted, compact,
+optimize the lake.
 
 `check_consistency` verifies the ConsumeQueues and index against the CommitLog and writes a report;
 `choose_rebuilds` starts only the rebuilds of the structures the report names; `compact` (expire,
-archive to Delta, key-compact) runs after them, or straight after the check when nothing drifted.
-One DAG per store, one run at a time, so two compactions of a store never overlap. Every job
-records its run in the store's lake (`maintenance_runs`), which the report lists.
+archive to Delta, key-compact) runs after them, or straight after the check when nothing drifted;
+`optimize_lake` (OPTIMIZE and VACUUM of the store's Delta tables; `[nightly] optimize`) runs last.
+One DAG per store, one run at a time; the tasks that write the store take its one-slot pool, so a
+triggered rebuild never overlaps them. Every job records its run in the store's lake
+(`maintenance_runs`), which the report lists.
 """
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ import json
 from pathlib import Path
 
 from airflow.sdk import CronTriggerTimetable, TriggerRule, dag, task
-from rocketlake_airflow import REBUILD_JOBS, START_DATE, Store, load_settings
+from rocketlake_airflow import (ARCHIVE_TABLE, REBUILD_JOBS, RUNS_TABLE, START_DATE, Store,
+                                load_settings)
 
 settings = load_settings()
 nightly = settings.section("nightly")
@@ -28,8 +32,9 @@ def nightly_dag(store: Store) -> None:
     def maintenance() -> None:
         report = settings.report_template(store)
         lake = ["--lake", settings.lake_template(store)]  # each job records its run there
+        runs = settings.assets(store, RUNS_TABLE)
         check = settings.spark_job("check_consistency", "check_consistency", store,
-                                   ["--report", report, *lake], delta=True)
+                                   ["--report", report, *lake], delta=True, outlets=runs)
 
         @task.branch
         def choose_rebuilds(report_file: str) -> list[str]:
@@ -38,13 +43,20 @@ def nightly_dag(store: Store) -> None:
 
         rebuilds = [settings.spark_job(f"rebuild_{structure}", job, store,
                                        [*settings.rebuild_mode_args(nightly["rebuild_mode"]), *lake],
-                                       delta=True)
+                                       delta=True, outlets=runs, **store.writer_kwargs)
                     for structure, job in REBUILD_JOBS.items()]
         protect = ["--protect-unconsumed"] if nightly["protect_unconsumed"] else []
-        compact = settings.spark_job("compact", "compact", store,
-                                [*lake, *protect], delta=True,
-                                trigger_rule=TriggerRule.NONE_FAILED)
+        compact = settings.spark_job("compact", "compact", store, [*lake, *protect], delta=True,
+                                     trigger_rule=TriggerRule.NONE_FAILED,
+                                     outlets=settings.assets(store, ARCHIVE_TABLE, RUNS_TABLE),
+                                     **store.writer_kwargs)
         check >> choose_rebuilds(report) >> rebuilds >> compact
+        if nightly.get("optimize", True):
+            retention = nightly.get("optimize_retention_hours")
+            compact >> settings.submit_job(
+                "optimize_lake", "optimize_lake", store,
+                [*lake, *([] if retention is None else ["--retention-hours", str(retention)])],
+                delta=True, trigger_rule=TriggerRule.NONE_FAILED)
 
     maintenance()
 

@@ -1,12 +1,13 @@
 """Publish every store's queue offsets, consumer offsets and lag to Delta Lake every few minutes.
 
 One task per configured store (`conf/airflow.toml` `[stores.*]`) submits `jobs/publish_offsets.py`
-with the run's time as the snapshot time, so a retried run republishes the same snapshot.
+with the run's time as the snapshot time, so a retried run republishes the same snapshot. Each
+task's outlets are the three tables it writes, so downstream DAGs can be scheduled on them.
 """
 from __future__ import annotations
 
 from airflow.sdk import dag
-from rocketlake_airflow import RUN_TIME, START_DATE, load_settings
+from rocketlake_airflow import OFFSETS_TABLES, RUN_TIME, START_DATE, load_settings
 
 settings = load_settings()
 
@@ -18,7 +19,8 @@ def publish_offsets() -> None:
     for store in settings.stores.values():
         settings.spark_job(f"publish_offsets_{store.name}", "publish_offsets", store,
                       ["--lake", settings.lake_template(store), "--store-name", store.name,
-                       "--snapshot-time", RUN_TIME], delta=True)
+                       "--snapshot-time", RUN_TIME], delta=True,
+                      outlets=settings.assets(store, *OFFSETS_TABLES))
 
 
 publish_offsets()

@@ -1,8 +1,11 @@
 """Rebuild a store's ConsumeQueues and/or index from its CommitLog, on demand.
 
 Trigger with params: `store` (a configured store), `structures` (`consumequeue`, `index`) and
-`mode` (`full`: write aside and swap in; `incremental`: append what is missing). `plan` turns them
-into one `jobs/rebuild_<structure>.py` submission each; they run one after the other.
+`mode` (`full`: write aside and swap in; `incremental`: append what is missing). Each configured
+store has a `plan_<store>` -> `rebuild_<store>` pair: the chosen store's plan turns the params into
+one `jobs/rebuild_<structure>.py` submission each, the others plan none (their `rebuild_<store>`
+is skipped). The submissions run one after the other in the store's one-slot pool, so never
+beside the store's nightly rebuilds or compaction.
 """
 from __future__ import annotations
 
@@ -29,16 +32,21 @@ settings = load_settings()
      })
 def rebuild() -> None:
     @task
-    def plan(params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """One submission per requested structure, in rebuild order."""
+    def plan(store_name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The submissions of store ``store_name``: if it is the chosen store, one per requested
+        structure, in rebuild order; else none."""
         assert params is not None
-        store = settings.stores[params["store"]]
+        if params["store"] != store_name:
+            return []
+        store = settings.stores[store_name]
         path = Variable.get(store.variable, default=store.path)
         return [settings.rebuild_request(store, path, s, params["mode"])
                 for s in REBUILD_JOBS if s in params["structures"]]
 
-    SparkSubmitOperator.partial(task_id="rebuild", max_active_tis_per_dagrun=1,
-                                **settings.submit_kwargs()).expand_kwargs(plan())
+    for store in settings.stores.values():
+        SparkSubmitOperator.partial(task_id=f"rebuild_{store.name}", max_active_tis_per_dagrun=1,
+                                    **store.writer_kwargs, **settings.submit_kwargs()
+                                    ).expand_kwargs(plan.override(task_id=f"plan_{store.name}")(store.name))
 
 
 rebuild()

@@ -3,13 +3,18 @@
 The DAG files only orchestrate; everything deployment-specific (connection, jobs folder, driver
 interpreter, Delta packages, spark conf, stores, lake, schedules, retries, timeouts) is read here
 from the config file, and the data paths are overridable at run time with Airflow Variables
-(``rocketlake_lake``, ``rocketlake_store_<name>``).
+(``rocketlake_lake``, ``rocketlake_store_<name>``). The lake may be a URI (``s3a://``, ``file://``, ...);
+stores are paths. Tasks that write a store take its one-slot pool (``rocketlake_store_<name>``),
+and tasks that write Delta tables declare them as outlets (:class:`airflow.sdk.Asset`).
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -17,6 +22,7 @@ from typing import Any
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Asset
 
 #: Environment variable naming the config file to read instead of `conf/airflow.toml`.
 CONFIG_ENV = "ROCKETLAKE_AIRFLOW_CONFIG"
@@ -34,11 +40,41 @@ START_DATE = pendulum.datetime(2024, 1, 1, tz="UTC")
 #: The run's time as ISO-8601: its logical date, or when it was triggered if it has none. A retry
 #: of the same run renders the same value.
 RUN_TIME = "{{ (logical_date or dag_run.run_after).isoformat() }}"
+#: The Delta tables each job writes under a store's lake (the jobs' own names; a test checks).
+OFFSETS_TABLES = ("queue_offsets", "consumer_offsets", "offsets_history")
+ARCHIVE_TABLE = "messages_archive"
+RUNS_TABLE = "maintenance_runs"
+#: The default ``[alerts] on_failure``.
+DEFAULT_FAILURE_CALLBACK = "rocketlake_airflow.alerts.log_failure"
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def _path(value: str) -> str:
     """``value`` as an absolute path, relative ones taken from the project root."""
     return str(PROJECT_ROOT / Path(value).expanduser())
+
+
+def _location(value: str) -> str:
+    """A lake location: a URI (``s3a://bucket/lake``, ``file:///srv/lake``) as given, without a
+    trailing ``/``; otherwise :func:`_path`."""
+    return value.rstrip("/") if _URI.match(value) else _path(value)
+
+
+def _uri(location: str) -> str:
+    """A :func:`_location` as a URI (an absolute path as ``file://``)."""
+    return location if _URI.match(location) else Path(location).as_uri()
+
+
+def _callable(dotted: str, where: str) -> Callable[..., Any]:
+    """The function named ``package.module.function``; ``where`` names the setting in errors."""
+    module, _, name = dotted.rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module), name) if module else None
+    except (ImportError, AttributeError) as e:
+        raise ValueError(f"{where} = {dotted!r}: cannot import it ({e})") from e
+    if not callable(found):
+        raise ValueError(f"{where} = {dotted!r}: not a callable package.module.function")
+    return found
 
 
 def _jinja_str(value: str) -> str:
@@ -81,6 +117,17 @@ class Store:
         """The store path as a template: the Variable if set, else the configured path."""
         return f"{{{{ var.value.get({_jinja_str(self.variable)}, {_jinja_str(self.path)}) }}}}"
 
+    @property
+    def pool(self) -> str:
+        """The one-slot Airflow pool of the tasks that write this store, so that two of them
+        (a triggered rebuild and the nightly compaction) never run at once."""
+        return f"rocketlake_store_{self.name}"
+
+    @property
+    def writer_kwargs(self) -> dict[str, Any]:
+        """The operator arguments of a task that writes this store: its pool, the whole slot."""
+        return {"pool": self.pool, "pool_slots": 1}
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -88,6 +135,7 @@ class Settings:
 
     raw: dict[str, Any]
     stores: dict[str, Store]
+    on_failure: Callable[..., Any]
 
     @property
     def spark(self) -> dict[str, Any]:
@@ -102,12 +150,25 @@ class Settings:
         s = self.section(section)
         return {"owner": "rocketlake", "retries": int(s["retries"]),
                 "retry_delay": timedelta(minutes=s["retry_delay_minutes"]),
-                "execution_timeout": timedelta(minutes=s["timeout_minutes"])}
+                "execution_timeout": timedelta(minutes=s["timeout_minutes"]),
+                "on_failure_callback": self.on_failure}
+
+    @property
+    def lake(self) -> str:
+        """The configured lake root: a URI as given, a path made absolute."""
+        return _location(self.raw["lake"])
 
     def lake_template(self, store: Store) -> str:
         """The store's lake directory as a template: ``<lake root>/<store name>``."""
-        root = _path(self.raw["lake"])
+        root = self.lake
         return f"{{{{ var.value.get({_jinja_str(LAKE_VARIABLE)}, {_jinja_str(root)}) }}}}/{store.name}"
+
+    def assets(self, store: Store, *tables: str) -> list[Asset]:
+        """The Delta ``tables`` of ``store``'s lake as assets, for a task's ``outlets``: URI
+        ``<lake URI>/<store>/<table>`` of the configured lake (not of the run-time Variable),
+        name ``rocketlake_<store>_<table>``."""
+        return [Asset(name=f"rocketlake_{store.name}_{table}", group="rocketlake",
+                      uri=f"{_uri(self.lake)}/{store.name}/{table}") for table in tables]
 
     def report_template(self, store: Store) -> str:
         """Where a nightly run's consistency report goes: one file per run."""
@@ -134,13 +195,19 @@ class Settings:
         return {"conn_id": self.spark["conn_id"], "conf": conf,
                 "packages": self.spark["packages"] if delta else None, "py_files": py_files or None}
 
+    def submit_job(self, task_id: str, job: str, store: Store, args: list[str], *,
+                   delta: bool = False, **kwargs: Any) -> SparkSubmitOperator:
+        """A task of ``store`` that spark-submits ``jobs/<job>.py <args>``."""
+        return SparkSubmitOperator(
+            task_id=task_id, name=f"rocketlake-{job}-{store.name}", application=self.application(job),
+            application_args=args, **self.submit_kwargs(delta=delta), **kwargs)
+
     def spark_job(self, task_id: str, job: str, store: Store, args: list[str], *,
                   delta: bool = False, **kwargs: Any) -> SparkSubmitOperator:
         """A task that spark-submits ``jobs/<job>.py --store <store> <args> <store --sets>``."""
-        return SparkSubmitOperator(
-            task_id=task_id, name=f"rocketlake-{job}-{store.name}", application=self.application(job),
-            application_args=["--store", store.path_template, *args, *store.set_args],
-            **self.submit_kwargs(delta=delta), **kwargs)
+        return self.submit_job(task_id, job, store,
+                               ["--store", store.path_template, *args, *store.set_args],
+                               delta=delta, **kwargs)
 
     def rebuild_mode_args(self, mode: str) -> list[str]:
         """The rebuild jobs' arguments for ``mode`` (``full`` or ``incremental``)."""
@@ -170,4 +237,6 @@ def load_settings(path: str | Path | None = None) -> Settings:
                              settings.get("deleteWhen", delete_when))
     if not stores:
         raise ValueError(f"{path}: no [stores.<name>] configured")
-    return Settings(raw, stores)
+    on_failure = _callable(raw.get("alerts", {}).get("on_failure", DEFAULT_FAILURE_CALLBACK),
+                           f"{path}: [alerts] on_failure")
+    return Settings(raw, stores, on_failure)

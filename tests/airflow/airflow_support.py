@@ -1,9 +1,10 @@
-"""Helpers of the Airflow tests: parse the DAG folder, render a task's spark-submit command, run
-code on the main virtualenv's Python."""
+"""Helpers of the Airflow tests: parse the DAG folder, render a task's spark-submit command, create
+a store's pool, run code on the main virtualenv's Python."""
 from __future__ import annotations
 
 import copy
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -12,6 +13,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 DAGS = PROJECT / "airflow_dags"
 MAIN_BIN = PROJECT / ".venv" / "bin"
 CONN_ID = "spark_rocketlake"
+sys.path.insert(0, str(DAGS))  # the DAG folder is importable, as for the DAG processor and workers
 
 
 def dag_bag() -> Any:
@@ -43,3 +45,10 @@ def main_python(code: str, *args: str) -> str:
     out = subprocess.run([str(MAIN_BIN / "python"), "-c", code, *args], cwd=PROJECT, check=True,
                          capture_output=True, text=True)
     return out.stdout
+
+
+def create_store_pool(store: str) -> None:
+    """Create store ``store``'s one-slot pool with the Airflow CLI, as the README tells users to."""
+    subprocess.run([sys.executable, "-m", "airflow", "pools", "set", f"rocketlake_store_{store}", "1",
+                    f"rocketlake: one writer of store {store} at a time"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

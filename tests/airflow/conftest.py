@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_support import CONN_ID, DAGS, MAIN_BIN, dag_bag
+from airflow_support import CONN_ID, DAGS, MAIN_BIN, create_store_pool, dag_bag
 
 try:  # (not find_spec("airflow"): this folder itself would pass for a namespace package "airflow")
     importlib.metadata.version("apache-airflow")
@@ -43,8 +43,10 @@ def dagbag() -> Any:
 
 @pytest.fixture(scope="session")
 def airflow_db() -> None:
-    """A migrated metadata database in the throw-away AIRFLOW_HOME."""
+    """A migrated metadata database in the throw-away AIRFLOW_HOME, with the pool of the shipped
+    config's store (``main``)."""
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    create_store_pool("main")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow_support import MAIN_BIN, dag_bag, main_python
+from airflow_support import MAIN_BIN, create_store_pool, dag_bag, main_python
 
 STORE_SET = {"mappedFileSizeCommitLog": "1048576", "maxHashSlotNum": "100", "maxIndexNum": "400"}
 EVENTS = [
@@ -19,7 +19,8 @@ EVENTS = [
     {"topic": "orders", "body": "o3", "keys": "order-3", "queue_id": 1},
     {"topic": "payments", "body": "p1", "keys": "pay-1"},
 ]
-#: The shipped conf/airflow.toml's shape, pointed at the temporary folder {root}, without retries.
+#: The shipped conf/airflow.toml's shape, pointed at the temporary folder {root}, without retries
+#: and without the optimize task (its job is tested on its own).
 CONFIG = """
 lake = "{root}/lake"
 reports = "{root}/reports"
@@ -49,6 +50,7 @@ minute = 0
 timezone = "UTC"
 rebuild_mode = "full"
 protect_unconsumed = true
+optimize = false
 
 [stores.e2e]
 path = "{root}/store"
@@ -71,7 +73,7 @@ OFFSETS_TABLES = "queue_offsets,consumer_offsets,offsets_history"
 @pytest.fixture()
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: None) -> Iterator[Path]:
     """A store written by the library (main venv CLI), an empty lake, and an Airflow config
-    pointing the DAGs at them (store name ``e2e``)."""
+    pointing the DAGs at them (store name ``e2e``, with its pool)."""
     events = tmp_path / "events.jsonl"
     events.write_text("".join(json.dumps(e) + "\n" for e in EVENTS))
     sets = [a for k, v in STORE_SET.items() for a in ("--set", f"{k}={v}")]
@@ -81,6 +83,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: None) -> I
     config.write_text(CONFIG.format(root=tmp_path, sets=", ".join(
         f'{k} = "{v}"' for k, v in STORE_SET.items())))
     monkeypatch.setenv("ROCKETLAKE_AIRFLOW_CONFIG", str(config))
+    create_store_pool("e2e")
     yield tmp_path
 
 

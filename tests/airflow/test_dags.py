@@ -1,21 +1,28 @@
 """The DAGs as the shipped `conf/airflow.toml` configures them: parse, schedules, tasks, wiring,
-limits, and the exact spark-submit command of every task."""
+limits, pools, outlets, failure callbacks, and the exact spark-submit command of every task."""
 from __future__ import annotations
 
 import copy
 import json
+import logging
+import subprocess
+import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from airflow_support import CONN_ID, DAGS, PROJECT, dag_bag, main_python, render_command
+from rocketlake_airflow import alerts
 
 PY = str(PROJECT / ".venv" / "bin" / "python")
 JOBS = PROJECT / "jobs"
 STORE = str(PROJECT / "var" / "store")
 LAKE = str(PROJECT / "var" / "lake" / "main")
+LAKE_URI = (PROJECT / "var" / "lake" / "main").as_uri()
+SHIPPED_CONFIG = (PROJECT / "conf" / "airflow.toml").read_text()
 DELTA = "io.delta:delta-spark_4.2_2.13:4.4.0"
 SPARK = ["spark-submit", "--master", "local[2]",
          "--conf", "spark.sql.session.timeZone=UTC", "--conf", "spark.sql.shuffle.partitions=8",
@@ -41,6 +48,7 @@ def test_every_task_has_retries_timeout_and_the_spark_connection(dagbag: Any) ->
         for task in dag.tasks:
             kwargs = task.partial_kwargs if task.is_mapped else vars(task)
             assert kwargs["execution_timeout"] is not None, task.task_id
+            assert kwargs["on_failure_callback"] == [alerts.log_failure], task.task_id
             if task.task_type == "SparkSubmitOperator":
                 assert kwargs.get("conn_id", kwargs.get("_conn_id")) == CONN_ID
 
@@ -73,11 +81,14 @@ def test_nightly_runs_at_delete_when_and_rebuilds_only_after_the_branch(dagbag: 
     assert str(dag.timetable.timezone) == "UTC"
     tasks = dag.task_dict
     assert set(tasks) == {"check_consistency", "choose_rebuilds", "rebuild_consumequeue",
-                          "rebuild_index", "compact"}
+                          "rebuild_index", "compact", "optimize_lake"}
     assert tasks["check_consistency"].downstream_task_ids == {"choose_rebuilds"}
     assert tasks["choose_rebuilds"].downstream_task_ids == {"rebuild_consumequeue", "rebuild_index"}
     assert tasks["compact"].upstream_task_ids == {"rebuild_consumequeue", "rebuild_index"}
     assert tasks["compact"].trigger_rule == "none_failed"  # runs when both rebuilds were skipped
+    assert tasks["optimize_lake"].upstream_task_ids == {"compact"}
+    assert tasks["optimize_lake"].downstream_task_ids == set()
+    assert tasks["optimize_lake"].trigger_rule == "none_failed"
     for task in dag.tasks:
         assert (task.retries, task.execution_timeout) == (2, timedelta(minutes=240)), task.task_id
 
@@ -98,6 +109,9 @@ def test_nightly_commands(dagbag: Any) -> None:
     assert render_command(tasks["compact"]) == [
         *SPARK_DELTA, "--name", "rocketlake-compact-main", str(JOBS / "compact.py"),
         "--store", STORE, "--lake", LAKE, "--protect-unconsumed"]
+    assert render_command(tasks["optimize_lake"]) == [
+        *SPARK_DELTA, "--name", "rocketlake-optimize_lake-main", str(JOBS / "optimize_lake.py"),
+        "--lake", LAKE]
 
 
 @pytest.mark.parametrize("drifted, chosen", [
@@ -119,19 +133,19 @@ def test_rebuild_dag_params_and_plan(dagbag: Any) -> None:
     assert dag.params["store"] == "main"
     assert dag.params["structures"] == ["consumequeue", "index"]
     assert dag.params["mode"] == "full"
-    assert dag.task_dict["plan"].downstream_task_ids == {"rebuild"}
-    rebuild = dag.task_dict["rebuild"]
+    assert dag.task_dict["plan_main"].downstream_task_ids == {"rebuild_main"}
+    rebuild = dag.task_dict["rebuild_main"]
     assert rebuild.partial_kwargs["max_active_tis_per_dagrun"] == 1
-    plan = dag.task_dict["plan"].python_callable
-    assert plan(params={"store": "main", "structures": ["index", "consumequeue"],
-                        "mode": "incremental"}) == [
+    plan = dag.task_dict["plan_main"].python_callable
+    assert plan("main", params={"store": "main", "structures": ["index", "consumequeue"],
+                                "mode": "incremental"}) == [
         {"application": str(JOBS / "rebuild_consumequeue.py"),
          "name": "rocketlake-rebuild_consumequeue-main",
          "application_args": ["--store", STORE, "--incremental"]},
         {"application": str(JOBS / "rebuild_index.py"), "name": "rocketlake-rebuild_index-main",
          "application_args": ["--store", STORE, "--incremental"]},
     ]
-    assert plan(params={"store": "main", "structures": ["index"], "mode": "full"}) == [
+    assert plan("main", params={"store": "main", "structures": ["index"], "mode": "full"}) == [
         {"application": str(JOBS / "rebuild_index.py"), "name": "rocketlake-rebuild_index-main",
          "application_args": ["--store", STORE]}]
 
@@ -163,3 +177,138 @@ def test_job_files_exist_for_every_application(dagbag: Any) -> None:
             if task.task_type == "SparkSubmitOperator" and not task.is_mapped:
                 assert Path(task.application).is_file(), task.application
     assert (DAGS / ".airflowignore").read_text().split() == ["rocketlake_airflow/"]
+
+
+
+def configured_bag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, edits: dict[str, str]) -> Any:
+    """The DAGs under the shipped config with each ``old`` text replaced by ``new``."""
+    text = SHIPPED_CONFIG
+    for old, new in edits.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    config = tmp_path / "airflow.toml"
+    config.write_text(text)
+    monkeypatch.setenv("ROCKETLAKE_AIRFLOW_CONFIG", str(config))
+    return dag_bag()
+
+
+def outlets(task: Any) -> list[tuple[str, str]]:
+    """A task's outlets as (name, URI) pairs."""
+    return [(a.name, a.uri) for a in task.outlets]
+
+
+def test_tasks_declare_the_delta_tables_they_write_as_assets(dagbag: Any) -> None:
+    publish = dagbag.dags["rocketlake_publish_offsets"].task_dict["publish_offsets_main"]
+    assert outlets(publish) == [
+        ("rocketlake_main_queue_offsets", f"{LAKE_URI}/queue_offsets"),
+        ("rocketlake_main_consumer_offsets", f"{LAKE_URI}/consumer_offsets"),
+        ("rocketlake_main_offsets_history", f"{LAKE_URI}/offsets_history")]
+    assert LAKE_URI.startswith("file:///")
+    runs = ("rocketlake_main_maintenance_runs", f"{LAKE_URI}/maintenance_runs")
+    nightly = dagbag.dags["rocketlake_nightly_main"].task_dict
+    assert {t: outlets(task) for t, task in nightly.items()} == {
+        "check_consistency": [runs], "choose_rebuilds": [], "rebuild_consumequeue": [runs],
+        "rebuild_index": [runs],
+        "compact": [("rocketlake_main_messages_archive", f"{LAKE_URI}/messages_archive"), runs],
+        "optimize_lake": []}  # rewrites files of the tables, adds no data
+    assert {a.group for task in nightly.values() for a in task.outlets} == {"rocketlake"}
+
+
+def test_asset_tables_are_the_ones_the_jobs_write() -> None:
+    from rocketlake_airflow import ARCHIVE_TABLE, OFFSETS_TABLES, RUNS_TABLE
+
+    jobs = json.loads(main_python(
+        "import json; from jobs.publish_offsets import TABLES; from jobs.run_log import RUNS_TABLE; "
+        "from transforms.archive import ARCHIVE_TABLE; "
+        "print(json.dumps([list(TABLES), ARCHIVE_TABLE, RUNS_TABLE]))"))
+    assert jobs == [list(OFFSETS_TABLES), ARCHIVE_TABLE, RUNS_TABLE]
+
+
+def test_tasks_that_write_a_store_share_its_one_slot_pool(dagbag: Any, airflow_db: None) -> None:
+    nightly = dagbag.dags["rocketlake_nightly_main"].task_dict
+    rebuild = dagbag.dags["rocketlake_rebuild"].task_dict
+    writers = [nightly["rebuild_consumequeue"], nightly["rebuild_index"], nightly["compact"],
+               rebuild["rebuild_main"]]
+    assert {(t.pool, t.pool_slots) for t in writers} == {("rocketlake_store_main", 1)}
+    readers = [t for dag in dagbag.dags.values() for t in dag.tasks if t not in writers]
+    assert {t.pool for t in readers} == {"default_pool"}
+    pools = json.loads(subprocess.run(
+        [sys.executable, "-m", "airflow", "pools", "get", "rocketlake_store_main", "-o", "json"],
+        check=True, capture_output=True, text=True).stdout)
+    assert [(p["pool"], int(p["slots"])) for p in pools] == [("rocketlake_store_main", 1)]
+
+
+def test_rebuild_dag_has_a_task_per_store_in_its_pool(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bag = configured_bag(tmp_path, monkeypatch, {"[stores.main]": (
+        '[stores.other]\npath = "/srv/other"\n\n[stores.main]')})
+    assert bag.import_errors == {}
+    tasks = bag.dags["rocketlake_rebuild"].task_dict
+    assert set(tasks) == {"plan_main", "rebuild_main", "plan_other", "rebuild_other"}
+    assert (tasks["rebuild_other"].pool, tasks["rebuild_other"].pool_slots) == (
+        "rocketlake_store_other", 1)
+    params = {"store": "other", "structures": ["index"], "mode": "full"}
+    assert tasks["plan_main"].python_callable("main", params=params) == []
+    assert tasks["plan_other"].python_callable("other", params=params) == [
+        {"application": str(JOBS / "rebuild_index.py"), "name": "rocketlake-rebuild_index-other",
+         "application_args": ["--store", "/srv/other"]}]
+
+
+@pytest.mark.parametrize("lake", ["s3a://bucket/lake", "file:///srv/lake", "file:///srv/lake/"])
+def test_lake_uris_are_passed_through(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                      lake: str) -> None:
+    bag = configured_bag(tmp_path, monkeypatch, {'lake = "var/lake"': f'lake = "{lake}"'})
+    assert bag.import_errors == {}
+    store_lake = lake.rstrip("/") + "/main"
+    publish = bag.dags["rocketlake_publish_offsets"].task_dict["publish_offsets_main"]
+    cmd = render_command(publish)
+    assert cmd[cmd.index("--lake") + 1] == store_lake
+    assert publish.outlets[0].uri == f"{store_lake}/queue_offsets"
+    nightly = bag.dags["rocketlake_nightly_main"].task_dict
+    for task in ("check_consistency", "rebuild_index", "compact", "optimize_lake"):
+        cmd = render_command(nightly[task])
+        assert cmd[cmd.index("--lake") + 1] == store_lake, task
+    assert nightly["compact"].outlets[0].uri == f"{store_lake}/messages_archive"
+
+
+def test_optimize_can_be_turned_off_or_given_a_retention(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    off = configured_bag(tmp_path, monkeypatch, {"optimize = true": "optimize = false"})
+    assert "optimize_lake" not in off.dags["rocketlake_nightly_main"].task_dict
+    kept = configured_bag(tmp_path, monkeypatch, {
+        "# optimize_retention_hours = 336": "optimize_retention_hours = 336"})
+    cmd = render_command(kept.dags["rocketlake_nightly_main"].task_dict["optimize_lake"])
+    assert cmd[cmd.index(str(JOBS / "optimize_lake.py")) + 1:] == [
+        "--lake", LAKE, "--retention-hours", "336"]
+
+
+def test_the_config_names_the_failure_callback(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    default = 'on_failure = "rocketlake_airflow.alerts.log_failure"'
+    bag = configured_bag(tmp_path, monkeypatch, {default: 'on_failure = "builtins.print"'})
+    assert bag.import_errors == {}
+    for dag in bag.dags.values():
+        for task in dag.tasks:
+            kwargs = task.partial_kwargs if task.is_mapped else vars(task)
+            assert kwargs["on_failure_callback"] == [print], task.task_id
+    bad = configured_bag(tmp_path, monkeypatch,
+                         {default: 'on_failure = "rocketlake_airflow.alerts.page_someone"'})
+    assert len(bad.import_errors) == 3  # every DAG file reads the config
+    for error in bad.import_errors.values():
+        assert "[alerts] on_failure = 'rocketlake_airflow.alerts.page_someone'" in error
+        assert str(tmp_path / "airflow.toml") in error
+
+
+def test_default_failure_callback_logs_one_json_line(caplog: pytest.LogCaptureFixture) -> None:
+    ti = SimpleNamespace(dag_id="rocketlake_nightly_main", task_id="compact",
+                         run_id="scheduled__2026-01-02T04:00:00+00:00", map_index=-1, try_number=3)
+    with caplog.at_level(logging.ERROR, logger="rocketlake.airflow"):
+        alerts.log_failure({"ti": ti, "exception": RuntimeError("spark-submit exited with 4")})
+    [record] = caplog.records
+    assert record.levelno == logging.ERROR
+    prefix, _, fields = record.getMessage().partition("{")
+    assert prefix == "rocketlake task failed: "
+    assert json.loads("{" + fields) == {
+        "dag_id": "rocketlake_nightly_main", "task_id": "compact",
+        "run_id": "scheduled__2026-01-02T04:00:00+00:00", "map_index": -1, "try_number": 3,
+        "error": "RuntimeError: spark-submit exited with 4"}
