@@ -15,8 +15,7 @@ import json
 from pathlib import Path
 
 from airflow.sdk import CronTriggerTimetable, TriggerRule, dag, task
-from rocketlake_airflow import (ARCHIVE_TABLE, REBUILD_JOBS, RUNS_TABLE, START_DATE, Store,
-                                load_settings)
+from rocketlake_airflow import ARCHIVE_TABLE, REBUILD_JOBS, RUNS_TABLE, START_DATE, Store, load_settings
 
 settings = load_settings()
 nightly = settings.section("nightly")

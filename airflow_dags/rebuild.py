@@ -44,9 +44,10 @@ def rebuild() -> None:
                 for s in REBUILD_JOBS if s in params["structures"]]
 
     for store in settings.stores.values():
+        requests = plan.override(task_id=f"plan_{store.name}")(store.name)
         SparkSubmitOperator.partial(task_id=f"rebuild_{store.name}", max_active_tis_per_dagrun=1,
                                     **store.writer_kwargs, **settings.submit_kwargs()
-                                    ).expand_kwargs(plan.override(task_id=f"plan_{store.name}")(store.name))
+                                    ).expand_kwargs(requests)
 
 
 rebuild()

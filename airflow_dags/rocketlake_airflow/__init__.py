@@ -165,10 +165,11 @@ class Settings:
 
     def assets(self, store: Store, *tables: str) -> list[Asset]:
         """The Delta ``tables`` of ``store``'s lake as assets, for a task's ``outlets``: URI
-        ``<lake URI>/<store>/<table>`` of the configured lake (not of the run-time Variable),
-        name ``rocketlake_<store>_<table>``."""
-        return [Asset(name=f"rocketlake_{store.name}_{table}", group="rocketlake",
-                      uri=f"{_uri(self.lake)}/{store.name}/{table}") for table in tables]
+        ``<lake URI>/<store>/<table>`` of the configured lake (not of the run-time Variable).
+        The URI is also the name: Airflow refuses to run a task whose outlet shares its name with
+        an active asset of another URI, as it would after the lake moved."""
+        return [Asset(uri=f"{_uri(self.lake)}/{store.name}/{table}", group="rocketlake")
+                for table in tables]
 
     def report_template(self, store: Store) -> str:
         """Where a nightly run's consistency report goes: one file per run."""

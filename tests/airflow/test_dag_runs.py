@@ -96,6 +96,19 @@ def run_dag(dag_id: str, **kwargs: Any) -> dict[str, str]:
     return {"run": str(run.state), **states}
 
 
+def asset_events(dag_id: str) -> list[tuple[str, str]]:
+    """(task, asset URI) of every asset event the DAG's runs have emitted, sorted."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.execute(select(AssetEvent.source_task_id, AssetModel.uri)
+                               .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+                               .where(AssetEvent.source_dag_id == dag_id)).all()
+    return sorted((task, uri) for task, uri in rows)
+
+
 def verify(store: Path) -> dict[str, Any]:
     out = subprocess.run([str(MAIN_BIN / "rocketlake"), "verify", "--store", str(store), "--json",
                           *[a for k, v in STORE_SET.items() for a in ("--set", f"{k}={v}")]],
@@ -117,6 +130,10 @@ def test_publish_offsets_run_writes_the_delta_tables(site: Path) -> None:
         ("queue", "orders"), ("queue", "payments")}
     snapshots = {r["snapshot_ts"] for r in tables["queue_offsets"]}
     assert len(snapshots) == 1  # one snapshot, stamped with the run's time
+    lake = (site / "lake" / "e2e").as_uri()
+    assert asset_events("rocketlake_publish_offsets") == [
+        ("publish_offsets_e2e", f"{lake}/{t}")
+        for t in ("consumer_offsets", "offsets_history", "queue_offsets")]
 
 
 def test_nightly_run_rebuilds_only_the_drifted_index_then_compacts(site: Path) -> None:
@@ -136,3 +153,22 @@ def test_nightly_run_rebuilds_only_the_drifted_index_then_compacts(site: Path) -
     runs = json.loads(main_python(READ_TABLES, str(site / "lake" / "e2e"), "maintenance_runs")
                       .splitlines()[-1])["maintenance_runs"]
     assert sorted(r["job"] for r in runs) == ["check-consistency", "compact", "rebuild-index"]
+    lake = (site / "lake" / "e2e").as_uri()
+    assert asset_events("rocketlake_nightly_e2e") == [
+        ("check_consistency", f"{lake}/maintenance_runs"), ("compact", f"{lake}/maintenance_runs"),
+        ("compact", f"{lake}/messages_archive"), ("rebuild_index", f"{lake}/maintenance_runs")]
+
+
+def test_rebuild_run_rebuilds_only_the_chosen_store(site: Path) -> None:
+    store = site / "store"
+    shutil.rmtree(store / "index")
+    config = site / "airflow.toml"  # a second store, not chosen: its rebuild task has nothing to do
+    config.write_text(config.read_text() + f'\n[stores.spare]\npath = "{site / "spare"}"\n')
+    states = run_dag("rocketlake_rebuild",
+                     run_conf={"store": "e2e", "structures": ["index"], "mode": "full"})
+    assert states == {"run": "success", "plan_e2e": "success", "rebuild_e2e": "success",
+                      "plan_spare": "success", "rebuild_spare": "skipped"}
+    after = verify(store)
+    assert after["ok"] is True, after["problems"]
+    assert after["keys_checked"] == len(EVENTS)
+    assert not (site / "spare").exists()
