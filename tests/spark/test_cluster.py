@@ -126,3 +126,15 @@ def test_the_command_in_client_mode_ships_the_package(
     assert done.returncode == 0, done.stderr[-3000:]
     assert starts.is_file()
     assert tree_bytes(tmp_path / "out" / CQ) == tree_bytes(library_store / CQ)
+
+
+def test_an_executor_that_cannot_see_the_store_names_the_path(spark, store_copy: Path) -> None:
+    from rocketlake.transforms.commitlog_scan import parse_ranges, plan_ranges, ranges_frame
+
+    ranges = plan_ranges(store_copy, SMALL["mappedFileSizeCommitLog"], 16384)
+    missing = ranges[-1].path  # the driver listed it; the executors do not see it
+    os.remove(missing)
+    with pytest.raises(Exception) as caught:
+        parse_ranges(ranges_frame(spark, ranges)).count()
+    assert f"{missing}: no such CommitLog file on executor host" in str(caught.value)
+    assert "must be a path every executor sees (a shared mount" in str(caught.value)
