@@ -2,8 +2,9 @@
 pyspark (``spark-class``) on 127.0.0.1, whose executors run a Python that has the dependencies but
 not rocketlake. The package reaches them from the wheel (``spark-submit --py-files``) or from the
 driver itself (``rocketlake <job> --master spark://...``, client mode); the rebuilt files are the
-library's, byte for byte. ``PYSPARK_PYTHON`` names the executors' Python and is respected, and
-the log4j2 configuration shipped with the package keeps Spark's console free of INFO lines.
+library's, byte for byte. ``spark.pyspark.python`` / ``PYSPARK_PYTHON`` name the executors'
+Python and are respected, and the log4j2 configuration shipped with the package keeps Spark's
+console free of INFO lines.
 """
 from __future__ import annotations
 
@@ -105,16 +106,19 @@ def test_spark_submit_from_the_wheel_on_a_standalone_cluster(
         cluster: str, wheel: Path, executor_python: tuple[Path, Path], library_store: Path,
         tmp_path: Path) -> None:
     python, starts = executor_python
-    env = {**cluster_env(), "PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env = cluster_env()
+    env.pop("PYSPARK_PYTHON", None)
     quiet = f"-Dlog4j2.configurationFile={ROOT / 'conf' / 'log4j2.properties'}"  # shipped in the wheel
     done = subprocess.run(
         [str(Path(sys.executable).parent / "spark-submit"), "--master", cluster, "--py-files", str(wheel),
          "--driver-java-options", quiet,
+         "--conf", f"spark.pyspark.python={python}",
+         "--conf", f"spark.pyspark.driver.python={sys.executable}",
          str(ROOT / "jobs" / "rebuild_consumequeue.py"), "--store", str(library_store),
          "--output", str(tmp_path / "out"), "--split-bytes", "16384", *SETS],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert starts.is_file(), "the executors ran another Python than PYSPARK_PYTHON"
+    assert starts.is_file(), "the executors ran another Python than spark.pyspark.python"
     assert " INFO " not in done.stdout + done.stderr  # Spark's console is quiet
     assert tree_bytes(tmp_path / "out" / CQ) == tree_bytes(library_store / CQ)
 
