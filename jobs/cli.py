@@ -376,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     module, function = COMMANDS[args.command].target.split(":")
     if getattr(args, "master", None) is not None:  # a Spark job: its sessions use this master
-        importlib.import_module("rocketlake.jobs.spark_session").default_master = args.master
+        from rocketlake.jobs import spark_session
+
+        spark_session.default_master = args.master
     target: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
     return int(run(f"rocketlake {args.command}", lambda: target(args)))
 

@@ -127,7 +127,7 @@ def _ship_package(spark: SparkSession) -> None:
         if archive.lower().endswith((".zip", ".egg", ".jar")):
             return
         shutil.copyfile(archive, target)
-    elif sc.master.startswith("local"):
+    elif (sc.master or "").startswith("local"):
         return
     else:
         _zip_package(target)
