@@ -92,6 +92,7 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None,
             raise RuntimeError("Delta Lake jars are not on this spark-submit's classpath; submit "
                                "with: spark-submit " + " ".join(delta_submit_args()) + " ...")
     spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(LOG_LEVEL)
     _ship_package(spark)
     return spark
 
@@ -122,13 +123,13 @@ def _ship_package(spark: SparkSession) -> None:
     if getattr(sc, "_rocketlake_shipped", False):
         return
     archive = getattr(rocketlake.__spec__.loader, "archive", None)  # set by zipimport only
+    if archive is not None and archive.lower().endswith((".zip", ".egg", ".jar")):
+        return
+    if archive is None and (sc.master or "").startswith("local"):
+        return
     target = Path(tempfile.mkdtemp(prefix="rocketlake-")) / "rocketlake.zip"
     if archive is not None:
-        if archive.lower().endswith((".zip", ".egg", ".jar")):
-            return
         shutil.copyfile(archive, target)
-    elif (sc.master or "").startswith("local"):
-        return
     else:
         _zip_package(target)
     sc.addPyFile(str(target))
