@@ -109,11 +109,20 @@ def _store_time_range(p: argparse.ArgumentParser, note: str) -> None:
 NOTHING_FOUND = "Finding nothing is not an error: a line on stderr says so and the exit code is 0."
 
 
+def _master(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", default="local[*]",
+                   help="Spark master, e.g. spark://HOST:7077 (client mode: the executors get the "
+                        "package from the driver; the store must be at the same path on every "
+                        "executor); ignored under spark-submit (default %(default)s)")
+
+
 def _job(p: argparse.ArgumentParser) -> None:
-    """``--store``, ``--set`` and ``--split-bytes``: what every Spark job over a store takes."""
+    """``--store``, ``--set``, ``--split-bytes`` and ``--master``: what every Spark job over a store
+    takes."""
     _store(p)
     _settings(p)
     _split_bytes(p)
+    _master(p)
 
 
 # --- the commands -------------------------------------------------------------------------------
@@ -121,7 +130,7 @@ def _pipeline(p: argparse.ArgumentParser) -> None:
     _store(p, default=Path("var") / "store")
     _lake(p, required=False, default=Path("var") / "lake")
     _settings(p)
-    p.add_argument("--master", default="local[*]", help="Spark master (default %(default)s)")
+    _master(p)
     p.add_argument("--messages", type=int, default=50_000,
                    help="sample events to ingest (default %(default)s)")
     p.add_argument("--skip-ingest", action="store_true", help="use the store as it is (a real store)")
@@ -366,6 +375,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``rocketlake <command> [options]``; returns the exit code (see :mod:`exit_codes`)."""
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     module, function = COMMANDS[args.command].target.split(":")
+    if getattr(args, "master", None) is not None:  # a Spark job: its sessions use this master
+        from rocketlake.jobs import spark_session
+
+        spark_session.default_master = args.master
     target: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
     return int(run(f"rocketlake {args.command}", lambda: target(args)))
 

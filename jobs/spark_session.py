@@ -5,6 +5,12 @@ with ``--master`` / ``--conf``) comes from spark-submit; started from plain Pyth
 ``local[*]``. Delta Lake is configured through ``delta.configure_spark_with_delta_pip``: the first
 session on a machine fetches the Delta jars from Maven Central into ``.ivy/`` (``IVY_DIR``),
 later sessions reuse them.
+
+Python workers run ``spark.pyspark.python`` / ``$PYSPARK_PYTHON`` when set (a packed environment
+shipped with ``--archives env.tar.gz#env``), else this interpreter. On a master that is not local
+the executors get the package itself (the wheel, or a zip of the installed package). The driver's
+log4j2 configuration is the one shipped with the package (WARN for Spark, INFO for rocketlake)
+when rocketlake starts the JVM; under spark-submit pass it with ``--driver-java-options``.
 """
 from __future__ import annotations
 
@@ -12,7 +18,9 @@ import os
 import shutil
 import sys
 import tempfile
+import zipfile
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -21,6 +29,9 @@ from pyspark.sql import SparkSession
 #: (the checkout, for ``make run`` and the tests; git-ignored).
 IVY_DIR = Path(os.environ.get("ROCKETLAKE_IVY_DIR", ".ivy")).resolve()
 DEFAULT_MASTER = "local[*]"
+#: The master of sessions whose caller names none (outside spark-submit): the `rocketlake`
+#: command's ``--master`` sets it.
+default_master = DEFAULT_MASTER
 LOG_LEVEL = "WARN"
 
 #: delta-spark wheel versions whose jars Maven Central does not carry, and the published jar
@@ -50,9 +61,11 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None,
                   master: str | None = None, delta: bool = True) -> SparkSession:
     """Get or create the SparkSession for ``app_name``, with Delta Lake unless ``delta=False``.
 
-    ``master`` applies only when no spark-submit chose one (default ``local[*]``); ``conf`` entries
-    override the defaults. Python workers run this interpreter (``sys.executable``), so they see
-    the same packages (pyarrow, numpy, the project) as the driver.
+    ``master`` applies only when no spark-submit chose one (default :data:`default_master`); ``conf`` entries
+    override the defaults. Python workers run ``spark.pyspark.python`` (from ``conf``) or
+    ``$PYSPARK_PYTHON`` when either is set, else this interpreter (``sys.executable``), so they see
+    the same packages (pyarrow, numpy) as the driver. On a master that is not ``local``, the
+    executors get the rocketlake package from this session (:func:`_ship_package`).
 
     Under spark-submit the driver JVM is already running, so jars can no longer be added: a job
     that needs Delta must then be submitted with :func:`delta_submit_args`; without them this
@@ -60,13 +73,15 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None,
     """
     from delta import configure_spark_with_delta_pip
 
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    settings = {**DEFAULT_CONF, **(DELTA_CONF if delta else {}), **(conf or {})}
+    _choose_worker_python(settings)
     IVY_DIR.mkdir(exist_ok=True)
     builder = SparkSession.builder.appName(app_name)
     if not under_spark_submit():
-        builder = builder.master(master or DEFAULT_MASTER)
-    settings = {**DEFAULT_CONF, **(DELTA_CONF if delta else {}), **(conf or {})}
+        builder = builder.master(master or default_master)
+        if log4j2_file().is_file():  # not when imported from an archive
+            settings.setdefault("spark.driver.extraJavaOptions",
+                                f"-Dlog4j2.configurationFile={log4j2_file()}")
     for key, value in settings.items():
         builder = builder.config(key, value)
     if delta:
@@ -78,22 +93,65 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None,
                                "with: spark-submit " + " ".join(delta_submit_args()) + " ...")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(LOG_LEVEL)
-    _ship_package_archive(spark)
+    _ship_package(spark)
     return spark
 
 
-def _ship_package_archive(spark: SparkSession) -> None:
-    """When rocketlake runs from an archive (the wheel given to ``spark-submit --py-files``), put
-    that archive on the executors' Python path too: Spark does so only for ``.zip``, ``.egg`` and
-    ``.jar`` files (``SparkContext.PACKAGE_EXTENSIONS``), so a wheel is shipped as a ``.zip`` copy."""
+def _choose_worker_python(settings: Mapping[str, str]) -> None:
+    """Set ``$PYSPARK_PYTHON`` (what pyspark starts Python workers with) to ``spark.pyspark.python``
+    when the settings give it, keep it when the environment (or spark-submit) set it, else use
+    this interpreter."""
+    chosen = settings.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = chosen or sys.executable
+
+
+def log4j2_file() -> Path:
+    """The log4j2 configuration shipped with the package (WARN for Spark, INFO for rocketlake)."""
+    return Path(str(resources.files("rocketlake").joinpath("log4j2.properties")))
+
+
+def _ship_package(spark: SparkSession) -> None:
+    """Put the rocketlake package on the executors' Python path, once per SparkContext.
+
+    From an archive (the wheel given to ``spark-submit --py-files``): Spark does so only for
+    ``.zip``, ``.egg`` and ``.jar`` files (``SparkContext.PACKAGE_EXTENSIONS``), so a wheel is
+    shipped as a ``.zip`` copy. From an installed or editable package on a master that is not
+    ``local`` (whose workers share this environment): a zip of the imported package's folders."""
     import rocketlake
 
-    archive = getattr(rocketlake.__spec__.loader, "archive", None)  # set by zipimport only
-    if archive is None or archive.lower().endswith((".zip", ".egg", ".jar")):
+    sc = spark.sparkContext
+    if getattr(sc, "_rocketlake_shipped", False):
         return
-    copy = Path(tempfile.mkdtemp(prefix="rocketlake-")) / (Path(archive).stem + ".zip")
-    shutil.copyfile(archive, copy)
-    spark.sparkContext.addPyFile(str(copy))
+    archive = getattr(rocketlake.__spec__.loader, "archive", None)  # set by zipimport only
+    if archive is not None and archive.lower().endswith((".zip", ".egg", ".jar")):
+        return
+    if archive is None and (sc.master or "").startswith("local"):
+        return
+    target = Path(tempfile.mkdtemp(prefix="rocketlake-")) / "rocketlake.zip"
+    if archive is not None:
+        shutil.copyfile(archive, target)
+    else:
+        _zip_package(target)
+    sc.addPyFile(str(target))
+    sc._rocketlake_shipped = True  # type: ignore[attr-defined]
+
+
+#: The packages of the distribution (pyproject.toml's ``packages``).
+PACKAGES = ("rocketlake", "rocketlake.store", "rocketlake.transforms", "rocketlake.jobs")
+
+
+def _zip_package(target: Path) -> None:
+    """Write the imported ``rocketlake`` package (its root and every subpackage, wherever each
+    folder lies: an editable install maps them onto separate folders) into the zip ``target``."""
+    import importlib
+
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in PACKAGES:
+            folder = Path(next(iter(importlib.import_module(name).__path__)))
+            prefix = Path(*name.split("."))
+            for path in sorted(folder.iterdir() if name == "rocketlake" else folder.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                    z.write(path, prefix / path.relative_to(folder))
 
 
 def delta_submit_args() -> list[str]:

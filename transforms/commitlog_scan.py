@@ -8,6 +8,7 @@ end of written data), the same place the library's single-process scan stops.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,12 +93,25 @@ def parse_ranges(ranges: DataFrame, with_body: bool = False, check_crc: bool = T
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for r in batch.to_pylist():
-                buf = np.memmap(r["path"], dtype=np.uint8, mode="r")
+                buf = _open_on_executor(r["path"])
                 yield parse_range(buf, r["file_start"], r["lo"], r["hi"], check_crc, with_body,
                                   delay_levels_ms, full_head)
                 del buf
 
     return ranges.mapInArrow(parse, scan_schema(with_body, full_head))
+
+
+def _open_on_executor(path: str) -> np.ndarray:
+    """Map a CommitLog file on the executor running the scan task. The store is read where it lies:
+    a file the driver listed but this host cannot see means the store is not at the same path on
+    every executor, which FileNotFoundError says, naming the path and the host."""
+    try:
+        return np.memmap(path, dtype=np.uint8, mode="r")
+    except FileNotFoundError as e:
+        raise FileNotFoundError(
+            f"{path}: no such CommitLog file on executor host {socket.gethostname()}; the store is "
+            f"read where it lies, so it must be a path every executor sees (a shared mount, or "
+            f"local[*] on the broker's host)") from e
 
 
 def scan_end(records: DataFrame, start: int, files: list[tuple[Path, int]]) -> ScanEnd:
