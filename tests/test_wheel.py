@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -43,16 +42,6 @@ with MessageStore("store", **settings) as ms:
     ms.put_batch([Message("orders", b"m%d" % i, i % 2) for i in range(100)])
 """
 
-
-@pytest.fixture(scope="module")
-def wheel() -> Path:
-    """The wheel `make dist` builds."""
-    subprocess.run(["make", "-s", "dist"], cwd=ROOT, check=True, capture_output=True)
-    wheels = sorted((ROOT / "dist").glob("rocketlake-*-py3-none-any.whl"))
-    assert len(wheels) == 1, wheels
-    names = {n.split("/")[0] for n in zipfile.ZipFile(wheels[0]).namelist()}
-    assert {n for n in names if not n.endswith(".dist-info")} == {"rocketlake"}
-    return wheels[0]
 
 
 @pytest.fixture(scope="module")

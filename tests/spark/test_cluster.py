@@ -80,14 +80,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             p.wait()
 
 
-@pytest.fixture(scope="module")
-def wheel() -> Path:
-    """The wheel `make dist` builds."""
-    subprocess.run(["make", "-s", "dist"], cwd=ROOT, check=True, capture_output=True)
-    wheels = sorted((ROOT / "dist").glob("rocketlake-*-py3-none-any.whl"))
-    assert len(wheels) == 1, wheels
-    return wheels[0]
-
 
 @pytest.fixture()
 def executor_python(tmp_path: Path) -> tuple[Path, Path]:
