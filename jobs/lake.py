@@ -81,18 +81,19 @@ def ensure_table(spark: SparkSession, uri: str, schema: StructType, partitions: 
     ``ALTER TABLE ... SET TBLPROPERTIES`` commit, none when all are set already)."""
     from delta.tables import DeltaTable
 
-    if not table_exists(spark, uri):
-        builder = DeltaTable.createIfNotExists(spark).location(uri).addColumns(schema) \
-            .partitionedBy(*partitions)
-        for key, value in properties.items():
-            builder = builder.property(key, value)
-        builder.execute()
+    table = f"delta.{_identifier(uri)}"  # by path: a LOCATION clause would see file:///x and
+    if not table_exists(spark, uri):      # file:/x as two places and refuse
+        columns = ", ".join(f"{_identifier(f.name)} {f.dataType.simpleString()}"
+                            + ("" if f.nullable else " NOT NULL") for f in schema.fields)
+        parts = ", ".join(_identifier(p) for p in partitions)
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING DELTA"
+                  + (f" PARTITIONED BY ({parts})" if parts else "")
+                  + f" TBLPROPERTIES ({_settings(properties)})")
     current = DeltaTable.forPath(spark, uri).detail().first()
     assert current is not None, "DESCRIBE DETAIL has one row"
     differ = {k: v for k, v in properties.items() if current["properties"].get(k) != v}
     if differ:
-        settings = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in sorted(differ.items()))
-        spark.sql(f"ALTER TABLE delta.{_identifier(uri)} SET TBLPROPERTIES ({settings})")
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({_settings(differ)})")
 
 
 def register(spark: SparkSession, database: str, lake: str, tables: Iterable[str]) -> None:
@@ -110,6 +111,11 @@ def register(spark: SparkSession, database: str, lake: str, tables: Iterable[str
 def _identifier(name: str) -> str:
     """``name`` as a quoted Spark SQL identifier."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def _settings(properties: Mapping[str, str]) -> str:
+    """``properties`` as the list of a TBLPROPERTIES clause."""
+    return ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in sorted(properties.items()))
 
 
 def _literal(text: str) -> str:
