@@ -77,8 +77,8 @@ def table_properties(*, append_only: bool, change_data_feed: bool = False) -> di
 def ensure_table(spark: SparkSession, uri: str, schema: StructType, partitions: Iterable[str],
                  properties: Mapping[str, str]) -> None:
     """Create the Delta table at ``uri`` (``schema``, ``partitions``, ``properties``) where none
-    exists (a table that exists keeps its schema); set the properties it lacks or holds other values of (one
-    ``ALTER TABLE ... SET TBLPROPERTIES`` commit, none when all are set already)."""
+    exists (a table that exists keeps its schema); then set the properties it lacks or holds
+    other values of (one ``ALTER TABLE ... SET TBLPROPERTIES`` commit, none when all are set)."""
     from delta.tables import DeltaTable
 
     table = f"delta.{_identifier(uri)}"  # by path: a LOCATION clause would see file:///x and
