@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rocketlake import __version__
 from rocketlake.jobs.exit_codes import run
+from rocketlake.jobs.lake import DELETED_FILE_RETENTION_DAYS, lake_uri
 
 
 # --- times --------------------------------------------------------------------------------------
@@ -55,14 +56,37 @@ def _settings(p: argparse.ArgumentParser) -> None:
                    help="override a store setting (RocketMQ name, see conf/store.conf); repeatable")
 
 
-def _lake(p: argparse.ArgumentParser, required: bool = True, default: Path | None = None) -> None:
-    p.add_argument("--lake", type=Path, required=required, default=default,
-                   help="Delta lake root directory" + (" (default %(default)s)" if default else ""))
+def _lake_location(text: str) -> str:
+    """A ``--lake`` option: a path or a URI (file:, s3a:, abfss:, hdfs:, ...) -> the lake's URI."""
+    try:
+        return lake_uri(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+#: what a --lake option accepts (a sentence of its help)
+LAKE_HELP = "a directory or a URI Spark can write: file:///..., s3a://, abfss://, hdfs://"
+
+
+def _lake(p: argparse.ArgumentParser, required: bool = True, default: str | None = None) -> None:
+    p.add_argument("--lake", type=_lake_location, required=required, default=default,
+                   help=f"Delta lake root: {LAKE_HELP}" + (" (default %(default)s)" if default else ""))
 
 
 def _run_log(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--lake", type=Path,
-                   help="also record this run in <lake>/maintenance_runs (the report lists it)")
+    p.add_argument("--lake", type=_lake_location,
+                   help=f"also record this run in <lake>/maintenance_runs (the report lists it); "
+                        f"{LAKE_HELP}")
+
+
+def _lake_tables(p: argparse.ArgumentParser) -> None:
+    """Options of the jobs that create lake tables: catalog registration, change data feed."""
+    p.add_argument("--database", metavar="NAME",
+                   help="also register the lake's tables in the Spark catalog as NAME.<table> "
+                        "(CREATE DATABASE / CREATE TABLE ... USING DELTA LOCATION, if not there)")
+    p.add_argument("--change-data-feed", action="store_true",
+                   help="switch on Delta's change data feed of the tables this job writes "
+                        "(default: off; once on, a run without this flag leaves it on)")
 
 
 def _split_bytes(p: argparse.ArgumentParser) -> None:
@@ -128,7 +152,7 @@ def _job(p: argparse.ArgumentParser) -> None:
 # --- the commands -------------------------------------------------------------------------------
 def _pipeline(p: argparse.ArgumentParser) -> None:
     _store(p, default=Path("var") / "store")
-    _lake(p, required=False, default=Path("var") / "lake")
+    _lake(p, required=False, default=str(Path("var") / "lake"))
     _settings(p)
     _master(p)
     p.add_argument("--messages", type=int, default=50_000,
@@ -228,6 +252,7 @@ def _rebuild(p: argparse.ArgumentParser) -> None:
 def _publish_offsets(p: argparse.ArgumentParser) -> None:
     _job(p)
     _lake(p)
+    _lake_tables(p)
     _store_name(p)
     p.add_argument("--snapshot-time", type=parse_time,
                    help="the snapshot's time, ISO-8601 or epoch ms (default: now); a scheduler passes "
@@ -237,6 +262,7 @@ def _publish_offsets(p: argparse.ArgumentParser) -> None:
 def _compact(p: argparse.ArgumentParser) -> None:
     _job(p)
     _lake(p)
+    _lake_tables(p)
     _store_name(p)
     p.add_argument("--protect-unconsumed", action="store_true",
                    help="keep files holding messages a consumer group has not read")
@@ -249,6 +275,16 @@ def _compact(p: argparse.ArgumentParser) -> None:
     p.add_argument("--now", type=parse_time,
                    help="evaluate retention at this time (ISO-8601 or epoch ms), not now")
     p.add_argument("--topic", action="append", default=[], help="also compact this topic (repeatable)")
+
+
+def _optimize_lake(p: argparse.ArgumentParser) -> None:
+    _lake(p)
+    p.add_argument("--retention-hours", type=_count, default=DELETED_FILE_RETENTION_DAYS * 24,
+                   metavar="H", help="VACUUM data files unused for longer than H hours "
+                                     "(default %(default)s, the tables' deleted-file retention)")
+    p.add_argument("--allow-short-retention", action="store_true",
+                   help="allow --retention-hours below the default (Delta's safety check: a "
+                        "reader or writer still using an older version may fail)")
 
 
 def _json_rows(p: argparse.ArgumentParser) -> None:
@@ -338,6 +374,9 @@ COMMANDS: dict[str, Command] = {
     "compact": Command("Spark: expire old CommitLog files (archived to Delta first), compact keyed topics",
                        "rocketlake.jobs.compact:run", _compact,
                        "rocketlake compact --store var/store --lake var/lake --protect-unconsumed --dry-run"),
+    "optimize-lake": Command("Spark: OPTIMIZE the lake's Delta tables (Z-order where it pays), then "
+                             "VACUUM with the retention", "rocketlake.jobs.optimize_lake:run",
+                             _optimize_lake, "rocketlake optimize-lake --lake s3a://bucket/lake"),
     "lag": Command("consumer offsets, max offsets and lag per group and queue (mqadmin consumerProgress)",
                    f"{_O}:cmd_lag", _lag, "rocketlake lag --store var/store --group billing --json"),
     "topic-status": Command("min / max offset and last update per queue (mqadmin topicStatus)",

@@ -1,8 +1,9 @@
 """Nightly maintenance: expire old CommitLog files (archiving them to Delta first) and compact
 keyed topics.
 
-    spark-submit jobs/compact.py --store DIR --lake DIR [--protect-unconsumed] [--dry-run]
-        [--respect-delete-when [--force]] [--set NAME=VALUE ...]
+    spark-submit jobs/compact.py --store DIR --lake DIR|URI [--protect-unconsumed] [--dry-run]
+        [--respect-delete-when [--force]] [--database NAME] [--change-data-feed]
+        [--set NAME=VALUE ...]
 
 1. Plan: RocketMQ's retention rules (`store.cleanup`): the leading files with mtime +
    fileReservedTime <= now, never the last file. The job's schedule picks the hour, so it expires
@@ -10,7 +11,8 @@ keyed topics.
    or above diskMaxUsedSpaceRatio, unless ``--force``). ``--protect-unconsumed`` keeps files
    holding messages a consumer group has not read. The plan gives a reason for every kept file.
 2. Archive: each file's records go to ``<lake>/messages_archive`` (Delta), one commit per file,
-   idempotent (``txnAppId`` per store, ``txnVersion`` = the file's start offset).
+   idempotent (``txnAppId`` per store, ``txnVersion`` = the file's start offset). The table is
+   append-only (``delta.appendOnly``); ``--database`` also registers it in the catalog.
 3. Delete the archived files, then ConsumeQueue and index files wholly below the new minimum.
 4. Compact: for each compaction topic, the latest message per key into `compaction/<topic>`.
 
@@ -30,7 +32,8 @@ from pyspark.sql import functions as F
 
 from rocketlake.jobs import job_support
 from rocketlake.jobs.cli import job_main
-from rocketlake.jobs.run_log import record_run
+from rocketlake.jobs.lake import ensure_table, register, table_properties, table_uri
+from rocketlake.jobs.run_log import RUNS_TABLE, record_run
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.store import codec
 from rocketlake.store.cleanup import (
@@ -86,10 +89,11 @@ def plan(root: Path, cfg: StoreConfig, now_ms: int, force: bool, protect: bool,
             "live_writer": live_writer}
 
 
-def archive(spark: SparkSession, root: Path, lake: Path, cfg: StoreConfig, names: list[str],
-            store_name: str) -> dict[str, int]:
-    """Write the records of the CommitLog files ``names`` to the archive, one Delta commit per
-    file; a file already archived (its offset <= the last committed txnVersion) is skipped."""
+def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names: list[str],
+            store_name: str, change_data_feed: bool = False) -> dict[str, int]:
+    """Write the records of the CommitLog files ``names`` to the archive of the lake ``lake`` (a
+    URI), one Delta commit per file; a file already archived (its offset <= the last committed
+    txnVersion) is skipped. ``change_data_feed`` switches the table's change data feed on."""
     size = cfg.mappedFileSizeCommitLog
     first, last = int(names[0]), int(names[-1]) + size
     scan = scan_store(spark, root, size, start=first, with_body=True, full_head=True,
@@ -97,13 +101,17 @@ def archive(spark: SparkSession, root: Path, lake: Path, cfg: StoreConfig, names
     try:
         rows = archive_rows(scan.records.filter(F.col("commitlog_offset") < min(last, scan.end.end))
                             .filter(F.col("crc_ok")), store_name, size)
+        uri = table_uri(lake, ARCHIVE_TABLE)
+        ensure_table(spark, uri, rows.schema, PARTITION_COLUMNS,
+                     table_properties(append_only=True, change_data_feed=change_data_feed))
         counts = {}
         for name in names:
             part = rows.filter(F.col("commitlog_file") == name)
             counts[name] = part.count()
             (part.write.format("delta").mode("append").partitionBy(*PARTITION_COLUMNS)
+             .option("mergeSchema", "true")  # an archive from before a column was added gets it
              .option("txnAppId", f"rocketlake-archive:{store_name}").option("txnVersion", int(name))
-             .save(str(lake / ARCHIVE_TABLE)))
+             .save(uri))
         return counts
     finally:
         scan.close()
@@ -167,13 +175,15 @@ def _read_raw(root: Path, cfg: StoreConfig, offset: int, size: int) -> bytes:
         return f.read(size)
 
 
-def maintain(root: Path, cfg: StoreConfig, lake: Path, store_name: str | None = None,
+def maintain(root: Path, cfg: StoreConfig, lake: str, store_name: str | None = None,
              now_ms: int | None = None, *, protect_unconsumed: bool = False, force: bool = False,
              respect_delete_when: bool = False, topics: list[str] | None = None,
-             dry_run: bool = False) -> dict:
-    """The whole job on the store ``root`` (see the module doc); returns its summary. Retention
-    is evaluated at ``now_ms`` (default: now); ``topics`` are compacted besides the configured
-    ones; ``dry_run`` only plans."""
+             dry_run: bool = False, database: str | None = None,
+             change_data_feed: bool = False) -> dict:
+    """The whole job on the store ``root`` (see the module doc) with the lake ``lake`` (a URI);
+    returns its summary. Retention is evaluated at ``now_ms`` (default: now); ``topics`` are
+    compacted besides the configured ones; ``dry_run`` only plans; ``database`` registers the
+    lake's archive and run log in that catalog database."""
     started = time.time_ns() // 1_000_000
     root = job_support.check_store(root)
     store_name = store_name or root.resolve().name
@@ -186,10 +196,12 @@ def maintain(root: Path, cfg: StoreConfig, lake: Path, store_name: str | None = 
     spark = build_session(f"rocketlake-{PROG}")
     names = summary["plan"]["delete"]
     if names:
-        summary["archived"] = archive(spark, root, lake, cfg, names, store_name)
+        summary["archived"] = archive(spark, root, lake, cfg, names, store_name, change_data_feed)
         summary["deleted"] = delete(root, cfg, summary["plan"]["reason"], names)
     summary["compacted"] = {t: compact_topic(spark, root, cfg, t) for t in compact_topics}
     record_run(spark, lake, PROG, root, started, "ok", summary)
+    if database:
+        register(spark, database, lake, (ARCHIVE_TABLE, RUNS_TABLE))
     return summary
 
 
@@ -198,7 +210,8 @@ def run(a: argparse.Namespace) -> int:
     print(json.dumps(maintain(a.store, job_support.store_config(a), a.lake, a.store_name, a.now,
                               protect_unconsumed=a.protect_unconsumed, force=a.force,
                               respect_delete_when=a.respect_delete_when, topics=a.topic,
-                              dry_run=a.dry_run)))
+                              dry_run=a.dry_run, database=a.database,
+                              change_data_feed=a.change_data_feed)))
     return 0
 
 

@@ -11,7 +11,8 @@
 
 The pipeline replaces only what it made: the sample store and lake (without ``--skip-ingest``)
 and the rebuild directory `<store>-rebuild` carry a `.rocketlake-sample` marker; a non-empty
-directory without it is refused before anything runs.
+directory without it is refused before anything runs. The lake may be any URI Spark writes
+(``--lake s3a://...``) with ``--skip-ingest``; a sample lake is made on a local path only.
 
 Exit code: 0 when every stage succeeded and the rebuild is byte-identical, 1 when a check found
 problems (verify, or a rebuild that differs), 2 when a store, lake or rebuild directory is not the
@@ -67,6 +68,19 @@ def clear(path: Path, what: str = "directory") -> None:
     check_ours(path, what)
     if (path / SAMPLE_MARK).is_file():
         shutil.rmtree(path)
+
+
+def sample_lake(lake: str) -> Path:
+    """The local directory of the sample lake ``lake`` (a URI): the pipeline makes, marks and
+    replaces a sample lake on a local filesystem only."""
+    from rocketlake.jobs.lake import local_path
+
+    local = local_path(lake)
+    if local is None:
+        raise ValueError(f"{lake}: the pipeline makes a sample lake on a local path or file: URI "
+                         f"only, never on a remote filesystem; to publish a real store to this "
+                         f"lake use --skip-ingest (nothing is created or deleted there)")
+    return local
 
 
 def mark(path: Path) -> None:
@@ -152,21 +166,21 @@ def rebuild(spark: SparkSession, store: Path, out: Path, cfg: StoreConfig,
                                          "byte-identical")
 
 
-def publish(store: Path, lake: Path, cfg: StoreConfig) -> tuple[int, str]:
+def publish(store: Path, lake: str, cfg: StoreConfig) -> tuple[int, str]:
     from rocketlake.jobs.publish_offsets import publish_store
 
     publish_store(store, cfg, lake)
-    return 0, f"Delta tables under {lake.name}/: queue_offsets, consumer_offsets, offsets_history"
+    return 0, f"Delta tables under {lake}/: queue_offsets, consumer_offsets, offsets_history"
 
 
-def compact(store: Path, lake: Path, cfg: StoreConfig) -> tuple[int, str]:
+def compact(store: Path, lake: str, cfg: StoreConfig) -> tuple[int, str]:
     from rocketlake.jobs.compact import maintain
 
     maintain(store, cfg, lake, protect_unconsumed=True)
     return 0, "expiry (with the unconsumed guard), archive and key compaction done"
 
 
-def report(store: Path, lake: Path, out: Path, settings: dict) -> tuple[int, str]:
+def report(store: Path, lake: str, out: Path, settings: dict) -> tuple[int, str]:
     from rocketlake.jobs.report import write_report
 
     write_report(store, lake, out, settings)
@@ -200,11 +214,12 @@ def run(a: argparse.Namespace) -> int:
     check_ours(work, "rebuild directory")
     if not a.skip_ingest:
         check_ours(a.store, "sample store")
-        check_ours(a.lake, "sample lake")
+        lake = sample_lake(a.lake)
+        check_ours(lake, "sample lake")
         if not a.keep:
             clear(a.store)
-            clear(a.lake)
-        mark(a.lake)
+            clear(lake)
+        mark(lake)
     from rocketlake.jobs.spark_session import build_session
 
     run = Run()

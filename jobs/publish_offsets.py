@@ -1,14 +1,17 @@
 """Publish a store's queue offsets and its consumer groups' offsets and lag as Delta tables.
 
-    spark-submit $(delta_submit_args) jobs/publish_offsets.py --store DIR --lake DIR
-        [--store-name NAME] [--snapshot-time ISO-8601|EPOCH-MS] [--set NAME=VALUE ...]
+    spark-submit $(delta_submit_args) jobs/publish_offsets.py --store DIR --lake DIR|URI
+        [--store-name NAME] [--snapshot-time ISO-8601|EPOCH-MS] [--database NAME]
+        [--change-data-feed] [--set NAME=VALUE ...]
 
 Writes ``<lake>/queue_offsets`` and ``<lake>/consumer_offsets`` (current state, MERGE on their
 keys; a row changes only for a newer snapshot; rows of queues and groups the store no longer has
 are deleted) and appends to ``<lake>/offsets_history`` (partitioned by ``snapshot_date``). A run
 whose rows equal the current ones writes nothing. Each write is one Delta commit carrying the
 transaction id (``rocketlake.publish-offsets/<store>``, snapshot time in ms), so re-running a
-snapshot, also after a killed run, never writes it twice.
+snapshot, also after a killed run, never writes it twice. ``offsets_history`` is append-only
+(``delta.appendOnly``); ``--change-data-feed`` switches on the tables' change data feed;
+``--database NAME`` registers the tables in the catalog as ``NAME.<table>``.
 """
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from rocketlake.jobs import job_support
 from rocketlake.jobs.cli import job_main, to_datetime
-from rocketlake.jobs.run_log import record_run
+from rocketlake.jobs.lake import ensure_table, register, table_properties, table_uri
+from rocketlake.jobs.run_log import RUNS_TABLE, record_run
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
@@ -145,17 +149,16 @@ def read_snapshot(spark: SparkSession, root: Path, cfg: StoreConfig, layout: Sto
 
 
 # --- writing the lake -----------------------------------------------------------------------------
-def ensure_tables(spark: SparkSession, lake: Path) -> None:
-    """Create the three tables with their explicit schemas where they do not exist yet."""
-    from delta.tables import DeltaTable
+def ensure_tables(spark: SparkSession, lake: str, change_data_feed: bool = False) -> None:
+    """Create the three tables with their explicit schemas and properties where they do not exist
+    yet; give existing ones the properties they lack."""
+    for name, (schema, keys, partitions) in TABLES.items():
+        ensure_table(spark, table_uri(lake, name), schema, partitions,
+                     table_properties(append_only=keys is None, change_data_feed=change_data_feed))
 
-    for name, (schema, _, partitions) in TABLES.items():
-        (DeltaTable.createIfNotExists(spark).location(str(lake / name)).addColumns(schema)
-         .partitionedBy(*partitions).execute())
 
-
-def _current(spark: SparkSession, lake: Path, name: str, store: str) -> DataFrame:
-    return spark.read.format("delta").load(str(lake / name)).where(F.col("store") == store)
+def _current(spark: SparkSession, lake: str, name: str, store: str) -> DataFrame:
+    return spark.read.format("delta").load(table_uri(lake, name)).where(F.col("store") == store)
 
 
 @contextmanager
@@ -170,14 +173,14 @@ def _transaction(spark: SparkSession, app_id: str, version: int) -> Iterator[Non
         spark.conf.unset(TXN_VERSION)
 
 
-def append_history(lake: Path, snap: Snapshot, app_id: str, version: int) -> None:
+def append_history(lake: str, snap: Snapshot, app_id: str, version: int) -> None:
     """Append the snapshot to ``offsets_history`` once per (app id, version)."""
     (history_rows(snap.queue_rows, snap.consumer_rows).write.format("delta").mode("append")
      .option("txnAppId", app_id).option("txnVersion", version)
-     .save(str(lake / "offsets_history")))
+     .save(table_uri(lake, "offsets_history")))
 
 
-def merge_current(spark: SparkSession, lake: Path, name: str, rows: DataFrame, snap: Snapshot,
+def merge_current(spark: SparkSession, lake: str, name: str, rows: DataFrame, snap: Snapshot,
                   app_id: str, version: int) -> None:
     """MERGE one snapshot's ``rows`` into the current-state table ``name``: insert new keys,
     update a key only from a newer snapshot, delete this store's keys the snapshot lacks."""
@@ -190,7 +193,7 @@ def merge_current(spark: SparkSession, lake: Path, name: str, rows: DataFrame, s
     for k in keys:
         on &= F.col(f"t.{k}") == F.col(f"s.{k}")
     with _transaction(spark, app_id, version):
-        (DeltaTable.forPath(spark, str(lake / name)).alias("t").merge(rows.alias("s"), on)
+        (DeltaTable.forPath(spark, table_uri(lake, name)).alias("t").merge(rows.alias("s"), on)
          .whenMatchedUpdateAll(condition=F.col("s.snapshot_ts") > F.col("t.snapshot_ts"))
          .whenNotMatchedInsertAll()
          .whenNotMatchedBySourceDelete(condition=(F.col("t.store") == F.lit(snap.store))
@@ -198,10 +201,10 @@ def merge_current(spark: SparkSession, lake: Path, name: str, rows: DataFrame, s
          .execute())
 
 
-def publish(spark: SparkSession, lake: Path, snap: Snapshot) -> bool:
+def publish(spark: SparkSession, lake: str, snap: Snapshot, change_data_feed: bool = False) -> bool:
     """Write the snapshot: history first, then the current tables. False when the current tables
     already hold these rows (nothing written). Refuses a snapshot older than the published one."""
-    ensure_tables(spark, lake)
+    ensure_tables(spark, lake, change_data_feed)
     cur_q = _current(spark, lake, "queue_offsets", snap.store)
     cur_c = _current(spark, lake, "consumer_offsets", snap.store)
     if same_state(cur_q, snap.queue_rows) and same_state(cur_c, snap.consumer_rows):
@@ -232,10 +235,12 @@ def whole_ms(ts: datetime) -> datetime:
     return ts.astimezone(UTC).replace(microsecond=ts.microsecond // 1000 * 1000)
 
 
-def publish_store(root: Path, cfg: StoreConfig, lake: Path, store: str | None = None,
-                  ts: datetime | None = None) -> bool:
+def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = None,
+                  ts: datetime | None = None, *, database: str | None = None,
+                  change_data_feed: bool = False) -> bool:
     """Publish the store ``root`` (named ``store``, default its directory's name) into ``lake``
-    as the snapshot at ``ts`` (default: now) and record the run; False when nothing changed."""
+    (a URI) as the snapshot at ``ts`` (default: now) and record the run; False when nothing
+    changed. ``database`` registers the lake's tables in that catalog database."""
     started = time.time_ns() // 1_000_000
     root = job_support.check_store(root)
     store = store or root.resolve().name
@@ -256,7 +261,7 @@ def publish_store(root: Path, cfg: StoreConfig, lake: Path, store: str | None = 
             print(f"  {e}", file=sys.stderr)
     queues, consumers = snap.queue_rows.count(), snap.consumer_rows.count()
     counts = f"{queues} queues, {consumers} consumer rows"
-    written = publish(spark, lake, snap)
+    written = publish(spark, lake, snap, change_data_feed)
     if written:
         print(f"{PROG}: published store {store} snapshot {ts.isoformat()}: {counts}")
     else:
@@ -264,13 +269,16 @@ def publish_store(root: Path, cfg: StoreConfig, lake: Path, store: str | None = 
               f"nothing written")
     record_run(spark, lake, PROG, root, started, "ok" if written else "unchanged",
                {"snapshot": ts.isoformat(), "queues": queues, "consumer_rows": consumers})
+    if database:
+        register(spark, database, lake, (*TABLES, RUNS_TABLE))
     return written
 
 
 def run(args: argparse.Namespace) -> int:
     """``rocketlake publish-offsets`` (options in :mod:`rocketlake.jobs.cli`)."""
     ts = to_datetime(args.snapshot_time) if args.snapshot_time is not None else None
-    publish_store(args.store, job_support.store_config(args), args.lake, args.store_name, ts)
+    publish_store(args.store, job_support.store_config(args), args.lake, args.store_name, ts,
+                  database=args.database, change_data_feed=args.change_data_feed)
     return 0
 
 

@@ -1,6 +1,6 @@
 """`rocketlake report`: one self-contained HTML page about a store and its lake, for an operator.
 
-    rocketlake report --store DIR [--lake DIR] [--store-name NAME] [--lag-window N] --out report.html
+    rocketlake report --store DIR [--lake DIR|URI] [--store-name NAME] [--lag-window N] --out report.html
 
 Sections: consumer group status (Burrow's rules, ``jobs.lag_status``, over the lake's
 ``offsets_history`` of this store) and lag chart; lag per topic and queue now (the store's
@@ -116,29 +116,34 @@ def store_facts(root: Path, settings: dict[str, str]) -> StoreFacts:
                                         props))
 
 
-def lake_facts(lake: Path | None, store: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def lake_facts(lake: str | None, store: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(the consumer rows of store ``store`` in the lake's ``offsets_history``: consumer_group,
-    topic, queue_id, snapshot_ts, consumer_offset, lag) and (the latest runs) from its Delta tables."""
-    if lake is None or not lake.exists():
-        return [], []
-    history, runs = lake / "offsets_history", lake / "maintenance_runs"
-    if not (history / "_delta_log").exists() and not (runs / "_delta_log").exists():
+    topic, queue_id, snapshot_ts, consumer_offset, lag) and (the latest runs) from its Delta tables.
+    ``lake`` is a URI (:func:`rocketlake.jobs.lake.lake_uri`); no JVM starts for a local lake
+    that does not exist."""
+    from rocketlake.jobs.lake import local_path, table_exists, table_uri
+
+    local = local_path(lake) if lake is not None else None
+    if lake is None or (local is not None and not local.exists()):
         return [], []
     from pyspark.sql import functions as F  # a JVM only when there is a lake to read
 
+    from rocketlake.jobs.run_log import read_runs
     from rocketlake.jobs.spark_session import build_session
 
     spark = build_session("rocketlake-report", conf={"spark.ui.enabled": "false"})
     lag_rows: list[dict[str, Any]] = []
     run_rows: list[dict[str, Any]] = []
-    if (history / "_delta_log").exists():
-        df = spark.read.format("delta").load(str(history))
+    history = table_uri(lake, "offsets_history")
+    if table_exists(spark, history):
+        df = spark.read.format("delta").load(history)
         if set(LAG_COLUMNS) | {"kind", "store"} <= set(df.columns):
             mine = df.where((F.col("kind") == "consumer") & (F.col("store") == store))
             lag_rows = [r.asDict() for r in mine.select(*LAG_COLUMNS).orderBy("snapshot_ts").collect()]
-    if (runs / "_delta_log").exists():
-        run_rows = [r.asDict() for r in spark.read.format("delta").load(str(runs))
-                    .orderBy("finished_ms", ascending=False).limit(MAX_RUNS).collect()]
+    runs = read_runs(spark, lake)
+    if runs is not None:
+        run_rows = [r.asDict() for r in runs.orderBy("finished_ms", ascending=False)
+                    .limit(MAX_RUNS).collect()]
     return lag_rows, run_rows
 
 
@@ -383,7 +388,7 @@ the committed offset goes back; UNKNOWN with one snapshot only.</p>
 """
 
 
-def write_report(store: Path, lake: Path | None, out: Path, settings: dict[str, str],
+def write_report(store: Path, lake: str | None, out: Path, settings: dict[str, str],
                  store_name: str | None = None, lag_window: int = DEFAULT_WINDOW) -> dict[str, Any]:
     """Write the HTML report of ``store`` (and ``lake``, when given: the history of the store
     named ``store_name``, default the directory's name as publish-offsets names it) to ``out``;

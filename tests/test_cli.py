@@ -36,7 +36,7 @@ def test_every_job_is_a_command_and_every_option_has_help() -> None:
     commands = _subparsers()
     assert set(commands) == {"pipeline", "ingest", "dump", "get", "query", "verify", "check-consistency",
                              "report", "rebuild-consumequeue", "rebuild-index", "publish-offsets", "compact",
-                             "lag", "topic-status", "offsets"}
+                             "optimize-lake", "lag", "topic-status", "offsets"}
     for name, p in commands.items():
         for a in p._actions:
             assert a.help, f"{name} {a.option_strings or a.dest}: no help text"
@@ -45,6 +45,8 @@ def test_every_job_is_a_command_and_every_option_has_help() -> None:
 def test_shared_options_agree_across_commands() -> None:
     for name, p in _subparsers().items():
         opts = {o: a for a in p._actions for o in a.option_strings}
+        if name == "optimize-lake":  # the one command over a lake alone, no store
+            continue
         assert opts["--set"].default == [] and opts["--set"].metavar == "NAME=VALUE", name
         assert opts["--store"].type is Path, name
 

@@ -1,7 +1,8 @@
 """CommitLog records -> rows of the Delta archive ``<lake>/messages_archive``.
 
 Column names follow `rocketlake dump commitlog`, plus ``keys`` and ``tags``, the partition
-columns ``topic`` and ``store_date``, and the ``store`` / ``commitlog_file`` each row came from.
+columns ``topic`` and ``store_date``, the ``store`` / ``commitlog_file`` each row came from, and
+the born and store times as TIMESTAMPs (``born_ts``, ``store_ts``) beside their epoch ms.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ ARCHIVE_COLUMNS = (
     "store", "commitlog_file", "commitlog_offset", "size", "magic", "body_crc", "queue_id", "flag",
     "queue_offset", "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host",
     "reconsume_times", "prepared_transaction_offset", "body", "topic", "properties", "msg_id",
-    "keys", "tags", "store_date",
+    "keys", "tags", "store_date", "born_ts", "store_ts",
 )
 
 
@@ -38,6 +39,7 @@ def archive_rows(records: DataFrame, store: str, file_size: int) -> DataFrame:
 
     ``properties`` becomes a map; ``msg_id`` is the offset msgId (store host + port + offset,
     uppercase hex); ``store_date`` is the UTC date of the store time.
+    Columns in :data:`ARCHIVE_COLUMNS` order.
     """
     props = properties_map(F.col("properties"))
     msg_id = F.upper(F.concat(F.hex("store_addr"), F.lpad(F.hex("store_port"), 8, "0"),
@@ -52,4 +54,6 @@ def archive_rows(records: DataFrame, store: str, file_size: int) -> DataFrame:
         props.alias("properties"), msg_id.alias("msg_id"), "keys",
         props[codec.PROPERTY_TAGS].alias("tags"),
         F.to_date(F.timestamp_millis("store_timestamp")).alias("store_date"),
+        F.timestamp_millis("born_timestamp").alias("born_ts"),
+        F.timestamp_millis("store_timestamp").alias("store_ts"),
     )

@@ -1,0 +1,123 @@
+"""Where the lake lives and how its Delta tables are kept: one place for both.
+
+A lake is a URI of any filesystem Spark knows (``file:///...``, ``s3a://bucket/lake``,
+``abfss://container@account.dfs.core.windows.net/lake``, ``hdfs://nn/lake``) or a plain local path,
+which :func:`lake_uri` turns into an absolute ``file:`` URI. Everything lake-side goes through
+Spark and Delta (never ``pathlib``), so the same job runs against a local lake and object storage.
+
+Every table gets the same Delta properties (:func:`table_properties`): log and deleted-file
+retention, ``delta.appendOnly`` for the append-only tables, change data feed when asked for.
+No Spark is imported here at module level: the command line parses ``--lake`` without a JVM.
+"""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+#: How long Delta keeps the transaction log (time travel this far back) ...
+LOG_RETENTION_DAYS = 30
+#: ... and the data files a newer version no longer uses (what VACUUM may delete once older).
+DELETED_FILE_RETENTION_DAYS = 7
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")  # two letters at least: "C:" is a Windows path
+
+
+def lake_uri(text: str) -> str:
+    """A ``--lake`` value -> the lake's URI: a URI with a scheme as given (trailing ``/`` dropped),
+    a plain path as the absolute ``file:`` URI of it (unencoded, as Hadoop's ``Path`` reads it)."""
+    text = text.strip()
+    if not text:
+        raise ValueError("the lake location is empty (give a path or a URI such as s3a://bucket/lake)")
+    if _SCHEME.match(text):
+        return text.rstrip("/")
+    return "file://" + os.path.abspath(os.path.expanduser(text))
+
+
+def local_path(uri: str) -> Path | None:
+    """The local directory of a ``file:`` lake URI (or plain path); None for any other scheme."""
+    if not _SCHEME.match(uri):
+        return Path(uri)
+    if not uri.startswith("file:"):
+        return None
+    rest = uri[len("file:"):]
+    return Path("/" + rest.lstrip("/")) if rest.startswith("/") else Path(rest)
+
+
+def table_uri(lake: str, table: str) -> str:
+    """The URI of the table ``table`` in the lake ``lake``."""
+    return f"{str(lake).rstrip('/')}/{table}"
+
+
+def table_exists(spark: SparkSession, uri: str) -> bool:
+    """True when a Delta table is at ``uri`` (``DeltaTable.isDeltaTable``)."""
+    from delta.tables import DeltaTable
+
+    return bool(DeltaTable.isDeltaTable(spark, uri))
+
+
+def table_properties(*, append_only: bool, change_data_feed: bool = False) -> dict[str, str]:
+    """The Delta properties of a lake table. Change data feed is only ever switched on here (a
+    run without it leaves a feed someone enabled as it is)."""
+    props = {"delta.logRetentionDuration": f"interval {LOG_RETENTION_DAYS} days",
+             "delta.deletedFileRetentionDuration": f"interval {DELETED_FILE_RETENTION_DAYS} days"}
+    if append_only:
+        props["delta.appendOnly"] = "true"
+    if change_data_feed:
+        props["delta.enableChangeDataFeed"] = "true"
+    return props
+
+
+def ensure_table(spark: SparkSession, uri: str, schema: StructType, partitions: Iterable[str],
+                 properties: Mapping[str, str]) -> None:
+    """Create the Delta table at ``uri`` (``schema``, ``partitions``, ``properties``) where none
+    exists (a table that exists keeps its schema); then set the properties it lacks or holds
+    other values of (one ``ALTER TABLE ... SET TBLPROPERTIES`` commit, none when all are set)."""
+    from delta.tables import DeltaTable
+
+    table = f"delta.{_identifier(uri)}"  # by path: a LOCATION clause would see file:///x and
+    if not table_exists(spark, uri):      # file:/x as two places and refuse
+        columns = ", ".join(f"{_identifier(f.name)} {f.dataType.simpleString()}"
+                            + ("" if f.nullable else " NOT NULL") for f in schema.fields)
+        parts = ", ".join(_identifier(p) for p in partitions)
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING DELTA"
+                  + (f" PARTITIONED BY ({parts})" if parts else "")
+                  + f" TBLPROPERTIES ({_settings(properties)})")
+    current = DeltaTable.forPath(spark, uri).detail().first()
+    assert current is not None, "DESCRIBE DETAIL has one row"
+    differ = {k: v for k, v in properties.items() if current["properties"].get(k) != v}
+    if differ:
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({_settings(differ)})")
+
+
+def register(spark: SparkSession, database: str, lake: str, tables: Iterable[str]) -> None:
+    """Register the lake's tables ``tables`` (those that exist) in the catalog's ``database``
+    (created if needed) as ``database.table``, external tables at their lake location."""
+    db = _identifier(database)
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
+    for table in tables:
+        uri = table_uri(lake, table)
+        if table_exists(spark, uri):
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {db}.{_identifier(table)} USING DELTA "
+                      f"LOCATION {_literal(uri)}")
+
+
+def _identifier(name: str) -> str:
+    """``name`` as a quoted Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _settings(properties: Mapping[str, str]) -> str:
+    """``properties`` as the list of a TBLPROPERTIES clause."""
+    return ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in sorted(properties.items()))
+
+
+def _literal(text: str) -> str:
+    """``text`` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
