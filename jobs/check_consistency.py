@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def record_verify_run(lake: Path, store: Path, started_ms: int, report: dict[str, Any]) -> None:
+def record_verify_run(lake: str, store: Path, started_ms: int, report: dict[str, Any]) -> None:
     """Record the check in the lake's maintenance-run log (a Spark session with Delta)."""
     from rocketlake.jobs.run_log import record_run
     from rocketlake.jobs.spark_session import build_session

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Every command the README documents.
 COMMANDS = ["pipeline", "ingest", "dump", "get", "query", "report", "verify", "check-consistency",
             "rebuild-consumequeue", "rebuild-index", "publish-offsets", "compact", "lag",
-            "topic-status", "offsets"]
+            "topic-status", "offsets", "optimize-lake"]
 
 WRITE_AND_READ = """
 import sys
