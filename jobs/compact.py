@@ -34,6 +34,7 @@ from rocketlake.jobs import job_support
 from rocketlake.jobs.cli import job_main
 from rocketlake.jobs.lake import ensure_table, register, table_properties, table_uri
 from rocketlake.jobs.run_log import RUNS_TABLE, record_run
+from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.store import codec
 from rocketlake.store.cleanup import (
@@ -96,8 +97,9 @@ def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names:
     txnVersion) is skipped. ``change_data_feed`` switches the table's change data feed on."""
     size = cfg.mappedFileSizeCommitLog
     first, last = int(names[0]), int(names[-1]) + size
-    scan = scan_store(spark, root, size, start=first, with_body=True, full_head=True,
-                      delay_levels_ms=cfg.delay_levels_ms)
+    with spark_progress(spark, "scan"):
+        scan = scan_store(spark, root, size, start=first, with_body=True, full_head=True,
+                          delay_levels_ms=cfg.delay_levels_ms)
     try:
         rows = archive_rows(scan.records.filter(F.col("commitlog_offset") < min(last, scan.end.end))
                             .filter(F.col("crc_ok")), store_name, size)
@@ -107,11 +109,12 @@ def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names:
         counts = {}
         for name in names:
             part = rows.filter(F.col("commitlog_file") == name)
-            counts[name] = part.count()
-            (part.write.format("delta").mode("append").partitionBy(*PARTITION_COLUMNS)
-             .option("mergeSchema", "true")  # an archive from before a column was added gets it
-             .option("txnAppId", f"rocketlake-archive:{store_name}").option("txnVersion", int(name))
-             .save(uri))
+            with spark_progress(spark, f"archive {name}"):
+                counts[name] = part.count()
+                (part.write.format("delta").mode("append").partitionBy(*PARTITION_COLUMNS)
+                 .option("mergeSchema", "true")  # an archive from before a column was added gets it
+                 .option("txnAppId", f"rocketlake-archive:{store_name}")
+                 .option("txnVersion", int(name)).save(uri))
         return counts
     finally:
         scan.close()

@@ -34,6 +34,7 @@ from rocketlake.jobs import job_support
 from rocketlake.jobs.cli import job_main, to_datetime
 from rocketlake.jobs.lake import ensure_table, register, table_properties, table_uri
 from rocketlake.jobs.run_log import RUNS_TABLE, record_run
+from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
@@ -253,7 +254,8 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
         print(f"{PROG}: warning: {w.message}", file=sys.stderr)
     check_topics(table, layout)
     spark = build_session(PROG)
-    snap = read_snapshot(spark, root, cfg, layout, table, store, ts)
+    with spark_progress(spark, "snapshot"):
+        snap = read_snapshot(spark, root, cfg, layout, table, store, ts)
     if snap.commitlog_error_count:
         print(f"{PROG}: warning: {snap.commitlog_error_count} ConsumeQueue unit(s) disagree with "
               f"the CommitLog (published without their store times):", file=sys.stderr)
@@ -261,7 +263,8 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
             print(f"  {e}", file=sys.stderr)
     queues, consumers = snap.queue_rows.count(), snap.consumer_rows.count()
     counts = f"{queues} queues, {consumers} consumer rows"
-    written = publish(spark, lake, snap, change_data_feed)
+    with spark_progress(spark, "publish"):
+        written = publish(spark, lake, snap, change_data_feed)
     if written:
         print(f"{PROG}: published store {store} snapshot {ts.isoformat()}: {counts}")
     else:

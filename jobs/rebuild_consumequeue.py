@@ -23,6 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from rocketlake.jobs import job_support
 from rocketlake.jobs.cli import job_main
+from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.store import codec
 from rocketlake.store.codec import CQ_UNIT_DTYPE
 from rocketlake.store.config import StoreConfig
@@ -98,11 +99,13 @@ def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
             existing = {k: cq.max_offset for k, cq in files.queues.items()}
             ends = [cq.max_physic_offset for cq in files.queues.values() if cq.max_physic_offset >= 0]
         start = max(ends) if ends else None
-    scan = scan_store(spark, store, cfg.mappedFileSizeCommitLog, start, split_bytes,
-                      delay_levels_ms=cfg.delay_levels_ms, columns=[*UNIT_COLUMNS, "sys_flag"])
+    with spark_progress(spark, "scan"):
+        scan = scan_store(spark, store, cfg.mappedFileSizeCommitLog, start, split_bytes,
+                          delay_levels_ms=cfg.delay_levels_ms, columns=[*UNIT_COLUMNS, "sys_flag"])
     try:
         job_support.report_scan(PROG, scan.end)
-        table = collect_units(consumequeue_units(scan.messages))
+        with spark_progress(spark, "units"):
+            table = collect_units(consumequeue_units(scan.messages))
     finally:
         scan.close()
     check_names(table, store)

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from rocketlake.jobs import job_support
 from rocketlake.jobs.cli import job_main
+from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.store import codec
 from rocketlake.store.codec import INDEX_ENTRY_DTYPE
 from rocketlake.store.config import StoreConfig
@@ -122,18 +123,21 @@ def rebuild_index(spark: SparkSession, store: Path, cfg: StoreConfig, output: Pa
             start, open_file, end_phy = _existing(spark, files, cfg)
             if end_phy >= 0:
                 scan_from = end_phy + files.commitlog.read(end_phy).size
-    scan = scan_store(spark, store, cfg.mappedFileSizeCommitLog, scan_from, split_bytes,
-                      delay_levels_ms=cfg.delay_levels_ms, columns=list(KEY_INPUT_COLUMNS))
+    with spark_progress(spark, "scan"):
+        scan = scan_store(spark, store, cfg.mappedFileSizeCommitLog, scan_from, split_bytes,
+                          delay_levels_ms=cfg.delay_levels_ms, columns=list(KEY_INPUT_COLUMNS))
     try:
         job_support.report_scan(PROG, scan.end)
         keys = index_keys(scan.messages.filter(F.col("commitlog_offset") > end_phy)).persist()
-        counts = {r["topic"]: r["n"] for r in
-                  keys.groupBy("topic").agg(F.count(F.lit(1)).alias("n")).collect()}
+        with spark_progress(spark, "keys"):
+            counts = {r["topic"]: r["n"] for r in
+                      keys.groupBy("topic").agg(F.count(F.lit(1)).alias("n")).collect()}
         chain = index_chain(keys, cfg.maxHashSlotNum, cfg.maxIndexNum, start,
                             bucket_bytes or split_bytes)
         index_dir = job_support.target_dir(store, "index", output, incremental)
-        write_index_files(index_dir, chain, cfg.maxHashSlotNum, cfg.maxIndexNum, open_file,
-                          cfg.index_zone)
+        with spark_progress(spark, "index"):
+            write_index_files(index_dir, chain, cfg.maxHashSlotNum, cfg.maxIndexNum, open_file,
+                              cfg.index_zone)
         chain.release()
         keys.unpersist()
     finally:

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 #: Seconds between two polls of the status tracker.
 POLL_SECONDS = 0.5
@@ -48,7 +48,7 @@ def spark_progress(spark: SparkSession, label: str, console: Console | None = No
             poller.join()
 
 
-def _poll(spark: SparkSession, bar: Progress, task: int, stop: threading.Event,
+def _poll(spark: SparkSession, bar: Progress, task: TaskID, stop: threading.Event,
           interval: float) -> None:
     """Until ``stop`` is set (then once more): add the active stages to those seen and show the
     sum of their tasks done / total on ``bar``."""
