@@ -23,6 +23,10 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from rocketlake.jobs.spark_session import delta_submit_args
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.config_files import write_config
+
 from .helpers import SMALL, tree_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +84,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             p.wait()
 
 
-
 @pytest.fixture()
 def executor_python(tmp_path: Path) -> tuple[Path, Path]:
     """A Python with this one's packages but not rocketlake (``-S``: no ``.pth`` files, so no
@@ -94,22 +97,31 @@ def executor_python(tmp_path: Path) -> tuple[Path, Path]:
     return script, starts
 
 
-def test_spark_submit_from_the_wheel_on_a_standalone_cluster(
-        cluster: str, wheel: Path, executor_python: tuple[Path, Path], library_store: Path,
-        tmp_path: Path) -> None:
-    python, starts = executor_python
+def submit(cluster: str, wheel: Path, python: Path, cwd: Path, job: str, *args: str,
+           delta: bool = False) -> subprocess.CompletedProcess[str]:
+    """``spark-submit --master <cluster> --py-files <wheel> jobs/<job> args`` (with the Delta jars
+    if ``delta``), the executors on ``python``; asserts it succeeded and returns the process."""
     env = cluster_env()
     env.pop("PYSPARK_PYTHON", None)
     quiet = f"-Dlog4j2.configurationFile={ROOT / 'conf' / 'log4j2.properties'}"  # shipped in the wheel
     done = subprocess.run(
         [str(Path(sys.executable).parent / "spark-submit"), "--master", cluster, "--py-files", str(wheel),
-         "--driver-java-options", quiet,
+         *(delta_submit_args() if delta else []), "--driver-java-options", quiet,
          "--conf", f"spark.pyspark.python={python}",
          "--conf", f"spark.pyspark.driver.python={sys.executable}",
-         str(ROOT / "jobs" / "rebuild_consumequeue.py"), "--store", str(library_store),
-         "--output", str(tmp_path / "out"), "--split-bytes", "16384", *SETS],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+         "--conf", "spark.sql.shuffle.partitions=2", str(ROOT / "jobs" / job), *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_spark_submit_from_the_wheel_on_a_standalone_cluster(
+        cluster: str, wheel: Path, executor_python: tuple[Path, Path], library_store: Path,
+        tmp_path: Path) -> None:
+    python, starts = executor_python
+    done = submit(cluster, wheel, python, tmp_path, "rebuild_consumequeue.py", "--store",
+                  str(library_store), "--output", str(tmp_path / "out"), "--split-bytes", "16384",
+                  *SETS)
     assert starts.is_file(), "the executors ran another Python than spark.pyspark.python"
     assert " INFO " not in done.stdout + done.stderr  # Spark's console is quiet
     assert tree_bytes(tmp_path / "out" / CQ) == tree_bytes(library_store / CQ)
@@ -139,3 +151,50 @@ def test_an_executor_that_cannot_see_the_store_names_the_path(spark, store_copy:
         parse_ranges(ranges_frame(spark, ranges)).count()
     assert f"{missing}: no such CommitLog file on executor host" in str(caught.value)
     assert "must be a path every executor sees (a shared mount" in str(caught.value)
+
+
+def test_publish_offsets_from_the_wheel_on_the_cluster(
+        cluster: str, wheel: Path, executor_python: tuple[Path, Path], store_copy: Path, spark,
+        tmp_path: Path) -> None:
+    python, starts = executor_python
+    with MessageStore(store_copy, read_only=True, **SMALL) as ms:
+        ranges = ms.queue_ranges()
+    committed = {("orders", "g1"): {q: ranges[("orders", q)][1] - q - 1 for q in range(4)},
+                 ("audit-log", "g2"): {q: q for q in range(4)}}
+    write_config(store_copy / "config" / "consumerOffset.json", {"offsetTable": {
+        f"{topic}@{group}": {str(q): o for q, o in offsets.items()}
+        for (topic, group), offsets in committed.items()}})
+    lake = tmp_path / "lake"
+    submit(cluster, wheel, python, tmp_path, "publish_offsets.py", "--store", str(store_copy),
+           "--lake", str(lake), "--snapshot-time", "2026-11-23T04:00:00+00:00", *SETS, delta=True)
+    assert starts.is_file()
+    queues = spark.read.format("delta").load(str(lake / "queue_offsets"))
+    assert {(r.topic, r.queue_id): (r.min_offset, r.max_offset) for r in queues.collect()} == ranges
+    consumers = spark.read.format("delta").load(str(lake / "consumer_offsets")).collect()
+    assert {(r.consumer_group, r.topic, r.queue_id): (r.consumer_offset, r.max_offset, r.lag)
+            for r in consumers} == {
+        (group, topic, q): (o, ranges[(topic, q)][1], ranges[(topic, q)][1] - o)
+        for (topic, group), offsets in committed.items() for q, o in offsets.items()}
+
+
+def test_compact_from_the_wheel_on_the_cluster(
+        cluster: str, wheel: Path, executor_python: tuple[Path, Path], spark, tmp_path: Path) -> None:
+    python, _ = executor_python
+    root, lake, size, now = tmp_path / "store", tmp_path / "lake", 16384, 1_795_000_000_000
+    with MessageStore(root, mappedFileSizeCommitLog=size) as ms:
+        ms.put_batch([Message("orders", f"event-{i}".encode() * 20, i % 2) for i in range(300)])
+    names = sorted(p.name for p in (root / "commitlog").iterdir())
+    assert len(names) >= 5
+    for age_h, name in zip([80] * 3 + [1] * (len(names) - 3), names, strict=True):
+        os.utime(root / "commitlog" / name, (now / 1000 - age_h * 3600,) * 2)
+    with MessageStore(root, read_only=True, mappedFileSizeCommitLog=size) as ms:
+        expired = sum(1 for _ in ms.commitlog.scan(int(names[0]), stop_at=int(names[3])))
+    assert expired > 0
+    submit(cluster, wheel, python, tmp_path, "compact.py", "--store", str(root), "--lake", str(lake),
+           "--set", f"mappedFileSizeCommitLog={size}", "--set", "fileReservedTime=72",
+           "--now", str(now), delta=True)
+    assert sorted(p.name for p in (root / "commitlog").iterdir()) == names[3:]
+    archive = spark.read.format("delta").load(str(lake / "messages_archive"))
+    assert archive.count() == expired
+    assert {r.commitlog_file for r in archive.select("commitlog_file").distinct().collect()} == \
+        set(names[:3])
