@@ -26,6 +26,7 @@ from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import CorruptRecordError, MessageRejected
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue
 from rocketlake.store.message import Message
+from rocketlake.store.record_walk import Walk
 
 _HEAD_V4 = HEAD[(False, False)]
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET @20 and PHYSICALOFFSET @28
@@ -443,6 +444,14 @@ class CommitLog:
         return Scan(self, self.min_offset if start is None else start,
                     self.check_crc if check_crc is None else check_crc,
                     self.max_offset if stop_at is None else stop_at)
+
+    def walk(self, start: int | None = None, check_crc: bool | None = None,
+             stop_at: int | None = None, check_names: bool = False) -> Walk:
+        """``scan`` as column batches (``record_walk.Walk``): the same records, end and error."""
+        files = [(mf.start, mf.size, np.frombuffer(mf.mm, dtype=np.uint8)) for mf in self.files.files]
+        return Walk(files, self.min_offset if start is None else start,
+                    self.max_offset if stop_at is None else stop_at,
+                    self.check_crc if check_crc is None else check_crc, check_names)
 
     def flush(self) -> None:
         self.files.flush()

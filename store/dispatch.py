@@ -15,6 +15,8 @@ from rocketlake.store.codec import Record
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.index import IndexService
+from rocketlake.store.kernels import records as kr
+from rocketlake.store.record_walk import DispatchColumns, RecordBatch
 
 
 class DispatchRequest(NamedTuple):
@@ -142,7 +144,7 @@ class Dispatcher:
                 if cq.files.files:  # a queue is known once it has a file
                     self.queues[key] = cq
         if self.index is not None:
-            self.index.reserve(index_keys, timestamps)
+            self.index.reserve([t for ks, t in zip(index_keys, timestamps) for _ in ks])
 
     def __call__(self, req: DispatchRequest) -> None:
         """Queue one dispatch."""
@@ -170,6 +172,33 @@ class Dispatcher:
         self._pending += len(offsets)
         if self._pending >= self.BATCH:
             self.apply()
+
+    def add_batch(self, batch: RecordBatch, cols: DispatchColumns, consume_queue: bool = True) -> None:
+        """Dispatch a walked batch of records (after everything queued before it): the units of
+        its records that go to a ConsumeQueue (unless not ``consume_queue``) and its index keys."""
+        self.apply()
+        raw = batch.raw
+        sel = np.flatnonzero(cols.to_queue) if consume_queue else np.zeros(0, dtype=np.int64)
+        if sel.size:
+            ids, names = batch.topics
+            qids = raw[sel, kr.QUEUE_ID]
+            group = ids[sel] << 32 | (qids & 0xFFFFFFFF)
+            order = np.argsort(group, kind="stable")
+            sel, group = sel[order], group[order]
+            bounds = np.flatnonzero(np.diff(group)) + 1
+            for rows in np.split(sel, bounds):
+                units = np.empty(rows.size, dtype=codec.CQ_UNIT_DTYPE)
+                units["commitlog_offset"] = raw[rows, kr.OFFSET]
+                units["size"] = raw[rows, kr.SIZE]
+                units["tags_code"] = cols.tags_code[rows]
+                first = int(rows[0])
+                self.queue(names[int(ids[first])], int(raw[first, kr.QUEUE_ID])).put_many(
+                    raw[rows, kr.QUEUE_OFFSET], units)
+        if self.index is not None and cols.key_hashes.size:
+            self.index.add_hashes(cols.key_hashes, np.repeat(raw[:, kr.OFFSET], cols.key_counts),
+                                  np.repeat(raw[:, kr.STORE_TS], cols.key_counts))
+        if len(batch):
+            self.last_timestamp = int(raw[-1, kr.STORE_TS])
 
     def apply(self) -> None:
         """Write every queued ConsumeQueue unit and index key."""

@@ -306,6 +306,9 @@ class IndexService:
         self.slot_num, self.entry_num = slot_num, entry_num
         self.zone = zone  # new files are named in it (None: the local zone)
         self.files: list[IndexFile] = []
+        # Queued keys: hashed column segments, then the newest keys still as strings (``put``).
+        self._hashed: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], npt.NDArray[np.int64]]] = []
+        self._hashed_n = 0
         self._keys: list[str] = []
         self._phy: list[int] = []
         self._ts: list[int] = []
@@ -338,20 +341,50 @@ class IndexService:
                 self._keys += ks
                 self._phy += [p] * n
                 self._ts += [t] * n
-        if len(self._keys) >= self.BATCH:
+        if self._hashed_n + len(self._keys) >= self.BATCH:
             self.build()
 
-    def reserve(self, keys: Sequence[tuple[str, ...]], ts: Sequence[int]) -> None:
-        """Create now the files that the queued keys plus ``keys`` (of messages stored at ``ts``)
-        will go to, so that applying them only writes into files that exist, their space
-        reserved. A full disk raises StoreFullError here, before the caller writes the messages."""
-        queued = len(self._keys)
-        need = queued + sum(map(len, keys))
+    def add_hashes(self, key_hash: npt.NDArray[np.int32], phy: npt.NDArray[np.int64],
+                   ts: npt.NDArray[np.int64]) -> None:
+        """Queue keys already hashed (``codec.index_key_hash``), one entry per key: the CommitLog
+        offset and store time of its message. Applied at ``BATCH`` keys or on ``build``."""
+        if key_hash.size:
+            self._seal()
+            self._hashed.append((key_hash, phy, ts))
+            self._hashed_n += key_hash.size
+            if self._hashed_n >= self.BATCH:
+                self.build()
+
+    def _seal(self) -> None:
+        """Hash the keys queued as strings (they keep their place in the queue)."""
+        if self._keys:
+            h = codec.index_key_hash(codec.java_hash_many(self._keys))
+            self._hashed.append((h, np.array(self._phy, dtype=np.int64), np.array(self._ts, dtype=np.int64)))
+            self._hashed_n += h.size
+            self._keys, self._phy, self._ts = [], [], []
+
+    def _queued(self) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Every queued key as (hash, CommitLog offset, store time) columns, in order."""
+        self._seal()
+        if not self._hashed:
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        if len(self._hashed) > 1:
+            h, p, t = zip(*self._hashed)
+            self._hashed = [(np.concatenate(h), np.concatenate(p), np.concatenate(t))]
+        return self._hashed[0]
+
+    def reserve(self, key_ts: Sequence[int] | npt.NDArray[np.int64]) -> None:
+        """Create now the files that the queued keys plus new keys (of messages stored at
+        ``key_ts``, one entry per key) will go to, so that applying them only writes into files
+        that exist, their space reserved. A full disk raises StoreFullError here, before the
+        caller writes the messages."""
+        queued = self._hashed_n + len(self._keys)
+        need = queued + len(key_ts)
         if self.files and need <= self.files[-1].free:  # the common case: the last file has room
             return
         if need > self._room():
-            new_ts = [t for ks, t in zip(keys, ts) for _ in ks]
-            self._make_room(need, lambda at: self._ts[at] if at < queued else new_ts[at - queued])
+            old_ts = self._queued()[2]
+            self._make_room(need, lambda at: int(old_ts[at]) if at < queued else int(key_ts[at - queued]))
 
     def _first_open(self) -> int:
         """Position of the file new keys go to: the oldest of the trailing files with room
@@ -373,14 +406,14 @@ class IndexService:
     def build(self) -> None:
         """Apply the queued keys to the files, rolling to new files as they fill. The files are
         created first: should that fail, the keys stay queued and nothing was written."""
-        if not self._keys:
+        if not (self._keys or self._hashed_n):
             return
-        phy, ts = np.array(self._phy, dtype=np.int64), np.array(self._ts, dtype=np.int64)
+        hashes, phy, ts = self._queued()
         keep = phy > self.end_phy  # a message already indexed is not indexed again
-        phy, ts = phy[keep], ts[keep]
+        if not keep.all():
+            hashes, phy, ts = hashes[keep], phy[keep], ts[keep]
         self._make_room(phy.size, lambda at: int(ts[at]))
-        hashes = codec.index_key_hash(codec.java_hash_many(self._keys))[keep]
-        self._keys, self._phy, self._ts = [], [], []
+        self._hashed, self._hashed_n = [], 0
         i = 0
         while i < hashes.size:
             k = self._first_open()
@@ -464,6 +497,7 @@ class IndexService:
         entries are deleted, the file holding the boundary is rolled back (``IndexFile.truncate``).
         Returns how many entries went."""
         self._keys, self._phy, self._ts = [], [], []
+        self._hashed, self._hashed_n = [], 0
         dropped = 0
         while self.files:
             f = self.files[-1]

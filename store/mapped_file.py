@@ -121,8 +121,13 @@ class MappedFile:
         self.flushed = upto
 
     def close(self) -> None:
+        """Close the descriptor and unmap. A numpy view of the mapping that is still alive (a
+        walked ``RecordBatch`` someone holds) keeps the mapping until it goes."""
         if not self.mm.closed:
-            self.mm.close()
+            try:
+                self.mm.close()
+            except BufferError:
+                pass
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

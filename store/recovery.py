@@ -41,13 +41,13 @@ import numpy as np
 
 from rocketlake.store import codec
 from rocketlake.store.checkpoint import Checkpoint
-from rocketlake.store.codec import Record
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.consume_queue import ConsumeQueue
-from rocketlake.store.dispatch import Dispatcher, from_record
+from rocketlake.store.dispatch import Dispatcher
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.index import IndexService
 from rocketlake.store.mapped_file import MappedFile
+from rocketlake.store.record_walk import RecordBatch
 
 
 @dataclass
@@ -75,10 +75,10 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
     dropped = n = 0
     rebuilt: list[str] = []
 
-    def redispatch(rec: Record) -> None:
+    def redispatch(batch: RecordBatch) -> None:
         nonlocal n
-        dispatch(from_record(rec, delay_levels_ms))
-        n += 1
+        dispatch.add_batch(batch, batch.dispatch(delay_levels_ms))
+        n += len(batch)
 
     # A damaged index is rebuilt from where its damaged files began.
     index_redo = log.max_offset
@@ -94,8 +94,8 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         if index is not None:
             dropped = index.truncate(start, store_time)
         dispatch_from = min(start, index_redo)
-        for rec in log.scan(dispatch_from, check_crc=False, stop_at=start):
-            redispatch(rec)
+        for batch in log.walk(dispatch_from, check_crc=False, stop_at=start):
+            redispatch(batch)
         end, reason = _valid_end(log, start, redispatch)
         dispatch.apply()  # every valid record's unit, so the check below sees them all
     else:
@@ -115,12 +115,12 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
             dropped = index.truncate(end, store_time)
         cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
         dispatch_from = min(max(cq_end, log.min_offset), index_redo, queue_redo)
-        for rec in log.scan(dispatch_from, check_crc=False, stop_at=end):
-            redispatch(rec)
+        for batch in log.walk(dispatch_from, check_crc=False, stop_at=end):
+            redispatch(batch)
     elif queue_redo < end:  # the pass above skipped the units those queues have lost since
         dispatch_from = min(dispatch_from, queue_redo)
-        for rec in log.scan(queue_redo, check_crc=False, stop_at=end):
-            redispatch(rec)
+        for batch in log.walk(queue_redo, check_crc=False, stop_at=end):
+            redispatch(batch)
     for cq in queues.values():
         cq.correct_min_offset(log.min_offset)
     dispatch.flush()
@@ -208,14 +208,12 @@ def _first_store_timestamp(log: CommitLog, mf: MappedFile) -> int | None:
 
 
 def _valid_end(log: CommitLog, start: int,
-               on_valid: Callable[[Record], None] | None) -> tuple[int, str | None]:
-    """Where valid data ends from ``start`` on, and why it ended there (None: at zeros).
-    ``on_valid`` is called with each record found valid, in order."""
-    scan = log.scan(start, stop_at=log.files.files[-1].end if log.files.files else 0)
-    for rec in scan:
-        at = rec.commitlog_offset
-        if rec.queue_id < 0 or not codec.TOPIC_PATTERN.match(rec.topic):
-            return at, f"offset {at}: topic {rec.topic!r} / queue {rec.queue_id} cannot have been written"
+               on_valid: Callable[[RecordBatch], None] | None) -> tuple[int, str | None]:
+    """Where valid data ends from ``start`` on, and why it ended there (None: at zeros): also at a
+    record whose topic or queue id no writer could have stored. ``on_valid`` is called with each
+    batch of records found valid, in order."""
+    walk = log.walk(start, stop_at=log.files.files[-1].end if log.files.files else 0, check_names=True)
+    for batch in walk:
         if on_valid is not None:
-            on_valid(rec)
-    return scan.end, scan.error
+            on_valid(batch)
+    return walk.end, walk.error

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketlake.store.config import StoreConfig, load_config
-from rocketlake.store.dispatch import Dispatcher, from_record
+from rocketlake.store.dispatch import Dispatcher
 from rocketlake.store.index import IndexService
 from rocketlake.store.store_files import StoreFiles
 
@@ -35,18 +35,15 @@ def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = Tr
         if wanted and (out / name).exists() and any((out / name).iterdir()):
             raise FileExistsError(f"{out / name}: already exists; rebuild writes into an empty place")
     with StoreFiles(store, cfg) as files:
-        scan = files.commitlog.scan(check_crc=True)
+        walk = files.commitlog.walk(check_crc=True)
         idx = IndexService(out, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) if index else None
         d = Dispatcher(out, cfg, {}, idx)
         n = 0
         try:
-            for rec in scan:
-                req = from_record(rec, cfg.delay_levels_ms)
-                if not consume_queue:
-                    req = req._replace(to_consume_queue=False)
-                d(req)
-                n += 1
+            for batch in walk:
+                d.add_batch(batch, batch.dispatch(cfg.delay_levels_ms), consume_queue)
+                n += len(batch)
             d.flush()
         finally:
             d.close()
-    return RebuildStats(n, scan.end, scan.error)
+    return RebuildStats(n, walk.end, walk.error)

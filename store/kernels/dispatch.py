@@ -1,0 +1,214 @@
+"""What walked records contribute to the ConsumeQueues and the index, in one compiled pass:
+property values, tagsCode, whether a record gets a unit, and its index key hashes.
+
+The rules are ``store.dispatch``'s (docs/FORMAT.md §3, §5, §7): the last ``name\\x01value``
+segment with a non-empty name and value wins; tagsCode is the Java ``String.hashCode`` of TAGS
+(over UTF-16 code units), or the delivery time of a SCHEDULE_TOPIC_XXXX record with a DELAY
+level; PREPARED and ROLLBACK records get no unit; index keys are ``topic#UNIQ_KEY`` then
+``topic#token`` per non-empty KEYS token, none for ROLLBACK, each hashed and made non-negative
+(``IndexFile.indexKeyHashMethod``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketlake.store import codec
+from rocketlake.store.kernels import kernel
+from rocketlake.store.kernels.records import (
+    PROPS_LEN,
+    PROPS_START,
+    STORE_TS,
+    SYS_FLAG,
+    TOPIC_LEN,
+    TOPIC_START,
+    byte,
+)
+
+#: properties whose value spans ``property_spans`` finds, in this order
+NAMES = (codec.PROPERTY_TAGS, codec.PROPERTY_KEYS, codec.PROPERTY_UNIQ_KEY, codec.PROPERTY_DELAY,
+         codec.PROPERTY_REAL_TOPIC, codec.PROPERTY_REAL_QID)
+TAGS, KEYS, UNIQ_KEY, DELAY, REAL_TOPIC, REAL_QID = range(len(NAMES))
+_NAME_BYTES = np.frombuffer("".join(NAMES).encode(), dtype=np.uint8)
+_NAME_ENDS = np.cumsum([len(n) for n in NAMES]).astype(np.int64)
+_SCHEDULE = np.frombuffer(codec.SCHEDULE_TOPIC.encode(), dtype=np.uint8)
+
+
+@kernel
+def _is_name(buf: npt.NDArray[np.uint8], at: int, length: int, k: int) -> bool:
+    s = _NAME_ENDS[k - 1] if k else 0
+    if _NAME_ENDS[k] - s != length:
+        return False
+    for i in range(length):
+        if buf[at + i] != _NAME_BYTES[s + i]:
+            return False
+    return True
+
+
+@kernel
+def property_spans(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
+                   spans: npt.NDArray[np.int64]) -> None:
+    """``spans[i, k] = (start, length)`` of property ``NAMES[k]``'s value in record ``rows[i]``,
+    ``(-1, 0)`` when absent."""
+    n_names = _NAME_ENDS.size
+    for i in range(rows.shape[0]):
+        for k in range(n_names):
+            spans[i, k, 0] = -1
+            spans[i, k, 1] = 0
+        p = rows[i, PROPS_START]
+        end = p + rows[i, PROPS_LEN]
+        while p < end:
+            seg = p
+            while seg < end and buf[seg] != 2:
+                seg += 1
+            sep = p
+            while sep < seg and buf[sep] != 1:
+                sep += 1
+            if p < sep < seg - 1:  # a name, \x01, and a non-empty value
+                for k in range(n_names):
+                    if _is_name(buf, p, sep - p, k):
+                        spans[i, k, 0] = sep + 1
+                        spans[i, k, 1] = seg - sep - 1
+            p = seg + 1
+
+
+@kernel
+def java_hash(buf: npt.NDArray[np.uint8], start: int, length: int, h: int) -> int:
+    """Continue Java's ``String.hashCode`` ``h`` (unsigned 32-bit) over UTF-8 bytes, one step per
+    UTF-16 code unit (a character above U+FFFF is a surrogate pair: two steps)."""
+    p = start
+    end = start + length
+    while p < end:
+        b = byte(buf, p)
+        if b < 0x80:
+            cp = b
+            p += 1
+        elif b < 0xE0:
+            cp = ((b & 0x1F) << 6) | (byte(buf, p + 1) & 0x3F)
+            p += 2
+        elif b < 0xF0:
+            cp = ((b & 0x0F) << 12) | ((byte(buf, p + 1) & 0x3F) << 6) | (byte(buf, p + 2) & 0x3F)
+            p += 3
+        else:
+            cp = (((b & 0x07) << 18) | ((byte(buf, p + 1) & 0x3F) << 12)
+                  | ((byte(buf, p + 2) & 0x3F) << 6) | (byte(buf, p + 3) & 0x3F))
+            p += 4
+        if cp >= 0x10000:
+            cp -= 0x10000
+            h = (h * 31 + (0xD800 + (cp >> 10))) & 0xFFFFFFFF
+            cp = 0xDC00 + (cp & 0x3FF)
+        h = (h * 31 + cp) & 0xFFFFFFFF
+    return h
+
+
+@kernel
+def signed32(h: int) -> int:
+    return h - (1 << 32) if h >= (1 << 31) else h
+
+
+@kernel
+def _parse_level(buf: npt.NDArray[np.uint8], start: int, length: int) -> int:
+    """Java's ``Integer.parseInt`` of a DELAY value; 0 where it would throw."""
+    p = start
+    end = start + length
+    neg = False
+    if p < end and (buf[p] == 43 or buf[p] == 45):
+        neg = buf[p] == 45
+        p += 1
+    if p == end:
+        return 0
+    v = 0
+    while p < end:
+        d = byte(buf, p) - 48
+        if d < 0 or d > 9:
+            return 0
+        v = v * 10 + d
+        if v > (1 << 31):
+            return 0
+        p += 1
+    if neg:
+        v = -v
+    return 0 if v > (1 << 31) - 1 else v
+
+
+@kernel
+def _is_schedule(buf: npt.NDArray[np.uint8], start: int, length: int) -> bool:
+    if length != _SCHEDULE.size:
+        return False
+    for i in range(length):
+        if buf[start + i] != _SCHEDULE[i]:
+            return False
+    return True
+
+
+@kernel
+def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
+                     spans: npt.NDArray[np.int64], delay_levels_ms: npt.NDArray[np.int64],
+                     tags_code: npt.NDArray[np.int64], to_queue: npt.NDArray[np.bool_],
+                     key_counts: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
+    """Fill ``tags_code``, ``to_queue`` and ``key_counts`` per record (``spans`` from
+    ``property_spans``) and return the index key hashes of all records, in order."""
+    n = rows.shape[0]
+    total = 0
+    for i in range(n):
+        tx = rows[i, SYS_FLAG] & 0xC
+        to_queue[i] = tx == 0 or tx == 8
+        c = 0
+        if tx != 0xC:
+            if spans[i, UNIQ_KEY, 0] >= 0:
+                c += 1
+            s = spans[i, KEYS, 0]
+            e = s + spans[i, KEYS, 1]
+            in_token = False
+            for p in range(s, e):
+                if buf[p] == 32:
+                    in_token = False
+                elif not in_token:
+                    in_token = True
+                    c += 1
+        key_counts[i] = c
+        total += c
+        code = 0
+        delayed = False
+        if spans[i, DELAY, 0] >= 0 and _is_schedule(buf, rows[i, TOPIC_START], rows[i, TOPIC_LEN]):
+            level = _parse_level(buf, spans[i, DELAY, 0], spans[i, DELAY, 1])
+            if level > delay_levels_ms.size:
+                level = delay_levels_ms.size
+            if level > 0:
+                code = rows[i, STORE_TS] + delay_levels_ms[level - 1]
+                delayed = True
+        if not delayed and spans[i, TAGS, 0] >= 0:
+            code = signed32(java_hash(buf, spans[i, TAGS, 0], spans[i, TAGS, 1], 0))
+        tags_code[i] = code
+    hashes = np.empty(total, dtype=np.int32)
+    k = 0
+    for i in range(n):
+        if key_counts[i] == 0:
+            continue
+        prefix = java_hash(buf, rows[i, TOPIC_START], rows[i, TOPIC_LEN], 0)
+        prefix = (prefix * 31 + 35) & 0xFFFFFFFF  # '#'
+        if spans[i, UNIQ_KEY, 0] >= 0:
+            hashes[k] = _key_hash(java_hash(buf, spans[i, UNIQ_KEY, 0], spans[i, UNIQ_KEY, 1], prefix))
+            k += 1
+        s = spans[i, KEYS, 0]
+        e = s + spans[i, KEYS, 1]
+        p = s
+        while p < e:
+            while p < e and buf[p] == 32:
+                p += 1
+            t = p
+            while p < e and buf[p] != 32:
+                p += 1
+            if p > t:
+                hashes[k] = _key_hash(java_hash(buf, t, p - t, prefix))
+                k += 1
+    return hashes
+
+
+@kernel
+def _key_hash(h: int) -> np.int32:
+    """IndexFile keyHash: abs of the signed hash, 0 for Integer.MIN_VALUE."""
+    s = signed32(h)
+    if s < 0:
+        s = -s
+    return np.int32(0 if s > 0x7FFFFFFF else s)

@@ -1,0 +1,298 @@
+"""Walk CommitLog records over a byte buffer: heads, field spans, body CRC, UTF-8 checks.
+
+The rules are ``codec.decode_record``'s (docs/FORMAT.md §2), applied to every record of a range in
+one compiled loop. A walk starts at a known record start and stops at the first byte that does not
+continue valid data, saying why (``STATUS``); ``find_start`` finds the first record start in any
+byte range (a Spark split): the magic at ``p+4`` and a PHYSICALOFFSET at ``p+28`` equal to ``p``'s
+own address.
+"""
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketlake.store.kernels import kernel
+
+# --- output columns of `walk`, one int64 each (`RECORD_DTYPE` names them) ------------------------
+FIELDS = ("offset", "size", "magic", "body_crc", "queue_id", "flag", "queue_offset",
+          "physical_offset", "sys_flag", "born_timestamp", "born_port", "store_timestamp",
+          "store_port", "reconsume_times", "prepared_offset", "body_start", "body_len",
+          "topic_start", "topic_len", "props_start", "props_len", "born_addr_start",
+          "store_addr_start")
+(OFFSET, SIZE, MAGIC, BODY_CRC, QUEUE_ID, FLAG, QUEUE_OFFSET, PHYSICAL_OFFSET, SYS_FLAG, BORN_TS,
+ BORN_PORT, STORE_TS, STORE_PORT, RECONSUME, PREPARED, BODY_START, BODY_LEN, TOPIC_START, TOPIC_LEN,
+ PROPS_START, PROPS_LEN, BORN_ADDR, STORE_ADDR) = range(len(FIELDS))
+NFIELDS = len(FIELDS)
+#: A walk's rows as a structured array (``rows.view(RECORD_DTYPE).ravel()``); ``*_start`` are
+#: positions in the walked buffer, ``offset`` is the record's CommitLog offset.
+RECORD_DTYPE = np.dtype([(n, np.int64) for n in FIELDS])
+
+# --- why a walk stopped ---------------------------------------------------------------------------
+LIMIT, BLANK, ZEROS, TRUNCATED, BAD_MAGIC, BAD_SIZE, SHORT_FOR_SYSFLAG, BAD_BODY_LEN, \
+    BAD_TOPIC_LEN, BAD_PROPS_LEN, BAD_PHYSICAL_OFFSET, BAD_CRC, BAD_UTF8, BAD_NAME = range(14)
+#: status -> (name, whether valid data ends there because of damage)
+STATUS = {LIMIT: "limit", BLANK: "blank", ZEROS: "zeros", TRUNCATED: "truncated header",
+          BAD_MAGIC: "bad magic", BAD_SIZE: "bad TOTALSIZE", SHORT_FOR_SYSFLAG: "short for SYSFLAG",
+          BAD_BODY_LEN: "bad BODYLEN", BAD_TOPIC_LEN: "bad TOPICLEN",
+          BAD_PROPS_LEN: "TOTALSIZE disagrees", BAD_PHYSICAL_OFFSET: "bad PHYSICALOFFSET",
+          BAD_CRC: "body CRC mismatch", BAD_UTF8: "topic/properties not UTF-8",
+          BAD_NAME: "topic or queue id no writer stores"}
+
+_MAGIC_V1 = 0xDAA320A7 - (1 << 32)
+_MAGIC_V2 = 0xDAA320AB - (1 << 32)
+_BLANK_MAGIC = 0xCBD43194 - (1 << 32)
+_BORN_V6 = 0x10
+_STORE_V6 = 0x20
+
+
+def _crc_tables() -> npt.NDArray[np.uint32]:
+    """Slicing-by-8 tables of the CRC-32 zlib computes (reflected polynomial 0xEDB88320)."""
+    t = np.zeros((8, 256), dtype=np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        t[0, i] = c
+    for k in range(1, 8):
+        for i in range(256):
+            t[k, i] = (int(t[k - 1, i]) >> 8) ^ int(t[0, int(t[k - 1, i]) & 0xFF])
+    return t
+
+
+_CRC = _crc_tables()
+
+
+@kernel
+def crc32(buf: npt.NDArray[np.uint8], start: int, length: int) -> int:
+    """zlib's CRC-32 of ``buf[start:start+length]`` (unsigned)."""
+    t = _CRC
+    c = np.uint32(0xFFFFFFFF)
+    p = start
+    end = start + length
+    while p + 8 <= end:
+        lo = c ^ (np.uint32(buf[p]) | (np.uint32(buf[p + 1]) << 8) | (np.uint32(buf[p + 2]) << 16)
+                  | (np.uint32(buf[p + 3]) << 24))
+        c = (t[7, lo & 0xFF] ^ t[6, (lo >> 8) & 0xFF] ^ t[5, (lo >> 16) & 0xFF] ^ t[4, lo >> 24]
+             ^ t[3, buf[p + 4]] ^ t[2, buf[p + 5]] ^ t[1, buf[p + 6]] ^ t[0, buf[p + 7]])
+        p += 8
+    while p < end:
+        c = t[0, (c ^ buf[p]) & 0xFF] ^ (c >> 8)
+        p += 1
+    return int(c ^ np.uint32(0xFFFFFFFF))
+
+
+@kernel
+def byte(buf: npt.NDArray[np.uint8], p: int) -> int:
+    """``buf[p]`` as a signed 64-bit integer (numba's ``int`` of a uint8 is unsigned)."""
+    return int(np.int64(buf[p]))
+
+
+@kernel
+def be_i64(buf: npt.NDArray[np.uint8], p: int) -> int:
+    v = 0
+    for k in range(8):
+        v = (v << 8) | byte(buf, p + k)
+    return v  # two's complement wraps in int64
+
+
+@kernel
+def be_i32(buf: npt.NDArray[np.uint8], p: int) -> int:
+    v = (byte(buf, p) << 24) | (byte(buf, p + 1) << 16) | (byte(buf, p + 2) << 8) | byte(buf, p + 3)
+    return v - (1 << 32) if v >= (1 << 31) else v
+
+
+@kernel
+def be_i16(buf: npt.NDArray[np.uint8], p: int) -> int:
+    v = (byte(buf, p) << 8) | byte(buf, p + 1)
+    return v - (1 << 16) if v >= (1 << 15) else v
+
+
+@kernel
+def utf8_ok(buf: npt.NDArray[np.uint8], start: int, length: int) -> bool:
+    """Whether the bytes are valid UTF-8 as Python decodes it (no overlongs, no surrogates,
+    nothing above U+10FFFF)."""
+    p = start
+    end = start + length
+    while p < end:
+        b = buf[p]
+        if b < 0x80:
+            p += 1
+            continue
+        if 0xC2 <= b <= 0xDF:
+            n = 1
+            lo, hi = 0x80, 0xBF
+        elif b == 0xE0:
+            n, lo, hi = 2, 0xA0, 0xBF
+        elif 0xE1 <= b <= 0xEC or b == 0xEE or b == 0xEF:
+            n, lo, hi = 2, 0x80, 0xBF
+        elif b == 0xED:
+            n, lo, hi = 2, 0x80, 0x9F
+        elif b == 0xF0:
+            n, lo, hi = 3, 0x90, 0xBF
+        elif 0xF1 <= b <= 0xF3:
+            n, lo, hi = 3, 0x80, 0xBF
+        elif b == 0xF4:
+            n, lo, hi = 3, 0x80, 0x8F
+        else:
+            return False
+        if p + n >= end:
+            return False
+        c = buf[p + 1]
+        if c < lo or c > hi:
+            return False
+        for k in range(2, n + 1):
+            c = buf[p + k]
+            if c < 0x80 or c > 0xBF:
+                return False
+        p += n + 1
+    return True
+
+
+@kernel
+def topic_ok(buf: npt.NDArray[np.uint8], start: int, length: int) -> bool:
+    """RocketMQ's topic rule: 1..127 bytes of ``[%|a-zA-Z0-9_-]`` (``codec.TOPIC_PATTERN``)."""
+    if length < 1 or length > 127:
+        return False
+    for p in range(start, start + length):
+        b = buf[p]
+        if not ((48 <= b <= 57) or (65 <= b <= 90) or (97 <= b <= 122) or b == 37 or b == 124
+                or b == 95 or b == 45):
+            return False
+    return True
+
+
+@kernel
+def walk(buf: npt.NDArray[np.uint8], base: int, pos: int, limit: int, check_crc: bool,
+         check_names: bool, out: npt.NDArray[np.int64],
+         detail: npt.NDArray[np.int64]) -> tuple[int, int, int]:
+    """Decode records from ``buf[pos]`` while they start before ``limit`` and ``out`` has rows.
+
+    ``base`` is the CommitLog offset of ``buf[0]``. Fills ``out[i, FIELD]`` per record and returns
+    ``(count, end, status)``: ``end`` is the buffer position after the last valid record (where
+    the next one would start), ``status`` why the walk stopped there (``LIMIT`` also when ``out``
+    is full). For damage, ``detail`` (3 slots) gets the offending values: the magic, the size (and
+    SYSFLAG), the stored and computed CRC, the PHYSICALOFFSET, the queue id and topic span.
+    ``check_names`` also stops at a record whose topic or
+    queue id no writer could have stored (recovery's rule).
+    """
+    size = buf.size
+    n = 0
+    cap = out.shape[0]
+    while pos < limit and n < cap:
+        if pos + 8 > size:
+            return n, pos, TRUNCATED
+        total = be_i32(buf, pos)
+        magic = be_i32(buf, pos + 4)
+        if magic == _BLANK_MAGIC:
+            detail[0] = total
+            return n, pos, BLANK
+        if magic != _MAGIC_V1 and magic != _MAGIC_V2:
+            zero = True
+            for k in range(8):
+                if buf[pos + k] != 0:
+                    zero = False
+            detail[0] = magic
+            return n, pos, ZEROS if zero else BAD_MAGIC
+        if total < 91 or pos + total > size:
+            detail[0] = total
+            return n, pos, BAD_SIZE
+        sys_flag = be_i32(buf, pos + 36)
+        born_len = 16 if sys_flag & _BORN_V6 else 4
+        store_len = 16 if sys_flag & _STORE_V6 else 4
+        tl_size = 2 if magic == _MAGIC_V2 else 1
+        if total < 91 + born_len - 4 + store_len - 4 + tl_size - 1:
+            detail[0] = total
+            detail[1] = sys_flag
+            return n, pos, SHORT_FOR_SYSFLAG
+        p = pos + 48
+        born_at = p
+        born_port = be_i32(buf, p + born_len)
+        p += born_len + 4
+        store_ts = be_i64(buf, p)
+        p += 8
+        store_at = p
+        p += store_len
+        store_port = be_i32(buf, p)
+        reconsume = be_i32(buf, p + 4)
+        prepared = be_i64(buf, p + 8)
+        body_len = be_i32(buf, p + 16)
+        p += 20
+        rec_end = pos + total
+        if body_len < 0 or p + body_len + tl_size + 2 > rec_end:
+            detail[0] = body_len
+            return n, pos, BAD_BODY_LEN
+        body_at = p
+        p += body_len
+        topic_len = be_i16(buf, p) if tl_size == 2 else (byte(buf, p) - 256 if buf[p] >= 128
+                                                         else byte(buf, p))
+        p += tl_size
+        if topic_len < 0 or p + topic_len + 2 > rec_end:
+            detail[0] = topic_len
+            return n, pos, BAD_TOPIC_LEN
+        topic_at = p
+        p += topic_len
+        props_len = be_i16(buf, p)
+        p += 2
+        if props_len < 0 or p + props_len != rec_end:
+            detail[0] = total
+            return n, pos, BAD_PROPS_LEN
+        phys = be_i64(buf, pos + 28)
+        if phys != base + pos:
+            detail[0] = phys
+            return n, pos, BAD_PHYSICAL_OFFSET
+        stored_crc = be_i32(buf, pos + 8)
+        if check_crc:
+            crc = crc32(buf, body_at, body_len) & 0x7FFFFFFF
+            if crc != stored_crc:
+                detail[0] = stored_crc
+                detail[1] = crc
+                return n, pos, BAD_CRC
+        if not (utf8_ok(buf, topic_at, topic_len) and utf8_ok(buf, p, props_len)):
+            return n, pos, BAD_UTF8
+        queue_id = be_i32(buf, pos + 12)
+        if check_names and (queue_id < 0 or not topic_ok(buf, topic_at, topic_len)):
+            detail[0] = queue_id
+            detail[1] = topic_at
+            detail[2] = topic_len
+            return n, pos, BAD_NAME
+        r = out[n]
+        r[OFFSET] = base + pos
+        r[SIZE] = total
+        r[MAGIC] = magic
+        r[BODY_CRC] = stored_crc
+        r[QUEUE_ID] = queue_id
+        r[FLAG] = be_i32(buf, pos + 16)
+        r[QUEUE_OFFSET] = be_i64(buf, pos + 20)
+        r[PHYSICAL_OFFSET] = phys
+        r[SYS_FLAG] = sys_flag
+        r[BORN_TS] = be_i64(buf, pos + 40)
+        r[BORN_PORT] = born_port
+        r[STORE_TS] = store_ts
+        r[STORE_PORT] = store_port
+        r[RECONSUME] = reconsume
+        r[PREPARED] = prepared
+        r[BODY_START] = body_at
+        r[BODY_LEN] = body_len
+        r[TOPIC_START] = topic_at
+        r[TOPIC_LEN] = topic_len
+        r[PROPS_START] = p
+        r[PROPS_LEN] = props_len
+        r[BORN_ADDR] = born_at
+        r[STORE_ADDR] = store_at
+        n += 1
+        pos = rec_end
+    return n, pos, LIMIT
+
+
+@kernel
+def find_start(buf: npt.NDArray[np.uint8], base: int, lo: int, hi: int) -> int:
+    """The first position ``p`` in ``[lo, hi)`` where a record starts: a v1/v2 magic at ``p+4``
+    and PHYSICALOFFSET at ``p+28`` equal to ``base + p``; ``hi`` when there is none. (A BLANK
+    carries no self offset: a range that starts inside a file's BLANK tail has no record.)"""
+    stop = min(hi, buf.size - 36)
+    for p in range(lo, stop):
+        if buf[p + 4] == 0xDA and buf[p + 5] == 0xA3 and buf[p + 6] == 0x20 and (
+                buf[p + 7] == 0xA7 or buf[p + 7] == 0xAB):
+            if be_i64(buf, p + 28) == base + p:
+                return p
+    return hi

@@ -1,0 +1,163 @@
+"""CommitLog records as column batches: the compiled walk over mapped files, for every caller
+that handles records by the thousand (recovery, verify, the rebuilds, the Spark scan).
+
+A batch holds no Python object per record: its rows are int64 columns (``RECORD_DTYPE``: head
+fields and the positions of body, topic and properties in the file's bytes), and ``dispatch()``
+derives the ConsumeQueue and index columns in one more compiled pass.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketlake.store.kernels import dispatch as kd
+from rocketlake.store.kernels import records as kr
+
+#: rows per batch: bounds memory (each row is 184 bytes) whatever the file size
+BATCH_ROWS = 1 << 16
+
+Buffer = npt.NDArray[np.uint8]
+
+
+def walk_error(status: int, offset: int, detail: npt.NDArray[np.int64], buf: Buffer) -> str:
+    """What is wrong with the record at CommitLog ``offset``, as ``codec.decode_record`` says it."""
+    d0, d1 = int(detail[0]), int(detail[1])
+    if status == kr.TRUNCATED:
+        return f"offset {offset}: truncated record header"
+    if status == kr.BAD_MAGIC:
+        return f"offset {offset}: bad magic {d0 & 0xFFFFFFFF:#010x}"
+    if status == kr.BAD_SIZE:
+        return f"offset {offset}: bad TOTALSIZE {d0}"
+    if status == kr.SHORT_FOR_SYSFLAG:
+        return f"offset {offset}: TOTALSIZE {d0} too short for SYSFLAG {d1:#x}"
+    if status == kr.BAD_BODY_LEN:
+        return f"offset {offset}: bad BODYLEN {d0}"
+    if status == kr.BAD_TOPIC_LEN:
+        return f"offset {offset}: bad TOPICLEN {d0}"
+    if status == kr.BAD_PROPS_LEN:
+        return f"offset {offset}: TOTALSIZE {d0} disagrees with the record's fields"
+    if status == kr.BAD_PHYSICAL_OFFSET:
+        return f"offset {offset}: PHYSICALOFFSET field says {d0}"
+    if status == kr.BAD_CRC:
+        return f"offset {offset}: body CRC {d0} != computed {d1}"
+    if status == kr.BAD_UTF8:
+        return f"offset {offset}: topic/properties not UTF-8"
+    if status == kr.BAD_NAME:
+        topic = buf[d1:d1 + int(detail[2])].tobytes().decode(errors="replace")
+        return f"offset {offset}: topic {topic!r} / queue {d0} cannot have been written"
+    raise ValueError(f"status {status} is not damage")
+
+
+@dataclass(frozen=True)
+class DispatchColumns:
+    """What a batch's records contribute to the ConsumeQueues and the index."""
+    tags_code: npt.NDArray[np.int64]
+    to_queue: npt.NDArray[np.bool_]
+    #: index keys per record (UNIQ_KEY first, then KEYS tokens), and their hashes, flat
+    key_counts: npt.NDArray[np.int64]
+    key_hashes: npt.NDArray[np.int32]
+    #: (start, length) in the file's bytes of each property in ``kernels.dispatch.NAMES``
+    property_spans: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class RecordBatch:
+    """Valid records of one CommitLog file, in order."""
+    buf: Buffer                      # the whole file's bytes (a view on its mapping)
+    raw: npt.NDArray[np.int64]       # (n, NFIELDS)
+
+    @property
+    def rows(self) -> npt.NDArray[np.void]:
+        """The records as a structured array (``kernels.records.RECORD_DTYPE``)."""
+        return self.raw.view(kr.RECORD_DTYPE).reshape(-1)
+
+    def __len__(self) -> int:
+        return int(self.raw.shape[0])
+
+    def column(self, field: int) -> npt.NDArray[np.int64]:
+        """One int64 column by its ``kernels.records`` index (``kr.QUEUE_ID``, ...)."""
+        col: npt.NDArray[np.int64] = self.raw[:, field]
+        return col
+
+    def strings(self, start: int, length: int) -> list[str]:
+        """The UTF-8 strings at columns ``start`` / ``length`` (topic, properties: the walk checked
+        they decode)."""
+        b, s, n = self.buf, self.raw[:, start].tolist(), self.raw[:, length].tolist()
+        return [b[i:i + k].tobytes().decode() for i, k in zip(s, n)]
+
+    @cached_property
+    def topics(self) -> tuple[npt.NDArray[np.int64], list[str]]:
+        """(topic id per record, topic names): ``names[ids[i]]`` is record i's topic."""
+        lens = self.raw[:, kr.TOPIC_LEN]
+        width = int(lens.max()) if lens.size else 0
+        if width == 0:
+            return np.zeros(len(self), dtype=np.int64), [""] * min(1, len(self))
+        starts = self.raw[:, kr.TOPIC_START]
+        idx = starts[:, None] + np.arange(width)
+        mat = np.where(np.arange(width) < lens[:, None], self.buf[np.minimum(idx, self.buf.size - 1)], 0)
+        keys = np.ascontiguousarray(np.column_stack([mat.astype(np.uint8), lens.astype(np.uint8)]))
+        uniq, first, ids = np.unique(keys.view(f"V{width + 1}").ravel(), return_index=True,
+                                     return_inverse=True)
+        names = [self.buf[int(starts[i]):int(starts[i] + lens[i])].tobytes().decode() for i in first]
+        return ids.astype(np.int64).ravel(), names
+
+    def dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
+        """ConsumeQueue and index columns of the records (``store.dispatch``'s rules)."""
+        n = len(self)
+        spans = np.empty((n, len(kd.NAMES), 2), dtype=np.int64)
+        kd.property_spans(self.buf, self.raw, spans)
+        tags_code = np.empty(n, dtype=np.int64)
+        to_queue = np.empty(n, dtype=np.bool_)
+        counts = np.empty(n, dtype=np.int64)
+        hashes = kd.dispatch_columns(self.buf, self.raw, spans, np.asarray(delay_levels_ms, dtype=np.int64),
+                                     tags_code, to_queue, counts)
+        return DispatchColumns(tags_code, to_queue, counts, hashes, spans)
+
+
+class Walk:
+    """Batches of valid records from ``start`` to the end of valid data (or ``stop_at``).
+
+    Afterwards ``end`` is where valid data ended (where the next record would start) and
+    ``error`` says why when it ended at something other than zeros: the rules and messages of
+    ``commitlog.Scan``, without a Python object per record. ``check_names`` also ends valid data
+    at a record whose topic or queue id no writer could have stored (recovery's rule).
+    """
+
+    def __init__(self, files: list[tuple[int, int, Buffer]], start: int, stop_at: int,
+                 check_crc: bool, check_names: bool = False, batch_rows: int = BATCH_ROWS) -> None:
+        """``files``: (start offset, size, bytes) of each CommitLog file, in order."""
+        self.files, self.end, self.stop_at = files, start, stop_at
+        self.check_crc, self.check_names, self.batch_rows = check_crc, check_names, batch_rows
+        self.error: str | None = None
+        self.status = kr.LIMIT
+
+    def _file(self, offset: int) -> tuple[int, int, Buffer] | None:
+        for f in self.files:
+            if f[0] <= offset < f[0] + f[1]:
+                return f
+        return None
+
+    def __iter__(self) -> Iterator[RecordBatch]:
+        detail = np.zeros(3, dtype=np.int64)
+        while self.end < self.stop_at:
+            f = self._file(self.end)
+            if f is None:
+                return
+            start, size, buf = f
+            out = np.empty((self.batch_rows, kr.NFIELDS), dtype=np.int64)
+            n, end, status = kr.walk(buf, start, self.end - start, min(size, self.stop_at - start),
+                                     self.check_crc, self.check_names, out, detail)
+            self.end, self.status = start + end, status
+            if n:
+                yield RecordBatch(buf, out[:n])
+            if status == kr.BLANK:
+                self.end = start + size
+            elif status == kr.ZEROS:
+                return
+            elif status != kr.LIMIT:
+                self.error = walk_error(status, self.end, detail, buf)
+                return
