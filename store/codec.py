@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store.errors import CorruptRecordError
+from rocketlake.store.kernels import records as kr
 
 # --- magic codes and sizes (docs/FORMAT.md §2) -----------------------------------------------
 #: Java's Integer.MAX_VALUE: the mask of BODYCRC (``UtilAll.crc32``), the size of a pre-blank
@@ -93,7 +94,6 @@ _HEAD_FIELDS = (
     ("born_addr", "addr"), ("born_port", "i"), ("store_timestamp", "q"), ("store_addr", "addr"),
     ("store_port", "i"), ("reconsume_times", "i"), ("prepared_offset", "q"), ("body_len", "i"),
 )
-PREFIX = struct.Struct(">iiiiiqqiq")  # the 44 bytes before BORNHOST
 #: TOPICLENGTH by magic, right after the body: v1 a signed byte (RocketMQ 4.9's
 #: CommitLog.checkMessageAndReturnSize reads ``byteBuffer.get()``, so a topic is at most 127
 #: bytes and a length byte >= 0x80 is negative, an invalid record), v2 a signed short (5.x).
@@ -125,9 +125,7 @@ OFF_QUEUE_OFFSET = 20
 OFF_PHYSICAL_OFFSET = 28
 OFF_SYSFLAG = 36
 BLANK = struct.Struct(">ii")
-_I32 = struct.Struct(">i")
 PHYSICAL = struct.Struct(">q")  # PHYSICALOFFSET at OFF_PHYSICAL_OFFSET
-_I16 = struct.Struct(">h")
 
 
 def record_length(sys_flag: int, body_len: int, topic_len: int, props_len: int,
@@ -384,68 +382,33 @@ def decode_record(buf: RecordBuffer, pos: int, file_offset: int = 0, check_crc: 
     Returns the Record, or for a BLANK end-of-file record its TOTALSIZE (an int).
     Raises CorruptRecordError when the bytes there are not a valid record: unknown magic
     (zeros included), a length that disagrees with the record's own fields, a self offset that
-    is not its address, or (``check_crc``) a body CRC mismatch.
+    is not its address, (``check_crc``) a body CRC mismatch, or a topic or properties string that
+    is not UTF-8. The checks are the compiled walk's (``kernels.records.walk``), one record long.
     """
-    end = len(buf)
-    if pos + 8 > end:
-        raise CorruptRecordError(f"offset {file_offset + pos}: truncated record header")
-    total: int
-    magic: int
-    total, magic = BLANK.unpack_from(buf, pos)
-    if magic == BLANK_MAGIC:
-        return total
-    if magic not in (MAGIC_V1, MAGIC_V2):
-        raise CorruptRecordError(f"offset {file_offset + pos}: bad magic {magic & 0xFFFFFFFF:#010x}")
-    if total < 91 or pos + total > end:
-        raise CorruptRecordError(f"offset {file_offset + pos}: bad TOTALSIZE {total}")
-    (_, _, stored_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-     born_ts) = PREFIX.unpack_from(buf, pos)
-    if total < record_length(sys_flag, 0, 0, 0, magic):  # the fixed fields must fit
-        raise CorruptRecordError(f"offset {file_offset + pos}: TOTALSIZE {total} too short for "
-                                 f"SYSFLAG {sys_flag:#x}")
-    p = pos + PREFIX.size
-    alen = 16 if sys_flag & FLAG_BORNHOST_V6 else 4
-    born_addr = bytes(buf[p:p + alen])
-    (born_port,) = _I32.unpack_from(buf, p + alen)
-    p += alen + 4
-    (store_ts,) = struct.unpack_from(">q", buf, p)
-    p += 8
-    alen = 16 if sys_flag & FLAG_STOREHOST_V6 else 4
-    store_addr = bytes(buf[p:p + alen])
-    (store_port, reconsume, prepared, body_len) = struct.unpack_from(">iiqi", buf, p + alen)
-    p += alen + 20
-    rec_end = pos + total
-    if body_len < 0 or p + body_len + TOPIC_LENGTH[magic].size + 2 > rec_end:
-        raise CorruptRecordError(f"offset {file_offset + pos}: bad BODYLEN {body_len}")
-    body = bytes(buf[p:p + body_len])
-    p += body_len
-    (topic_len,) = TOPIC_LENGTH[magic].unpack_from(buf, p)
-    p += TOPIC_LENGTH[magic].size
-    if topic_len < 0 or p + topic_len + 2 > rec_end:
-        raise CorruptRecordError(f"offset {file_offset + pos}: bad TOPICLEN {topic_len}")
-    topic_b = bytes(buf[p:p + topic_len])
-    p += topic_len
-    (props_len,) = _I16.unpack_from(buf, p)
-    p += 2
-    if props_len < 0 or p + props_len != rec_end:
-        raise CorruptRecordError(
-            f"offset {file_offset + pos}: TOTALSIZE {total} disagrees with the record's fields")
-    if physical_offset != file_offset + pos:
-        raise CorruptRecordError(
-            f"offset {file_offset + pos}: PHYSICALOFFSET field says {physical_offset}")
-    if check_crc:
-        crc = body_crc(body)
-        if crc != stored_crc:
-            raise CorruptRecordError(
-                f"offset {file_offset + pos}: body CRC {stored_crc} != computed {crc}")
-    try:
-        topic = topic_b.decode()
-        props = bytes(buf[p:p + props_len]).decode()
-    except UnicodeDecodeError as e:
-        raise CorruptRecordError(f"offset {file_offset + pos}: topic/properties not UTF-8") from e
-    return Record(file_offset + pos, total, magic, stored_crc, queue_id, flag, queue_offset,
-                  physical_offset, sys_flag, born_ts, born_addr, born_port, store_ts, store_addr,
-                  store_port, reconsume, prepared, body, topic, props)
+    arr = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+    out = np.empty((1, kr.NFIELDS), dtype=np.int64)
+    detail = np.zeros(3, dtype=np.int64)
+    n, _, status = kr.walk(arr, file_offset, pos, pos + 1, check_crc, False, out, detail)
+    if status == kr.BLANK:
+        return int(detail[0])
+    if not n:
+        raise CorruptRecordError(kr.describe(status, file_offset + pos, detail, arr))
+    return record_from_row(arr, out[0].tolist())
+
+
+def record_from_row(buf: npt.NDArray[np.uint8], row: list[int]) -> Record:
+    """The Record of one walked row (``kernels.records.FIELDS`` values) of the bytes ``buf``."""
+    (offset, total, magic, crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_ts,
+     born_port, store_ts, store_port, reconsume, prepared, body_at, body_len, topic_at, topic_len,
+     props_at, props_len, born_at, store_at) = row
+    alen_born = 16 if sys_flag & FLAG_BORNHOST_V6 else 4
+    alen_store = 16 if sys_flag & FLAG_STOREHOST_V6 else 4
+    return Record(offset, total, magic, crc, queue_id, flag, queue_offset, physical_offset,
+                  sys_flag, born_ts, bytes(buf[born_at:born_at + alen_born]), born_port, store_ts,
+                  bytes(buf[store_at:store_at + alen_store]), store_port, reconsume, prepared,
+                  bytes(buf[body_at:body_at + body_len]),
+                  bytes(buf[topic_at:topic_at + topic_len]).decode(),
+                  bytes(buf[props_at:props_at + props_len]).decode())
 
 
 def body_crc(body: bytes | memoryview) -> int:

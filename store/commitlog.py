@@ -463,28 +463,21 @@ class CommitLog:
 
 class Scan:
     """Iterates records; afterwards ``end`` is where valid data ended, and ``error`` says why
-    when it ended at something other than zeros."""
+    when it ended at something other than zeros (a ``Walk``, one Record per row)."""
 
     def __init__(self, log: CommitLog, start: int, check_crc: bool, stop_at: int) -> None:
-        self.log, self.end, self.check_crc, self.stop_at = log, start, check_crc, stop_at
-        self.error: str | None = None
+        self._walk = log.walk(start, check_crc, stop_at)
+
+    @property
+    def end(self) -> int:
+        return self._walk.end
+
+    @property
+    def error(self) -> str | None:
+        return self._walk.error
 
     def __iter__(self) -> Iterator[Record]:
-        files = self.log.files
-        while self.end < self.stop_at:
-            mf = files.find(self.end)
-            if mf is None:
-                return
-            pos = self.end - mf.start
-            try:
-                r = codec.decode_record(mf.mm, pos, mf.start, self.check_crc)
-            except CorruptRecordError as e:
-                # Zeros where the next record would start are the normal end of data.
-                if mf.mm[pos:pos + 8] != bytes(8):
-                    self.error = str(e)
-                return
-            if isinstance(r, int):
-                self.end = mf.end
-                continue
-            self.end += r.size
-            yield r
+        for batch in self._walk:
+            buf = batch.buf
+            for row in batch.raw.tolist():
+                yield codec.record_from_row(buf, row)

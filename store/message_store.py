@@ -138,11 +138,11 @@ class MessageStore:
         files = self.commitlog.files.files
         if not files:
             return
-        scan = self.commitlog.scan(start, stop_at=files[-1].end)
-        for _ in scan:
+        walk = self.commitlog.walk(start, stop_at=files[-1].end)
+        for _ in walk:
             pass
         for mf in files:
-            mf.wrote = max(0, min(mf.size, scan.end - mf.start))
+            mf.wrote = max(0, min(mf.size, walk.end - mf.start))
 
     def _refresh_end(self) -> int:
         """Read-only: take in what a running writer appended since the end was last found —

@@ -23,35 +23,6 @@ BATCH_ROWS = 1 << 16
 Buffer = npt.NDArray[np.uint8]
 
 
-def walk_error(status: int, offset: int, detail: npt.NDArray[np.int64], buf: Buffer) -> str:
-    """What is wrong with the record at CommitLog ``offset``, as ``codec.decode_record`` says it."""
-    d0, d1 = int(detail[0]), int(detail[1])
-    if status == kr.TRUNCATED:
-        return f"offset {offset}: truncated record header"
-    if status == kr.BAD_MAGIC:
-        return f"offset {offset}: bad magic {d0 & 0xFFFFFFFF:#010x}"
-    if status == kr.BAD_SIZE:
-        return f"offset {offset}: bad TOTALSIZE {d0}"
-    if status == kr.SHORT_FOR_SYSFLAG:
-        return f"offset {offset}: TOTALSIZE {d0} too short for SYSFLAG {d1:#x}"
-    if status == kr.BAD_BODY_LEN:
-        return f"offset {offset}: bad BODYLEN {d0}"
-    if status == kr.BAD_TOPIC_LEN:
-        return f"offset {offset}: bad TOPICLEN {d0}"
-    if status == kr.BAD_PROPS_LEN:
-        return f"offset {offset}: TOTALSIZE {d0} disagrees with the record's fields"
-    if status == kr.BAD_PHYSICAL_OFFSET:
-        return f"offset {offset}: PHYSICALOFFSET field says {d0}"
-    if status == kr.BAD_CRC:
-        return f"offset {offset}: body CRC {d0} != computed {d1}"
-    if status == kr.BAD_UTF8:
-        return f"offset {offset}: topic/properties not UTF-8"
-    if status == kr.BAD_NAME:
-        topic = buf[d1:d1 + int(detail[2])].tobytes().decode(errors="replace")
-        return f"offset {offset}: topic {topic!r} / queue {d0} cannot have been written"
-    raise ValueError(f"status {status} is not damage")
-
-
 @dataclass(frozen=True)
 class DispatchColumns:
     """What a batch's records contribute to the ConsumeQueues and the index."""
@@ -159,5 +130,5 @@ class Walk:
             elif status == kr.ZEROS:
                 return
             elif status != kr.LIMIT:
-                self.error = walk_error(status, self.end, detail, buf)
+                self.error = kr.describe(status, self.end, detail, buf)
                 return

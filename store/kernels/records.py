@@ -284,6 +284,36 @@ def walk(buf: npt.NDArray[np.uint8], base: int, pos: int, limit: int, check_crc:
     return n, pos, LIMIT
 
 
+def describe(status: int, offset: int, detail: npt.NDArray[np.int64], buf: npt.NDArray[np.uint8]) -> str:
+    """What is wrong with the record at CommitLog ``offset`` where a walk stopped with damage
+    ``status`` (``detail`` and ``buf`` as the walk left them)."""
+    d0, d1 = int(detail[0]), int(detail[1])
+    if status == TRUNCATED:
+        return f"offset {offset}: truncated record header"
+    if status in (BAD_MAGIC, ZEROS):
+        return f"offset {offset}: bad magic {d0 & 0xFFFFFFFF:#010x}"
+    if status == BAD_SIZE:
+        return f"offset {offset}: bad TOTALSIZE {d0}"
+    if status == SHORT_FOR_SYSFLAG:
+        return f"offset {offset}: TOTALSIZE {d0} too short for SYSFLAG {d1:#x}"
+    if status == BAD_BODY_LEN:
+        return f"offset {offset}: bad BODYLEN {d0}"
+    if status == BAD_TOPIC_LEN:
+        return f"offset {offset}: bad TOPICLEN {d0}"
+    if status == BAD_PROPS_LEN:
+        return f"offset {offset}: TOTALSIZE {d0} disagrees with the record's fields"
+    if status == BAD_PHYSICAL_OFFSET:
+        return f"offset {offset}: PHYSICALOFFSET field says {d0}"
+    if status == BAD_CRC:
+        return f"offset {offset}: body CRC {d0} != computed {d1}"
+    if status == BAD_UTF8:
+        return f"offset {offset}: topic/properties not UTF-8"
+    if status == BAD_NAME:
+        topic = buf[d1:d1 + int(detail[2])].tobytes().decode(errors="replace")
+        return f"offset {offset}: topic {topic!r} / queue {d0} cannot have been written"
+    raise ValueError(f"status {status} is not damage")
+
+
 @kernel
 def find_start(buf: npt.NDArray[np.uint8], base: int, lo: int, hi: int) -> int:
     """The first position ``p`` in ``[lo, hi)`` where a record starts: a v1/v2 magic at ``p+4``
