@@ -233,12 +233,28 @@ def zero_tail(mf: MappedFile, pos: int, chunk: int = 1 << 22) -> None:
 
 
 def first_nonzero(mf: MappedFile, pos: int, chunk: int = 1 << 22) -> int | None:
-    """Offset of the first non-zero byte at or after ``pos`` in a mapped file, or None."""
+    """Offset of the first non-zero byte at or after ``pos`` in a mapped file, or None.
+
+    Only the file's data regions are read (``SEEK_DATA`` / ``SEEK_HOLE``): the unwritten extents
+    of a pre-allocated file read as zeros, and faulting them in would cost more than the scan
+    (recovery of a store whose last 1 GiB file is 10% full: 5 s of page faults).
+    """
     lo = pos
     while lo < mf.size:
-        hi = min(mf.size, (lo // chunk + 1) * chunk)
-        nz = np.flatnonzero(np.frombuffer(mf.mm, dtype=np.uint8, count=hi - lo, offset=lo))
-        if nz.size:
-            return lo + int(nz[0])
-        lo = hi
+        try:
+            lo = os.lseek(mf._fd, lo, os.SEEK_DATA)
+            region_end = min(mf.size, os.lseek(mf._fd, lo, os.SEEK_HOLE))
+        except OSError as e:
+            if e.errno == errno.ENXIO:  # no data after lo
+                return None
+            raise
+        # No readahead while scanning: pages read ahead past the data would count as data.
+        page = lo - lo % PAGE_SIZE
+        mf.mm.madvise(mmap.MADV_RANDOM, page, region_end - page)
+        while lo < region_end:
+            hi = min(region_end, (lo // chunk + 1) * chunk)
+            nz = np.flatnonzero(np.frombuffer(mf.mm, dtype=np.uint8, count=hi - lo, offset=lo))
+            if nz.size:
+                return lo + int(nz[0])
+            lo = hi
     return None

@@ -63,18 +63,17 @@ class RecordBatch:
     @cached_property
     def topics(self) -> tuple[npt.NDArray[np.int64], list[str]]:
         """(topic id per record, topic names): ``names[ids[i]]`` is record i's topic."""
-        lens = self.raw[:, kr.TOPIC_LEN]
-        width = int(lens.max()) if lens.size else 0
-        if width == 0:
-            return np.zeros(len(self), dtype=np.int64), [""] * min(1, len(self))
-        starts = self.raw[:, kr.TOPIC_START]
-        idx = starts[:, None] + np.arange(width)
-        mat = np.where(np.arange(width) < lens[:, None], self.buf[np.minimum(idx, self.buf.size - 1)], 0)
-        keys = np.ascontiguousarray(np.column_stack([mat.astype(np.uint8), lens.astype(np.uint8)]))
-        uniq, first, ids = np.unique(keys.view(f"V{width + 1}").ravel(), return_index=True,
-                                     return_inverse=True)
-        names = [self.buf[int(starts[i]):int(starts[i] + lens[i])].tobytes().decode() for i in first]
-        return ids.astype(np.int64).ravel(), names
+        _, first, ids = np.unique(kd.topic_keys(self.buf, self.raw), return_index=True,
+                                  return_inverse=True)
+        ids = ids.astype(np.int64).ravel()
+        first = first.astype(np.int64)
+        if not kd.same_topics(self.buf, self.raw, ids, first):  # two topics with one hash
+            names_all = self.strings(kr.TOPIC_START, kr.TOPIC_LEN)
+            uniq = sorted(set(names_all))
+            where = {t: k for k, t in enumerate(uniq)}
+            return np.array([where[t] for t in names_all], dtype=np.int64), uniq
+        start, length = self.raw[first, kr.TOPIC_START].tolist(), self.raw[first, kr.TOPIC_LEN].tolist()
+        return ids, [self.buf[a:a + n].tobytes().decode() for a, n in zip(start, length)]
 
     def dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
         """ConsumeQueue and index columns of the records (``store.dispatch``'s rules)."""

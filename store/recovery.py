@@ -46,6 +46,7 @@ from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.dispatch import Dispatcher
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.index import IndexService
+from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile
 from rocketlake.store.record_walk import RecordBatch
 
@@ -139,10 +140,6 @@ def _store_time(log: CommitLog, at: int) -> int | None:
         return None
 
 
-#: TOTALSIZE .. PHYSICALOFFSET of a record head
-_UNIT_HEAD = np.dtype(codec.HEAD_DTYPE[(False, False)].descr[:7])
-
-
 def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, str] | None:
     """The first unit of ``cq``'s last three files that disagrees with the CommitLog, and how:
     not a unit (offset < 0 or size <= 0), pointing past ``end`` with units inside it after it
@@ -162,8 +159,8 @@ def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, st
     check = inside[off[inside] >= log.min_offset]
     head = _heads(log, off[check])
     wrong = np.zeros(u.size, dtype=bool)
-    wrong[check] = ((head["magic"] != codec.MAGIC_V1) | (head["total_size"] != size[check])
-                    | (head["physical_offset"] != off[check]))
+    wrong[check] = ((head[:, 1] != codec.MAGIC_V1) | (head[:, 0] != size[check])
+                    | (head[:, 2] != off[check]))
     bad = [(int(np.flatnonzero(m)[0]), what) for what, m in
            (("is not a unit", garbage), ("points past the CommitLog end", past),
             ("does not point at a record head", wrong)) if m.any()]
@@ -174,18 +171,18 @@ def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, st
 
 
 def _heads(log: CommitLog, offsets: np.ndarray) -> np.ndarray:
-    """The ``_UNIT_HEAD`` bytes at each CommitLog offset (zeros where they do not fit a file)."""
-    out = np.zeros(offsets.size, dtype=_UNIT_HEAD)
+    """(TOTALSIZE, MAGIC, PHYSICALOFFSET) of the record head at each CommitLog offset (zeros
+    where none fits a file)."""
+    out = np.zeros((offsets.size, 3), dtype=np.int64)
     if not offsets.size:
         return out
-    width = _UNIT_HEAD.itemsize
     which = (offsets - log.min_offset) // log.file_size
     for k in np.unique(which).tolist():
         mf = log.files.files[k]
-        sel = np.flatnonzero((which == k) & (offsets - mf.start + width <= mf.size))
-        rel = offsets[sel] - mf.start
-        raw = np.frombuffer(mf.mm, dtype=np.uint8)[rel[:, None] + np.arange(width)]
-        out[sel] = raw.view(_UNIT_HEAD).reshape(-1)
+        sel = np.flatnonzero(which == k)
+        part = np.empty((sel.size, 3), dtype=np.int64)
+        kr.heads_at(np.frombuffer(mf.mm, dtype=np.uint8), offsets[sel] - mf.start, part)
+        out[sel] = part
     return out
 
 

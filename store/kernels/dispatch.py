@@ -212,3 +212,39 @@ def _key_hash(h: int) -> np.int32:
     if s < 0:
         s = -s
     return np.int32(0 if s > 0x7FFFFFFF else s)
+
+
+@kernel
+def topic_keys(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Per record, its topic's Java hash and length in one int64 (equal topics, equal keys)."""
+    keys = np.empty(rows.shape[0], dtype=np.int64)
+    last_at, last_len, last_key = -1, -1, 0
+    for i in range(rows.shape[0]):
+        at, n = rows[i, TOPIC_START], rows[i, TOPIC_LEN]
+        if n == last_len and _same(buf, at, last_at, n):
+            keys[i] = last_key
+            continue
+        last_at, last_len = at, n
+        last_key = (java_hash(buf, at, n, 0) << 16) | n
+        keys[i] = last_key
+    return keys
+
+
+@kernel
+def _same(buf: npt.NDArray[np.uint8], a: int, b: int, n: int) -> bool:
+    for k in range(n):
+        if buf[a + k] != buf[b + k]:
+            return False
+    return True
+
+
+@kernel
+def same_topics(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64], ids: npt.NDArray[np.int64],
+                first: npt.NDArray[np.int64]) -> bool:
+    """Whether every record's topic bytes equal those of the first record with its id."""
+    for i in range(rows.shape[0]):
+        f = first[ids[i]]
+        n = rows[i, TOPIC_LEN]
+        if n != rows[f, TOPIC_LEN] or not _same(buf, rows[i, TOPIC_START], rows[f, TOPIC_START], n):
+            return False
+    return True

@@ -326,3 +326,18 @@ def find_start(buf: npt.NDArray[np.uint8], base: int, lo: int, hi: int) -> int:
             if be_i64(buf, p + 28) == base + p:
                 return p
     return hi
+
+
+@kernel
+def heads_at(buf: npt.NDArray[np.uint8], positions: npt.NDArray[np.int64],
+             out: npt.NDArray[np.int64]) -> None:
+    """``out[i] = (TOTALSIZE, MAGIC, PHYSICALOFFSET)`` of the record head at ``positions[i]``;
+    zeros where a head does not fit the buffer."""
+    for i in range(positions.size):
+        p = positions[i]
+        if p < 0 or p + 36 > buf.size:
+            out[i, 0] = out[i, 1] = out[i, 2] = 0
+        else:
+            out[i, 0] = be_i32(buf, p)
+            out[i, 1] = be_i32(buf, p + 4)
+            out[i, 2] = be_i64(buf, p + 28)
