@@ -222,14 +222,16 @@ class IndexFile:
         CommitLog offset (the header keeps it in ms, entries only in seconds), None when that
         record is gone (retention deleted its file): the new last entry's own time, whole seconds,
         then stands for it. Slots that pointed at a forgotten entry are walked back along
-        the forgotten entries' chains, work proportional to what is forgotten. When those entries
-        are torn (zeros or garbage after a power loss), the slots are rebuilt from the kept entries
-        instead."""
+        the forgotten entries' chains, work proportional to what is forgotten, or rebuilt from the
+        kept entries when fewer are kept, or when the forgotten entries are torn (zeros or garbage
+        after a power loss)."""
         count = self._first_dropped(offset)
         dropped = self.index_count - count
         if dropped <= 0:
             return 0
-        heads = self._unchain(count, offset)
+        # Walk back the dropped entries' chains, or rebuild the slots from the kept entries when
+        # that is less work (vectorised, O(kept)): both give each slot its last kept entry.
+        heads = self._unchain(count, offset) if dropped < count else None
         if heads is None:
             self._rebuild_slots(count)
         else:
