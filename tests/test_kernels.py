@@ -1,0 +1,260 @@
+"""The compiled kernels (store/kernels/) against independent references: records packed here
+with `struct` from docs/FORMAT.md §2 (not by the store's encoder), crcmod's CRC-32, the
+one-character-at-a-time Java hash of tests/reference.py, a plain properties parser, and the
+golden store RocketMQ 4.9.8 wrote."""
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import crcmod.predefined
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rocketlake.store.kernels import dispatch as kd
+from rocketlake.store.kernels import records as kr
+from rocketlake.store.record_walk import Walk
+from tests.reference import DELAYS_MS, jhash
+
+GOLDEN = Path(__file__).parent / "golden" / "rocketmq-4.9.8" / "store" / "commitlog"
+_crc32 = crcmod.predefined.mkCrcFun("crc-32")
+V1, V2, BLANK = 0xDAA320A7, 0xDAA320AB, 0xCBD43194
+
+
+def pack(offset: int, *, topic: str = "T", body: bytes = b"b", props: str = "", queue_id: int = 0,
+         queue_offset: int = 0, sys_flag: int = 0, magic: int = V1, born: bytes = b"\x7f\0\0\1",
+         store: bytes = b"\x0a\0\0\7", store_ts: int = 1_700_000_000_000, crc: int | None = None) -> bytes:
+    """One CommitLog record as docs/FORMAT.md §2 lays it out (struct, big-endian)."""
+    sys_flag |= (0x10 if len(born) == 16 else 0) | (0x20 if len(store) == 16 else 0)
+    t, p = topic.encode(), props.encode()
+    tl = struct.pack(">h", len(t)) if magic == V2 else struct.pack(">b", len(t))
+    tail = body + tl + t + struct.pack(">h", len(p)) + p
+    body_crc = (_crc32(body) & 0x7FFFFFFF) if crc is None else crc
+    mid = (struct.pack(">I", magic) + struct.pack(">i", body_crc) + struct.pack(">ii", queue_id, 7)
+           + struct.pack(">qqi", queue_offset, offset, sys_flag) + struct.pack(">q", store_ts - 5)
+           + born + struct.pack(">i", 50000) + struct.pack(">q", store_ts) + store
+           + struct.pack(">i", 10911) + struct.pack(">iqi", 0, 0, len(body)))
+    total = 4 + len(mid) + len(tail)
+    return struct.pack(">i", total) + mid + tail
+
+
+def blank(remaining: int) -> bytes:
+    return struct.pack(">iI", remaining, BLANK) + bytes(remaining - 8)
+
+
+def walk_all(buf: np.ndarray, base: int = 0, pos: int = 0, check_crc: bool = True,
+             check_names: bool = False) -> tuple[np.ndarray, int, int, np.ndarray]:
+    out = np.zeros((4096, kr.NFIELDS), dtype=np.int64)
+    detail = np.zeros(3, dtype=np.int64)
+    n, end, status = kr.walk(buf, base, pos, buf.size, check_crc, check_names, out, detail)
+    return out[:n].view(kr.RECORD_DTYPE).ravel(), end, status, detail
+
+
+def as_buf(b: bytes, size: int | None = None) -> np.ndarray:
+    return np.frombuffer(b + bytes((size or len(b) + 64) - len(b)), dtype=np.uint8)
+
+
+# --- CRC, hash ------------------------------------------------------------------------------------
+@settings(deadline=None)
+@given(st.binary(max_size=300), st.integers(0, 7))
+def test_crc32_is_zlibs_crc(data, skip):
+    buf = np.frombuffer(bytes(skip) + data, dtype=np.uint8)
+    assert kr.crc32(buf, skip, len(data)) == _crc32(data)
+
+
+@settings(deadline=None)
+@given(st.text(max_size=40))
+def test_java_hash_over_utf8_is_javas_over_utf16(s):
+    buf = np.frombuffer(s.encode() or b"\0", dtype=np.uint8)
+    h = kd.java_hash(buf, 0, len(s.encode()), 0)
+    assert kd.signed32(h) == jhash(s)
+
+
+def test_java_hash_vectors():
+    for s, want in (("TagA", 2598919), ("TAG1", 2567159), ("\U0001F600", jhash("\U0001F600"))):
+        b = np.frombuffer(s.encode(), dtype=np.uint8)
+        assert kd.signed32(kd.java_hash(b, 0, b.size, 0)) == want
+    # "polygenelubricants" hashes to Integer.MIN_VALUE: its index keyHash is 0 (docs/FORMAT.md §7)
+    b = np.frombuffer(b"polygenelubricants", dtype=np.uint8)
+    assert kd.signed32(kd.java_hash(b, 0, b.size, 0)) == -(1 << 31)
+
+
+# --- the walk ---------------------------------------------------------------------------------------
+HOSTS = [b"\x7f\0\0\1", bytes(15) + b"\1"]
+record_args = st.fixed_dictionaries({
+    "topic": st.from_regex(r"\A[%|a-zA-Z0-9_-]{1,20}\Z"),
+    "body": st.binary(max_size=200),
+    "props": st.text(alphabet=st.sampled_from("ab \x01\x02TAGSKEYé😀"), max_size=60),
+    "queue_id": st.integers(0, 1000),
+    "queue_offset": st.integers(0, 1 << 40),
+    "sys_flag": st.sampled_from([0, 4, 8, 12, 1]),
+    "magic": st.sampled_from([V1, V2]),
+    "born": st.sampled_from(HOSTS),
+    "store": st.sampled_from(HOSTS),
+})
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(record_args, min_size=1, max_size=12), st.integers(0, 1 << 30))
+def test_walk_decodes_every_field(recs, base):
+    raw = b""
+    for r in recs:
+        raw += pack(base + len(raw), **r)
+    rows, end, status, _ = walk_all(as_buf(raw), base)
+    assert (len(rows), end, kr.STATUS[status]) == (len(recs), len(raw), "zeros")
+    buf = as_buf(raw)
+    at = 0
+    for row, r in zip(rows, recs):
+        rec = pack(base + at, **r)
+        assert row["offset"] == base + at and row["size"] == len(rec)
+        assert (row["queue_id"], row["queue_offset"]) == (r["queue_id"], r["queue_offset"])
+        assert row["magic"] & 0xFFFFFFFF == r["magic"]
+        assert buf[row["body_start"]:row["body_start"] + row["body_len"]].tobytes() == r["body"]
+        assert buf[row["topic_start"]:row["topic_start"] + row["topic_len"]].tobytes() == r["topic"].encode()
+        assert buf[row["props_start"]:row["props_start"] + row["props_len"]].tobytes() == r["props"].encode()
+        a = row["born_addr_start"]
+        assert buf[a:a + len(r["born"])].tobytes() == r["born"]
+        a = row["store_addr_start"]
+        assert buf[a:a + len(r["store"])].tobytes() == r["store"]
+        assert (row["born_port"], row["store_port"]) == (50000, 10911)
+        at += len(rec)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(record_args, min_size=1, max_size=8), st.integers(0, 400))
+def test_find_start_from_any_byte(recs, cut):
+    """A range starting anywhere finds the first record starting at or after it."""
+    raw, starts = b"", []
+    for r in recs:
+        starts.append(len(raw))
+        raw += pack(len(raw), **r)
+    buf = as_buf(raw)
+    cut = min(cut, len(raw))
+    want = next((s for s in starts if s >= cut), len(raw))
+    assert kr.find_start(buf, 0, cut, len(raw)) == want
+
+
+def test_blank_ends_a_file_and_zeros_end_the_data():
+    rec = pack(0)
+    file = rec + blank(256 - len(rec))
+    rows, end, status, detail = walk_all(np.frombuffer(file, dtype=np.uint8))
+    assert (len(rows), end, status, detail[0]) == (1, len(rec), kr.BLANK, 256 - len(rec))
+    rows, end, status, _ = walk_all(as_buf(rec))
+    assert (len(rows), end, status) == (1, len(rec), kr.ZEROS)
+
+
+@pytest.mark.parametrize("damage, status", [
+    (lambda b: b[:8] + b"\0\0\0\1" + b[12:], kr.BAD_CRC),             # BODYCRC
+    (lambda b: b[:4] + b"\xde\xad\xbe\xef" + b[4 + 4:], kr.BAD_MAGIC),
+    (lambda b: struct.pack(">i", 50) + b[4:], kr.BAD_SIZE),          # TOTALSIZE < 91
+    (lambda b: b[:28] + struct.pack(">q", 12345) + b[36:], kr.BAD_PHYSICAL_OFFSET),
+    (lambda b: b[:-1] + b"\xff", kr.BAD_UTF8),                       # last properties byte
+])
+def test_damage_stops_the_walk_after_the_valid_records(damage, status):
+    first = pack(0, props="TAGS\x01a")
+    second = pack(len(first), props="TAGS\x01a")
+    rows, end, got, _ = walk_all(as_buf(first + damage(second)))
+    assert (len(rows), end, got) == (1, len(first), status)
+    rows, _, got, _ = walk_all(as_buf(first + damage(second)), check_crc=False)
+    assert len(rows) == (2 if status == kr.BAD_CRC else 1)
+
+
+def test_torn_tail_is_not_a_record():
+    rec = pack(0)
+    rows, end, status, _ = walk_all(np.frombuffer(rec + rec[:50], dtype=np.uint8))
+    assert (len(rows), end) == (1, len(rec)) and status in (kr.BAD_SIZE, kr.TRUNCATED)
+
+
+def test_check_names_stops_at_a_topic_no_writer_stores():
+    good = pack(0, topic="ok")
+    bad = pack(len(good), topic="a/b")
+    rows, end, status, _ = walk_all(as_buf(good + bad), check_names=True)
+    assert (len(rows), end, status) == (1, len(good), kr.BAD_NAME)
+    assert len(walk_all(as_buf(good + bad))[0]) == 2
+
+
+# --- properties and dispatch ------------------------------------------------------------------------
+def reference_props(s: str) -> dict[str, str]:
+    """docs/FORMAT.md §3: segments split on \\x02, name and value on the first \\x01, both
+    non-empty, the last duplicate wins."""
+    out = {}
+    for seg in s.split("\x02"):
+        if "\x01" in seg:
+            name, value = seg.split("\x01", 1)
+            if name and value:
+                out[name] = value
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(kd.NAMES + ("X", "")), st.text(
+    alphabet=st.sampled_from("a b\x01é😀"), max_size=8)), max_size=6))
+def test_property_spans_follow_the_properties_rule(pairs):
+    props = "\x02".join(f"{k}\x01{v}" for k, v in pairs)
+    rec = pack(0, props=props)
+    rows, _, _, _ = walk_all(as_buf(rec))
+    raw = rows.view(np.int64).reshape(-1, kr.NFIELDS)
+    spans = np.zeros((1, len(kd.NAMES), 2), dtype=np.int64)
+    buf = as_buf(rec)
+    kd.property_spans(buf, raw, spans)
+    want = reference_props(props)
+    for k, name in enumerate(kd.NAMES):
+        s, n = spans[0, k]
+        assert (buf[s:s + n].tobytes().decode() if s >= 0 else None) == want.get(name)
+
+
+def reference_dispatch(topic: str, props: dict[str, str], sys_flag: int, store_ts: int):
+    tx = sys_flag & 0xC
+    keys = [] if tx == 0xC else ([props["UNIQ_KEY"]] if "UNIQ_KEY" in props else []) + [
+        k for k in props.get("KEYS", "").split(" ") if k]
+    hashes = [0 if jhash(f"{topic}#{k}") == -(1 << 31) else abs(jhash(f"{topic}#{k}")) for k in keys]
+    code = jhash(props["TAGS"]) if "TAGS" in props else 0
+    if topic == "SCHEDULE_TOPIC_XXXX" and props.get("DELAY", "").lstrip("+-").isdigit():
+        level = min(int(props["DELAY"]), len(DELAYS_MS))
+        if level > 0:
+            code = store_ts + DELAYS_MS[level - 1]
+    return code, tx in (0, 8), hashes
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(
+    st.sampled_from(["orders", "SCHEDULE_TOPIC_XXXX", "t1"]),
+    st.fixed_dictionaries({}, optional={
+        "TAGS": st.text(alphabet="aZé😀 ", min_size=1, max_size=6),
+        "KEYS": st.text(alphabet="k1 é", max_size=12).filter(lambda s: s.strip(" ") or not s),
+        "UNIQ_KEY": st.text(alphabet="0123AB", min_size=1, max_size=8),
+        "DELAY": st.sampled_from(["1", "3", "18", "40", "0", "-2", "x"]),
+    }),
+    st.sampled_from([0, 4, 8, 12])), min_size=1, max_size=8))
+def test_dispatch_columns_follow_the_dispatch_rules(recs):
+    raw = b""
+    for topic, props, sys_flag in recs:
+        raw += pack(len(raw), topic=topic, sys_flag=sys_flag,
+                    props="\x02".join(f"{k}\x01{v}" for k, v in props.items() if v))
+    buf = as_buf(raw)
+    rows, _, _, _ = walk_all(buf)
+    grid = rows.view(np.int64).reshape(-1, kr.NFIELDS)
+    spans = np.zeros((len(recs), len(kd.NAMES), 2), dtype=np.int64)
+    kd.property_spans(buf, grid, spans)
+    codes, to_queue, counts = (np.zeros(len(recs), dtype=t) for t in (np.int64, np.bool_, np.int64))
+    hashes = kd.dispatch_columns(buf, grid, spans, np.array(DELAYS_MS, dtype=np.int64), codes,
+                                 to_queue, counts)
+    at = 0
+    for i, (topic, props, sys_flag) in enumerate(recs):
+        code, queued, want = reference_dispatch(topic, {k: v for k, v in props.items() if v},
+                                                sys_flag, 1_700_000_000_000)
+        assert (codes[i], to_queue[i], list(hashes[at:at + counts[i]])) == (code, queued, want)
+        at += counts[i]
+
+
+def test_golden_store_walks_whole():
+    """RocketMQ 4.9.8's CommitLog: 400 records in two files, the first ending with a BLANK."""
+    files = [(int(p.name), p.stat().st_size, np.fromfile(p, dtype=np.uint8))
+             for p in sorted(GOLDEN.iterdir())]
+    walk = Walk(files, 0, files[-1][0] + files[-1][1], check_crc=True, check_names=True)
+    batches = list(walk)
+    assert sum(map(len, batches)) == 400 and walk.error is None and walk.status == kr.ZEROS
+    first = batches[0].rows
+    assert first["offset"][0] == 0 and (np.diff(first["offset"]) == first["size"][:-1]).all()
