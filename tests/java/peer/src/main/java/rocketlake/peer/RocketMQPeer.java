@@ -1,6 +1,7 @@
 package rocketlake.peer;
 
 import com.alibaba.fastjson.JSON;
+import com.alibaba.fastjson.serializer.SerializerFeature;
 import java.io.BufferedWriter;
 import java.io.File;
 import java.io.IOException;
@@ -214,7 +215,7 @@ public final class RocketMQPeer {
         long maxPhy = ms.getMaxPhyOffset();
         double shutdown = shutdown(ms);
         Map<String, Object> r = result("recover", seconds, maxPhy, shutdown);
-        r.put("abort_file", abort);
+        r.put("abort_file", abort); // true: load() recovered abnormally
         return r;
     }
 
@@ -222,6 +223,7 @@ public final class RocketMQPeer {
         if (o.out == null) {
             throw new IllegalArgumentException("serve: --out FILE is required");
         }
+        boolean abort = new File(o.store, "abort").exists();
         long t0 = System.nanoTime();
         DefaultMessageStore ms = create(o);
         open(ms, o.store);
@@ -259,6 +261,7 @@ public final class RocketMQPeer {
         long maxPhy = ms.getMaxPhyOffset();
         double shutdown = shutdown(ms);
         Map<String, Object> r = result("serve", seconds, maxPhy, shutdown);
+        r.put("abort_file", abort);
         r.put("queues", queues);
         r.put("messages", messages);
         r.put("out", o.out);
@@ -343,7 +346,7 @@ public final class RocketMQPeer {
     }
 
     static void writeLine(BufferedWriter w, Object o) throws IOException {
-        w.write(JSON.toJSONString(o));
+        w.write(JSON.toJSONString(o, SerializerFeature.WriteMapNullValue)); // "tags": null, not absent
         w.write('\n');
     }
 
