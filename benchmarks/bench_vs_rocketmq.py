@@ -19,7 +19,7 @@ c. rebuild on open: a copy without consumequeue/, index/ and checkpoint: RocketM
 d. verify: ``store.verify.verify`` vs a raw sequential read of the same files (both from page
    cache: the files are read once before);
 e. CLI start: ``rocketlake dump commitlog`` of the first records, cold (fresh bytecode and numba
-   caches) and warm (median of 5).
+   caches) and warm (median of 5); a read-only open finds the end of the data first.
 
 Everything is written under a new directory in ``--dir`` (removed at the end unless ``--keep``).
 Prints a Markdown table, ready for benchmarks/RESULTS.md.
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketlake.store import Message, MessageStore
-from rocketlake.store.config import load_config
+from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.verify import verify
 
@@ -75,6 +75,13 @@ def copy_store(src: Path, dst: Path) -> Path:
     return dst
 
 
+def same_end(what: str, ours: int, rmq: dict[str, Any]) -> None:
+    """Both sides must have ended the CommitLog data at the same offset (same bytes, same data)."""
+    if ours != rmq["max_phy_offset"]:
+        raise AssertionError(f"{what}: CommitLog data ends at {ours} for us, "
+                             f"at {rmq['max_phy_offset']} for RocketMQ")
+
+
 def crash(root: Path) -> None:
     """As after a crash: an ``abort`` file, and the checkpoint's timestamps (physic, logics,
     index: the first 24 bytes) zeroed, so recovery checks every record from the first file."""
@@ -103,22 +110,21 @@ def _ours_put_table(store: MessageStore, first: int, count: int, queues: int, bo
 WRITE_PATHS = {"put_batch": _ours_put_batch, "put_table": _ours_put_table}
 
 
-def bench_write(work: Path, a: argparse.Namespace, sizes: dict[str, int]) -> tuple[list[Row], Path]:
+def bench_write(work: Path, a: argparse.Namespace, cfg: StoreConfig) -> tuple[list[Row], Path]:
     rmq_root = work / "rocketmq-store"
-    rmq = rocketmq_peer.run("write", rmq_root, a.messages, a.queues, a.body, *peer_sizes(sizes),
+    rmq = rocketmq_peer.run("write", rmq_root, a.messages, a.queues, a.body, *peer_sizes(cfg),
                             timeout=7200)
     put = WRITE_PATHS[a.write_path]
     ours_root = work / "ours-store"
 
     def ours() -> int:
-        with MessageStore(ours_root, **sizes) as store:
+        with MessageStore(ours_root, cfg) as store:
             for first in range(0, a.messages, BATCH):
                 put(store, first, min(BATCH, a.messages - first), a.queues, a.body)
             return store.commitlog.max_offset
 
     t, ours_end = timed(ours)
-    if ours_end != rmq["max_phy_offset"]:
-        raise AssertionError(f"CommitLog ends differ: ours {ours_end}, RocketMQ {rmq['max_phy_offset']}")
+    same_end("written", ours_end, rmq)
     n = a.messages
     note = (f"{n / rmq['seconds']:,.0f} vs {n / t:,.0f} msg/s; RocketMQ's shutdown "
             f"({rmq['shutdown_seconds']:.2f} s) not counted, our close is")
@@ -127,37 +133,35 @@ def bench_write(work: Path, a: argparse.Namespace, sizes: dict[str, int]) -> tup
 
 
 # --- b. abnormal recovery ---------------------------------------------------------------------------
-def bench_recovery(work: Path, store: Path, sizes: dict[str, int]) -> list[Row]:
+def bench_recovery(work: Path, store: Path, cfg: StoreConfig) -> list[Row]:
     theirs, ours = copy_store(store, work / "crashed-rmq"), copy_store(store, work / "crashed-ours")
     crash(theirs)
     crash(ours)
-    rmq = rocketmq_peer.run("recover", theirs, *peer_sizes(sizes), timeout=7200)
+    rmq = rocketmq_peer.run("recover", theirs, *peer_sizes(cfg), timeout=7200)
     assert rmq["abort_file"]
-    t, end = timed(lambda: _open_close(ours, sizes))
-    if end != rmq["max_phy_offset"]:
-        raise AssertionError(f"recovered ends differ: ours {end}, RocketMQ {rmq['max_phy_offset']}")
+    t, end = timed(lambda: _open_close(ours, cfg))
+    same_end("recovered", end, rmq)
     shutil.rmtree(theirs)
     shutil.rmtree(ours)
     return [Row("b. abnormal recovery (abort + zeroed checkpoint)", rmq["seconds"], t,
                 "RocketMQ: load + start until dispatched; ours: open + close")]
 
 
-def _open_close(root: Path, sizes: dict[str, int]) -> int:
-    with MessageStore(root, **sizes) as s:
+def _open_close(root: Path, cfg: StoreConfig) -> int:
+    with MessageStore(root, cfg) as s:
         return s.commitlog.max_offset
 
 
 # --- c. rebuild on open -----------------------------------------------------------------------------
-def bench_rebuild(work: Path, store: Path, sizes: dict[str, int]) -> list[Row]:
+def bench_rebuild(work: Path, store: Path, cfg: StoreConfig) -> list[Row]:
     theirs = copy_store(store, work / "bare-rmq")
     for name in ("consumequeue", "index"):
         shutil.rmtree(theirs / name)
     (theirs / "checkpoint").unlink()
-    rmq = rocketmq_peer.run("recover", theirs, *peer_sizes(sizes), timeout=7200)
+    rmq = rocketmq_peer.run("recover", theirs, *peer_sizes(cfg), timeout=7200)
     out = work / "rebuilt-ours"
-    t, stats = timed(lambda: rebuild(store, out, **sizes))
-    if stats.commitlog_end != rmq["max_phy_offset"]:
-        raise AssertionError(f"rebuild ends differ: ours {stats.commitlog_end}, RocketMQ {rmq['max_phy_offset']}")
+    t, stats = timed(lambda: rebuild(store, out, config=cfg))
+    same_end("rebuilt", stats.commitlog_end, rmq)
     shutil.rmtree(theirs)
     shutil.rmtree(out)
     return [Row("c. rebuild ConsumeQueues + index", rmq["seconds"], t,
@@ -175,10 +179,10 @@ def raw_read(root: Path, chunk: int = 8 << 20) -> int:
     return total
 
 
-def bench_verify(store: Path, sizes: dict[str, int]) -> list[Row]:
+def bench_verify(store: Path, cfg: StoreConfig) -> list[Row]:
     nbytes = raw_read(store)  # into the page cache, for both
     t_raw, _ = timed(lambda: raw_read(store))
-    t, report = timed(lambda: verify(store, **sizes))
+    t, report = timed(lambda: verify(store, cfg))
     if not report.ok:
         raise AssertionError(f"verify found problems in RocketMQ's store: {report.problems[:5]}")
     return [Row("d. verify vs raw read of the same files", t_raw, t,
@@ -201,12 +205,14 @@ def bench_cli_start(work: Path, store: Path, warm_runs: int = 5) -> list[Row]:
     cold, _ = timed(dump)
     warm = statistics.median(timed(dump)[0] for _ in range(warm_runs))
     return [Row("e. `rocketlake dump` of the first records, cold", None, cold,
-                "fresh bytecode and numba caches, wall time of the process"),
+                "fresh bytecode and numba caches; wall time of the process, which includes the "
+                "read-only open's scan for the end of data (the last 3 CommitLog files)"),
             Row("e. `rocketlake dump` of the first records, warm", None, warm, f"median of {warm_runs}")]
 
 
-def peer_sizes(sizes: dict[str, int]) -> list[str]:
-    return rocketmq_peer.size_args(*(sizes[name] for name in SIZE_NAMES))
+def peer_sizes(cfg: StoreConfig) -> list[str]:
+    """Our file size settings as the peer's options."""
+    return rocketmq_peer.size_args(*(int(getattr(cfg, name)) for name in SIZE_NAMES))
 
 
 def main() -> None:
@@ -225,21 +231,20 @@ def main() -> None:
     if a.write_path == "put_table" and not hasattr(MessageStore, "put_table"):
         sys.exit("bench_vs_rocketmq: this rocketlake has no MessageStore.put_table")
     cfg = load_config()
-    sizes = {name: int(getattr(cfg, name)) for name in SIZE_NAMES}
     rocketmq_peer.build()
     a.dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="run-", dir=a.dir))
     try:
-        rows, store = bench_write(work, a, sizes)
-        rows += bench_recovery(work, store, sizes)
-        rows += bench_rebuild(work, store, sizes)
-        rows += bench_verify(store, sizes)
+        rows, store = bench_write(work, a, cfg)
+        rows += bench_recovery(work, store, cfg)
+        rows += bench_rebuild(work, store, cfg)
+        rows += bench_verify(store, cfg)
         rows += bench_cli_start(work, store)
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
     print(f"{a.messages:,} messages of {a.body} B, {a.queues} queues, tag {TAG}, one key each; "
-          + ", ".join(f"{k}={v:,}" for k, v in sizes.items()) + "\n")
+          + ", ".join(f"{name}={getattr(cfg, name):,}" for name in SIZE_NAMES) + "\n")
     print("| measurement | RocketMQ 4.9.8 (s) | rocketlake (s) | rocketlake / RocketMQ | notes |")
     print("|---|---:|---:|---:|---|")
     for row in rows:

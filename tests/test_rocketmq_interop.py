@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 import rocketmq_peer
@@ -33,7 +34,7 @@ from rocketlake.store import (
 pytestmark = pytest.mark.skipif(not rocketmq_peer.available(), reason="needs a JDK (java) and Maven (mvn)")
 
 # Small files, so that CommitLog, ConsumeQueue and index files all roll.
-SIZES = {"mappedFileSizeCommitLog": 64 * 1024, "mappedFileSizeConsumeQueue": 600,
+SIZES: dict[str, Any] = {"mappedFileSizeCommitLog": 64 * 1024, "mappedFileSizeConsumeQueue": 600,
          "maxHashSlotNum": 64, "maxIndexNum": 200}
 PEER_SIZES = rocketmq_peer.size_args(64 * 1024, 600, 64, 200)
 V6_BORN = "[2408:4004:180:8100:3faa:1dde:2b3f:898a]:40001"
