@@ -45,7 +45,7 @@ import org.apache.rocketmq.store.stats.BrokerStatsManager;
  *                                             open as recover, then write every queue and every
  *                                             message getMessage serves, and each queryMessage
  *                                             answer, to FILE as JSON Lines
- * sizes:  --commitlog-size B  --cq-size B  --index-slots S  --index-entries E
+ * sizes:  --commitlog-size B  --cq-size B  --index-slots S  --index-entries E  (default: RocketMQ's)
  * </pre>
  *
  * Every mode prints ONE JSON line on stdout (times in seconds, System.nanoTime inside the JVM);
@@ -93,10 +93,10 @@ public final class RocketMQPeer {
         final String mode;
         final String store;
         final List<String> positional = new ArrayList<>();
-        int commitlogSize = 1024 * 1024 * 1024;
-        int cqSize = 300_000 * ConsumeQueue.CQ_STORE_UNIT_SIZE;
-        int indexSlots = 5_000_000;
-        int indexEntries = 5_000_000 * 4;
+        Integer commitlogSize; // null: MessageStoreConfig's default
+        Integer cqSize;
+        Integer indexSlots;
+        Integer indexEntries;
         String out;
         final List<String[]> queries = new ArrayList<>();
 
@@ -128,15 +128,24 @@ public final class RocketMQPeer {
         }
     }
 
-    /** A store at o.store with o's file sizes, ASYNC_FLUSH, no HA port, nothing ever expired. */
+    /** A store at o.store with o's file sizes (else RocketMQ's defaults), ASYNC_FLUSH, no HA
+     * port, nothing ever expired. */
     static DefaultMessageStore create(Options o) throws IOException {
         MessageStoreConfig cfg = new MessageStoreConfig();
         cfg.setStorePathRootDir(o.store);
         cfg.setStorePathCommitLog(o.store + File.separator + "commitlog");
-        cfg.setMappedFileSizeCommitLog(o.commitlogSize);
-        cfg.setMappedFileSizeConsumeQueue(o.cqSize);
-        cfg.setMaxHashSlotNum(o.indexSlots);
-        cfg.setMaxIndexNum(o.indexEntries);
+        if (o.commitlogSize != null) {
+            cfg.setMappedFileSizeCommitLog(o.commitlogSize);
+        }
+        if (o.cqSize != null) {
+            cfg.setMappedFileSizeConsumeQueue(o.cqSize);
+        }
+        if (o.indexSlots != null) {
+            cfg.setMaxHashSlotNum(o.indexSlots);
+        }
+        if (o.indexEntries != null) {
+            cfg.setMaxIndexNum(o.indexEntries);
+        }
         cfg.setFlushDiskType(FlushDiskType.ASYNC_FLUSH);
         cfg.setHaListenPort(0);
         cfg.setDiskMaxUsedSpaceRatio(95);
