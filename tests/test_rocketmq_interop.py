@@ -30,6 +30,7 @@ from rocketlake.store import (
     MessageStore,
     PutResult,
 )
+from rocketlake.store.single_process_rebuild import rebuild
 
 pytestmark = pytest.mark.skipif(not rocketmq_peer.available(), reason="needs a JDK (java) and Maven (mvn)")
 
@@ -160,6 +161,11 @@ def _check_query(served: list[dict], put: list[tuple[Message, PutResult]]) -> No
     assert found == expected and len(expected) >= 10
 
 
+def _files(top: Path) -> dict[str, bytes]:
+    """Every file under ``top`` (relative path -> bytes), in name order."""
+    return {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file()}
+
+
 def _zero_checkpoint(root: Path) -> None:
     """The checkpoint's three timestamps (physic, logics, index; 8 bytes each) set to 0."""
     raw = bytearray((root / "checkpoint").read_bytes())
@@ -171,7 +177,8 @@ def _zero_checkpoint(root: Path) -> None:
 def test_rocketmq_serves_what_we_wrote(peer: Path, our_store, tmp_path: Path, how: str) -> None:
     """clean: as we closed it. abort: an `abort` file and a zeroed checkpoint, so RocketMQ
     recovers abnormally, checking every record from the first file. rebuild: consumequeue/,
-    index/ and checkpoint deleted, so RocketMQ dispatches every record again."""
+    index/ and checkpoint deleted, so RocketMQ dispatches every record again, and must write the
+    ConsumeQueue and index bytes we wrote."""
     src, put = our_store
     root = tmp_path / "store"
     shutil.copytree(src, root)
@@ -187,11 +194,16 @@ def test_rocketmq_serves_what_we_wrote(peer: Path, our_store, tmp_path: Path, ho
     assert result["max_phy_offset"] == put[-1][1].commitlog_offset + put[-1][1].size
     _check_served(served, put)
     _check_query(served, put)
+    if how == "rebuild":  # RocketMQ's dispatch of our CommitLog wrote the bytes we wrote
+        assert _files(root / "consumequeue") == _files(src / "consumequeue")
+        # index files are named at creation (wall clock): compare their contents in order
+        assert list(_files(root / "index").values()) == list(_files(src / "index").values())
 
 
 def test_we_read_what_rocketmq_wrote(peer: Path, tmp_path: Path) -> None:
     """The peer's write mode is deterministic: message i is BenchTopic queue i % 4, queue offset
-    i // 4, tag TagA, key k<i>, body m<i> padded with '.' to 100 bytes."""
+    i // 4, tag TagA, key k<i>, body m<i> padded with '.' to 100 bytes. Our rebuild from its
+    CommitLog writes the ConsumeQueue and index bytes it wrote."""
     n, queues, body_bytes = 2000, 4, 100
     root = tmp_path / "store"
     result = rocketmq_peer.run("write", root, n, queues, body_bytes, *PEER_SIZES, timeout=120)
@@ -211,3 +223,7 @@ def test_we_read_what_rocketmq_wrote(peer: Path, tmp_path: Path) -> None:
     report = json.loads(verify.stdout)
     assert (verify.returncode, report["ok"], report["records"], report["units"], report["problems"]) == \
         (0, True, n, n, [])
+    rebuilt = tmp_path / "rebuilt"
+    rebuild(root, rebuilt, **SIZES)
+    assert _files(rebuilt / "consumequeue") == _files(root / "consumequeue")
+    assert list(_files(rebuilt / "index").values()) == list(_files(root / "index").values())
