@@ -200,23 +200,32 @@ def test_rocketmq_serves_what_we_wrote(peer: Path, our_store, tmp_path: Path, ho
         assert list(_files(root / "index").values()) == list(_files(src / "index").values())
 
 
-def test_we_read_what_rocketmq_wrote(peer: Path, tmp_path: Path) -> None:
+N_PEER, PEER_QUEUES, PEER_BODY = 2000, 4, 100
+
+
+@pytest.fixture(scope="module")
+def rocketmq_store(peer: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store RocketMQ wrote with the peer's write mode (closed cleanly; do not change it)."""
+    root = tmp_path_factory.mktemp("theirs") / "store"
+    result = rocketmq_peer.run("write", root, N_PEER, PEER_QUEUES, PEER_BODY, *PEER_SIZES, timeout=120)
+    assert result["messages"] == N_PEER
+    assert len(list((root / "commitlog").iterdir())) >= 3
+    return root
+
+
+def test_we_read_what_rocketmq_wrote(rocketmq_store: Path, tmp_path: Path) -> None:
     """The peer's write mode is deterministic: message i is BenchTopic queue i % 4, queue offset
     i // 4, tag TagA, key k<i>, body m<i> padded with '.' to 100 bytes. Our rebuild from its
     CommitLog writes the ConsumeQueue and index bytes it wrote."""
-    n, queues, body_bytes = 2000, 4, 100
-    root = tmp_path / "store"
-    result = rocketmq_peer.run("write", root, n, queues, body_bytes, *PEER_SIZES, timeout=120)
-    assert result["messages"] == n
-    assert len(list((root / "commitlog").iterdir())) >= 3
+    n, root = N_PEER, rocketmq_store
     cli = [sys.executable, "-m", "rocketlake.jobs.cli"]
     dump = subprocess.run([*cli, "dump", "commitlog", "--store", str(root)],
                           capture_output=True, text=True, check=True)
     records = [json.loads(line) for line in dump.stdout.splitlines()]
     assert [(r["topic"], r["queue_id"], r["queue_offset"], base64.b64decode(r["body_b64"]),
              r["properties"].get("TAGS"), r["properties"].get("KEYS")) for r in records] == \
-        [("BenchTopic", i % queues, i // queues, rocketmq_peer.write_body(i, body_bytes), "TagA", f"k{i}")
-         for i in range(n)]
+        [("BenchTopic", i % PEER_QUEUES, i // PEER_QUEUES, rocketmq_peer.write_body(i, PEER_BODY),
+          "TagA", f"k{i}") for i in range(n)]
     assert Counter(r["store_host"] for r in records) == {"127.0.0.1:10911": n}
     verify = subprocess.run([*cli, "verify", "--store", str(root), "--json"],
                             capture_output=True, text=True)
@@ -227,3 +236,22 @@ def test_we_read_what_rocketmq_wrote(peer: Path, tmp_path: Path) -> None:
     rebuild(root, rebuilt, **SIZES)
     assert _files(rebuilt / "consumequeue") == _files(root / "consumequeue")
     assert list(_files(rebuilt / "index").values()) == list(_files(root / "index").values())
+
+
+def test_we_recover_what_rocketmq_wrote_after_a_crash(rocketmq_store: Path, tmp_path: Path) -> None:
+    """RocketMQ's store with an `abort` file and a zeroed checkpoint: our open recovers abnormally
+    from the first record to RocketMQ's end, and leaves its ConsumeQueue and index bytes as they
+    were (every record re-dispatched to the same place)."""
+    root = tmp_path / "store"
+    shutil.copytree(rocketmq_store, root)
+    (root / "abort").touch()
+    _zero_checkpoint(root)
+    with MessageStore(root, **SIZES) as store:
+        r = store.recovery
+        assert (r.abnormal, r.scanned_from, r.stop_reason) == (True, 0, None)
+        assert r.commitlog_end == store.commitlog.max_offset
+        assert store.queue_ranges() == {("BenchTopic", q): (0, N_PEER // PEER_QUEUES)
+                                        for q in range(PEER_QUEUES)}
+    assert not (root / "abort").exists()
+    assert _files(root / "consumequeue") == _files(rocketmq_store / "consumequeue")
+    assert list(_files(root / "index").values()) == list(_files(rocketmq_store / "index").values())
