@@ -3,8 +3,9 @@
 - A store our ``MessageStore`` writes is opened by RocketMQ's ``DefaultMessageStore`` (after a
   clean close, after a crash with a zeroed checkpoint, and with its ConsumeQueues and index
   deleted): every queue's min/max offsets and every message getMessage serves must be what we put,
-  and queryMessage finds a key.
-- A store RocketMQ writes is read back by the ``rocketlake`` CLI (`dump commitlog`, `verify`).
+  and queryMessage finds a key; its rebuild writes our ConsumeQueue and index bytes.
+- A store RocketMQ writes is read back by the ``rocketlake`` CLI (`dump commitlog`, `verify`); our
+  rebuild, and our recovery after a crash, write its ConsumeQueue and index bytes.
 
 The peer is built with Maven once per session (the first build downloads from Maven Central).
 """
@@ -36,8 +37,8 @@ pytestmark = pytest.mark.skipif(not rocketmq_peer.available(), reason="needs a J
 
 # Small files, so that CommitLog, ConsumeQueue and index files all roll.
 SIZES: dict[str, Any] = {"mappedFileSizeCommitLog": 64 * 1024, "mappedFileSizeConsumeQueue": 600,
-         "maxHashSlotNum": 64, "maxIndexNum": 200}
-PEER_SIZES = rocketmq_peer.size_args(64 * 1024, 600, 64, 200)
+                         "maxHashSlotNum": 64, "maxIndexNum": 200}
+PEER_SIZES = rocketmq_peer.size_args(*SIZES.values())  # the same four, in size_args' order
 V6_BORN = "[2408:4004:180:8100:3faa:1dde:2b3f:898a]:40001"
 V6_STORE = "[fd00::7]:10911"
 TOPICS = ("orders", "payments", "audit-log")
