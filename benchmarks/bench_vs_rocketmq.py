@@ -1,0 +1,255 @@
+"""rocketlake side by side with RocketMQ 4.9.8's own store (issue 14).
+
+    .venv/bin/python benchmarks/bench_vs_rocketmq.py [--messages 3000000] [--dir var/bench-vs-rocketmq]
+
+Needs a JDK and Maven: RocketMQ's ``DefaultMessageStore`` runs in a JVM through the test peer
+(`tests/rocketmq_peer.py`, built once with Maven). Its times are measured inside the JVM, so JVM
+start is not counted. Same data on both sides: message i is topic BenchTopic, queue i % 8, tag
+TagA, key ``k<i>``, a 100-byte body ``m<i>....``; same file sizes on both sides, the ones in
+``conf/store.conf`` (RocketMQ's defaults: 1 GiB CommitLog, 6,000,000-byte ConsumeQueue files,
+5,000,000 index slots / 20,000,000 entries). Measured, one function each:
+
+a. write: RocketMQ's putMessage loop until its reput has dispatched every record (ConsumeQueue +
+   index), vs ours: building the Messages, ``put_batch`` in batches of 10,000, ``close()``;
+b. abnormal recovery: two copies of RocketMQ's store with an ``abort`` file and a zeroed
+   checkpoint (every record is checked from the first file): RocketMQ's load + start until
+   dispatched, vs our ``MessageStore(root)`` open + close;
+c. rebuild on open: a copy without consumequeue/, index/ and checkpoint: RocketMQ's open until
+   dispatched, vs our ``single_process_rebuild.rebuild`` into a fresh directory;
+d. verify: ``store.verify.verify`` vs a raw sequential read of the same files (both from page
+   cache: the files are read once before);
+e. CLI start: ``rocketlake dump commitlog`` of the first records, cold (fresh bytecode and numba
+   caches) and warm (median of 5); a read-only open finds the end of the data first.
+
+Everything is written under a new directory in ``--dir`` (removed at the end unless ``--keep``).
+Prints a Markdown table, ready for benchmarks/RESULTS.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.config import StoreConfig, load_config
+from rocketlake.store.single_process_rebuild import rebuild
+from rocketlake.store.verify import verify
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+import rocketmq_peer  # noqa: E402  (tests/ holds the peer's driver, shared with the interop test)
+
+TOPIC, TAG, BATCH = "BenchTopic", "TagA", 10_000
+SIZE_NAMES = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum")
+
+
+class Row:
+    """One line of the result table: RocketMQ's seconds, ours, and what was measured."""
+
+    def __init__(self, what: str, rocketmq: float | None, ours: float, note: str = "") -> None:
+        self.what, self.rocketmq, self.ours, self.note = what, rocketmq, ours, note
+
+    def markdown(self) -> str:
+        rmq = "" if self.rocketmq is None else f"{self.rocketmq:.2f}"
+        ratio = "" if self.rocketmq is None else f"{self.ours / self.rocketmq:.2f}"
+        return f"| {self.what} | {rmq} | {self.ours:.2f} | {ratio} | {self.note} |"
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t, out
+
+
+def copy_store(src: Path, dst: Path) -> Path:
+    """A copy (`cp -a --sparse=always`: RocketMQ's files are mostly holes at small sizes)."""
+    subprocess.run(["cp", "-a", "--sparse=always", str(src), str(dst)], check=True)
+    return dst
+
+
+def same_end(what: str, ours: int, rmq: dict[str, Any]) -> None:
+    """Both sides must have ended the CommitLog data at the same offset (same bytes, same data)."""
+    if ours != rmq["max_phy_offset"]:
+        raise AssertionError(f"{what}: CommitLog data ends at {ours} for us, "
+                             f"at {rmq['max_phy_offset']} for RocketMQ")
+
+
+def crash(root: Path) -> None:
+    """As after a crash: an ``abort`` file, and the checkpoint's timestamps (physic, logics,
+    index: the first 24 bytes) zeroed, so recovery checks every record from the first file."""
+    (root / "abort").touch()
+    raw = bytearray((root / "checkpoint").read_bytes())
+    raw[:24] = bytes(24)
+    (root / "checkpoint").write_bytes(raw)
+
+
+# --- a. write -------------------------------------------------------------------------------------
+def _ours_put_batch(store: MessageStore, first: int, count: int, queues: int, body: int) -> None:
+    store.put_batch([Message(TOPIC, rocketmq_peer.write_body(i, body), i % queues, tags=TAG, keys=f"k{i}")
+                     for i in range(first, first + count)])
+
+
+def _ours_put_table(store: MessageStore, first: int, count: int, queues: int, body: int) -> None:
+    """HOOK for the columnar write path: the same rows as a pyarrow table, ``put_table``."""
+    import pyarrow as pa
+    rows = range(first, first + count)
+    store.put_table(pa.table({  # type: ignore[attr-defined]
+        "topic": pa.array([TOPIC] * count), "queue_id": pa.array([i % queues for i in rows], pa.int32()),
+        "body": pa.array([rocketmq_peer.write_body(i, body) for i in rows], pa.binary()),
+        "tags": pa.array([TAG] * count), "keys": pa.array([f"k{i}" for i in rows])}))
+
+
+WRITE_PATHS = {"put_batch": _ours_put_batch, "put_table": _ours_put_table}
+
+
+def bench_write(work: Path, a: argparse.Namespace, cfg: StoreConfig) -> tuple[list[Row], Path]:
+    rmq_root = work / "rocketmq-store"
+    rmq = rocketmq_peer.run("write", rmq_root, a.messages, a.queues, a.body, *peer_sizes(cfg),
+                            timeout=7200)
+    put = WRITE_PATHS[a.write_path]
+    ours_root = work / "ours-store"
+
+    def ours() -> int:
+        with MessageStore(ours_root, cfg) as store:
+            for first in range(0, a.messages, BATCH):
+                put(store, first, min(BATCH, a.messages - first), a.queues, a.body)
+            return store.commitlog.max_offset
+
+    t, ours_end = timed(ours)
+    same_end("written", ours_end, rmq)
+    n = a.messages
+    note = (f"{n / rmq['seconds']:,.0f} vs {n / t:,.0f} msg/s; RocketMQ's shutdown "
+            f"({rmq['shutdown_seconds']:.2f} s) not counted, our close is")
+    shutil.rmtree(ours_root)
+    return [Row(f"a. write ({a.write_path}, CQ + index dispatched)", rmq["seconds"], t, note)], rmq_root
+
+
+# --- b. abnormal recovery ---------------------------------------------------------------------------
+def bench_recovery(work: Path, store: Path, cfg: StoreConfig) -> list[Row]:
+    theirs, ours = copy_store(store, work / "crashed-rmq"), copy_store(store, work / "crashed-ours")
+    crash(theirs)
+    crash(ours)
+    rmq = rocketmq_peer.run("recover", theirs, *peer_sizes(cfg), timeout=7200)
+    assert rmq["abort_file"]
+    t, end = timed(lambda: _open_close(ours, cfg))
+    same_end("recovered", end, rmq)
+    shutil.rmtree(theirs)
+    shutil.rmtree(ours)
+    return [Row("b. abnormal recovery (abort + zeroed checkpoint)", rmq["seconds"], t,
+                "RocketMQ: load + start until dispatched; ours: open + close")]
+
+
+def _open_close(root: Path, cfg: StoreConfig) -> int:
+    with MessageStore(root, cfg) as s:
+        return s.commitlog.max_offset
+
+
+# --- c. rebuild on open -----------------------------------------------------------------------------
+def bench_rebuild(work: Path, store: Path, cfg: StoreConfig) -> list[Row]:
+    theirs = copy_store(store, work / "bare-rmq")
+    for name in ("consumequeue", "index"):
+        shutil.rmtree(theirs / name)
+    (theirs / "checkpoint").unlink()
+    rmq = rocketmq_peer.run("recover", theirs, *peer_sizes(cfg), timeout=7200)
+    out = work / "rebuilt-ours"
+    t, stats = timed(lambda: rebuild(store, out, config=cfg))
+    same_end("rebuilt", stats.commitlog_end, rmq)
+    shutil.rmtree(theirs)
+    shutil.rmtree(out)
+    return [Row("c. rebuild ConsumeQueues + index", rmq["seconds"], t,
+                "RocketMQ: open without consumequeue/, index/, checkpoint; ours: rebuild() to a new dir")]
+
+
+# --- d. verify --------------------------------------------------------------------------------------
+def raw_read(root: Path, chunk: int = 8 << 20) -> int:
+    """Read every file under ``root`` sequentially with large reads; the bytes read."""
+    buf, total = bytearray(chunk), 0
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        with open(path, "rb", buffering=0) as f:
+            while n := f.readinto(buf):
+                total += n
+    return total
+
+
+def bench_verify(store: Path, cfg: StoreConfig) -> list[Row]:
+    nbytes = raw_read(store)  # into the page cache, for both
+    t_raw, _ = timed(lambda: raw_read(store))
+    t, report = timed(lambda: verify(store, cfg))
+    if not report.ok:
+        raise AssertionError(f"verify found problems in RocketMQ's store: {report.problems[:5]}")
+    return [Row("d. verify vs raw read of the same files", t_raw, t,
+                f"left column: raw read, {nbytes / 1e6:,.0f} MB ({nbytes / t_raw / 1e6:,.0f} MB/s); "
+                f"{report.records:,} records, {report.keys_checked:,} keys")]
+
+
+# --- e. CLI start -----------------------------------------------------------------------------------
+def bench_cli_start(work: Path, store: Path, warm_runs: int = 5) -> list[Row]:
+    caches = work / "cli-caches"
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(caches / "pyc"), "NUMBA_CACHE_DIR": str(caches / "numba")}
+    cmd = [sys.executable, "-m", "rocketlake.jobs.cli", "dump", "commitlog", "--store", str(store),
+           "--to-offset", "1000"]
+
+    def dump() -> None:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0 or not proc.stdout:
+            raise AssertionError(f"dump failed ({proc.returncode}): {proc.stderr[-2000:]}")
+
+    cold, _ = timed(dump)
+    warm = statistics.median(timed(dump)[0] for _ in range(warm_runs))
+    return [Row("e. `rocketlake dump` of the first records, cold", None, cold,
+                "fresh bytecode and numba caches; wall time of the process, which includes the "
+                "read-only open's scan for the end of data (the last 3 CommitLog files)"),
+            Row("e. `rocketlake dump` of the first records, warm", None, warm, f"median of {warm_runs}")]
+
+
+def peer_sizes(cfg: StoreConfig) -> list[str]:
+    """Our file size settings as the peer's options."""
+    return rocketmq_peer.size_args(*(int(getattr(cfg, name)) for name in SIZE_NAMES))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--messages", type=int, default=3_000_000)
+    ap.add_argument("--queues", type=int, default=8)
+    ap.add_argument("--body", type=int, default=100, help="body bytes (default %(default)s)")
+    ap.add_argument("--write-path", choices=sorted(WRITE_PATHS), default="put_batch",
+                    help="our write path in a. (default %(default)s)")
+    ap.add_argument("--dir", type=Path, default=ROOT / "var" / "bench-vs-rocketmq",
+                    help="where the run's directory is made (default %(default)s)")
+    ap.add_argument("--keep", action="store_true", help="keep the run's directory")
+    a = ap.parse_args()
+    if not rocketmq_peer.available():
+        sys.exit("bench_vs_rocketmq: needs java and mvn on PATH")
+    if a.write_path == "put_table" and not hasattr(MessageStore, "put_table"):
+        sys.exit("bench_vs_rocketmq: this rocketlake has no MessageStore.put_table")
+    cfg = load_config()
+    rocketmq_peer.build()
+    a.dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=a.dir))
+    try:
+        rows, store = bench_write(work, a, cfg)
+        rows += bench_recovery(work, store, cfg)
+        rows += bench_rebuild(work, store, cfg)
+        rows += bench_verify(store, cfg)
+        rows += bench_cli_start(work, store)
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"{a.messages:,} messages of {a.body} B, {a.queues} queues, tag {TAG}, one key each; "
+          + ", ".join(f"{name}={getattr(cfg, name):,}" for name in SIZE_NAMES) + "\n")
+    print("| measurement | RocketMQ 4.9.8 (s) | rocketlake (s) | rocketlake / RocketMQ | notes |")
+    print("|---|---:|---:|---:|---|")
+    for row in rows:
+        print(row.markdown())
+
+
+if __name__ == "__main__":
+    main()
