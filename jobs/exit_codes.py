@@ -3,6 +3,7 @@ which error gets which code. The README's "Exit codes" section documents the sam
 from __future__ import annotations
 
 import errno
+import re
 import sys
 from collections.abc import Callable
 from enum import IntEnum
@@ -43,6 +44,26 @@ _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitC
 )
 
 
+#: the Python exceptions a Spark task can fail with that a command expects, by name
+_TASK_ERRORS = {c.__name__: c for group, _ in _CODES
+                for c in (group if isinstance(group, tuple) else (group,))}
+#: the last "Name: message" line of a Python traceback
+_TRACEBACK_LAST = re.compile(r"^(\w+): (.+)$", re.MULTILINE)
+
+
+def task_error(error: BaseException) -> BaseException | None:
+    """The expected error inside a failed Spark task (PySpark's ``PythonException`` and Py4J's
+    ``Py4JJavaError`` carry the executor's traceback as text), rebuilt so it maps to its exit
+    code and prints as one line; None when there is none."""
+    if type(error).__name__ not in ("PythonException", "Py4JJavaError"):
+        return None
+    found = [m for m in _TRACEBACK_LAST.finditer(str(error)) if m.group(1) in _TASK_ERRORS]
+    if not found:
+        return None
+    name, message = found[-1].groups()
+    return _TASK_ERRORS[name](f"in a Spark task: {message}")
+
+
 def exit_code(error: BaseException) -> ExitCode | None:
     """The exit code for ``error``; None for an error no command expects (a bug: traceback)."""
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
@@ -50,7 +71,8 @@ def exit_code(error: BaseException) -> ExitCode | None:
     for classes, code in _CODES:
         if isinstance(error, classes):
             return code
-    return None
+    inner = task_error(error)
+    return exit_code(inner) if inner is not None else None
 
 
 def run(prog: str, body: Callable[[], int]) -> int:
@@ -64,5 +86,5 @@ def run(prog: str, body: Callable[[], int]) -> int:
         code = exit_code(e)
         if code is None:
             raise
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {task_error(e) or e}", file=sys.stderr)
         return code
