@@ -150,13 +150,16 @@ class IndexFile:
                                self.end_phy, self.slot_count, self.index_count)
 
     def select(self, key_hash: int, max_num: int, begin: int, end: int, out: list[int]) -> None:
-        """Append phy offsets whose entry hash is ``key_hash`` and time is in [begin, end]."""
+        """Append phy offsets whose entry hash is ``key_hash`` and time is in [begin, end], walking
+        the slot's chain as ``IndexFile.selectPhyOffset`` does (``kernels.index.reachable``)."""
         count = self.index_count
         cur = int(self.slots[key_hash % self.slot_num])
         if cur <= 0 or cur > count:
             return
         while len(out) < max_num:
             h, phy, diff, prev = self.entries[cur].tolist()
+            if diff < 0:
+                return
             t = self.begin_ts + diff * 1000
             if h == key_hash and begin <= t <= end:
                 out.append(phy)

@@ -82,26 +82,26 @@ def place(buf: Buffer, slot_num: int, key_hash: npt.NDArray[np.int32], phy: npt.
 
 
 @kernel
-def reachable(buf: Buffer, slot_num: int, entry_num: int, index_count: int, begin_ts: int,
+def reachable(buf: Buffer, slot_num: int, index_count: int, begin_ts: int,
               found: npt.NDArray[np.bool_]) -> None:
     """``found[e]``: whether a query for entry ``e``'s own keyHash over all time (begin 0, end
     Long.MAX_VALUE) returns it, walking as ``IndexFile.selectPhyOffset`` does: from slot
     ``keyHash % slotNum`` when its value is in ``(0, indexCount]`` and ``indexCount > 1``, along
     prevIndex; an entry with a negative timeDiff ends the walk unread; the walk ends after an
     entry whose prevIndex is outside ``(0, indexCount]``, is the entry itself, or whose time is
-    before the query's begin. Unlike RocketMQ, a walk also ends at a position past the file
-    (a damaged indexCount) and where it would loop (a chain that runs into itself). The
-    found entries are every entry whose chain is intact (``found`` has ``entry_num`` rows)."""
+    before the query's begin. ``found`` has a row per entry position that can be reached,
+    ``min(indexNum, indexCount + 1)``: unlike RocketMQ, a walk also ends at a position past the
+    file (a damaged indexCount) and where it would loop forever (a chain that runs into itself)."""
     found[:] = False
     count = index_count
     if count <= 1:
         return
-    seen = np.zeros(entry_num, dtype=np.int32)  # the slot (+1) whose walk last passed the entry
+    seen = np.zeros(found.size, dtype=np.int32)  # the slot (+1) whose walk last read the entry
     for s in range(slot_num):
         cur = be_i32(buf, INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * s)
         if cur <= 0 or cur > count:
             continue
-        while cur < entry_num and seen[cur] != s + 1:
+        while cur < found.size and seen[cur] != s + 1:
             seen[cur] = s + 1
             at = _entry_at(slot_num, cur)
             diff = be_i32(buf, at + 12)

@@ -1,0 +1,139 @@
+"""Benchmark: ``verify`` against a raw sequential read of the same store files.
+
+    .venv/bin/python -m benchmarks.bench_verify [--messages 1000000] [--dir var/bench/verify]
+
+Writes (once, reused when present) a store of ``--messages`` messages of ``--body`` bytes (one
+topic, 8 queues, a tag and one key each; default file sizes) with ``MessageStore.put_batch`` in
+chunks, reads its files once so they are in the page cache, then measures in one run:
+- the raw read: every CommitLog, ConsumeQueue and index file read front to back, no parsing;
+- ``verify(root)`` (warm: a first run compiles or loads the kernels and is not counted);
+- each verify pass alone (CommitLog walk, ConsumeQueues, index, the end-of-data check), to say
+  where the time goes.
+Prints a Markdown table, ready for benchmarks/RESULTS.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.config import load_config
+from rocketlake.store.mapped_file import first_nonzero
+from rocketlake.store.store_files import StoreFiles
+from rocketlake.store.verify import _Checker, verify
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTS = ("commitlog", "consumequeue", "index")
+
+
+def make_store(root: Path, messages: int, body: int, chunk: int) -> None:
+    """The benchmark store (reused when one of the same shape is there)."""
+    marker = root / ".complete"
+    shape = f"{messages} {body}"
+    if marker.exists() and marker.read_text() == shape:
+        return
+    shutil.rmtree(root, ignore_errors=True)
+    payload = bytes(range(256)) * (body // 256 + 1)
+    with MessageStore(root) as s:
+        for i in range(0, messages, chunk):
+            s.put_batch([Message(topic="bench", body=payload[:body], queue_id=j % 8, tags=f"t{j % 16}",
+                                 keys=f"order-{j}") for j in range(i, min(messages, i + chunk))])
+    marker.write_text(shape)
+
+
+def store_files(root: Path) -> list[Path]:
+    return sorted(p for part in PARTS for p in (root / part).rglob("*") if p.is_file())
+
+
+def raw_read(files: list[Path]) -> tuple[float, int]:
+    """Seconds to read every file front to back (1 MiB reads into one buffer), and the bytes."""
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    total = 0
+    t = time.perf_counter()
+    for p in files:
+        with open(p, "rb", buffering=0) as f:
+            while n := f.readinto(view):
+                total += n
+    return time.perf_counter() - t, total
+
+
+def best(fn: Callable[[], Any], runs: int) -> tuple[float, Any]:
+    """The fastest of ``runs`` calls (seconds) and its result."""
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        r = fn()
+        out.append((time.perf_counter() - t, r))
+    return min(out, key=lambda x: x[0])
+
+
+def passes(root: Path) -> list[tuple[str, float]]:
+    """Each verify pass timed alone, on a fresh ``StoreFiles`` like ``verify``'s."""
+    cfg = load_config({})
+    with StoreFiles(root.resolve(), cfg, sizes_from_files=True) as files:
+        c = _Checker(files)
+        t0 = time.perf_counter()
+        log, records = c.commitlog() or (None, None)
+        t1 = time.perf_counter()
+        assert log is not None and records is not None
+        last = log.files.files[-1]
+        first_nonzero(last, log.max_offset - last.start)
+        t2 = time.perf_counter()
+        queues = records.queues()
+        c.consume_queues(log, records, queues)
+        t3 = time.perf_counter()
+        c.index(log, records)
+        t4 = time.perf_counter()
+    return [("CommitLog walk + columns (incl. end-of-data check)", t1 - t0),
+            ("  of which the end-of-data check (zeros after the data)", t2 - t1),
+            ("ConsumeQueues", t3 - t2), ("index (headers, reachability, key match)", t4 - t3)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--messages", type=int, default=1_000_000)
+    p.add_argument("--body", type=int, default=100)
+    p.add_argument("--chunk", type=int, default=10_000, help="messages per put_batch")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--dir", type=Path, default=ROOT / "var" / "bench" / "verify")
+    args = p.parse_args(argv)
+    root = args.dir / "store"
+    t = time.perf_counter()
+    make_store(root, args.messages, args.body, args.chunk)
+    print(f"store: {args.messages:,} messages of {args.body} B ({time.perf_counter() - t:.1f} s to "
+          f"write or find)", flush=True)
+    files = store_files(root)
+    raw_read(files)  # page cache
+    sizes = {part: sum(f.stat().st_size for f in files if f.relative_to(root).parts[0] == part)
+             for part in PARTS}
+    t_cold = time.perf_counter()
+    report = verify(root)  # compiles or loads the kernels
+    t_cold = time.perf_counter() - t_cold
+    assert report.ok and report.records == args.messages, report.problems[:5]
+    t_read, nbytes = best(lambda: raw_read(files)[1], args.runs)
+    t_verify, report = best(lambda: verify(root), args.runs)
+    mb = nbytes / 1e6
+    print(f"\n{os.cpu_count()} cores; files: " + ", ".join(f"{k} {v / 1e6:,.0f} MB" for k, v in sizes.items())
+          + f"; {report.records:,} records, {report.units:,} units, {report.keys_checked:,} keys "
+          f"checked; first verify (kernels compiled or loaded) {t_cold:.2f} s\n")
+    print("| what | seconds | MB/s | messages/s |")
+    print("|---|---:|---:|---:|")
+    for what, secs in (("raw sequential read (1 MiB reads)", t_read), ("verify", t_verify)):
+        print(f"| {what} | {secs:.2f} | {mb / secs:,.0f} | {args.messages / secs:,.0f} |")
+    print(f"\nverify / raw read: {t_read / t_verify:.2f} (target >= 0.25)\n")
+    print("| verify pass | seconds |")
+    print("|---|---:|")
+    for what, secs in passes(root):
+        print(f"| {what} | {secs:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
