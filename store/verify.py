@@ -150,14 +150,16 @@ class _RecordColumns:
                            cols.key_counts.astype(np.int32), cols.key_hashes))
 
     def records(self) -> Records:
-        empty = (np.int64, np.int32, np.int32, np.int32, np.int64, np.int64, np.bool_, np.int64,
-                 np.int32, np.int32)
-        cols = [np.concatenate(c) if c else np.zeros(0, dtype=t)
-                for c, t in zip(zip(*self.parts) if self.parts else [()] * len(empty), empty)]
+        dtypes = (np.int64, np.int32, np.int32, np.int32, np.int64, np.int64, np.bool_, np.int64,
+                  np.int32, np.int32)
+        cols = [np.concatenate([part[k] for part in self.parts]) if self.parts else np.zeros(0, dtype=t)
+                for k, t in enumerate(dtypes)]
         self.parts = []
         key_start = np.zeros(cols[8].size + 1, dtype=np.int64)
         np.cumsum(cols[8], out=key_start[1:])
-        return Records(*cols[:8], key_start, cols[9], list(self.topic_ids))
+        return Records(offset=cols[0], size=cols[1], topic=cols[2], queue_id=cols[3],
+                       queue_offset=cols[4], tags_code=cols[5], to_queue=cols[6], store_ts=cols[7],
+                       key_start=key_start, key_hash=cols[9], topics=list(self.topic_ids))
 
 
 class _Checker:

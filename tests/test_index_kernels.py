@@ -124,7 +124,8 @@ def test_generated_keys_placed_as_reference(slots, entries, records, cut_at):
             phy.append(offset)
             ts.append(when)
         offset, when = offset + size, when + step
-    hashes_, phy_, ts_ = (np.array(c, dtype=t) for c, t in ((hashes, np.int32), (phy, np.int64), (ts, np.int64)))
+    hashes_ = np.array(hashes, dtype=np.int32)
+    phy_, ts_ = np.array(phy, dtype=np.int64), np.array(ts, dtype=np.int64)
     want = reference.index_files(recs, slots, entries)
     with tempfile.TemporaryDirectory() as tmp:
         assert _put(Path(tmp), slots, entries, hashes_, phy_, ts_, cut_at) == want

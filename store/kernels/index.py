@@ -59,7 +59,7 @@ def place(buf: Buffer, slot_num: int, key_hash: npt.NDArray[np.int32], phy: npt.
     begin = begin_ts
     filled = 0
     for i in range(key_hash.size):
-        h = np.int64(key_hash[i])
+        h = int(key_hash[i])
         slot_at = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * (h % slot_num)
         prev = be_i32(buf, slot_at)
         if prev <= 0 or prev > count:
@@ -125,7 +125,9 @@ def found_keys(buf: Buffer, slot_num: int, found: npt.NDArray[np.bool_],
     stands for: the entry's phyOffset is the record's offset and its keyHash the key's hash.
     Record ``r`` starts at ``record_offsets[r]`` (ascending) and its keys are ``key_hashes``
     rows ``key_start[r]`` to ``key_start[r + 1]``."""
-    for e in np.flatnonzero(found):
+    for e in range(found.size):
+        if not found[e]:
+            continue
         at = _entry_at(slot_num, e)
         phy = be_i64(buf, at + 4)
         r = np.searchsorted(record_offsets, phy)
