@@ -135,8 +135,11 @@ def _lookup(keys: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
 class _RecordColumns:
     """Collects walked batches into ``Records``."""
 
+    DTYPES = (np.int64, np.int32, np.int32, np.int32, np.int64, np.int64, np.bool_, np.int64,
+              np.int32, np.int32)
+
     def __init__(self) -> None:
-        self.parts: list[tuple[npt.NDArray[Any], ...]] = []
+        self.columns: list[list[npt.NDArray[Any]]] = [[] for _ in self.DTYPES]
         self.topic_ids: dict[str, int] = {}
 
     def add(self, batch: RecordBatch, delay_levels_ms: tuple[int, ...]) -> None:
@@ -144,17 +147,19 @@ class _RecordColumns:
         ids, names = batch.topics
         remap = np.array([self.topic_ids.setdefault(n, len(self.topic_ids)) for n in names], dtype=np.int32)
         raw = batch.raw
-        self.parts.append((raw[:, kr.OFFSET].copy(), raw[:, kr.SIZE].astype(np.int32), remap[ids],
-                           raw[:, kr.QUEUE_ID].astype(np.int32), raw[:, kr.QUEUE_OFFSET].copy(),
-                           cols.tags_code, cols.to_queue, raw[:, kr.STORE_TS].copy(),
-                           cols.key_counts.astype(np.int32), cols.key_hashes))
+        parts = (raw[:, kr.OFFSET], raw[:, kr.SIZE], remap[ids], raw[:, kr.QUEUE_ID],
+                 raw[:, kr.QUEUE_OFFSET], cols.tags_code, cols.to_queue, raw[:, kr.STORE_TS],
+                 cols.key_counts, cols.key_hashes)
+        for column, part, dtype in zip(self.columns, parts, self.DTYPES):
+            column.append(part.astype(dtype))  # a copy: the batch's rows go
 
     def records(self) -> Records:
-        dtypes = (np.int64, np.int32, np.int32, np.int32, np.int64, np.int64, np.bool_, np.int64,
-                  np.int32, np.int32)
-        cols = [np.concatenate([part[k] for part in self.parts]) if self.parts else np.zeros(0, dtype=t)
-                for k, t in enumerate(dtypes)]
-        self.parts = []
+        """The columns so far, each joined in turn (memory: the columns plus the largest one)."""
+        cols = []
+        for k, dtype in enumerate(self.DTYPES):
+            parts, self.columns[k] = self.columns[k], []
+            cols.append(np.concatenate(parts) if parts else np.zeros(0, dtype=dtype))
+            del parts
         key_start = np.zeros(cols[8].size + 1, dtype=np.int64)
         np.cumsum(cols[8], out=key_start[1:])
         return Records(offset=cols[0], size=cols[1], topic=cols[2], queue_id=cols[3],
