@@ -147,9 +147,10 @@ class _RecordColumns:
         ids, names = batch.topics
         remap = np.array([self.topic_ids.setdefault(n, len(self.topic_ids)) for n in names], dtype=np.int32)
         raw = batch.raw
-        parts = (raw[:, kr.OFFSET], raw[:, kr.SIZE], remap[ids], raw[:, kr.QUEUE_ID],
-                 raw[:, kr.QUEUE_OFFSET], cols.tags_code, cols.to_queue, raw[:, kr.STORE_TS],
-                 cols.key_counts, cols.key_hashes)
+        parts: tuple[npt.NDArray[Any], ...] = (
+            raw[:, kr.OFFSET], raw[:, kr.SIZE], remap[ids], raw[:, kr.QUEUE_ID],
+            raw[:, kr.QUEUE_OFFSET], cols.tags_code, cols.to_queue, raw[:, kr.STORE_TS],
+            cols.key_counts, cols.key_hashes)
         for column, part, dtype in zip(self.columns, parts, self.DTYPES):
             column.append(part.astype(dtype))  # a copy: the batch's rows go
 
@@ -245,10 +246,13 @@ class _Checker:
             rec, has_rec = records.find(off)
             w, has_want = _lookup(want_q, q)
             claimed[w[has_want]] = True
-            req = want_rows[w] if want_rows.size else np.zeros(q.size, dtype=np.int64)
-            ok = has_want & (records.offset[req] == off) if want_rows.size else has_want
-            differs = ok & ((records.size[req] != units["size"])
-                            | (records.tags_code[req] != units["tags_code"]))
+            # ok: the record the unit's queue offset belongs to starts where the unit points
+            ok = has_want.copy()
+            ok[has_want] = records.offset[want_rows[w[has_want]]] == off[has_want]
+            r_ok = want_rows[w[ok]]
+            differs = np.zeros(q.size, dtype=np.bool_)
+            differs[ok] = ((records.size[r_ok] != units["size"][ok])
+                           | (records.tags_code[r_ok] != units["tags_code"][ok]))
             for i in np.flatnonzero(~ok | differs).tolist():
                 u, fpos = int(q[i]), int(q[i]) * CQ_UNIT_SIZE - mf.start
                 o = int(off[i])
@@ -262,14 +266,12 @@ class _Checker:
                                  f"({records.topics[int(records.topic[r])]}/{records.queue_id[r]} "
                                  f"queue offset {records.queue_offset[r]})")
                 else:
-                    r = int(req[i])
+                    r = int(want_rows[w[i]])
                     self.problem("consumequeue-unit-mismatch", mf.path, fpos,
                                  f"unit {u}: size/tagsCode {units['size'][i]}/{units['tags_code'][i]}, "
                                  f"record says {records.size[r]}/{records.tags_code[r]}")
             del units  # a view on the map
-        missing = ~claimed & (want_q >= cq.min_offset)
-        if want_rows.size:
-            missing &= records.offset[want_rows] >= cl_min
+        missing = ~claimed & (want_q >= cq.min_offset) & (records.offset[want_rows] >= cl_min)
         for i in np.flatnonzero(missing).tolist():
             self.problem("consumequeue-missing-unit", f"consumequeue/{cq.topic}/{cq.queue_id}",
                          int(want_q[i]) * CQ_UNIT_SIZE,

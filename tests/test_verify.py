@@ -233,3 +233,19 @@ def test_a_looping_index_chain_ends_and_the_keys_behind_it_are_reported(store):
     assert {p.kind for p in r.problems} == {"index-key-not-found"}
     assert sorted(int(p.what.split(" of the record at ")[1].split()[0]) for p in r.problems) == \
         sorted(entry(pos)[1] for pos in chain[2:])
+
+
+def test_units_and_keys_of_a_commitlog_with_no_valid_record(store):
+    """The first record of every CommitLog file has a damaged magic: no record is valid, so every
+    unit points where no valid record starts."""
+    files = sorted((store / "commitlog").iterdir())
+    for f in files:
+        _flip(f, 4)
+    r = verify(store, **SMALL)
+    assert r.records == 0 and not r.ok
+    assert [(p.kind, p.file, p.offset) for p in r.problems[:len(files)]] == [
+        ("commitlog-invalid-record", f"commitlog/{f.name}", 0) for f in files]
+    bad = [p for p in r.problems if p.kind == "consumequeue-bad-unit"]
+    assert len(bad) == r.units == 200
+    assert all("where no valid record starts" in p.what for p in bad)
+    assert r.keys_checked == 0
