@@ -7,7 +7,7 @@ prevIndex is the slot's value before it, so a slot heads a chain running back in
 
 - ``place``: put keys one after the other exactly as ``IndexFile.putKey`` does.
 - ``reachable``: which entries a query for their own key finds (``IndexFile.selectPhyOffset``).
-- ``match_keys``: which of a set of records' keys the found entries account for.
+- ``found_keys``: which of a set of records' keys the found entries stand for.
 """
 from __future__ import annotations
 
