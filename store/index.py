@@ -1,8 +1,8 @@
 """IndexFile: hash slots chaining 20-byte entries per key, and the service over all index files.
 
-Layout and put rules: RocketMQ's ``IndexFile`` and ``IndexHeader``. Puts are applied in
-vectorised batches that produce exactly the bytes RocketMQ's one-at-a-time ``IndexFile.putKey``
-would.
+Layout and put rules: RocketMQ's ``IndexFile`` and ``IndexHeader``. Puts are applied in batches
+by a compiled kernel (``store.kernels.index.place``) that writes exactly the bytes RocketMQ's
+one-at-a-time ``IndexFile.putKey`` would.
 """
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import os
 from collections.abc import Callable, Sequence
 from datetime import tzinfo
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -25,55 +24,8 @@ from rocketlake.store.codec import (
     INDEX_SLOT_SIZE,
 )
 from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.kernels import index as kernels
 from rocketlake.store.mapped_file import create_file
-
-
-class ChainedBatch(NamedTuple):
-    """A batch of keys chained into one file: the entry columns (``INDEX_ENTRY_DTYPE`` fields),
-    the touched slots with their new values, and how many of them were empty (hashSlotCount)."""
-    key_hash: npt.NDArray[np.int32]
-    phy_offset: npt.NDArray[np.int64]
-    time_diff: npt.NDArray[np.int64]
-    prev_index: npt.NDArray[np.int64]
-    slots: npt.NDArray[np.int64]
-    slot_values: npt.NDArray[np.int64]
-    new_slots: int
-
-
-def chain_batch(key_hash: npt.NDArray[np.int32], phy: npt.NDArray[np.int64],
-                ts: npt.NDArray[np.int64], slot_table: npt.NDArray[np.int32],
-                index_count: int, begin_ts: int) -> ChainedBatch:
-    """Entries for keys put at positions ``index_count, index_count+1, ...`` of one file.
-
-    ``slot_table`` holds the slot values before the batch; ``begin_ts`` is the header's
-    beginTimestamp before the batch.
-    """
-    n = key_hash.size
-    slot_num = slot_table.size
-    pos = index_count + np.arange(n, dtype=np.int64)
-    slots = key_hash.astype(np.int64) % slot_num
-    order = np.lexsort((pos, slots))
-    s_sorted, p_sorted = slots[order], pos[order]
-    first = np.ones(n, dtype=bool)
-    first[1:] = s_sorted[1:] != s_sorted[:-1]
-    last = np.ones(n, dtype=bool)
-    last[:-1] = first[1:]
-    prev_sorted = np.empty(n, dtype=np.int64)
-    prev_sorted[1:] = p_sorted[:-1]
-    old = slot_table[s_sorted[first]].astype(np.int64)
-    old_valid = (old > 0) & (old <= p_sorted[first])
-    prev_sorted[first] = np.where(old_valid, old, 0)
-    prev = np.empty(n, dtype=np.int64)
-    prev[order] = prev_sorted
-    # timeDiff in seconds from the header's beginTimestamp *as it was at each put*: the first put
-    # of an empty file still sees the old begin; it then becomes that put's store time.
-    begin = np.full(n, ts[0] if index_count <= 1 else begin_ts, dtype=np.int64)
-    if index_count <= 1:
-        begin[0] = begin_ts
-    diff = np.where(begin > 0, (ts - begin) // 1000, 0)
-    diff = np.clip(diff, 0, codec.INDEX_MAX_TIME_DIFF)
-    return ChainedBatch(key_hash, phy, diff, prev, s_sorted[last], p_sorted[last],
-                        int(np.count_nonzero(~old_valid)))
 
 
 def write_index_file(path: Path, slot_num: int, entry_num: int,
@@ -137,6 +89,8 @@ class IndexFile:
             # A new file starts from the previous file's end (RocketMQ's IndexFile constructor).
             self.end_phy, self.end_ts = create_from
             self.begin_phy, self.begin_ts = create_from
+        #: the whole file's bytes, for the kernels (``store.kernels.index``)
+        self.buf = np.frombuffer(self.mm, dtype=np.uint8)
         self.slots = np.frombuffer(self.mm, dtype=">i4", count=slot_num, offset=INDEX_HEADER_SIZE)
         self.entries = np.frombuffer(self.mm, dtype=INDEX_ENTRY_DTYPE, count=entry_num,
                                      offset=INDEX_HEADER_SIZE + 4 * slot_num)
@@ -181,15 +135,12 @@ class IndexFile:
         n = key_hash.size
         if n == 0:
             return
-        c = chain_batch(key_hash, phy, ts, self.slots, self.index_count, self.begin_ts)
-        lo = self.index_count
-        e = self.entries[lo:lo + n]
-        e["key_hash"], e["phy_offset"] = c.key_hash, c.phy_offset
-        e["time_diff"], e["prev_index"] = c.time_diff, c.prev_index
-        self.slots[c.slots] = c.slot_values
+        self.slot_count += kernels.place(
+            self.buf, self.slot_num, np.ascontiguousarray(key_hash, dtype=np.int32),
+            np.ascontiguousarray(phy, dtype=np.int64), np.ascontiguousarray(ts, dtype=np.int64),
+            self.index_count, self.begin_ts)
         if self.index_count <= 1:
             self.begin_phy, self.begin_ts = int(phy[0]), int(ts[0])
-        self.slot_count += c.new_slots
         self.index_count += n
         self.end_phy, self.end_ts = int(phy[-1]), int(ts[-1])
         self.write_header()
@@ -199,13 +150,16 @@ class IndexFile:
                                self.end_phy, self.slot_count, self.index_count)
 
     def select(self, key_hash: int, max_num: int, begin: int, end: int, out: list[int]) -> None:
-        """Append phy offsets whose entry hash is ``key_hash`` and time is in [begin, end]."""
+        """Append phy offsets whose entry hash is ``key_hash`` and time is in [begin, end], walking
+        the slot's chain as ``IndexFile.selectPhyOffset`` does (``kernels.index.reachable``)."""
         count = self.index_count
         cur = int(self.slots[key_hash % self.slot_num])
         if cur <= 0 or cur > count:
             return
         while len(out) < max_num:
             h, phy, diff, prev = self.entries[cur].tolist()
+            if diff < 0:
+                return
             t = self.begin_ts + diff * 1000
             if h == key_hash and begin <= t <= end:
                 out.append(phy)
@@ -294,7 +248,7 @@ class IndexFile:
         if self.mm.closed:
             return
         # numpy views hold exported buffers; drop them before closing the map.
-        del self.slots, self.entries
+        del self.buf, self.slots, self.entries
         self.mm.close()
 
 

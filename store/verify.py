@@ -9,17 +9,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
+from rocketlake.store import codec
 from rocketlake.store.checkpoint import Checkpoint
-from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_HEADER
+from rocketlake.store.codec import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import read_config, read_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue
-from rocketlake.store.dispatch import DispatchRequest, from_record
+from rocketlake.store.dispatch import from_record
 from rocketlake.store.errors import ConfigFileError, StoreFormatError
 from rocketlake.store.index import IndexFile, IndexService
+from rocketlake.store.kernels import index as index_kernels
+from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.message_store import is_store
+from rocketlake.store.record_walk import RecordBatch
 from rocketlake.store.store_files import StoreFiles
 
 
@@ -73,6 +80,94 @@ class VerifyReport:
                 "keys_checked": self.keys_checked, "problems": [asdict(p) for p in self.problems]}
 
 
+@dataclass(frozen=True)
+class Records:
+    """The CommitLog's valid records as columns, in CommitLog order (no object per record): what
+    verify checks the ConsumeQueues, the index and the checkpoint against."""
+    offset: npt.NDArray[np.int64]
+    size: npt.NDArray[np.int32]
+    topic: npt.NDArray[np.int32]          # index into ``topics``
+    queue_id: npt.NDArray[np.int32]
+    queue_offset: npt.NDArray[np.int64]
+    tags_code: npt.NDArray[np.int64]
+    to_queue: npt.NDArray[np.bool_]       # gets a ConsumeQueue unit
+    store_ts: npt.NDArray[np.int64]
+    #: record r's index key hashes (UNIQ_KEY, then KEYS tokens) are key_hash[key_start[r]:key_start[r + 1]]
+    key_start: npt.NDArray[np.int64]
+    key_hash: npt.NDArray[np.int32]
+    topics: list[str]
+
+    def __len__(self) -> int:
+        return int(self.offset.size)
+
+    def find(self, offsets: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+        """(row, whether a record starts there) for each CommitLog offset; row is 0 where none."""
+        return _lookup(self.offset, offsets)
+
+    def at(self, offset: int) -> int | None:
+        """The row of the record starting at ``offset``, None when none does."""
+        row, there = self.find(np.array([offset], dtype=np.int64))
+        return int(row[0]) if there[0] else None
+
+    def queues(self) -> dict[tuple[str, int], npt.NDArray[np.int64]]:
+        """Rows of the records that get a ConsumeQueue unit, by (topic, queue id), in CommitLog order."""
+        rows = np.flatnonzero(self.to_queue)
+        group = self.topic[rows].astype(np.int64) << 32 | (self.queue_id[rows].astype(np.int64) & 0xFFFFFFFF)
+        order = np.argsort(group, kind="stable")
+        rows, group = rows[order], group[order]
+        out = {}
+        for part in np.split(rows, np.flatnonzero(np.diff(group)) + 1) if rows.size else []:
+            first = int(part[0])
+            out[(self.topics[int(self.topic[first])], int(self.queue_id[first]))] = part
+        return out
+
+
+def _lookup(keys: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
+            ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """(position, whether present) of each value in the ascending ``keys``; position 0 where absent."""
+    if not keys.size:
+        return np.zeros(values.size, dtype=np.int64), np.zeros(values.size, dtype=np.bool_)
+    at = np.minimum(np.searchsorted(keys, values), keys.size - 1)
+    there = keys[at] == values
+    return np.where(there, at, 0), there
+
+
+class _RecordColumns:
+    """Collects walked batches into ``Records``."""
+
+    DTYPES = (np.int64, np.int32, np.int32, np.int32, np.int64, np.int64, np.bool_, np.int64,
+              np.int32, np.int32)
+
+    def __init__(self) -> None:
+        self.columns: list[list[npt.NDArray[Any]]] = [[] for _ in self.DTYPES]
+        self.topic_ids: dict[str, int] = {}
+
+    def add(self, batch: RecordBatch, delay_levels_ms: tuple[int, ...]) -> None:
+        cols = batch.dispatch(delay_levels_ms)
+        ids, names = batch.topics
+        remap = np.array([self.topic_ids.setdefault(n, len(self.topic_ids)) for n in names], dtype=np.int32)
+        raw = batch.raw
+        parts: tuple[npt.NDArray[Any], ...] = (
+            raw[:, kr.OFFSET], raw[:, kr.SIZE], remap[ids], raw[:, kr.QUEUE_ID],
+            raw[:, kr.QUEUE_OFFSET], cols.tags_code, cols.to_queue, raw[:, kr.STORE_TS],
+            cols.key_counts, cols.key_hashes)
+        for column, part, dtype in zip(self.columns, parts, self.DTYPES):
+            column.append(part.astype(dtype))  # a copy: the batch's rows go
+
+    def records(self) -> Records:
+        """The columns so far, each joined in turn (memory: the columns plus the largest one)."""
+        cols = []
+        for k, dtype in enumerate(self.DTYPES):
+            parts, self.columns[k] = self.columns[k], []
+            cols.append(np.concatenate(parts) if parts else np.zeros(0, dtype=dtype))
+            del parts
+        key_start = np.zeros(cols[8].size + 1, dtype=np.int64)
+        np.cumsum(cols[8], out=key_start[1:])
+        return Records(offset=cols[0], size=cols[1], topic=cols[2], queue_id=cols[3],
+                       queue_offset=cols[4], tags_code=cols[5], to_queue=cols[6], store_ts=cols[7],
+                       key_start=key_start, key_hash=cols[9], topics=list(self.topic_ids))
+
+
 class _Checker:
     def __init__(self, files: StoreFiles) -> None:
         self.files = files
@@ -85,88 +180,106 @@ class _Checker:
         self.report.problems.append(Problem(severity, rel, offset, what, kind))
 
     # --- CommitLog ---------------------------------------------------------------------------------
-    def commitlog(self) -> tuple[CommitLog, dict[int, DispatchRequest]] | None:
+    def commitlog(self) -> tuple[CommitLog, Records] | None:
         try:
             log = self.files.commitlog
         except StoreFormatError as e:
             self.problem("commitlog-unreadable", "commitlog", None, str(e))
             return None
-        records: dict[int, DispatchRequest] = {}
+        columns = _RecordColumns()
         files = log.files.files
         for k, mf in enumerate(files):
-            scan = log.scan(mf.start, check_crc=True, stop_at=mf.end)
-            for r in scan:
-                records[r.commitlog_offset] = from_record(r, self.cfg.delay_levels_ms)
+            walk = log.walk(mf.start, check_crc=True, stop_at=mf.end)
+            for batch in walk:
+                columns.add(batch, self.cfg.delay_levels_ms)
             last = k == len(files) - 1
-            pos = scan.end - mf.start
-            if scan.error:
+            pos = walk.end - mf.start
+            if walk.error:
                 self.problem("commitlog-invalid-record", mf.path, pos,
-                             f"invalid record: {scan.error.split(': ', 1)[-1]}")
+                             f"invalid record: {walk.error.split(': ', 1)[-1]}")
             elif not last and pos < mf.size:
                 self.problem("commitlog-no-blank", mf.path, pos,
                              "file ends without a BLANK record before the next file")
-            if last and not scan.error:
+            if last and not walk.error:
                 garbage = first_nonzero(mf, pos)
                 if garbage is not None:
                     self.problem("commitlog-garbage", mf.path, garbage,
                                  "non-zero bytes after the end of valid data (torn write or stale data)")
             mf.wrote = min(mf.size, max(pos, 0))
+        records = columns.records()
         self.report.records = len(records)
         return log, records
 
     # --- ConsumeQueues -----------------------------------------------------------------------------
-    def consume_queues(self, log: CommitLog, records: dict[int, DispatchRequest]) -> None:
+    def consume_queues(self, log: CommitLog, records: Records,
+                       expected: dict[tuple[str, int], npt.NDArray[np.int64]]) -> None:
+        """Check every queue's units against the records that belong to it (``expected``: rows
+        by queue, ``Records.queues``)."""
         try:
             queues = self.files.queues
         except StoreFormatError as e:
             self.problem("consumequeue-unreadable", "consumequeue", None, str(e))
             return
-        expected: dict[tuple[str, int], dict[int, DispatchRequest]] = {}
-        for req in records.values():
-            if req.to_consume_queue:
-                expected.setdefault((req.topic, req.queue_id), {})[req.queue_offset] = req
+        want = {key: _by_queue_offset(records, rows) for key, rows in expected.items()}
         cl_min = log.min_offset
         for key, cq in sorted(queues.items()):
-            self._queue(cq, expected.pop(key, {}), records, cl_min)
-        for (topic, qid), reqs in sorted(expected.items()):
-            first = min(reqs)
+            self._queue(cq, want.pop(key, None), records, cl_min)
+        for (topic, qid), (qo, rows) in sorted(want.items()):
             self.problem("consumequeue-missing-queue", f"consumequeue/{topic}/{qid}", None,
-                         f"queue missing: {len(reqs)} CommitLog records (first at queue offset "
-                         f"{first}, commitlog offset {reqs[first].commitlog_offset}) have no unit")
+                         f"queue missing: {qo.size} CommitLog records (first at queue offset "
+                         f"{qo[0]}, commitlog offset {records.offset[rows[0]]}) have no unit")
 
-    def _queue(self, cq: ConsumeQueue, want: dict[int, DispatchRequest],
-               records: dict[int, DispatchRequest], cl_min: int) -> None:
-        units = cq.all_units()
-        base = cq.files.min_offset // CQ_UNIT_SIZE
-        for i, (off, size, tcode) in enumerate(units.tolist()):
-            q = base + i
-            if q < cq.min_offset or off < cl_min:
-                continue  # pre-blank units and units below the retained CommitLog
-            self.report.units += 1
-            where = cq.files.find(q * CQ_UNIT_SIZE)
-            assert where is not None  # the unit was read from one of the queue's files
-            fpos = q * CQ_UNIT_SIZE - where.start
-            req = want.pop(q, None)
-            rec = records.get(off)
-            if rec is None:
-                self.problem("consumequeue-bad-unit", where.path, fpos,
-                             f"unit {q} points at commitlog offset {off}, where no valid record starts")
-            elif req is None or req.commitlog_offset != off:
-                self.problem("consumequeue-bad-unit", where.path, fpos,
-                             f"unit {q} points at the record at {off} ({rec.topic}/{rec.queue_id} "
-                             f"queue offset {rec.queue_offset})")
-            elif size != req.size or tcode != req.tags_code:
-                self.problem("consumequeue-unit-mismatch", where.path, fpos,
-                             f"unit {q}: size/tagsCode {size}/{tcode}, record says "
-                             f"{req.size}/{req.tags_code}")
-        for q, req in sorted(want.items()):
-            if req.commitlog_offset >= cl_min and q >= cq.min_offset:
-                self.problem("consumequeue-missing-unit", f"consumequeue/{cq.topic}/{cq.queue_id}",
-                             q * CQ_UNIT_SIZE,
-                             f"no unit for queue offset {q} (record at {req.commitlog_offset})")
+    def _queue(self, cq: ConsumeQueue, want: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
+               records: Records, cl_min: int) -> None:
+        """One queue's units, file by file, against the records it should have (queue offsets,
+        rows: ``_by_queue_offset``); units before the queue's first valid one (pre-blank) or
+        below the retained CommitLog are not checked."""
+        want_q, want_rows = want if want is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        claimed = np.zeros(want_q.size, dtype=np.bool_)
+        for mf in cq.files.files:
+            units = np.frombuffer(mf.mm, dtype=CQ_UNIT_DTYPE, count=mf.wrote // CQ_UNIT_SIZE)
+            q = mf.start // CQ_UNIT_SIZE + np.arange(units.size, dtype=np.int64)
+            off = units["commitlog_offset"].astype(np.int64)
+            keep = (q >= cq.min_offset) & (off >= cl_min)
+            q, off, units = q[keep], off[keep], units[keep]
+            self.report.units += int(q.size)
+            rec, has_rec = records.find(off)
+            w, has_want = _lookup(want_q, q)
+            claimed[w[has_want]] = True
+            # ok: the record the unit's queue offset belongs to starts where the unit points
+            ok = has_want.copy()
+            ok[has_want] = records.offset[want_rows[w[has_want]]] == off[has_want]
+            r_ok = want_rows[w[ok]]
+            differs = np.zeros(q.size, dtype=np.bool_)
+            differs[ok] = ((records.size[r_ok] != units["size"][ok])
+                           | (records.tags_code[r_ok] != units["tags_code"][ok]))
+            for i in np.flatnonzero(~ok | differs).tolist():
+                u, fpos = int(q[i]), int(q[i]) * CQ_UNIT_SIZE - mf.start
+                o = int(off[i])
+                if not has_rec[i]:
+                    self.problem("consumequeue-bad-unit", mf.path, fpos,
+                                 f"unit {u} points at commitlog offset {o}, where no valid record starts")
+                elif not ok[i]:
+                    r = int(rec[i])
+                    self.problem("consumequeue-bad-unit", mf.path, fpos,
+                                 f"unit {u} points at the record at {o} "
+                                 f"({records.topics[int(records.topic[r])]}/{records.queue_id[r]} "
+                                 f"queue offset {records.queue_offset[r]})")
+                else:
+                    r = int(want_rows[w[i]])
+                    self.problem("consumequeue-unit-mismatch", mf.path, fpos,
+                                 f"unit {u}: size/tagsCode {units['size'][i]}/{units['tags_code'][i]}, "
+                                 f"record says {records.size[r]}/{records.tags_code[r]}")
+            del units  # a view on the map
+        missing = ~claimed & (want_q >= cq.min_offset) & (records.offset[want_rows] >= cl_min)
+        for i in np.flatnonzero(missing).tolist():
+            self.problem("consumequeue-missing-unit", f"consumequeue/{cq.topic}/{cq.queue_id}",
+                         int(want_q[i]) * CQ_UNIT_SIZE,
+                         f"no unit for queue offset {want_q[i]} (record at "
+                         f"{records.offset[want_rows[i]]})")
 
     # --- index -------------------------------------------------------------------------------------
-    def index(self, records: dict[int, DispatchRequest], cl_min: int) -> None:
+    def index(self, log: CommitLog, records: Records) -> None:
         if not self.cfg.messageIndexEnable:
             return
         try:
@@ -174,35 +287,55 @@ class _Checker:
         except StoreFormatError as e:
             self.problem("index-unreadable", "index", None, str(e))
             return
-        self._index(idx, records, cl_min)
+        self._index(log, idx, records)
 
-    def _index(self, idx: IndexService, records: dict[int, DispatchRequest], cl_min: int) -> None:
+    def _index(self, log: CommitLog, idx: IndexService, records: Records) -> None:
+        """Every key of every record from the index's first entry to its last must be found by
+        a query through the index (``IndexService.query``); all keys are checked at once: the
+        entries each file's chains reach are matched against the records' keys."""
         if not idx.files:
-            if any(req.index_keys for req in records.values()):
+            if records.key_hash.size:
                 self.problem("index-missing", "index", None, "no index files, but records have keys")
             return
+        cl_min = log.min_offset
         for f in idx.files:
             self._index_header(f, records, cl_min)
         used = [f for f in idx.files if f.index_count > 1]
         first = min((f.begin_phy for f in used), default=idx.end_phy + 1)
-        unindexed: list[int] = []
-        for off in sorted(records):
-            if off < first or not records[off].index_keys:
-                continue
-            if off > idx.end_phy:
-                unindexed.append(off)
-                continue
-            for key in records[off].index_keys:
-                self.report.keys_checked += 1
-                if off not in idx.query(key, 2 ** 31 - 1, 0, 2 ** 63 - 1):
-                    self.problem("index-key-not-found", "index", None,
-                                 f"key {key!r} of the record at {off} is not found through the index")
-        if unindexed:
+        keyed = (records.offset >= first) & (np.diff(records.key_start) > 0)
+        late = keyed & (records.offset > idx.end_phy)
+        checked = np.repeat(keyed & ~late, np.diff(records.key_start))
+        self.report.keys_checked += int(np.count_nonzero(checked))
+        found = np.zeros(records.key_hash.size, dtype=np.bool_)
+        for f in used:
+            if f.end_ts < 0:
+                continue  # a query over all time skips it (``IndexService.query``)
+            reached = np.empty(min(f.entry_num, f.index_count + 1), dtype=np.bool_)
+            index_kernels.reachable(f.buf, f.slot_num, f.index_count, f.begin_ts, reached)
+            index_kernels.found_keys(f.buf, f.slot_num, reached, records.offset, records.key_start,
+                                     records.key_hash, found)
+        missing = np.flatnonzero(checked & ~found)
+        rows = np.searchsorted(records.key_start, missing, side="right") - 1
+        for k, r in zip(missing.tolist(), rows.tolist()):
+            off = int(records.offset[r])
+            key = self._index_keys(log, off)[k - int(records.key_start[r])]
+            self.problem("index-key-not-found", "index", None,
+                         f"key {key!r} of the record at {off} is not found through the index")
+        if late.any():
             self.problem("index-unindexed", idx.files[-1].path, None,
-                         f"{len(unindexed)} records with keys after the index's last indexed "
-                         f"commitlog offset {idx.end_phy} are not indexed (first at {unindexed[0]})")
+                         f"{np.count_nonzero(late)} records with keys after the index's last indexed "
+                         f"commitlog offset {idx.end_phy} are not indexed (first at "
+                         f"{records.offset[np.argmax(late)]})")
 
-    def _index_header(self, f: IndexFile, records: dict[int, DispatchRequest], cl_min: int) -> None:
+    def _index_keys(self, log: CommitLog, offset: int) -> tuple[str, ...]:
+        """The index keys ("topic#key") of the valid record at CommitLog ``offset``."""
+        mf = log.files.find(offset)
+        assert mf is not None  # the walk read a record there
+        rec = codec.decode_record(mf.mm, offset - mf.start, mf.start, False)
+        assert not isinstance(rec, int)
+        return from_record(rec, self.cfg.delay_levels_ms).index_keys
+
+    def _index_header(self, f: IndexFile, records: Records, cl_min: int) -> None:
         """Check one index file's header against its geometry, its entries and the records it
         names (RocketMQ's IndexHeader, as IndexFile.putKey maintains it)."""
         begin_ts, end_ts, begin_phy, end_phy, slots, count = INDEX_HEADER.unpack_from(f.mm, 0)
@@ -222,20 +355,20 @@ class _Checker:
                 wrong.append(f"phy offsets begin {begin_phy} / end {end_phy}, but its entries run "
                              f"from {first} to {last}")
             for name, phy, ts in (("begin", begin_phy, begin_ts), ("end", end_phy, end_ts)):
-                rec = records.get(phy)
-                if rec is None and phy >= cl_min:
+                r = records.at(phy)
+                if r is None and phy >= cl_min:
                     wrong.append(f"{name}PhyOffset {phy}: no record starts there")
-                elif rec is not None and rec.store_timestamp != ts:
+                elif r is not None and records.store_ts[r] != ts:
                     wrong.append(f"{name}Timestamp {ts}, but the record at {phy} was stored at "
-                                 f"{rec.store_timestamp}")
+                                 f"{records.store_ts[r]}")
         for what in wrong:
             self.problem("index-header", f.path, 0, f"header: {what}")
 
     # --- checkpoint and config ---------------------------------------------------------------------
-    def checkpoint(self, records: dict[int, DispatchRequest]) -> None:
+    def checkpoint(self, records: Records) -> None:
         path = self.root / "checkpoint"
         if not path.exists():
-            if records:
+            if len(records):
                 self.problem("checkpoint", "checkpoint", None, "missing", "warning")
             return
         try:
@@ -243,10 +376,10 @@ class _Checker:
         except StoreFormatError as e:
             self.problem("checkpoint", path, None, str(e))
             return
-        newest = max((r.store_timestamp for r in records.values()), default=0)
+        newest = int(records.store_ts.max()) if len(records) else 0
         for name, at, ts in (("physicMsgTimestamp", 0, cp.physic), ("logicsMsgTimestamp", 8, cp.logics),
                              ("indexMsgTimestamp", 16, cp.index)):
-            if ts > newest + 1000 and records:
+            if ts > newest + 1000 and len(records):
                 self.problem("checkpoint", path, at,
                              f"{name} {ts} is after the newest stored message ({newest})")
         if (self.root / "abort").exists():
@@ -279,6 +412,18 @@ class _Checker:
                                  f"group {group}: offset {off} of {topic}/{q} is past its max {hi}")
 
 
+def _by_queue_offset(records: Records, rows: npt.NDArray[np.int64]
+                     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(queue offsets ascending, row) of one queue's records ``rows`` (CommitLog order); where
+    records claim the same queue offset, the last one stands for it."""
+    qo = records.queue_offset[rows]
+    order = np.argsort(qo, kind="stable")
+    qo, rows = qo[order], rows[order]
+    last = np.ones(qo.size, dtype=np.bool_)
+    last[:-1] = qo[1:] != qo[:-1]
+    return qo[last], rows[last]
+
+
 def not_a_store(root: str | Path) -> str | None:
     """Why ``root`` cannot be verified (missing, not a directory, not a RocketMQ store), naming
     the path; None when it is a store directory."""
@@ -308,13 +453,9 @@ def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any
         if loaded is None:
             return c.report
         log, records = loaded
-        c.consume_queues(log, records)
-        c.index(records, log.min_offset)
+        queues = records.queues()
+        c.consume_queues(log, records, queues)
+        c.index(log, records)
         c.checkpoint(records)
-        maxes: dict[tuple[str, int], int] = {}
-        for req in records.values():
-            if req.to_consume_queue:
-                key = (req.topic, req.queue_id)
-                maxes[key] = max(maxes.get(key, 0), req.queue_offset + 1)
-        c.config(maxes)
+        c.config({key: max(0, int(records.queue_offset[rows].max()) + 1) for key, rows in queues.items()})
         return c.report

@@ -207,3 +207,45 @@ def test_dump_commitlog_fails_where_a_damaged_header_stops_it(store, capsys, dam
     assert len(out.splitlines()) == 1  # the one record before the damage
     assert (f"stopped after 1 records at commitlog offset {second} "
             f"(file 00000000000000000000 @{second}): ") in err
+
+
+def test_a_looping_index_chain_ends_and_the_keys_behind_it_are_reported(store):
+    """A prevIndex pointing back up its own chain (RocketMQ's query would loop forever): verify
+    finishes and reports exactly the keys whose entries the loop cuts off."""
+    import struct
+    path = sorted((store / "index").iterdir())[0]
+    raw = bytearray(path.read_bytes())
+    entries_at = 40 + 32 * 4
+
+    def entry(pos: int) -> tuple[int, int, int, int]:
+        return struct.unpack_from(">iqii", raw, entries_at + 20 * pos)
+
+    for slot in range(32):
+        chain = [struct.unpack_from(">i", raw, 40 + 4 * slot)[0]]
+        while chain[-1] > 0 and entry(chain[-1])[3] > 0:
+            chain.append(entry(chain[-1])[3])
+        if len(chain) >= 3:
+            break
+    assert len(chain) >= 3
+    struct.pack_into(">i", raw, entries_at + 20 * chain[1] + 16, chain[0])  # second -> head -> second
+    path.write_bytes(bytes(raw))
+    r = verify(store, **SMALL)
+    assert {p.kind for p in r.problems} == {"index-key-not-found"}
+    assert sorted(int(p.what.split(" of the record at ")[1].split()[0]) for p in r.problems) == \
+        sorted(entry(pos)[1] for pos in chain[2:])
+
+
+def test_units_and_keys_of_a_commitlog_with_no_valid_record(store):
+    """The first record of every CommitLog file has a damaged magic: no record is valid, so every
+    unit points where no valid record starts."""
+    files = sorted((store / "commitlog").iterdir())
+    for f in files:
+        _flip(f, 4)
+    r = verify(store, **SMALL)
+    assert r.records == 0 and not r.ok
+    assert [(p.kind, p.file, p.offset) for p in r.problems[:len(files)]] == [
+        ("commitlog-invalid-record", f"commitlog/{f.name}", 0) for f in files]
+    bad = [p for p in r.problems if p.kind == "consumequeue-bad-unit"]
+    assert len(bad) == r.units == 200
+    assert all("where no valid record starts" in p.what for p in bad)
+    assert r.keys_checked == 0

@@ -10,7 +10,7 @@ came before it, the whole chain follows from one global rank:
 - file ``g // (maxIndexNum - 1)`` and position ``g % (maxIndexNum - 1) + 1``;
 - prevIndex = the previous position in the same (file, slot), a ``lag`` window;
 - timeDiff against the header's beginTimestamp as it was at each put (the first put of a file
-  still sees the previous file's end time, see ``store.index.chain_batch``).
+  still sees the previous file's end time, see ``store.kernels.index.place``).
 """
 from __future__ import annotations
 

@@ -1,0 +1,139 @@
+"""IndexFile slot and chain kernels over the bytes of one mapped index file (``np.uint8``).
+
+Layout (RocketMQ's ``IndexFile``, ``IndexHeader``): a 40-byte header, ``slotNum`` big-endian int32
+hash slots, then ``indexNum`` 20-byte entries (keyHash int32, phyOffset int64, timeDiff int32,
+prevIndex int32). A slot holds the position of the newest entry of its keys; each entry's
+prevIndex is the slot's value before it, so a slot heads a chain running back in time.
+
+- ``place``: put keys one after the other exactly as ``IndexFile.putKey`` does.
+- ``reachable``: which entries a query for their own key finds (``IndexFile.selectPhyOffset``).
+- ``found_keys``: which of a set of records' keys the found entries stand for.
+"""
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketlake.store.codec import (
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER_SIZE,
+    INDEX_MAX_TIME_DIFF,
+    INDEX_SLOT_SIZE,
+)
+from rocketlake.store.kernels import kernel
+from rocketlake.store.kernels.records import be_i32, be_i64
+
+Buffer = npt.NDArray[np.uint8]
+
+
+@kernel
+def _put_be32(buf: Buffer, p: int, v: int) -> None:
+    for k in range(4):
+        buf[p + k] = (v >> (24 - 8 * k)) & 0xFF
+
+
+@kernel
+def _put_be64(buf: Buffer, p: int, v: int) -> None:
+    for k in range(8):
+        buf[p + k] = (v >> (56 - 8 * k)) & 0xFF
+
+
+@kernel
+def _entry_at(slot_num: int, position: int) -> int:
+    return INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * slot_num + INDEX_ENTRY_SIZE * position
+
+
+@kernel
+def place(buf: Buffer, slot_num: int, key_hash: npt.NDArray[np.int32], phy: npt.NDArray[np.int64],
+          ts: npt.NDArray[np.int64], index_count: int, begin_ts: int) -> int:
+    """Put key ``i`` (``key_hash[i] >= 0``: ``IndexFile.indexKeyHashMethod``; its record's CommitLog
+    offset and store time) at entry position ``index_count + i``, in order, as
+    ``IndexFile.putKey``: slot ``keyHash % slotNum``; prevIndex the slot's old value when it is in
+    ``(0, indexCount]``, else 0; timeDiff the seconds from the header's beginTimestamp as it is at
+    that put (``begin_ts`` before the first; the first put of an empty file, ``index_count <= 1``,
+    makes it that put's store time), 0 when beginTimestamp is not positive, clamped to
+    ``[0, Integer.MAX_VALUE]``; the slot then holds the new position. The caller checks the keys
+    fit (``index_count + len(key_hash) <= indexNum``) and updates the header. Returns how many
+    puts found their slot empty (hashSlotCount's increase)."""
+    count = index_count
+    begin = begin_ts
+    filled = 0
+    for i in range(key_hash.size):
+        h = int(key_hash[i])
+        slot_at = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * (h % slot_num)
+        prev = be_i32(buf, slot_at)
+        if prev <= 0 or prev > count:
+            prev = 0
+            filled += 1
+        diff = 0
+        if begin > 0:
+            diff = (ts[i] - begin) // 1000 if ts[i] > begin else 0
+            diff = min(diff, INDEX_MAX_TIME_DIFF)
+        at = _entry_at(slot_num, count)
+        _put_be32(buf, at, h)
+        _put_be64(buf, at + 4, phy[i])
+        _put_be32(buf, at + 12, diff)
+        _put_be32(buf, at + 16, prev)
+        _put_be32(buf, slot_at, count)
+        if count <= 1:
+            begin = ts[i]
+        count += 1
+    return filled
+
+
+@kernel
+def reachable(buf: Buffer, slot_num: int, index_count: int, begin_ts: int,
+              found: npt.NDArray[np.bool_]) -> None:
+    """``found[e]``: whether a query for entry ``e``'s own keyHash over all time (begin 0, end
+    Long.MAX_VALUE) returns it, walking as ``IndexFile.selectPhyOffset`` does: from slot
+    ``keyHash % slotNum`` when its value is in ``(0, indexCount]`` and ``indexCount > 1``, along
+    prevIndex; an entry with a negative timeDiff ends the walk unread; the walk ends after an
+    entry whose prevIndex is outside ``(0, indexCount]``, is the entry itself, or whose time is
+    before the query's begin. ``found`` has a row per entry position that can be reached,
+    ``min(indexNum, indexCount + 1)``: unlike RocketMQ, a walk also ends at a position past the
+    file (a damaged indexCount) and where it would loop forever (a chain that runs into itself)."""
+    found[:] = False
+    count = index_count
+    if count <= 1:
+        return
+    seen = np.zeros(found.size, dtype=np.int32)  # the slot (+1) whose walk last read the entry
+    for s in range(slot_num):
+        cur = be_i32(buf, INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * s)
+        if cur <= 0 or cur > count:
+            continue
+        while cur < found.size and seen[cur] != s + 1:
+            seen[cur] = s + 1
+            at = _entry_at(slot_num, cur)
+            diff = be_i32(buf, at + 12)
+            if diff < 0:
+                break
+            t = begin_ts + diff * 1000
+            h = be_i32(buf, at)
+            if h >= 0 and h % slot_num == s and t >= 0:
+                found[cur] = True
+            prev = be_i32(buf, at + 16)
+            if prev <= 0 or prev > count or prev == cur or t < 0:
+                break
+            cur = prev
+
+
+@kernel
+def found_keys(buf: Buffer, slot_num: int, found: npt.NDArray[np.bool_],
+               record_offsets: npt.NDArray[np.int64], key_start: npt.NDArray[np.int64],
+               key_hashes: npt.NDArray[np.int32], out: npt.NDArray[np.bool_]) -> None:
+    """Set ``out[k]`` for each record key ``k`` that a ``found`` entry of the file in ``buf``
+    stands for: the entry's phyOffset is the record's offset and its keyHash the key's hash.
+    Record ``r`` starts at ``record_offsets[r]`` (ascending) and its keys are ``key_hashes``
+    rows ``key_start[r]`` to ``key_start[r + 1]``."""
+    for e in range(found.size):
+        if not found[e]:
+            continue
+        at = _entry_at(slot_num, e)
+        phy = be_i64(buf, at + 4)
+        r = np.searchsorted(record_offsets, phy)
+        if r == record_offsets.size or record_offsets[r] != phy:
+            continue
+        h = be_i32(buf, at)
+        for k in range(key_start[r], key_start[r + 1]):
+            if key_hashes[k] == h:
+                out[k] = True
