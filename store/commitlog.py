@@ -7,9 +7,10 @@ from collections.abc import Iterator, Sequence
 from functools import partial
 from itertools import chain, repeat, starmap
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from rocketlake.store import codec, dispatch
 from rocketlake.store.codec import (
@@ -24,9 +25,13 @@ from rocketlake.store.codec import (
 )
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import CorruptRecordError, MessageRejected
+from rocketlake.store.kernels import encode as ke
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue
 from rocketlake.store.message import Message
 from rocketlake.store.record_walk import Walk
+
+if TYPE_CHECKING:
+    from rocketlake.store.table_encoder import EncodedTable
 
 _HEAD_V4 = HEAD[(False, False)]
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET @20 and PHYSICALOFFSET @28
@@ -403,6 +408,34 @@ class CommitLog:
             if mf is not None and k + 1 < len(targets):
                 self._close_file(mf)
         return offsets, qoffs, tss
+
+    def append_table(self, table: EncodedTable) -> npt.NDArray[np.int64]:
+        """Write a validated table's records in order (``append_many`` for columns): create
+        every file they need, take their queue offsets, then lay them out file by file with the
+        encode kernel. ``BORN_TS`` / ``STORE_TS`` must be set. Returns the CommitLog offsets."""
+        rows = table.rows
+        lens = rows[:, ke.LENGTH]
+        ends = np.cumsum(lens)
+        current = self.files.last
+        spans = self._spans(ends, current.wrote if current is not None else self.file_size)
+        targets = [current] + self._new_files(len(spans) - 1)
+        queues, counts, grouped, ranks = table.queue_groups
+        firsts = np.empty(len(queues), dtype=np.int64)
+        for k, (key, c) in enumerate(zip(queues, counts.tolist())):
+            firsts[k] = self.next_queue_offsets.get(key, 0)
+            self.next_queue_offsets[key] = int(firsts[k]) + c
+        rows[grouped, ke.QUEUE_OFFSET] = np.repeat(firsts, counts) + ranks
+        offsets = np.empty(len(table), dtype=np.int64)
+        for k, (mf, (i, j)) in enumerate(zip(targets, spans)):
+            if i < j:
+                assert mf is not None  # only an empty log has no current file, and its span is empty
+                base = int(ends[i - 1]) if i else 0
+                offsets[i:j] = mf.start + mf.wrote - base + ends[i:j] - lens[i:j]
+                mf.wrote = table.encode_into(np.frombuffer(mf.mm, dtype=np.uint8), mf.wrote,
+                                             mf.start, i, j)
+            if mf is not None and k + 1 < len(targets):
+                self._close_file(mf)
+        return offsets
 
     def _spans(self, ends: np.ndarray, wrote: int) -> list[tuple[int, int]]:
         """Split records ending at ``ends`` (relative to the batch start) into runs ``[i, j)`` per

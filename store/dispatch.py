@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from rocketlake.store import codec
 from rocketlake.store.codec import Record
@@ -132,6 +133,12 @@ class Dispatcher:
         for t, q, queued in zip(topics, queue_ids, to_queue):
             if queued:
                 counts[(t, q)] = counts.get((t, q), 0) + 1
+        self.reserve_counts(counts, next_offsets, [t for ks, t in zip(index_keys, timestamps) for _ in ks])
+
+    def reserve_counts(self, counts: dict[tuple[str, int], int], next_offsets: dict[tuple[str, int], int],
+                       key_ts: Sequence[int] | npt.NDArray[np.int64]) -> None:
+        """``reserve`` for ``counts[(topic, queue_id)]`` new units per queue and new index keys of
+        messages stored at ``key_ts`` (one entry per key)."""
         for key, n in counts.items():
             cq = self.queues.get(key)
             if cq is not None:
@@ -144,7 +151,7 @@ class Dispatcher:
                 if cq.files.files:  # a queue is known once it has a file
                     self.queues[key] = cq
         if self.index is not None:
-            self.index.reserve([t for ks, t in zip(index_keys, timestamps) for _ in ks])
+            self.index.reserve(key_ts)
 
     def __call__(self, req: DispatchRequest) -> None:
         """Queue one dispatch."""
