@@ -372,5 +372,9 @@ def messages_to_table(msgs: Sequence[Message], encoder: MessageEncoder) -> pa.Ta
                         for k in cols["keys"]]
     except TypeError:  # a key that is not a string
         _raise_first_rejected(msgs, encoder)
-    return pa.table({name: pa.array(col, type=_TYPES[name]) for name, col in cols.items()
-                     if name in ("topic", "body") or col.count(_DEFAULTS.get(name)) != n})
+    try:
+        return pa.table({name: pa.array(col, type=_TYPES[name]) for name, col in cols.items()
+                         if name in ("topic", "body") or col.count(_DEFAULTS.get(name)) != n})
+    except (OverflowError, pa.ArrowException):  # an int beyond int64
+        _raise_first_rejected(msgs, encoder)
+        raise
