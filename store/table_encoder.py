@@ -90,7 +90,7 @@ class EncodedTable:
     def encode_into(self, dst: Bytes, pos: int, base: int, lo: int, hi: int) -> int:
         """Write rows ``lo..hi`` into ``dst`` at ``pos`` (``dst[0]`` is CommitLog offset ``base``);
         return the end position."""
-        end: int = ke.encode(dst, pos, base, lo, hi, self.rows, self.host_table, self.body,
+        end: int = ke.encode(dst, pos, base, lo, hi, self.rows, self.host_table.ravel(), self.body,
                              self.topic_off, self.topic_data, self.tags, self.keys, self.props)
         return end
 
@@ -249,7 +249,7 @@ class _Encoding:
         if first_bad < n:
             raise MessageRejected(str(error), index=first_bad)
 
-        rows = np.zeros((n, ke.NCOLUMNS), dtype=np.int64)
+        rows = np.zeros((n, ke.NCOLUMNS), dtype=np.int64, order="F")  # columns contiguous
         rows[:, ke.TOPIC] = topic_ids
         rows[:, ke.QUEUE_ID] = ints["queue_id"]
         rows[:, ke.FLAG] = ints["flag"]

@@ -8,8 +8,8 @@ builds them: ``TAGS\\x01<tags>`` and ``KEYS\\x01<keys>`` joined by ``\\x02``, em
 
 Inputs are one int64 row per record (``COLUMNS``) plus byte buffers that the row's ``*_START`` /
 ``*_LEN`` columns point into: ``body``, ``topics`` (``TOPIC`` indexes ``topic_off``), ``tags``,
-``keys``, ``props``, and ``hosts`` (one 16-byte row per address; IPv4 addresses use the first 4
-bytes, the sys flag's host bits say which).
+``keys``, ``props``, and ``hosts`` (16 bytes per address; IPv4 addresses use the first 4 bytes,
+the sys flag's host bits say which).
 """
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ def _put64(dst: npt.NDArray[np.uint8], p: int, v: int) -> None:
 
 @kernel
 def _copy(dst: npt.NDArray[np.uint8], p: int, src: npt.NDArray[np.uint8], start: int, n: int) -> int:
-    dst[p:p + n] = src[start:start + n]
+    for k in range(n):
+        dst[p + k] = src[start + k]
     return p + n
 
 
@@ -91,10 +92,10 @@ def encode(dst: npt.NDArray[np.uint8], pos: int, base: int, lo: int, hi: int,
         _put64(dst, p + 28, base + p)
         _put32(dst, p + 36, sys_flag)
         _put64(dst, p + 40, r[BORN_TS])
-        q = _copy(dst, p + 48, hosts[r[BORN_HOST]], 0, 16 if sys_flag & _BORN_V6 else 4)
+        q = _copy(dst, p + 48, hosts, 16 * r[BORN_HOST], 16 if sys_flag & _BORN_V6 else 4)
         _put32(dst, q, r[BORN_PORT])
         _put64(dst, q + 4, r[STORE_TS])
-        q = _copy(dst, q + 12, hosts[r[STORE_HOST]], 0, 16 if sys_flag & _STORE_V6 else 4)
+        q = _copy(dst, q + 12, hosts, 16 * r[STORE_HOST], 16 if sys_flag & _STORE_V6 else 4)
         _put32(dst, q, r[STORE_PORT])
         _put32(dst, q + 4, r[RECONSUME])
         _put64(dst, q + 8, r[PREPARED])
