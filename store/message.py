@@ -63,12 +63,17 @@ class PutResult(NamedTuple):
 class TablePutResult:
     """Where the rows of a ``put_table`` landed, one array entry per row (no object per message).
 
-    ``store_addrs[store_host[i]]`` and ``store_port[i]`` are row i's STOREHOST."""
+    Row i was stored under topic ``topics[topic[i]]``, queue ``queue_id[i]`` (for a delayed
+    message: SCHEDULE_TOPIC_XXXX and its level's queue); ``store_addrs[store_host[i]]`` and
+    ``store_port[i]`` are its STOREHOST."""
     status: PutStatus
     commitlog_offset: npt.NDArray[np.int64]
     size: npt.NDArray[np.int64]
     queue_offset: npt.NDArray[np.int64]
     store_timestamp: npt.NDArray[np.int64]
+    topic: npt.NDArray[np.int64]
+    topics: list[str]
+    queue_id: npt.NDArray[np.int64]
     store_host: npt.NDArray[np.int64]
     store_port: npt.NDArray[np.int64]
     store_addrs: list[bytes]

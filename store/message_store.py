@@ -228,13 +228,12 @@ class MessageStore:
             return []
         table = self.table_encoder.encode(messages_to_table(msgs, self.encoder))
         r = self._put_encoded(table)
-        rows = table.rows
-        topics, addrs = table.topics, table.hosts
+        topics, addrs = r.topics, r.store_addrs
         return [_put_result((r.status, o, n, q, t, topics[tid], qid, addrs[h], port))
                 for o, n, q, t, tid, qid, h, port in zip(
                     r.commitlog_offset.tolist(), r.size.tolist(), r.queue_offset.tolist(),
-                    r.store_timestamp.tolist(), rows[:, ke.TOPIC].tolist(),
-                    rows[:, ke.QUEUE_ID].tolist(), r.store_host.tolist(), r.store_port.tolist())]
+                    r.store_timestamp.tolist(), r.topic.tolist(), r.queue_id.tolist(),
+                    r.store_host.tolist(), r.store_port.tolist())]
 
     def put_table(self, table: pa.Table | pa.RecordBatch) -> TablePutResult:
         """Store a table of messages in order (``table_encoder.COLUMNS``: ``topic``, ``body``,
@@ -258,7 +257,8 @@ class MessageStore:
         rows = table.rows
         if not len(table):
             none = np.zeros(0, dtype=np.int64)
-            return TablePutResult(PutStatus.PUT_OK, none, none, none, none, none, none, table.hosts)
+            return TablePutResult(PutStatus.PUT_OK, none, none, none, none, none, table.topics, none,
+                                  none, none, table.hosts)
         with self._put_lock:
             store_ts = rows[:, ke.STORE_TS]
             store_ts[store_ts < 0] = now_ms()
@@ -278,7 +278,8 @@ class MessageStore:
             self._last_ts = int(store_ts[-1])
         status = self._flush_status(end)
         return TablePutResult(status, offsets, rows[:, ke.LENGTH].copy(), rows[:, ke.QUEUE_OFFSET].copy(),
-                              store_ts.copy(), rows[:, ke.STORE_HOST].copy(),
+                              store_ts.copy(), rows[:, ke.TOPIC].copy(), table.topics,
+                              rows[:, ke.QUEUE_ID].copy(), rows[:, ke.STORE_HOST].copy(),
                               rows[:, ke.STORE_PORT].copy(), table.hosts)
 
     def put_records(self, raws: Sequence[bytes]) -> list[PutResult]:
