@@ -252,8 +252,7 @@ class MessageStore:
 
     def _put_encoded(self, table: EncodedTable) -> TablePutResult:
         """Write validated rows: every file they need (CommitLog, ConsumeQueue, index) is created
-        first, then the records, then their dispatch, from the bytes just written, as recovery
-        dispatches them."""
+        first, then the records, then their dispatch (ConsumeQueue units and index keys)."""
         rows = table.rows
         if not len(table):
             none = np.zeros(0, dtype=np.int64)
@@ -270,12 +269,12 @@ class MessageStore:
                                           self.commitlog.next_queue_offsets,
                                           np.repeat(store_ts, table.key_counts))
             offsets = self.commitlog.append_table(table)
-            end = int(offsets[-1] + rows[-1, ke.LENGTH])
-            walk = self.commitlog.walk(int(offsets[0]), check_crc=False, stop_at=end)
-            for batch in walk:
-                self._dispatch.add_batch(batch, batch.dispatch(self.config.delay_levels_ms))
-            assert walk.end == end and walk.error is None, (walk.end, end, walk.error)
+            tags_code, key_hashes = table.dispatch()
+            self._dispatch.add_columns(rows[:, ke.TOPIC], table.topics, rows[:, ke.QUEUE_ID],
+                                       rows[:, ke.QUEUE_OFFSET], offsets, rows[:, ke.LENGTH], store_ts,
+                                       tags_code, table.to_queue, key_hashes, table.key_counts)
             self._last_ts = int(store_ts[-1])
+        end = int(offsets[-1] + rows[-1, ke.LENGTH])
         status = self._flush_status(end)
         return TablePutResult(status, offsets, rows[:, ke.LENGTH].copy(), rows[:, ke.QUEUE_OFFSET].copy(),
                               store_ts.copy(), rows[:, ke.TOPIC].copy(), table.topics,

@@ -69,6 +69,11 @@ class EncodedTable:
     props: Bytes
     to_queue: npt.NDArray[np.bool_]   # gets a queue offset and a ConsumeQueue unit
     key_counts: I64                   # index keys per row
+    #: rows with whole properties (``PROPS_LEN >= 0``): their tagsCode (a delay for ``delayed``
+    #: ones: the delivery time is the store time plus it), and their index keys' Java hashes, flat
+    tags_code: I64
+    delayed: npt.NDArray[np.bool_]
+    given_hashes: npt.NDArray[np.int32]
 
     def __len__(self) -> int:
         return int(self.rows.shape[0])
@@ -86,6 +91,16 @@ class EncodedTable:
         ranks = np.arange(key.size, dtype=np.int64) - np.repeat(starts, counts)
         queues = [(self.topics[int(k) >> 32], int(k) & 0xFFFFFFFF) for k in key[starts].tolist()]
         return queues, counts, sel.astype(np.int64), ranks
+
+    def dispatch(self) -> tuple[I64, npt.NDArray[np.int32]]:
+        """(tagsCode per row, index key hashes flat, ``key_counts`` per row): what the rows add to
+        the ConsumeQueues and the index (``store.dispatch``'s rules). ``STORE_TS`` must be set."""
+        tags_code = self.tags_code.copy()
+        hashes = np.empty(int(self.key_counts.sum()), dtype=np.int32)
+        ke.dispatch_hashes(self.rows, self.topic_off, self.topic_data, self.tags, self.keys,
+                           self.key_counts, self.given_hashes, tags_code, hashes)
+        tags_code[self.delayed] += self.rows[self.delayed, ke.STORE_TS]
+        return tags_code, codec.index_key_hash(hashes)
 
     def encode_into(self, dst: Bytes, pos: int, base: int, lo: int, hi: int) -> int:
         """Write rows ``lo..hi`` into ``dst`` at ``pos`` (``dst[0]`` is CommitLog offset ``base``);
@@ -269,6 +284,9 @@ class _Encoding:
         ke.count_tokens(keys.data, keys.start, keys.length, key_counts)
         hosts = [enc.store_addr]
         props = b""
+        tags_code = np.zeros(n, dtype=np.int64)
+        delayed = np.zeros(n, dtype=np.bool_)
+        given: list[str] = []
         if prepared:
             topic_id = {t: k for k, t in enumerate(topics)}
             host_id = {enc.store_addr: 0}
@@ -289,6 +307,8 @@ class _Encoding:
                 at += len(pb)
                 to_queue[i] = p.to_queue
                 key_counts[i] = len(p.index_keys)
+                tags_code[i], delayed[i] = p.tags_code, p.delayed
+                given.extend(p.index_keys)
             hosts = list(host_id)
             props = b"".join(blobs)
         host_table = np.zeros((len(hosts), 16), dtype=np.uint8)
@@ -299,7 +319,8 @@ class _Encoding:
         topic_off[1:] = np.cumsum([len(b) for b in names])
         return EncodedTable(rows, topics, topic_off, np.frombuffer(b"".join(names), dtype=np.uint8),
                             hosts, host_table, body.data, tags.data, keys.data,
-                            np.frombuffer(props, dtype=np.uint8), to_queue, key_counts)
+                            np.frombuffer(props, dtype=np.uint8), to_queue, key_counts, tags_code,
+                            delayed, codec.java_hash_many(given))
 
     def _string(self, name: str) -> BytesColumn:
         arr = self.arrays.get(name)

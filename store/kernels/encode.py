@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store.kernels import kernel
+from rocketlake.store.kernels.dispatch import java_hash, signed32
 from rocketlake.store.kernels.records import crc32
 
 COLUMNS = ("length", "queue_offset", "born_timestamp", "store_timestamp", "queue_id", "flag",
@@ -157,3 +158,43 @@ def count_tokens(data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64],
                 inside = True
                 n += 1
         out[i] = n
+
+
+@kernel
+def dispatch_hashes(rows: npt.NDArray[np.int64], topic_off: npt.NDArray[np.int64],
+                    topics: npt.NDArray[np.uint8], tags: npt.NDArray[np.uint8],
+                    keys: npt.NDArray[np.uint8], key_counts: npt.NDArray[np.int64],
+                    given: npt.NDArray[np.int32], tags_code: npt.NDArray[np.int64],
+                    hashes: npt.NDArray[np.int32]) -> None:
+    """The dispatch of records laid out from tags and keys (``PROPS_LEN < 0``): ``tags_code[i]``
+    (Java hashCode of TAGS, 0 without) and, into ``hashes``, the Java hashCode of "topic#token"
+    for each KEYS token (``kernels.dispatch.dispatch_columns``'s rules, before the index's
+    abs rule). The ``key_counts[i]`` hashes of a record with whole properties are taken, in
+    order, from ``given`` (its tags code is left as it is)."""
+    k = 0
+    g = 0
+    for i in range(rows.shape[0]):
+        if rows[i, PROPS_LEN] >= 0:
+            for _ in range(key_counts[i]):
+                hashes[k] = given[g]
+                k += 1
+                g += 1
+            continue
+        tl = rows[i, TAGS_LEN]
+        tags_code[i] = signed32(java_hash(tags, rows[i, TAGS_START], tl, 0)) if tl > 0 else 0
+        if key_counts[i] == 0:
+            continue
+        t = rows[i, TOPIC]
+        prefix = java_hash(topics, topic_off[t], topic_off[t + 1] - topic_off[t], 0)
+        prefix = (prefix * 31 + 35) & 0xFFFFFFFF  # '#'
+        p = rows[i, KEYS_START]
+        e = p + rows[i, KEYS_LEN]
+        while p < e:
+            while p < e and keys[p] == 0x20:
+                p += 1
+            s = p
+            while p < e and keys[p] != 0x20:
+                p += 1
+            if p > s:
+                hashes[k] = signed32(java_hash(keys, s, p - s, prefix))
+                k += 1
