@@ -31,9 +31,9 @@ from rocketlake.store.errors import (
 from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.flush import FlushService
 from rocketlake.store.index import IndexService
+from rocketlake.store.kernels import encode as ke
 from rocketlake.store.lockfile import StoreLock
 from rocketlake.store.mapped_file import MappedFile
-from rocketlake.store.kernels import encode as ke
 from rocketlake.store.message import (
     GetResult,
     GetStatus,

@@ -162,7 +162,8 @@ def test_json_lines_parquet_and_put_store_the_same_bytes(tmp_path, capsys):
     pq.write_table(table, tmp_path / "in.parquet", row_group_size=7)
     for name, src in [("json", jsonl), ("parquet", tmp_path / "in.parquet"), ("lines", props)]:
         assert main(["ingest", "--store", str(tmp_path / name), *SMALL, str(src)]) == 0
-        assert json.loads(capsys.readouterr().out)["messages"] == len(with_props if name == "lines" else events)
+        stored = json.loads(capsys.readouterr().out)["messages"]
+        assert stored == len(with_props if name == "lines" else events)
     for name, evs in [("put", events), ("put-props", with_props)]:
         with MessageStore(tmp_path / name, **dict(s.split("=") for s in SMALL[1::2])) as ms:
             for e in evs:

@@ -243,7 +243,8 @@ def test_bad_columns_are_refused(store):
             (pa.table({"topic": ["t"]}), "missing column 'body'"),
             (pa.table({"topic": ["t"], "body": [b"x"], "colour": ["red"]}), "unknown column(s) colour"),
             (pa.table({"topic": ["t"], "body": ["text"]}), "column 'body' must be binary"),
-            (pa.table({"topic": ["t"], "body": [b"x"], "queue_id": ["1"]}), "column 'queue_id' must be integers"),
+            (pa.table({"topic": ["t"], "body": [b"x"], "queue_id": ["1"]}),
+             "column 'queue_id' must be integers"),
         ]:
             with pytest.raises(MessageRejected, match=re.escape(problem)):
                 ms.put_table(table)
