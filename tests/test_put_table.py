@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_golden import _index_contents, _same_tree
 
-from rocketlake.store import Message, MessageRejected, MessageStore, codec
+from rocketlake.store import Message, MessageRejected, MessageStore, StoreFullError, codec
 from rocketlake.store.commitlog import MessageEncoder
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,
@@ -249,3 +251,66 @@ def test_bad_columns_are_refused(store):
             with pytest.raises(MessageRejected, match=re.escape(problem)):
                 ms.put_table(table)
         assert _snapshot(store) == before
+
+
+def test_slices_chunked_tables_and_record_batches_store_the_same_bytes(tmp_path):
+    """Columns at an offset into their buffers (slices), several chunks, a RecordBatch, and an
+    empty table (nothing stored) give the bytes of one whole table."""
+    rows = [{"topic": f"t{i % 3}", "body": bytes([i]) * (i % 7), "queue_id": i % 2,
+             "tags": ("A", None, "")[i % 3], "keys": [f"k{i}", "x"] if i % 4 else None,
+             "store_timestamp": TS + i} for i in range(50)]
+    whole = _table(rows)
+    with MessageStore(tmp_path / "whole", **SMALL) as ms:
+        ms.put_table(whole)
+    with MessageStore(tmp_path / "parts", **SMALL) as ms:
+        assert len(ms.put_table(whole.slice(0, 0))) == 0
+        ms.put_table(whole.slice(0, 7))
+        ms.put_table(pa.concat_tables([whole.slice(7, 10), whole.slice(17, 13)]))
+        for batch in whole.slice(30).to_batches(max_chunksize=6):
+            ms.put_table(batch)
+    for sub in ("commitlog", "consumequeue", "index"):
+        assert _same_tree(tmp_path / "whole", tmp_path / "parts", sub) == []
+
+
+@pytest.fixture()
+def small_fs(tmp_path: Path):
+    """A 4 MiB tmpfs mounted at a fresh directory, unmounted afterwards."""
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)
+
+
+def test_a_full_disk_fails_the_table_before_a_byte_is_written(small_fs):
+    """A table that needs a second 1 MiB CommitLog file on a full disk: StoreFullError, every file
+    as it was, no queue offset taken; once space is freed the same table is stored."""
+    settings = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 20 * 6000,
+                "maxHashSlotNum": 64, "maxIndexNum": 5000}
+    root, filler = small_fs / "store", small_fs / "filler"
+    big = _table([{"topic": "T", "body": bytes([i % 251]) * 1000, "keys": f"k{i}"} for i in range(1100)])
+    with MessageStore(root, **settings) as ms:
+        ms.put_table(_table([{"topic": "T", "body": b"first", "keys": "k"}]))
+        ms.flush()
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)  # fill the file system
+        try:
+            while True:
+                os.write(fd, bytes(4096))
+        except OSError:
+            os.close(fd)
+        before = _snapshot(root)
+        with pytest.raises(StoreFullError, match="commitlog"):
+            ms.put_table(big)
+        assert _snapshot(root) == before
+        assert ms.max_offset("T", 0) == 1
+        filler.unlink()
+        r = ms.put_table(big)
+        assert r.queue_offset.tolist() == list(range(1, 1101))
+    with MessageStore(root, **settings) as ms:
+        assert ms.max_offset("T", 0) == 1101
+        assert [x.commitlog_offset for x in ms.query("T", "k1099")] == [int(r.commitlog_offset[-1])]
