@@ -81,52 +81,51 @@ def encode(dst: npt.NDArray[np.uint8], pos: int, base: int, lo: int, hi: int,
     ``LENGTH`` must be each record's TOTALSIZE."""
     p = pos
     for i in range(lo, hi):
-        r = rows[i]
-        sys_flag = r[SYS_FLAG]
-        bstart, blen = r[BODY_START], r[BODY_LEN]
-        _put32(dst, p, r[LENGTH])
+        sys_flag = rows[i, SYS_FLAG]
+        bstart, blen = rows[i, BODY_START], rows[i, BODY_LEN]
+        _put32(dst, p, rows[i, LENGTH])
         _put32(dst, p + 4, _MAGIC_V1)
         _put32(dst, p + 8, crc32(body, bstart, blen) & 0x7FFFFFFF)
-        _put32(dst, p + 12, r[QUEUE_ID])
-        _put32(dst, p + 16, r[FLAG])
-        _put64(dst, p + 20, r[QUEUE_OFFSET])
+        _put32(dst, p + 12, rows[i, QUEUE_ID])
+        _put32(dst, p + 16, rows[i, FLAG])
+        _put64(dst, p + 20, rows[i, QUEUE_OFFSET])
         _put64(dst, p + 28, base + p)
         _put32(dst, p + 36, sys_flag)
-        _put64(dst, p + 40, r[BORN_TS])
-        q = _copy(dst, p + 48, hosts, 16 * r[BORN_HOST], 16 if sys_flag & _BORN_V6 else 4)
-        _put32(dst, q, r[BORN_PORT])
-        _put64(dst, q + 4, r[STORE_TS])
-        q = _copy(dst, q + 12, hosts, 16 * r[STORE_HOST], 16 if sys_flag & _STORE_V6 else 4)
-        _put32(dst, q, r[STORE_PORT])
-        _put32(dst, q + 4, r[RECONSUME])
-        _put64(dst, q + 8, r[PREPARED])
+        _put64(dst, p + 40, rows[i, BORN_TS])
+        q = _copy(dst, p + 48, hosts, 16 * rows[i, BORN_HOST], 16 if sys_flag & _BORN_V6 else 4)
+        _put32(dst, q, rows[i, BORN_PORT])
+        _put64(dst, q + 4, rows[i, STORE_TS])
+        q = _copy(dst, q + 12, hosts, 16 * rows[i, STORE_HOST], 16 if sys_flag & _STORE_V6 else 4)
+        _put32(dst, q, rows[i, STORE_PORT])
+        _put32(dst, q + 4, rows[i, RECONSUME])
+        _put64(dst, q + 8, rows[i, PREPARED])
         _put32(dst, q + 16, blen)
         q = _copy(dst, q + 20, body, bstart, blen)
-        t = r[TOPIC]
+        t = rows[i, TOPIC]
         tlen = topic_off[t + 1] - topic_off[t]
         dst[q] = tlen
         q = _copy(dst, q + 1, topics, topic_off[t], tlen)
-        if r[PROPS_LEN] >= 0:
-            plen = r[PROPS_LEN]
+        if rows[i, PROPS_LEN] >= 0:
+            plen = rows[i, PROPS_LEN]
             dst[q] = (plen >> 8) & 0xFF
             dst[q + 1] = plen & 0xFF
-            q = _copy(dst, q + 2, props, r[PROPS_START], plen)
+            q = _copy(dst, q + 2, props, rows[i, PROPS_START], plen)
         else:
-            tl, kl = r[TAGS_LEN], r[KEYS_LEN]
+            tl, kl = rows[i, TAGS_LEN], rows[i, KEYS_LEN]
             plen = built_props_len(tl, kl)
             dst[q] = (plen >> 8) & 0xFF
             dst[q + 1] = plen & 0xFF
             q += 2
             if tl > 0:
                 q = _copy(dst, q, _TAGS, 0, 5)
-                q = _copy(dst, q, tags, r[TAGS_START], tl)
+                q = _copy(dst, q, tags, rows[i, TAGS_START], tl)
                 if kl > 0:
                     dst[q] = 2
                     q += 1
             if kl > 0:
                 q = _copy(dst, q, _KEYS, 0, 5)
-                q = _copy(dst, q, keys, r[KEYS_START], kl)
-        p += r[LENGTH]
+                q = _copy(dst, q, keys, rows[i, KEYS_START], kl)
+        p += rows[i, LENGTH]
     return p
 
 
