@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import chain
 from operator import attrgetter
 from typing import Any
 
@@ -357,6 +358,7 @@ _TYPES = {"topic": pa.string(), "body": pa.binary(), "tags": pa.string(), "keys"
           "store_host": pa.string(), **{name: pa.int64() for name in INT_COLUMNS}}
 _NONE = type(None)
 _INT: frozenset[type] = frozenset({int})
+_KEY_LISTS: frozenset[type] = frozenset({list, tuple, _NONE})
 #: the Python types each Message field may hold on the columnar path (default: int); a message
 #: with any other is left to ``prepare``
 _PLAIN: dict[str, frozenset[type]] = {
@@ -388,13 +390,18 @@ def messages_to_table(msgs: Sequence[Message], encoder: MessageEncoder) -> pa.Ta
         _raise_first_rejected(msgs, encoder)
         # every message is valid, with a value of a type prepare takes as another (bytearray)
         cols["body"] = [bytes(b) for b in cols["body"]]
+    types, keys = _TYPES, cols["keys"]
+    key_types = set(map(type, keys))
+    if key_types <= _KEY_LISTS and set(map(type, chain.from_iterable(filter(None, keys)))) <= {str}:
+        types = {**_TYPES, "keys": pa.list_(pa.string())}
+    elif not key_types <= {str, _NONE}:
+        try:
+            cols["keys"] = [k if k is None or isinstance(k, str) else codec.KEY_SEPARATOR.join(k)
+                            for k in keys]
+        except TypeError:  # a key that is not a string
+            _raise_first_rejected(msgs, encoder)
     try:
-        cols["keys"] = [k if k is None or isinstance(k, str) else codec.KEY_SEPARATOR.join(k)
-                        for k in cols["keys"]]
-    except TypeError:  # a key that is not a string
-        _raise_first_rejected(msgs, encoder)
-    try:
-        return pa.table({name: pa.array(col, type=_TYPES[name]) for name, col in cols.items()
+        return pa.table({name: pa.array(col, type=types[name]) for name, col in cols.items()
                          if name in ("topic", "body") or col.count(_DEFAULTS.get(name)) != n})
     except (OverflowError, pa.ArrowException):  # an int beyond int64
         _raise_first_rejected(msgs, encoder)
