@@ -314,3 +314,25 @@ def test_a_full_disk_fails_the_table_before_a_byte_is_written(small_fs):
     with MessageStore(root, **settings) as ms:
         assert ms.max_offset("T", 0) == 1101
         assert [x.commitlog_offset for x in ms.query("T", "k1099")] == [int(r.commitlog_offset[-1])]
+
+
+@pytest.mark.parametrize("bad", [
+    Message("t", b"x", keys=["a", b"b"]),        # bytes among the keys: arrow would take them
+    Message("t", b"x", keys=("a", 1)),
+    Message("t", b"x", flag=True),
+    Message("t", b"x", queue_id=2 ** 63),
+    Message("t", "text"),  # type: ignore[arg-type]
+])
+def test_put_batch_refuses_what_put_refuses(tmp_path, bad):
+    with MessageStore(tmp_path / "s") as ms:
+        with pytest.raises(MessageRejected) as want:
+            ms.put(bad)
+        before = _snapshot(tmp_path / "s")
+        with pytest.raises(MessageRejected) as got:
+            ms.put_batch([Message("t", b"fine", keys=["k"]), bad])
+        assert (str(got.value), got.value.index) == (str(want.value), 1)
+        assert _snapshot(tmp_path / "s") == before
+        # values of other types that put takes: stored as put stores them
+        r = ms.put_batch([Message("t", bytearray(b"ba"), keys=("a", "b")), Message("t", memoryview(b"mv"))])
+        assert [ms.read(x.commitlog_offset).body for x in r] == [b"ba", b"mv"]
+        assert ms.read(r[0].commitlog_offset).keys == ["a", "b"]
