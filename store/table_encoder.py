@@ -115,7 +115,9 @@ def _column(data: pa.Table | pa.RecordBatch, name: str) -> pa.Array | None:
     if name not in data.column_names:
         return None
     col = data.column(name)
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not isinstance(col, pa.ChunkedArray):
+        return col
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
 
 
 def _bytes_column(name: str, arr: pa.Array, binary: bool) -> BytesColumn:
