@@ -19,6 +19,7 @@ from test_golden import _index_contents, _same_tree
 
 from rocketlake.store import Message, MessageRejected, MessageStore, StoreFullError, codec
 from rocketlake.store.commitlog import MessageEncoder
+from rocketlake.store.message import PutStatus
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,
              maxIndexNum=20)
@@ -61,6 +62,7 @@ def test_golden_messages_through_put_table_write_rocketmq_bytes(tmp_path, golden
     root = tmp_path / "replay"
     with MessageStore(root, **golden_settings, brokerIP1="10.0.0.7") as ms:
         got = [ms.put_table(_table(rows[i:i + 150])) for i in range(0, len(rows), 150)]
+    assert {g.status for g in got} == {PutStatus.PUT_OK}  # SYNC_FLUSH: durable when returned
     offsets = [o for g in got for o in g.commitlog_offset.tolist()]
     assert offsets == [r["wrote_offset"] for r in results]
     assert [s for g in got for s in g.size.tolist()] == [r["wrote_bytes"] for r in results]
@@ -336,3 +338,15 @@ def test_put_batch_refuses_what_put_refuses(tmp_path, bad):
         r = ms.put_batch([Message("t", bytearray(b"ba"), keys=("a", "b")), Message("t", memoryview(b"mv"))])
         assert [ms.read(x.commitlog_offset).body for x in r] == [b"ba", b"mv"]
         assert ms.read(r[0].commitlog_offset).keys == ["a", "b"]
+
+
+def test_a_closed_or_read_only_store_takes_no_table(tmp_path):
+    table = _table([GOOD])
+    ms = MessageStore(tmp_path / "s")
+    ms.put_table(table)
+    ms.close()
+    with pytest.raises(RuntimeError, match="store is closed"):
+        ms.put_table(table)
+    with MessageStore(tmp_path / "s", read_only=True) as ro, \
+            pytest.raises(RuntimeError, match="read-only"):
+        ro.put_table(table)
