@@ -250,22 +250,7 @@ class _Encoding:
         suspect |= (props_len > codec.MAX_PROPERTIES_LENGTH) | (length > enc.max_record)
         suspect &= ~general
 
-        first_bad = n
-        for i in np.flatnonzero(suspect).tolist():
-            try:
-                enc.prepare(self.message(i))
-            except MessageRejected as e:
-                first_bad, error = i, e
-                break
-        prepared: dict[int, Prepared] = {}
-        for i in np.flatnonzero(general[:first_bad]).tolist():
-            try:
-                prepared[i] = enc.prepare(self.message(i))
-            except MessageRejected as e:
-                first_bad, error = i, e
-                break
-        if first_bad < n:
-            raise MessageRejected(str(error), index=first_bad)
+        prepared = self._prepare(np.flatnonzero(suspect), np.flatnonzero(general))
 
         rows = np.zeros((n, ke.NCOLUMNS), dtype=np.int64, order="F")  # columns contiguous
         rows[:, ke.TOPIC] = topic_ids
@@ -324,6 +309,28 @@ class _Encoding:
                             hosts, host_table, body.data, tags.data, keys.data,
                             np.frombuffer(props, dtype=np.uint8), to_queue, key_counts, tags_code,
                             delayed, codec.java_hash_many(given))
+
+    def _prepare(self, suspects: I64, general: I64) -> dict[int, Prepared]:
+        """``prepare`` the ``general`` rows; raise the MessageRejected (``index``: its row) of the
+        first row, suspect or general, that ``prepare`` refuses."""
+        prepare = self.encoder.prepare
+        first_bad, error = self.n, None
+        for i in suspects.tolist():
+            try:
+                prepare(self.message(i))
+            except MessageRejected as e:
+                first_bad, error = i, e
+                break
+        prepared: dict[int, Prepared] = {}
+        for i in general[general < first_bad].tolist():
+            try:
+                prepared[i] = prepare(self.message(i))
+            except MessageRejected as e:
+                first_bad, error = i, e
+                break
+        if error is not None:
+            raise MessageRejected(str(error), index=first_bad)
+        return prepared
 
     def _string(self, name: str) -> BytesColumn:
         arr = self.arrays.get(name)
