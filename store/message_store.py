@@ -44,7 +44,7 @@ from rocketlake.store.message import (
     TablePutResult,
 )
 from rocketlake.store.recovery import RecoveryReport, recover
-from rocketlake.store.table_encoder import EncodedTable, TableEncoder, messages_to_table
+from rocketlake.store.table_encoder import EncodedTable, TableEncoder, messages_to_table, warm_up
 
 _STORE_ENTRIES = {"commitlog", "consumequeue", "index", "checkpoint", "config", "abort", "lock"}
 MAX_TRANSFER_BYTES = 256 * 1024   # maxTransferBytesOnMessageInMemory
@@ -183,6 +183,7 @@ class MessageStore:
             self.commitlog, self.queues, self.index, self.checkpoint, abnormal,
             cfg.delay_levels_ms, self._dispatch)
         self._abort.touch()
+        warm_up(self.table_encoder)
         self._last_ts = self.checkpoint.physic
         self._dispatch.last_timestamp = max(self._dispatch.last_timestamp, self.checkpoint.logics)
         self.flusher = FlushService(

@@ -39,6 +39,7 @@ _LIMITS = {**INT_FIELDS, "queue_id": (0, codec.JAVA_INT_MAX), "sys_flag": (0, co
 _NULL_MEANS_DEFAULT = frozenset({"born_timestamp", "store_timestamp"})  # None: the store's clock
 _NULLABLE = _NULL_MEANS_DEFAULT | {"tags", "keys", "properties", "born_host", "store_host"}
 _EMPTY = np.zeros(0, dtype=np.uint8)
+_EMPTY.flags.writeable = False  # as the buffers of Arrow columns: one kernel specialization
 #: record length without body, topic and properties (IPv4 hosts; ``codec.record_length``)
 _FIXED = codec.record_length(0, 0, 0, 0)
 _V6_EXTRA = 12
@@ -179,6 +180,15 @@ class TableEncoder:
             if name not in data.column_names:
                 raise MessageRejected(f"missing column {name!r}")
         return _Encoding(self.encoder, data).run()
+
+
+def warm_up(encoder: TableEncoder) -> None:
+    """Load the compiled kernels a write runs (from numba's cache; compiled the first time ever),
+    so that the first ``put_table`` / ``put_batch`` of a process is as fast as the next."""
+    table = encoder.encode(pa.table({"topic": ["t", "t"], "body": [b"", b"x"], "tags": ["a", None],
+                                     "keys": [["k"], None]}))
+    table.encode_into(np.zeros(int(table.rows[:, ke.LENGTH].sum()), dtype=np.uint8), 0, 0, 0, len(table))
+    table.dispatch()
 
 
 class _Encoding:
