@@ -125,7 +125,8 @@ def main() -> None:
         t_put = min(run_store("put") for _ in range(a.runs))
         t_batch = min(run_store("batch") for _ in range(a.runs))
         t_table = min(run_store("table") for _ in range(a.runs))
-        profiles = {how: cProfile.Profile(time.process_time) for how in ("table", "batch")} if a.profile else {}
+        profiles = ({how: cProfile.Profile(time.process_time) for how in ("table", "batch")}
+                    if a.profile else {})
         for how, prof in profiles.items():
             run_store(how, prof)
     finally:

@@ -21,7 +21,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketlake.store import codec
+from rocketlake.store import codec, kernels
 from rocketlake.store.commitlog import INT_FIELDS, MessageEncoder, Prepared
 from rocketlake.store.errors import MessageRejected
 from rocketlake.store.kernels import encode as ke
@@ -183,8 +183,11 @@ class TableEncoder:
 
 
 def warm_up(encoder: TableEncoder) -> None:
-    """Load the compiled kernels a write runs (from numba's cache; compiled the first time ever),
-    so that the first ``put_table`` / ``put_batch`` of a process is as fast as the next."""
+    """Load the compiled kernels a write runs from numba's cache (compiled the first time ever),
+    so that the first ``put_table`` / ``put_batch`` of a process is as fast as the next. Without
+    a cache (the package imported from a zip) nothing is done: a write compiles what it runs."""
+    if not kernels.CACHE:
+        return
     table = encoder.encode(pa.table({"topic": ["t", "t"], "body": [b"", b"x"], "tags": ["a", None],
                                      "keys": [["k"], None]}))
     table.encode_into(np.zeros(int(table.rows[:, ke.LENGTH].sum()), dtype=np.uint8), 0, 0, 0, len(table))
