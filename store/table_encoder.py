@@ -155,12 +155,13 @@ def _valid(arr: pa.Array) -> npt.NDArray[np.bool_]:
     return valid
 
 
-def _int_column(name: str, arr: pa.Array) -> tuple[I64, npt.NDArray[np.bool_]]:
-    """(values, valid) of an integer column (values wrap for uint64 above int64: out of range)."""
+def _int_column(name: str, arr: pa.Array) -> tuple[I64, npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """(values, valid, beyond int64) of an integer column (a uint64 above int64's range wraps)."""
     if not pa.types.is_integer(arr.type):
         raise MessageRejected(f"column {name!r} must be integers, got {arr.type}")
     values: I64 = pc.fill_null(arr, 0).cast(pa.int64(), safe=False).to_numpy()
-    return values, _valid(arr)
+    beyond = values < 0 if arr.type == pa.uint64() else np.zeros(values.size, dtype=np.bool_)
+    return values, _valid(arr), beyond
 
 
 class TableEncoder:
@@ -231,9 +232,9 @@ class _Encoding:
             if arr is None:
                 ints[name] = np.full(n, -1 if name in _NULL_MEANS_DEFAULT else 0, dtype=np.int64)
                 continue
-            values, valid = _int_column(name, arr)
+            values, valid, beyond = _int_column(name, arr)
             lo, hi = _LIMITS[name]
-            suspect |= (values < lo) | (values > hi)
+            suspect |= (values < lo) | (values > hi) | beyond
             if name in _NULL_MEANS_DEFAULT:
                 values = np.where(valid, values, -1)
             else:

@@ -240,6 +240,18 @@ def test_the_first_bad_row_is_named(store):
         ms.put_table(_table(rows))
 
 
+@pytest.mark.parametrize("name", ["flag", "reconsume_times", "prepared_transaction_offset"])
+def test_a_uint64_beyond_int64_is_refused_not_wrapped(store, name):
+    """2**64 - 1 in a uint64 column is not -1 (which the field could hold)."""
+    table = pa.table({"topic": ["orders"] * 2, "body": [b"a", b"b"],
+                      name: pa.array([0, 2 ** 64 - 1], pa.uint64())})
+    with MessageStore(store, **SMALL) as ms:
+        before = _snapshot(store)
+        with pytest.raises(MessageRejected, match=f"^row 1: {name} must be an int in .*, got {2 ** 64 - 1}$"):
+            ms.put_table(table)
+        assert _snapshot(store) == before
+
+
 def test_bad_columns_are_refused(store):
     with MessageStore(store, **SMALL) as ms:
         before = _snapshot(store)
