@@ -127,11 +127,13 @@ def _bytes_column(name: str, arr: pa.Array, binary: bool) -> BytesColumn:
     if pa.types.is_dictionary(t):
         arr, t = arr.cast(t.value_type), t.value_type
     ok = (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
-          if binary else pa.types.is_string(t) or pa.types.is_large_string(t))
+          or pa.types.is_binary_view(t)
+          if binary else pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t))
     if not ok:
         raise MessageRejected(f"column {name!r} must be {'binary' if binary else 'string'}, got {t}")
-    if pa.types.is_fixed_size_binary(t):
-        arr, t = arr.cast(pa.binary()), pa.binary()
+    if pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t) or pa.types.is_string_view(t):
+        t = pa.binary() if binary else pa.string()  # as offsets and data
+        arr = arr.cast(t)
     if not binary:
         try:
             arr.validate(full=True)  # string data is UTF-8
@@ -357,9 +359,13 @@ class _Encoding:
         """KEYS values: a string column, or a list of strings joined by spaces (a list holding a
         null is marked ``suspect``)."""
         arr = self.arrays.get("keys")
-        if arr is not None and (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
-            if not (pa.types.is_string(arr.type.value_type) or pa.types.is_large_string(arr.type.value_type)):
-                raise MessageRejected(f"column 'keys' must be string or list<string>, got {arr.type}")
+        t = arr.type if arr is not None else None
+        if arr is not None and (pa.types.is_list(t) or pa.types.is_large_list(t)):
+            v = t.value_type
+            if not (pa.types.is_string(v) or pa.types.is_large_string(v) or pa.types.is_string_view(v)):
+                raise MessageRejected(f"column 'keys' must be string or list<string>, got {t}")
+            if t != pa.list_(pa.string()):  # the type binary_join takes
+                arr = arr.cast(pa.list_(pa.string()))
             joined = pc.binary_join(arr, codec.KEY_SEPARATOR)
             suspect |= _valid(arr) & ~_valid(joined)
             return _bytes_column("keys", joined, binary=False)
