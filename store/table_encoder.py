@@ -359,8 +359,10 @@ class _Encoding:
         """KEYS values: a string column, or a list of strings joined by spaces (a list holding a
         null is marked ``suspect``)."""
         arr = self.arrays.get("keys")
-        t = arr.type if arr is not None else None
-        if arr is not None and (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        if arr is None:
+            return self._string("keys")
+        t = arr.type
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
             v = t.value_type
             if not (pa.types.is_string(v) or pa.types.is_large_string(v) or pa.types.is_string_view(v)):
                 raise MessageRejected(f"column 'keys' must be string or list<string>, got {t}")
