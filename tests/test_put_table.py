@@ -38,11 +38,13 @@ def _table(rows: list[dict]) -> pa.Table:
     types = {"topic": pa.string(), "body": pa.binary(), "queue_id": pa.int32(), "tags": pa.string(),
              "keys": pa.string(), "properties": PROPS, "delay_level": pa.int32(),
              "sys_flag": pa.int32(), "flag": pa.int64(), "born_timestamp": pa.int64(),
-             "store_timestamp": pa.int64(), "born_host": pa.string(), "store_host": pa.string()}
+             "store_timestamp": pa.int64(), "born_host": pa.string(), "store_host": pa.string(),
+             "reconsume_times": pa.int32(), "prepared_transaction_offset": pa.int64()}
     names = [n for n in types if any(n in r for r in rows)]
     if any(isinstance(r.get("keys"), list) for r in rows):
         types["keys"] = pa.list_(pa.string())
-    default = {n: 0 for n in ("queue_id", "delay_level", "sys_flag", "flag")}
+    default = {n: 0 for n in ("queue_id", "delay_level", "sys_flag", "flag", "reconsume_times",
+                              "prepared_transaction_offset")}
     return pa.table({n: pa.array([r.get(n, default.get(n)) for r in rows], type=types[n]) for n in names})
 
 
@@ -90,6 +92,9 @@ _row = st.fixed_dictionaries({
     "sys_flag": st.sampled_from(codec.TRANSACTION_TYPES),
     "flag": st.integers(-2 ** 31, 2 ** 31 - 1),
     "born_host": st.sampled_from(["10.1.2.3:4567", "[fe80::1]:80"]),
+    "store_host": st.sampled_from(["10.9.9.9:10911", "[2001:db8::1]:10911"]),
+    "reconsume_times": st.integers(-2 ** 31, 2 ** 31 - 1),
+    "prepared_transaction_offset": st.integers(-2 ** 63, 2 ** 63 - 1),
 })
 
 
@@ -97,7 +102,8 @@ _row = st.fixed_dictionaries({
 @given(st.lists(_row, min_size=1, max_size=40), st.integers(1, 3))
 def test_put_table_writes_the_bytes_put_writes(tmp_path_factory, rows, chunks):
     """Random valid rows (keys as lists and strings, properties, delays, transaction types, IPv6
-    born hosts, files rolling) through put_table in ``chunks`` tables and through put one by one."""
+    born and store hosts, every int field, files rolling) through put_table in ``chunks`` tables
+    and through put one by one."""
     for i, r in enumerate(rows):
         r["born_timestamp"], r["store_timestamp"] = TS + i, TS + 1000 * i
     a, b = tmp_path_factory.mktemp("table"), tmp_path_factory.mktemp("put")
