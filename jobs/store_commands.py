@@ -11,6 +11,7 @@ import shutil
 import sys
 import tempfile
 import time
+from binascii import a2b_base64
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from pathlib import Path
@@ -165,10 +166,10 @@ def _event_table(batch: pa.RecordBatch) -> pa.Table | None:
             if name == "body":
                 cols["body"] = arr.cast(pa.binary())
                 continue
-            try:
-                cols["body"] = pa.array([base64.b64decode(v, validate=True) for v in arr.to_pylist()],
+            try:  # base64.b64decode(v, validate=True), without its per-call overhead
+                cols["body"] = pa.array([a2b_base64(v, strict_mode=True) for v in arr.to_pylist()],
                                         type=pa.binary())
-            except ValueError:
+            except ValueError:  # binascii.Error, or not ASCII
                 return None
         elif name in _INT_EVENT_FIELDS:
             if not pa.types.is_integer(t) or arr.null_count:
