@@ -188,3 +188,16 @@ def test_a_bad_parquet_row_is_named_and_nothing_is_stored(tmp_path, store, capsy
     assert main(["ingest", "--store", str(store), *SMALL, str(tmp_path / "good.parquet")]) == 0
     assert json.loads(capsys.readouterr().out)["queues"] == 3
     assert _stored_bodies(store) == [b"m0", b"a", b"a", b"a"]
+
+
+def test_base64_bodies_and_a_bad_one(tmp_path, store, capsys):
+    import base64
+    lines = [json.dumps({"topic": "orders", "body_b64": base64.b64encode(bytes([i, 0, 255])).decode()})
+             for i in range(1, 4)]
+    before = _snapshot(store)
+    bad = _write(tmp_path / "bad.jsonl", [*lines, json.dumps({"topic": "orders", "body_b64": "AA=A"})])
+    assert main(["ingest", "--store", str(store), *SMALL, str(bad)]) == 2
+    assert "line 4: 'body_b64' is not valid base64" in capsys.readouterr().err
+    assert _snapshot(store) == before
+    assert main(["ingest", "--store", str(store), *SMALL, str(_write(tmp_path / "ok.jsonl", lines))]) == 0
+    assert _stored_bodies(store) == [b"m0", *(bytes([i, 0, 255]) for i in range(1, 4))]
