@@ -113,9 +113,13 @@ class EncodedTable:
 
 
 def _column(data: pa.Table | pa.RecordBatch, name: str) -> pa.Array | None:
+    """The column ``name`` as one array; None when absent, or all null (type ``null``) where a
+    null is the default."""
     if name not in data.column_names:
         return None
     col = data.column(name)
+    if pa.types.is_null(col.type) and name in _NULLABLE:
+        return None
     if not isinstance(col, pa.ChunkedArray):
         return col
     return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()

@@ -258,6 +258,19 @@ def test_a_uint64_beyond_int64_is_refused_not_wrapped(store, name):
         assert _snapshot(store) == before
 
 
+def test_all_null_columns_are_their_defaults(tmp_path):
+    nulls = pa.nulls(2)
+    table = pa.table({"topic": ["t", "t"], "body": [b"a", b"b"], "tags": nulls, "keys": nulls,
+                      "properties": nulls, "born_host": nulls, "store_host": nulls,
+                      "born_timestamp": nulls, "store_timestamp": nulls})
+    with MessageStore(tmp_path / "a") as ms:
+        r = ms.put_table(table)
+        assert [ms.read(o).properties_string for o in r.commitlog_offset.tolist()] == ["", ""]
+    with MessageStore(tmp_path / "s") as ms, \
+            pytest.raises(MessageRejected, match="'queue_id' must be integers, got null"):
+        ms.put_table(table.append_column("queue_id", nulls))
+
+
 def test_bad_columns_are_refused(store):
     with MessageStore(store, **SMALL) as ms:
         before = _snapshot(store)
