@@ -35,11 +35,11 @@ def _snapshot(root: Path) -> dict[str, str]:
 
 def _table(rows: list[dict]) -> pa.Table:
     """Rows (Message fields) as a message table with the put_table column types."""
-    types = {"topic": pa.string(), "body": pa.binary(), "queue_id": pa.int32(), "tags": pa.string(),
-             "keys": pa.string(), "properties": PROPS, "delay_level": pa.int32(),
-             "sys_flag": pa.int32(), "flag": pa.int64(), "born_timestamp": pa.int64(),
+    types = {"topic": pa.string(), "body": pa.binary(), "queue_id": pa.int64(), "tags": pa.string(),
+             "keys": pa.string(), "properties": PROPS, "delay_level": pa.int64(),
+             "sys_flag": pa.int64(), "flag": pa.int64(), "born_timestamp": pa.int64(),
              "store_timestamp": pa.int64(), "born_host": pa.string(), "store_host": pa.string(),
-             "reconsume_times": pa.int32(), "prepared_transaction_offset": pa.int64()}
+             "reconsume_times": pa.int64(), "prepared_transaction_offset": pa.int64()}
     names = [n for n in types if any(n in r for r in rows)]
     if any(isinstance(r.get("keys"), list) for r in rows):
         types["keys"] = pa.list_(pa.string())
@@ -301,9 +301,10 @@ def test_slices_chunked_tables_and_record_batches_store_the_same_bytes(tmp_path)
         ms.put_table(pa.concat_tables([whole.slice(7, 10), whole.slice(17, 13)]))
         for batch in whole.slice(30).to_batches(max_chunksize=6):
             ms.put_table(batch)
-    with MessageStore(tmp_path / "views", **SMALL) as ms:  # string_view / binary_view / large types
+    with MessageStore(tmp_path / "views", **SMALL) as ms:  # views, large lists, a narrow int
         ms.put_table(whole.cast(pa.schema([
-            f.with_type({pa.string(): pa.string_view(), pa.binary(): pa.binary_view(),
+            f.with_type(pa.int16() if f.name == "queue_id" else
+                        {pa.string(): pa.string_view(), pa.binary(): pa.binary_view(),
                          pa.list_(pa.string()): pa.large_list(pa.large_string())}.get(f.type, f.type))
             for f in whole.schema])))
     for other in ("parts", "views"):
@@ -387,3 +388,55 @@ def test_a_closed_or_read_only_store_takes_no_table(tmp_path):
     with MessageStore(tmp_path / "s", read_only=True) as ro, \
             pytest.raises(RuntimeError, match="read-only"):
         ro.put_table(table)
+
+
+_BAD_VALUES = {
+    "topic": st.sampled_from(["bad topic", "x" * 128, "", "тема", None]),
+    "body": st.sampled_from([b"x" * 4097, None]),
+    "queue_id": st.sampled_from([-1, 2 ** 31, None]),
+    "tags": st.sampled_from(["a\x01", "\x02", "t" * 32767]),
+    "keys": st.sampled_from(["k\x01", ["a", None], ["a\x02"], "k" * 32767]),
+    "properties": st.sampled_from([[("a", "b\x01")], [("", "v")], [("a", "v" * 32767)]]),
+    "delay_level": st.sampled_from([-1, 2 ** 31]),
+    "sys_flag": st.sampled_from([0x40, -1, 0x10]),
+    "flag": st.sampled_from([2 ** 31, -2 ** 31 - 1]),
+    "born_timestamp": st.sampled_from([-1]),
+    "store_timestamp": st.sampled_from([253_402_214_400_000]),
+    "born_host": st.sampled_from(["1.2.3.4:65536", "nohost", "[::1]:-1"]),
+}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(_row, st.tuples(_row, st.sampled_from(sorted(_BAD_VALUES)))
+                          .flatmap(lambda rf: _BAD_VALUES[rf[1]].map(lambda v: {**rf[0], rf[1]: v}))),
+                min_size=1, max_size=12))
+def test_the_error_is_puts_for_the_first_row_put_refuses(tmp_path_factory, rows):
+    """Tables mixing valid rows and rows with one bad value: put_table refuses with put's error
+    for the first row that put refuses (MessageEncoder.prepare row by row), writing nothing, or
+    stores them all when put would."""
+    keys_list = any(isinstance(r.get("keys"), list) for r in rows)
+    for r in rows:
+        if keys_list and isinstance(r.get("keys"), str):
+            r["keys"] = r["keys"].split(" ")
+        elif not keys_list and isinstance(r.get("keys"), list):
+            r["keys"] = " ".join(r["keys"])
+    root = tmp_path_factory.mktemp("t") / "s"
+    with MessageStore(root, **SMALL, maxMessageSize=4096) as ms:
+        want = None
+        for i, r in enumerate(rows):
+            m = {k: (dict(v) if k == "properties" else v) for k, v in r.items()}
+            try:
+                ms.encoder.prepare(Message(**{"queue_id": 0, **m}))
+            except (MessageRejected, TypeError) as e:
+                want = f"row {i}: {e}"
+                break
+        table_rows = [{**r, "properties": list(r["properties"].items())}
+                      if isinstance(r.get("properties"), dict) else r for r in rows]
+        before = _snapshot(root)
+        if want is None:
+            assert len(ms.put_table(_table(table_rows))) == len(rows)
+        else:
+            with pytest.raises(MessageRejected) as e:
+                ms.put_table(_table(table_rows))
+            assert str(e.value) == want
+            assert _snapshot(root) == before
