@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rocketlake.store import codec, kernels
 from rocketlake.store.commitlog import INT_FIELDS, MessageEncoder, Prepared
@@ -155,19 +154,50 @@ def _bytes_column(name: str, arr: pa.Array, binary: bool) -> BytesColumn:
 
 
 def _valid(arr: pa.Array) -> npt.NDArray[np.bool_]:
+    """Which rows of ``arr`` are not null (from its validity bitmap)."""
+    n = len(arr)
     if arr.null_count == 0:
-        return np.ones(len(arr), dtype=np.bool_)
-    valid: npt.NDArray[np.bool_] = arr.is_valid().to_numpy(zero_copy_only=False)
+        return np.ones(n, dtype=np.bool_)
+    bitmap = arr.buffers()[0]
+    if bitmap is None:  # type null: no value at all
+        return np.zeros(n, dtype=np.bool_)
+    bits = np.unpackbits(np.frombuffer(bitmap, dtype=np.uint8), bitorder="little")
+    valid: npt.NDArray[np.bool_] = bits[arr.offset:arr.offset + n].astype(np.bool_)
     return valid
 
 
 def _int_column(name: str, arr: pa.Array) -> tuple[I64, npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-    """(values, valid, beyond int64) of an integer column (a uint64 above int64's range wraps)."""
+    """(values, valid, beyond int64) of an integer column (0 where null; a uint64 above int64's
+    range wraps)."""
     if not pa.types.is_integer(arr.type):
         raise MessageRejected(f"column {name!r} must be integers, got {arr.type}")
-    values: I64 = pc.fill_null(arr, 0).cast(pa.int64(), safe=False).to_numpy()
-    beyond = values < 0 if arr.type == pa.uint64() else np.zeros(values.size, dtype=np.bool_)
-    return values, _valid(arr), beyond
+    n, valid = len(arr), _valid(arr)
+    dtype = np.dtype(arr.type.to_pandas_dtype())
+    raw = (np.frombuffer(arr.buffers()[1], dtype=dtype)[arr.offset:arr.offset + n] if n
+           else np.zeros(0, dtype=dtype))
+    beyond = raw > np.iinfo(np.int64).max if dtype == np.uint64 else np.zeros(n, dtype=np.bool_)
+    values: I64 = np.where(valid, raw.astype(np.int64), 0)
+    return values, valid, beyond
+
+
+def _dictionary(col: BytesColumn) -> tuple[I64, list[str]]:
+    """(id per row, distinct values) of a validated string column (a null row counts as "")."""
+    n = col.start.size
+    hashes = np.empty(n, dtype=np.uint64)
+    ke.fnv_hashes(col.data, col.start, col.length, hashes)
+    if n and (hashes == hashes[0]).all():
+        first, ids = np.zeros(1, dtype=np.int64), np.zeros(n, dtype=np.int64)
+    else:
+        _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+        ids = inverse.astype(np.int64).ravel()
+    if not ke.same_bytes(col.data, col.start, col.length, first[ids]):  # two values, one hash
+        index: dict[bytes, int] = {}
+        ids = np.fromiter((index.setdefault(col.data[s:s + k].tobytes(), len(index)) for s, k in
+                           zip(col.start.tolist(), col.length.tolist())), dtype=np.int64, count=n)
+        return ids, [b.decode() for b in index]
+    names = [col.data[s:s + k].tobytes().decode()
+             for s, k in zip(col.start[first].tolist(), col.length[first].tolist())]
+    return ids, names
 
 
 class TableEncoder:
@@ -220,14 +250,9 @@ class _Encoding:
         n, enc, arrays = self.n, self.encoder, self.arrays
         suspect = np.zeros(n, dtype=np.bool_)
         # topic: each distinct name checked once
-        topic_arr = arrays["topic"]
-        if pa.types.is_dictionary(topic_arr.type):
-            topic_arr = topic_arr.cast(topic_arr.type.value_type)
-        _bytes_column("topic", topic_arr, binary=False)  # type and UTF-8
-        dict_arr = pc.dictionary_encode(topic_arr)
-        topics: list[str] = dict_arr.dictionary.to_pylist()
-        topic_ids = pc.fill_null(dict_arr.indices, 0).cast(pa.int64()).to_numpy()
-        suspect |= ~_valid(dict_arr.indices)
+        topic = _bytes_column("topic", arrays["topic"], binary=False)
+        topic_ids, topics = _dictionary(topic)
+        suspect |= ~topic.valid
         if topics:
             suspect |= np.array([not codec.is_topic(t) for t in topics])[topic_ids]
         body = _bytes_column("body", arrays["body"], binary=True)
@@ -370,11 +395,20 @@ class _Encoding:
             v = t.value_type
             if not (pa.types.is_string(v) or pa.types.is_large_string(v) or pa.types.is_string_view(v)):
                 raise MessageRejected(f"column 'keys' must be string or list<string>, got {t}")
-            if t != pa.list_(pa.string()):  # the type binary_join takes
-                arr = arr.cast(pa.list_(pa.string()))
-            joined = pc.binary_join(arr, codec.KEY_SEPARATOR)
-            suspect |= _valid(arr) & ~_valid(joined)
-            return _bytes_column("keys", joined, binary=False)
+            n = len(arr)
+            off: I64 = np.zeros(1, dtype=np.int64)
+            if n:
+                wide = pa.types.is_large_list(t)
+                raw = np.frombuffer(arr.buffers()[1], dtype=np.int64 if wide else np.int32)
+                off = raw[arr.offset:arr.offset + n + 1].astype(np.int64)
+            child = _bytes_column("keys", arr.values, binary=False)
+            valid = _valid(arr)
+            start, length = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+            out = np.empty(int(child.length.sum()) + child.length.size, dtype=np.uint8)
+            suspect |= ke.join_keys(off, valid, child.start, child.length, child.valid, child.data,
+                                    start, length, out)
+            out.flags.writeable = False  # as the buffers of Arrow columns: one kernel specialization
+            return BytesColumn(start, length, out, valid)
         return self._string("keys")
 
 

@@ -197,3 +197,55 @@ def dispatch_hashes(rows: npt.NDArray[np.int64], topic_off: npt.NDArray[np.int64
             if p > s:
                 hashes[k] = signed32(java_hash(keys, s, p - s, prefix))
                 k += 1
+
+
+@kernel
+def join_keys(list_off: npt.NDArray[np.int64], list_valid: npt.NDArray[np.bool_],
+              start: npt.NDArray[np.int64], length: npt.NDArray[np.int64],
+              valid: npt.NDArray[np.bool_], data: npt.NDArray[np.uint8],
+              out_start: npt.NDArray[np.int64], out_len: npt.NDArray[np.int64],
+              out: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
+    """Join each list of strings (row i: strings ``list_off[i]..list_off[i+1]``, given as
+    ``start`` / ``length`` into ``data``) with single spaces into ``out``; return whether a list
+    holds a null string. A null list (``list_valid``) is empty."""
+    n = list_valid.size
+    has_null = np.zeros(n, dtype=np.bool_)
+    q = 0
+    for i in range(n):
+        out_start[i] = q
+        if list_valid[i]:
+            for j in range(list_off[i], list_off[i + 1]):
+                if not valid[j]:
+                    has_null[i] = True
+                if j > list_off[i]:
+                    out[q] = 0x20
+                    q += 1
+                q = _copy(out, q, data, start[j], length[j])
+        out_len[i] = q - out_start[i]
+    return has_null
+
+
+@kernel
+def fnv_hashes(data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64],
+               length: npt.NDArray[np.int64], out: npt.NDArray[np.uint64]) -> None:
+    """``out[i]``: 64-bit FNV-1a hash of row i's bytes (grouping equal strings)."""
+    for i in range(start.size):
+        h = np.uint64(0xCBF29CE484222325)
+        for p in range(start[i], start[i] + length[i]):
+            h = (h ^ np.uint64(data[p])) * np.uint64(0x100000001B3)
+        out[i] = h
+
+
+@kernel
+def same_bytes(data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64],
+               length: npt.NDArray[np.int64], rep: npt.NDArray[np.int64]) -> bool:
+    """Whether every row i holds the same bytes as row ``rep[i]``."""
+    for i in range(start.size):
+        r = rep[i]
+        if length[i] != length[r]:
+            return False
+        a, b = start[i], start[r]
+        for k in range(length[i]):
+            if data[a + k] != data[b + k]:
+                return False
+    return True
