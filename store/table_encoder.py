@@ -472,6 +472,6 @@ def messages_to_table(msgs: Sequence[Message], encoder: MessageEncoder) -> pa.Ta
     try:
         return pa.table({name: pa.array(col, type=types[name]) for name, col in cols.items()
                          if name in ("topic", "body") or col.count(_DEFAULTS.get(name)) != n})
-    except (OverflowError, pa.ArrowException):  # an int beyond int64
+    except (OverflowError, UnicodeError, pa.ArrowException):  # an int beyond int64, a surrogate
         _raise_first_rejected(msgs, encoder)
         raise

@@ -362,6 +362,7 @@ def test_a_full_disk_fails_the_table_before_a_byte_is_written(small_fs):
     Message("t", b"x", flag=True),
     Message("t", b"x", queue_id=2 ** 63),
     Message("t", "text"),  # type: ignore[arg-type]
+    Message("t\ud800", b"x"),  # a lone surrogate: no UTF-8 for it
 ])
 def test_put_batch_refuses_what_put_refuses(tmp_path, bad):
     with MessageStore(tmp_path / "s") as ms:
