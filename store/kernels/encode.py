@@ -10,6 +10,10 @@ Inputs are one int64 row per record (``COLUMNS``) plus byte buffers that the row
 ``*_LEN`` columns point into: ``body``, ``topics`` (``TOPIC`` indexes ``topic_off``), ``tags``,
 ``keys``, ``props``, and ``hosts`` (16 bytes per address; IPv4 addresses use the first 4 bytes,
 the sys flag's host bits say which).
+
+The other kernels serve the columnar validation and dispatch (``store.table_encoder``):
+separator and token scans of tags and keys, joining lists of keys, grouping equal strings, and
+the tagsCode / index key hashes of the rows written.
 """
 from __future__ import annotations
 
