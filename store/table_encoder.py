@@ -225,7 +225,7 @@ def warm_up(encoder: TableEncoder) -> None:
     a cache (the package imported from a zip) nothing is done: a write compiles what it runs."""
     if not kernels.CACHE:
         return
-    table = encoder.encode(pa.table({"topic": ["t", "t"], "body": [b"", b"x"], "tags": ["a", None],
+    table = encoder.encode(pa.table({"topic": ["t", "t"], "body": [b"", b""], "tags": ["a", None],
                                      "keys": [["k"], None]}))
     table.encode_into(np.zeros(int(table.rows[:, ke.LENGTH].sum()), dtype=np.uint8), 0, 0, 0, len(table))
     table.dispatch()
