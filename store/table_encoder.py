@@ -235,7 +235,7 @@ class _Encoding:
     """One table's encoding (the state of ``TableEncoder.encode``)."""
 
     def __init__(self, encoder: MessageEncoder, data: pa.Table | pa.RecordBatch) -> None:
-        self.encoder, self.data, self.n = encoder, data, data.num_rows
+        self.encoder, self.n = encoder, data.num_rows
         self.arrays = {name: a for name in COLUMNS if (a := _column(data, name)) is not None}
 
     def message(self, i: int) -> Message:
