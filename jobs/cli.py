@@ -164,7 +164,8 @@ def _pipeline(p: argparse.ArgumentParser) -> None:
 def _ingest(p: argparse.ArgumentParser) -> None:
     _store(p)
     _settings(p)
-    p.add_argument("file", help="JSON Lines file of events, or - for stdin")
+    p.add_argument("file", help="JSON Lines file of events, or a Parquet file of put_table's "
+                                "columns (rows counted from 0), or - for stdin")
 
 
 def _dump(p: argparse.ArgumentParser) -> None:
@@ -340,7 +341,7 @@ COMMANDS: dict[str, Command] = {
     "pipeline": Command("the main job: sample -> store -> checks -> Spark rebuild -> Delta -> summary",
                         "rocketlake.jobs.pipeline:run", _pipeline,
                         "rocketlake pipeline --messages 200000 --master 'local[2]'"),
-    "ingest": Command("write JSON Lines events into a store, all lines or none",
+    "ingest": Command("write JSON Lines or Parquet events into a store, all rows or none",
                       f"{_S}:cmd_ingest", _ingest,
                       "echo '{\"topic\":\"orders\",\"body\":\"hi\",\"keys\":\"k1\"}' "
                       "| rocketlake ingest --store var/store -"),

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import reprlib
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from functools import partial
-from itertools import chain, repeat, starmap
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from rocketlake.store import codec, dispatch
 from rocketlake.store.codec import (
@@ -24,11 +24,14 @@ from rocketlake.store.codec import (
 )
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import CorruptRecordError, MessageRejected
+from rocketlake.store.kernels import encode as ke
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue
 from rocketlake.store.message import Message
 from rocketlake.store.record_walk import Walk
 
-_HEAD_V4 = HEAD[(False, False)]
+if TYPE_CHECKING:
+    from rocketlake.store.table_encoder import EncodedTable
+
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET @20 and PHYSICALOFFSET @28
 _ALLOWED_SYS_FLAG = codec.TRANSACTION_MASK | codec.FLAG_COMPRESSED | codec.FLAG_MULTI_TAGS
 _INT32 = (-1 << 31, (1 << 31) - 1)
@@ -363,46 +366,34 @@ class CommitLog:
         mf.wrote = pos + len(raw)
         return mf.start + pos, qoff
 
-    def append_many(self, preps: Sequence[Prepared], store_ts: int) -> tuple[list[int], list[int], list[int]]:
-        """Write records in order, file by file, each file's share in one copy.
-
-        Returns (commitlog offsets, queue offsets, store times), one entry per record.
-        """
-        (_, qids, bodies, crcs, tails, lengths, sys_flags, flags, born_tss, born_addrs, born_ports,
-         store_addrs, store_ports, store_tss, reconsumes, prepared_offsets, *_) = zip(*preps)
-        lens = np.asarray(lengths, dtype=np.int64)
-        ends = np.cumsum(lens)  # end of record k relative to the batch start
+    def append_table(self, table: EncodedTable) -> npt.NDArray[np.int64]:
+        """Write a validated table's records in order: create every file they need (a full disk
+        fails the whole table here, the log as it was), take their queue offsets, then lay them
+        out file by file with the encode kernel, each file but the last closed by a BLANK.
+        ``BORN_TS`` / ``STORE_TS`` must be set. Returns the CommitLog offsets."""
+        rows = table.rows
+        lens = rows[:, ke.LENGTH]
+        ends = np.cumsum(lens)
         current = self.files.last
         spans = self._spans(ends, current.wrote if current is not None else self.file_size)
-        # Every file the batch needs exists before a byte is written or a queue offset is taken:
-        # a full disk fails the whole batch here and leaves the log as it was.
         targets = [current] + self._new_files(len(spans) - 1)
-        qoffs = [self._next_queue_offset(p.topic, p.queue_id, p.to_queue) for p in preps]
-        tss = [store_ts if t is None else t for t in store_tss]
-        borns = [t if b is None else b for b, t in zip(born_tss, tss)]
-        offsets: list[int] = []
+        queues, counts, grouped, ranks = table.queue_groups
+        firsts = np.empty(len(queues), dtype=np.int64)
+        for k, (key, c) in enumerate(zip(queues, counts.tolist())):
+            firsts[k] = self.next_queue_offsets.get(key, 0)
+            self.next_queue_offsets[key] = int(firsts[k]) + c
+        rows[grouped, ke.QUEUE_OFFSET] = np.repeat(firsts, counts) + ranks
+        offsets = np.empty(len(table), dtype=np.int64)
         for k, (mf, (i, j)) in enumerate(zip(targets, spans)):
             if i < j:
                 assert mf is not None  # only an empty log has no current file, and its span is empty
                 base = int(ends[i - 1]) if i else 0
-                offs = (mf.start + mf.wrote - base + ends[i:j] - lens[i:j]).tolist()
-                cols = (lengths[i:j], repeat(MAGIC_V1), crcs[i:j], qids[i:j], flags[i:j], qoffs[i:j],
-                        offs, sys_flags[i:j], borns[i:j], born_addrs[i:j], born_ports[i:j], tss[i:j],
-                        store_addrs[i:j], store_ports[i:j], reconsumes[i:j], prepared_offsets[i:j],
-                        map(len, bodies[i:j]))
-                heads: Iterator[bytes]
-                if max(map(len, born_addrs[i:j])) == 4 and max(map(len, store_addrs[i:j])) == 4:
-                    heads = starmap(_HEAD_V4.pack, zip(*cols))
-                else:
-                    heads = (HEAD[(len(c[9]) == 16, len(c[12]) == 16)].pack(*c) for c in zip(*cols))
-                blob = b"".join(chain.from_iterable(zip(heads, bodies[i:j], tails[i:j])))
-                pos = mf.wrote
-                mf.mm[pos:pos + len(blob)] = blob
-                mf.wrote = pos + len(blob)
-                offsets.extend(offs)
+                offsets[i:j] = mf.start + mf.wrote - base + ends[i:j] - lens[i:j]
+                mf.wrote = table.encode_into(np.frombuffer(mf.mm, dtype=np.uint8), mf.wrote,
+                                             mf.start, i, j)
             if mf is not None and k + 1 < len(targets):
                 self._close_file(mf)
-        return offsets, qoffs, tss
+        return offsets
 
     def _spans(self, ends: np.ndarray, wrote: int) -> list[tuple[int, int]]:
         """Split records ending at ``ends`` (relative to the batch start) into runs ``[i, j)`` per

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from rocketlake.store import codec
 from rocketlake.store.codec import Record
@@ -132,6 +133,12 @@ class Dispatcher:
         for t, q, queued in zip(topics, queue_ids, to_queue):
             if queued:
                 counts[(t, q)] = counts.get((t, q), 0) + 1
+        self.reserve_counts(counts, next_offsets, [t for ks, t in zip(index_keys, timestamps) for _ in ks])
+
+    def reserve_counts(self, counts: dict[tuple[str, int], int], next_offsets: dict[tuple[str, int], int],
+                       key_ts: Sequence[int] | npt.NDArray[np.int64]) -> None:
+        """``reserve`` for ``counts[(topic, queue_id)]`` new units per queue and new index keys of
+        messages stored at ``key_ts`` (one entry per key)."""
         for key, n in counts.items():
             cq = self.queues.get(key)
             if cq is not None:
@@ -144,7 +151,7 @@ class Dispatcher:
                 if cq.files.files:  # a queue is known once it has a file
                     self.queues[key] = cq
         if self.index is not None:
-            self.index.reserve([t for ks, t in zip(index_keys, timestamps) for _ in ks])
+            self.index.reserve(key_ts)
 
     def __call__(self, req: DispatchRequest) -> None:
         """Queue one dispatch."""
@@ -176,29 +183,43 @@ class Dispatcher:
     def add_batch(self, batch: RecordBatch, cols: DispatchColumns, consume_queue: bool = True) -> None:
         """Dispatch a walked batch of records (after everything queued before it): the units of
         its records that go to a ConsumeQueue (unless not ``consume_queue``) and its index keys."""
+        raw, n = batch.raw, len(batch)
+        queued = consume_queue and bool(cols.to_queue.any())
+        ids, names = batch.topics if queued else (np.zeros(n, dtype=np.int64), [])
+        self.add_columns(ids, names, raw[:, kr.QUEUE_ID], raw[:, kr.QUEUE_OFFSET], raw[:, kr.OFFSET],
+                         raw[:, kr.SIZE], raw[:, kr.STORE_TS], cols.tags_code,
+                         cols.to_queue if queued else np.zeros(n, dtype=np.bool_),
+                         cols.key_hashes, cols.key_counts)
+
+    def add_columns(self, topic_ids: npt.NDArray[np.int64], topics: Sequence[str],
+                    queue_ids: npt.NDArray[np.int64], queue_offsets: npt.NDArray[np.int64],
+                    offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64],
+                    store_ts: npt.NDArray[np.int64], tags_code: npt.NDArray[np.int64],
+                    to_queue: npt.NDArray[np.bool_], key_hashes: npt.NDArray[np.int32],
+                    key_counts: npt.NDArray[np.int64]) -> None:
+        """Dispatch records given as columns, in CommitLog order, after everything queued before
+        them: a unit for each record ``to_queue`` (in queue ``topics[topic_ids[i]]``,
+        ``queue_ids[i]``), and ``key_counts[i]`` index keys (``key_hashes``, flat, index hashes)."""
         self.apply()
-        raw = batch.raw
-        sel = np.flatnonzero(cols.to_queue) if consume_queue else np.zeros(0, dtype=np.int64)
+        sel = np.flatnonzero(to_queue)
         if sel.size:
-            ids, names = batch.topics
-            qids = raw[sel, kr.QUEUE_ID]
-            group = ids[sel] << 32 | (qids & 0xFFFFFFFF)
+            group = topic_ids[sel] << 32 | (queue_ids[sel] & 0xFFFFFFFF)
             order = np.argsort(group, kind="stable")
             sel, group = sel[order], group[order]
             bounds = np.flatnonzero(np.diff(group)) + 1
             for rows in np.split(sel, bounds):
                 units = np.empty(rows.size, dtype=codec.CQ_UNIT_DTYPE)
-                units["commitlog_offset"] = raw[rows, kr.OFFSET]
-                units["size"] = raw[rows, kr.SIZE]
-                units["tags_code"] = cols.tags_code[rows]
+                units["commitlog_offset"] = offsets[rows]
+                units["size"] = sizes[rows]
+                units["tags_code"] = tags_code[rows]
                 first = int(rows[0])
-                self.queue(names[int(ids[first])], int(raw[first, kr.QUEUE_ID])).put_many(
-                    raw[rows, kr.QUEUE_OFFSET], units)
-        if self.index is not None and cols.key_hashes.size:
-            self.index.add_hashes(cols.key_hashes, np.repeat(raw[:, kr.OFFSET], cols.key_counts),
-                                  np.repeat(raw[:, kr.STORE_TS], cols.key_counts))
-        if len(batch):
-            self.last_timestamp = int(raw[-1, kr.STORE_TS])
+                self.queue(topics[int(topic_ids[first])], int(queue_ids[first])).put_many(
+                    queue_offsets[rows], units)
+        if self.index is not None and key_hashes.size:
+            self.index.add_hashes(key_hashes, np.repeat(offsets, key_counts),
+                                  np.repeat(store_ts, key_counts))
+        if offsets.size:
+            self.last_timestamp = int(store_ts[-1])
 
     def apply(self) -> None:
         """Write every queued ConsumeQueue unit and index key."""

@@ -5,6 +5,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
+import numpy as np
+import numpy.typing as npt
+
 from rocketlake.store.codec import Record, create_msg_id
 
 
@@ -54,6 +57,35 @@ class PutResult(NamedTuple):
     @property
     def msg_id(self) -> str:
         return create_msg_id(self.store_addr, self.store_port, self.commitlog_offset)
+
+
+@dataclass(frozen=True)
+class TablePutResult:
+    """Where the rows of a ``put_table`` landed, one array entry per row (no object per message).
+
+    Row i was stored under topic ``topics[topic[i]]``, queue ``queue_id[i]`` (for a delayed
+    message: SCHEDULE_TOPIC_XXXX and its level's queue); ``store_addrs[store_host[i]]`` and
+    ``store_port[i]`` are its STOREHOST."""
+    status: PutStatus
+    commitlog_offset: npt.NDArray[np.int64]
+    size: npt.NDArray[np.int64]
+    queue_offset: npt.NDArray[np.int64]
+    store_timestamp: npt.NDArray[np.int64]
+    topic: npt.NDArray[np.int64]
+    topics: list[str]
+    queue_id: npt.NDArray[np.int64]
+    store_host: npt.NDArray[np.int64]
+    store_port: npt.NDArray[np.int64]
+    store_addrs: list[bytes]
+
+    def __len__(self) -> int:
+        return int(self.commitlog_offset.size)
+
+    def msg_ids(self) -> list[str]:
+        """RocketMQ's offset msgId of each row (store host + CommitLog offset)."""
+        addrs = self.store_addrs
+        return [create_msg_id(addrs[h], p, o) for h, p, o in zip(
+            self.store_host.tolist(), self.store_port.tolist(), self.commitlog_offset.tolist())]
 
 
 class GetStatus(str, Enum):

@@ -10,6 +10,9 @@ from pathlib import Path
 from struct import error as struct_error
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from rocketlake.store import codec
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
@@ -28,10 +31,20 @@ from rocketlake.store.errors import (
 from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.flush import FlushService
 from rocketlake.store.index import IndexService
+from rocketlake.store.kernels import encode as ke
 from rocketlake.store.lockfile import StoreLock
 from rocketlake.store.mapped_file import MappedFile
-from rocketlake.store.message import GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage
+from rocketlake.store.message import (
+    GetResult,
+    GetStatus,
+    Message,
+    PutResult,
+    PutStatus,
+    StoredMessage,
+    TablePutResult,
+)
 from rocketlake.store.recovery import RecoveryReport, recover
+from rocketlake.store.table_encoder import EncodedTable, TableEncoder, messages_to_table, warm_up
 
 _STORE_ENTRIES = {"commitlog", "consumequeue", "index", "checkpoint", "config", "abort", "lock"}
 MAX_TRANSFER_BYTES = 256 * 1024   # maxTransferBytesOnMessageInMemory
@@ -105,6 +118,7 @@ class MessageStore:
         if self.index is not None:
             self.index.load()
         self.encoder = MessageEncoder(cfg)
+        self.table_encoder = TableEncoder(self.encoder)
         self._dispatch = Dispatcher(self.root, cfg, self.queues, self.index)
 
     def _open_read_only(self, explicit: Collection[str], attempts: int = 5) -> None:
@@ -169,6 +183,7 @@ class MessageStore:
             self.commitlog, self.queues, self.index, self.checkpoint, abnormal,
             cfg.delay_levels_ms, self._dispatch)
         self._abort.touch()
+        warm_up(self.table_encoder)
         self._last_ts = self.checkpoint.physic
         self._dispatch.last_timestamp = max(self._dispatch.last_timestamp, self.checkpoint.logics)
         self.flusher = FlushService(
@@ -207,30 +222,65 @@ class MessageStore:
                             p.topic, p.queue_id, p.store_addr, p.store_port))
 
     def put_batch(self, msgs: Sequence[Message]) -> list[PutResult]:
-        """Store many messages in order; all are validated before any is written."""
+        """Store many messages in order; all are validated before any is written (``put_table``
+        of the messages as columns)."""
         self._check_open()
-        prepare, prepared = self.encoder.prepare, []
-        try:
-            for m in msgs:
-                prepared.append(prepare(m))
-        except MessageRejected as e:
-            raise MessageRejected(str(e), index=len(prepared)) from None
-        if not prepared:
+        if not msgs:
             return []
-        codes: Sequence[int]
-        (topics, qids, _, _, _, sizes, *_, codes, delayed, keys, to_queue) = zip(*prepared)
+        table = self.table_encoder.encode(messages_to_table(msgs, self.encoder))
+        r = self._put_encoded(table)
+        topics, addrs = r.topics, r.store_addrs
+        return [_put_result((r.status, o, n, q, t, topics[tid], qid, addrs[h], port))
+                for o, n, q, t, tid, qid, h, port in zip(
+                    r.commitlog_offset.tolist(), r.size.tolist(), r.queue_offset.tolist(),
+                    r.store_timestamp.tolist(), r.topic.tolist(), r.queue_id.tolist(),
+                    r.store_host.tolist(), r.store_port.tolist())]
+
+    def put_table(self, table: pa.Table | pa.RecordBatch) -> TablePutResult:
+        """Store a table of messages in order (``table_encoder.COLUMNS``: ``topic``, ``body``,
+        ``queue_id``, ``tags``, ``keys`` as a string or list of strings, ``properties``, ...;
+        a null timestamp or host is the store's), with ``put``'s validation: MessageRejected
+        "row N: ..." for the first bad row, and then nothing is written. With SYNC_FLUSH,
+        returns once all are durable."""
+        self._check_open()
+        try:
+            encoded = self.table_encoder.encode(table)
+        except MessageRejected as e:
+            if e.index is None:
+                raise
+            raise MessageRejected(f"row {e.index}: {e}", index=e.index) from None
+        return self._put_encoded(encoded)
+
+    def _put_encoded(self, table: EncodedTable) -> TablePutResult:
+        """Write validated rows: every file they need (CommitLog, ConsumeQueue, index) is created
+        first, then the records, then their dispatch (ConsumeQueue units and index keys)."""
+        rows = table.rows
+        if not len(table):
+            none = np.zeros(0, dtype=np.int64)
+            return TablePutResult(PutStatus.PUT_OK, none, none, none, none, none, table.topics, none,
+                                  none, none, table.hosts)
         with self._put_lock:
-            now = now_ms()
-            self._dispatch.reserve(topics, qids, to_queue, self.commitlog.next_queue_offsets, keys,
-                                   [now if p.store_ts is None else p.store_ts for p in prepared])
-            offsets, qoffs, tss = self.commitlog.append_many(prepared, now)
-            if any(delayed):  # delayed records: tagsCode = delivery time = store time + delay
-                codes = [t + c if d else c for t, c, d in zip(tss, codes, delayed)]
-            self._dispatch.add_many(topics, qids, qoffs, offsets, sizes, codes, tss, to_queue, keys)
-            self._last_ts = tss[-1]
-        status = self._flush_status(offsets[-1] + prepared[-1].length)
-        return [_put_result((status, o, p.length, q, t, p.topic, p.queue_id, p.store_addr, p.store_port))
-                for p, o, q, t in zip(prepared, offsets, qoffs, tss)]
+            store_ts = rows[:, ke.STORE_TS]
+            store_ts[store_ts < 0] = now_ms()
+            born_ts = rows[:, ke.BORN_TS]
+            unset = born_ts < 0
+            born_ts[unset] = store_ts[unset]
+            queues, counts, _, _ = table.queue_groups
+            self._dispatch.reserve_counts(dict(zip(queues, counts.tolist())),
+                                          self.commitlog.next_queue_offsets,
+                                          np.repeat(store_ts, table.key_counts))
+            offsets = self.commitlog.append_table(table)
+            tags_code, key_hashes = table.dispatch()
+            self._dispatch.add_columns(rows[:, ke.TOPIC], table.topics, rows[:, ke.QUEUE_ID],
+                                       rows[:, ke.QUEUE_OFFSET], offsets, rows[:, ke.LENGTH], store_ts,
+                                       tags_code, table.to_queue, key_hashes, table.key_counts)
+            self._last_ts = int(store_ts[-1])
+        end = int(offsets[-1] + rows[-1, ke.LENGTH])
+        status = self._flush_status(end)
+        return TablePutResult(status, offsets, rows[:, ke.LENGTH].copy(), rows[:, ke.QUEUE_OFFSET].copy(),
+                              store_ts.copy(), rows[:, ke.TOPIC].copy(), table.topics,
+                              rows[:, ke.QUEUE_ID].copy(), rows[:, ke.STORE_HOST].copy(),
+                              rows[:, ke.STORE_PORT].copy(), table.hosts)
 
     def put_records(self, raws: Sequence[bytes]) -> list[PutResult]:
         """Append records copied byte for byte from another CommitLog (compaction, migration).

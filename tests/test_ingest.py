@@ -132,3 +132,72 @@ def test_stdin_through_a_real_process(tmp_path, store):
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["messages"] == 1
     assert _stored_bodies(store) == [b"m0", b"m1"]
+
+
+def _events(n: int) -> list[dict]:
+    """Plain events with fixed times (so two stores written from them are byte-identical)."""
+    return [{"topic": ("orders", "pay")[i % 2], "body": f"m{i}", "queue_id": i % 3,
+             "tags": ("A", None)[i % 2], "keys": [f"k{i}", "c"],
+             "born_timestamp": 1_732_000_000_000 + i, "store_timestamp": 1_732_000_000_000 + 10 * i}
+            for i in range(n)]
+
+
+def _commitlog(store: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted((store / "commitlog").iterdir()))
+
+
+def test_json_lines_parquet_and_put_store_the_same_bytes(tmp_path, capsys):
+    """The pyarrow JSON path, the Parquet path and the line-by-line path (an event with
+    properties) write what put writes for the same events."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rocketlake.store import Message
+    events = _events(60)
+    with_props = [*events, {**events[0], "properties": {"b": "2", "a": "1"}}]
+    jsonl = _write(tmp_path / "in.jsonl", [json.dumps(e) for e in events])
+    props = _write(tmp_path / "props.jsonl", [json.dumps(e) for e in with_props])
+    table = pa.table({k: [e[k] for e in events] for k in events[0]})
+    table = table.set_column(1, "body", pa.array([e["body"].encode() for e in events], pa.binary()))
+    pq.write_table(table, tmp_path / "in.parquet", row_group_size=7)
+    for name, src in [("json", jsonl), ("parquet", tmp_path / "in.parquet"), ("lines", props)]:
+        assert main(["ingest", "--store", str(tmp_path / name), *SMALL, str(src)]) == 0
+        stored = json.loads(capsys.readouterr().out)["messages"]
+        assert stored == len(with_props if name == "lines" else events)
+    for name, evs in [("put", events), ("put-props", with_props)]:
+        with MessageStore(tmp_path / name, **dict(s.split("=") for s in SMALL[1::2])) as ms:
+            for e in evs:
+                ms.put(Message(**{**e, "body": e["body"].encode()}))
+    assert _commitlog(tmp_path / "json") == _commitlog(tmp_path / "parquet") == _commitlog(tmp_path / "put")
+    assert _commitlog(tmp_path / "lines") == _commitlog(tmp_path / "put-props")
+    with MessageStore(tmp_path / "lines", read_only=True, **dict(s.split("=") for s in SMALL[1::2])) as ms:
+        assert list(ms.commitlog.scan())[-1].properties_string.startswith("b\x012\x02a\x011")
+
+
+def test_a_bad_parquet_row_is_named_and_nothing_is_stored(tmp_path, store, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    before = _snapshot(store)
+    table = pa.table({"topic": ["orders"] * 5, "body": [b"a"] * 5,
+                      "queue_id": pa.array([0, 1, 2, -3, 4], pa.int32())})
+    pq.write_table(table, tmp_path / "bad.parquet", row_group_size=2)
+    assert main(["ingest", "--store", str(store), *SMALL, str(tmp_path / "bad.parquet")]) == 2
+    assert "row 3: queue_id must be an int in [0, 2147483647], got -3" in capsys.readouterr().err
+    assert _snapshot(store) == before
+    pq.write_table(table.slice(0, 3), tmp_path / "good.parquet")
+    assert main(["ingest", "--store", str(store), *SMALL, str(tmp_path / "good.parquet")]) == 0
+    assert json.loads(capsys.readouterr().out)["queues"] == 3
+    assert _stored_bodies(store) == [b"m0", b"a", b"a", b"a"]
+
+
+def test_base64_bodies_and_a_bad_one(tmp_path, store, capsys):
+    import base64
+    lines = [json.dumps({"topic": "orders", "body_b64": base64.b64encode(bytes([i, 0, 255])).decode()})
+             for i in range(1, 4)]
+    before = _snapshot(store)
+    bad = _write(tmp_path / "bad.jsonl", [*lines, json.dumps({"topic": "orders", "body_b64": "AA=A"})])
+    assert main(["ingest", "--store", str(store), *SMALL, str(bad)]) == 2
+    assert "line 4: 'body_b64' is not valid base64" in capsys.readouterr().err
+    assert _snapshot(store) == before
+    assert main(["ingest", "--store", str(store), *SMALL, str(_write(tmp_path / "ok.jsonl", lines))]) == 0
+    assert _stored_bodies(store) == [b"m0", *(bytes([i, 0, 255]) for i in range(1, 4))]

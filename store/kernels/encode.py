@@ -1,0 +1,255 @@
+"""Lay out a batch of records into a CommitLog buffer from column arrays (the writer's kernel).
+
+The bytes are ``CommitLog.append``'s (RocketMQ's ``CommitLog.DefaultAppendMessageCallback``,
+magic v1): the fixed head, the body, TOPICLEN (one byte) + topic, PROPLEN (two bytes) +
+properties. A record's properties are either given whole (``PROPS_LEN >= 0``: bytes of ``props``)
+or, for the common message, built here from its tags and keys as ``MessageEncoder.prepare``
+builds them: ``TAGS\\x01<tags>`` and ``KEYS\\x01<keys>`` joined by ``\\x02``, empty ones left out.
+
+Inputs are one int64 row per record (``COLUMNS``) plus byte buffers that the row's ``*_START`` /
+``*_LEN`` columns point into: ``body``, ``topics`` (``TOPIC`` indexes ``topic_off``), ``tags``,
+``keys``, ``props``, and ``hosts`` (16 bytes per address; IPv4 addresses use the first 4 bytes,
+the sys flag's host bits say which).
+
+The other kernels serve the columnar validation and dispatch (``store.table_encoder``):
+separator and token scans of tags and keys, joining lists of keys, grouping equal strings, and
+the tagsCode / index key hashes of the rows written.
+"""
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketlake.store.kernels import kernel
+from rocketlake.store.kernels.dispatch import java_hash, signed32
+from rocketlake.store.kernels.records import crc32
+
+COLUMNS = ("length", "queue_offset", "born_timestamp", "store_timestamp", "queue_id", "flag",
+           "sys_flag", "reconsume_times", "prepared_offset", "born_host", "born_port",
+           "store_host", "store_port", "topic", "body_start", "body_len", "tags_start",
+           "tags_len", "keys_start", "keys_len", "props_start", "props_len")
+(LENGTH, QUEUE_OFFSET, BORN_TS, STORE_TS, QUEUE_ID, FLAG, SYS_FLAG, RECONSUME, PREPARED,
+ BORN_HOST, BORN_PORT, STORE_HOST, STORE_PORT, TOPIC, BODY_START, BODY_LEN, TAGS_START, TAGS_LEN,
+ KEYS_START, KEYS_LEN, PROPS_START, PROPS_LEN) = range(len(COLUMNS))
+NCOLUMNS = len(COLUMNS)
+
+_MAGIC_V1 = 0xDAA320A7 - (1 << 32)
+_BORN_V6 = 0x10
+_STORE_V6 = 0x20
+_TAGS = np.frombuffer(b"TAGS\x01", dtype=np.uint8)
+_KEYS = np.frombuffer(b"KEYS\x01", dtype=np.uint8)
+
+
+@kernel
+def _put32(dst: npt.NDArray[np.uint8], p: int, v: int) -> None:
+    dst[p] = (v >> 24) & 0xFF
+    dst[p + 1] = (v >> 16) & 0xFF
+    dst[p + 2] = (v >> 8) & 0xFF
+    dst[p + 3] = v & 0xFF
+
+
+@kernel
+def _put64(dst: npt.NDArray[np.uint8], p: int, v: int) -> None:
+    _put32(dst, p, v >> 32)
+    _put32(dst, p + 4, v)
+
+
+@kernel
+def _copy(dst: npt.NDArray[np.uint8], p: int, src: npt.NDArray[np.uint8], start: int, n: int) -> int:
+    for k in range(n):
+        dst[p + k] = src[start + k]
+    return p + n
+
+
+@kernel
+def built_props_len(tags_len: int, keys_len: int) -> int:
+    """Length of the properties built from tags and keys of these lengths."""
+    n = 0
+    if tags_len > 0:
+        n += 5 + tags_len
+    if keys_len > 0:
+        n += 5 + keys_len
+    if tags_len > 0 and keys_len > 0:
+        n += 1
+    return n
+
+
+@kernel
+def encode(dst: npt.NDArray[np.uint8], pos: int, base: int, lo: int, hi: int,
+           rows: npt.NDArray[np.int64], hosts: npt.NDArray[np.uint8],
+           body: npt.NDArray[np.uint8], topic_off: npt.NDArray[np.int64],
+           topics: npt.NDArray[np.uint8], tags: npt.NDArray[np.uint8],
+           keys: npt.NDArray[np.uint8], props: npt.NDArray[np.uint8]) -> int:
+    """Write records ``rows[lo:hi]`` one after another into ``dst`` from ``pos`` (``dst[0]`` is
+    CommitLog offset ``base``: PHYSICALOFFSET is ``base + position``); return the end position.
+    ``LENGTH`` must be each record's TOTALSIZE."""
+    p = pos
+    for i in range(lo, hi):
+        sys_flag = rows[i, SYS_FLAG]
+        bstart, blen = rows[i, BODY_START], rows[i, BODY_LEN]
+        _put32(dst, p, rows[i, LENGTH])
+        _put32(dst, p + 4, _MAGIC_V1)
+        _put32(dst, p + 8, crc32(body, bstart, blen) & 0x7FFFFFFF)
+        _put32(dst, p + 12, rows[i, QUEUE_ID])
+        _put32(dst, p + 16, rows[i, FLAG])
+        _put64(dst, p + 20, rows[i, QUEUE_OFFSET])
+        _put64(dst, p + 28, base + p)
+        _put32(dst, p + 36, sys_flag)
+        _put64(dst, p + 40, rows[i, BORN_TS])
+        q = _copy(dst, p + 48, hosts, 16 * rows[i, BORN_HOST], 16 if sys_flag & _BORN_V6 else 4)
+        _put32(dst, q, rows[i, BORN_PORT])
+        _put64(dst, q + 4, rows[i, STORE_TS])
+        q = _copy(dst, q + 12, hosts, 16 * rows[i, STORE_HOST], 16 if sys_flag & _STORE_V6 else 4)
+        _put32(dst, q, rows[i, STORE_PORT])
+        _put32(dst, q + 4, rows[i, RECONSUME])
+        _put64(dst, q + 8, rows[i, PREPARED])
+        _put32(dst, q + 16, blen)
+        q = _copy(dst, q + 20, body, bstart, blen)
+        t = rows[i, TOPIC]
+        tlen = topic_off[t + 1] - topic_off[t]
+        dst[q] = tlen
+        q = _copy(dst, q + 1, topics, topic_off[t], tlen)
+        if rows[i, PROPS_LEN] >= 0:
+            plen = rows[i, PROPS_LEN]
+            dst[q] = (plen >> 8) & 0xFF
+            dst[q + 1] = plen & 0xFF
+            q = _copy(dst, q + 2, props, rows[i, PROPS_START], plen)
+        else:
+            tl, kl = rows[i, TAGS_LEN], rows[i, KEYS_LEN]
+            plen = built_props_len(tl, kl)
+            dst[q] = (plen >> 8) & 0xFF
+            dst[q + 1] = plen & 0xFF
+            q += 2
+            if tl > 0:
+                q = _copy(dst, q, _TAGS, 0, 5)
+                q = _copy(dst, q, tags, rows[i, TAGS_START], tl)
+                if kl > 0:
+                    dst[q] = 2
+                    q += 1
+            if kl > 0:
+                q = _copy(dst, q, _KEYS, 0, 5)
+                q = _copy(dst, q, keys, rows[i, KEYS_START], kl)
+        p += rows[i, LENGTH]
+    return p
+
+
+@kernel
+def has_separator(data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64],
+                  lens: npt.NDArray[np.int64], out: npt.NDArray[np.bool_]) -> None:
+    """``out[i]``: whether ``data[starts[i]:starts[i]+lens[i]]`` holds a \\x01 or \\x02 byte."""
+    for i in range(starts.size):
+        found = False
+        for p in range(starts[i], starts[i] + lens[i]):
+            if data[p] == 1 or data[p] == 2:
+                found = True
+                break
+        out[i] = found
+
+
+@kernel
+def count_tokens(data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64],
+                 lens: npt.NDArray[np.int64], out: npt.NDArray[np.int64]) -> None:
+    """``out[i]``: the non-empty space-separated tokens of ``data[starts[i]:starts[i]+lens[i]]``
+    (the index keys of a KEYS value, ``codec.iter_keys``)."""
+    for i in range(starts.size):
+        n = 0
+        inside = False
+        for p in range(starts[i], starts[i] + lens[i]):
+            if data[p] == 0x20:
+                inside = False
+            elif not inside:
+                inside = True
+                n += 1
+        out[i] = n
+
+
+@kernel
+def dispatch_hashes(rows: npt.NDArray[np.int64], topic_off: npt.NDArray[np.int64],
+                    topics: npt.NDArray[np.uint8], tags: npt.NDArray[np.uint8],
+                    keys: npt.NDArray[np.uint8], key_counts: npt.NDArray[np.int64],
+                    given: npt.NDArray[np.int32], tags_code: npt.NDArray[np.int64],
+                    hashes: npt.NDArray[np.int32]) -> None:
+    """The dispatch of records laid out from tags and keys (``PROPS_LEN < 0``): ``tags_code[i]``
+    (Java hashCode of TAGS, 0 without) and, into ``hashes``, the Java hashCode of "topic#token"
+    for each KEYS token (``kernels.dispatch.dispatch_columns``'s rules, before the index's
+    abs rule). The ``key_counts[i]`` hashes of a record with whole properties are taken, in
+    order, from ``given`` (its tags code is left as it is)."""
+    k = 0
+    g = 0
+    for i in range(rows.shape[0]):
+        if rows[i, PROPS_LEN] >= 0:
+            for _ in range(key_counts[i]):
+                hashes[k] = given[g]
+                k += 1
+                g += 1
+            continue
+        tl = rows[i, TAGS_LEN]
+        tags_code[i] = signed32(java_hash(tags, rows[i, TAGS_START], tl, 0)) if tl > 0 else 0
+        if key_counts[i] == 0:
+            continue
+        t = rows[i, TOPIC]
+        prefix = java_hash(topics, topic_off[t], topic_off[t + 1] - topic_off[t], 0)
+        prefix = (prefix * 31 + 35) & 0xFFFFFFFF  # '#'
+        p = rows[i, KEYS_START]
+        e = p + rows[i, KEYS_LEN]
+        while p < e:
+            while p < e and keys[p] == 0x20:
+                p += 1
+            s = p
+            while p < e and keys[p] != 0x20:
+                p += 1
+            if p > s:
+                hashes[k] = signed32(java_hash(keys, s, p - s, prefix))
+                k += 1
+
+
+@kernel
+def join_keys(list_off: npt.NDArray[np.int64], list_valid: npt.NDArray[np.bool_],
+              start: npt.NDArray[np.int64], length: npt.NDArray[np.int64],
+              valid: npt.NDArray[np.bool_], data: npt.NDArray[np.uint8],
+              out_start: npt.NDArray[np.int64], out_len: npt.NDArray[np.int64],
+              out: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
+    """Join each list of strings (row i: strings ``list_off[i]..list_off[i+1]``, given as
+    ``start`` / ``length`` into ``data``) with single spaces into ``out``; return whether a list
+    holds a null string. A null list (``list_valid``) is empty."""
+    n = list_valid.size
+    has_null = np.zeros(n, dtype=np.bool_)
+    q = 0
+    for i in range(n):
+        out_start[i] = q
+        if list_valid[i]:
+            for j in range(list_off[i], list_off[i + 1]):
+                if not valid[j]:
+                    has_null[i] = True
+                if j > list_off[i]:
+                    out[q] = 0x20
+                    q += 1
+                q = _copy(out, q, data, start[j], length[j])
+        out_len[i] = q - out_start[i]
+    return has_null
+
+
+@kernel
+def fnv_hashes(data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64],
+               length: npt.NDArray[np.int64], out: npt.NDArray[np.uint64]) -> None:
+    """``out[i]``: 64-bit FNV-1a hash of row i's bytes (grouping equal strings)."""
+    for i in range(start.size):
+        h = np.uint64(0xCBF29CE484222325)
+        for p in range(start[i], start[i] + length[i]):
+            h = (h ^ np.uint64(data[p])) * np.uint64(0x100000001B3)
+        out[i] = h
+
+
+@kernel
+def same_bytes(data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64],
+               length: npt.NDArray[np.int64], rep: npt.NDArray[np.int64]) -> bool:
+    """Whether every row i holds the same bytes as row ``rep[i]``."""
+    for i in range(start.size):
+        r = rep[i]
+        if length[i] != length[r]:
+            return False
+        a, b = start[i], start[r]
+        for k in range(length[i]):
+            if data[a + k] != data[b + k]:
+                return False
+    return True
