@@ -108,6 +108,8 @@ class MessageEncoder:
         self.max_record = cfg.mappedFileSizeCommitLog - END_FILE_MIN_BLANK_LENGTH
         self.delay_ms = cfg.delay_levels_ms
         self.store_addr, self.store_port = codec.parse_host(cfg.store_host)
+        #: an IPv6 store host (brokerIP1): every record needs the IPv6 host bits
+        self.v6_store = len(self.store_addr) == 16
         self._topics: dict[str, _Topic] = {}
         self._tags: dict[str, int] = {}
         self._hosts: dict[str, tuple[bytes, int]] = {}
@@ -171,7 +173,7 @@ class MessageEncoder:
                                       f"got {reprlib.repr(keys)}") from None
         sys_flag, props, level = m.sys_flag, m.properties, m.delay_level
         if (props is not None or sys_flag or level or m.born_host is not None
-                or m.store_host is not None):
+                or m.store_host is not None or self.v6_store):
             return self._prepare_general(m, t, body, keys)
         # The common message: TAGS and KEYS are its only properties.
         if tags:

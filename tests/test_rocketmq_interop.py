@@ -1,6 +1,7 @@
 """Interop with RocketMQ 4.9.8 itself, both ways (`tests/rocketmq_peer.py` drives its store).
 
-- A store our ``MessageStore`` writes is opened by RocketMQ's ``DefaultMessageStore`` (after a
+- A store our ``MessageStore`` writes (one session through ``put_table``, one through
+  ``put_batch``) is opened by RocketMQ's ``DefaultMessageStore`` (after a
   clean close, after a crash with a zeroed checkpoint, and with its ConsumeQueues and index
   deleted): every queue's min/max offsets and every message getMessage serves must be what we put,
   and queryMessage finds a key; its rebuild writes our ConsumeQueue and index bytes.
@@ -21,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 import rocketmq_peer
 
@@ -52,11 +54,31 @@ def peer() -> Path:
     return rocketmq_peer.build()
 
 
-def _write_with_rocketlake(root: Path, messages: list[Message]) -> list[PutResult]:
+def _write_with_rocketlake(root: Path, messages: list[Message], table: bool) -> list[PutResult]:
     """Open (or create) the store at ``root`` with the small file sizes, put ``messages`` in one
-    batch, close cleanly. The write path under test: ``MessageStore.put_batch``."""
+    batch, close cleanly. The write path under test: ``MessageStore.put_table`` of the messages
+    as an Arrow table (``table``), else ``MessageStore.put_batch``."""
     with MessageStore(root, **SIZES) as store:
-        return store.put_batch(messages)
+        if not table:
+            return store.put_batch(messages)
+        r = store.put_table(pa.table({
+            "topic": [m.topic for m in messages],
+            "body": pa.array([m.body for m in messages], pa.binary()),
+            "queue_id": pa.array([m.queue_id for m in messages], pa.int32()),
+            "tags": pa.array([m.tags for m in messages], pa.string()),
+            "keys": pa.array([m.keys for m in messages], pa.list_(pa.string())),
+            "properties": pa.array([list((m.properties or {}).items()) for m in messages],
+                                   pa.map_(pa.string(), pa.string())),
+            "delay_level": [m.delay_level for m in messages],
+            "sys_flag": [m.sys_flag for m in messages],
+            "born_timestamp": [m.born_timestamp for m in messages],
+            "born_host": pa.array([m.born_host for m in messages], pa.string()),
+            "store_host": pa.array([m.store_host for m in messages], pa.string()),
+        }))
+        return [PutResult(r.status, *row[:4], r.topics[row[4]], row[5], r.store_addrs[row[6]], row[7])
+                for row in zip(r.commitlog_offset.tolist(), r.size.tolist(), r.queue_offset.tolist(),
+                               r.store_timestamp.tolist(), r.topic.tolist(), r.queue_id.tolist(),
+                               r.store_host.tolist(), r.store_port.tolist())]
 
 
 def _messages(first: int, count: int) -> list[Message]:
@@ -85,12 +107,12 @@ def our_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tupl
                          keys=["order-delayed", "cust-3"], delay_level=DELAY_LEVEL))
     first.append(Message(topic="orders", body=b"half order", queue_id=1, tags="TagT",
                          keys=["order-tx", "cust-3"], sys_flag=TRANSACTION_PREPARED))
-    put = list(zip(first, _write_with_rocketlake(root, first)))
+    put = list(zip(first, _write_with_rocketlake(root, first, table=True)))
     half = put[-1][1]
     second = [Message(topic="orders", body=b"half order", queue_id=1, tags="TagT",
                       keys=["order-tx", "cust-3"], sys_flag=TRANSACTION_COMMIT,
                       prepared_transaction_offset=half.commitlog_offset), *_messages(300, 300)]
-    put += zip(second, _write_with_rocketlake(root, second))
+    put += zip(second, _write_with_rocketlake(root, second, table=False))
     assert len(list((root / "commitlog").iterdir())) >= 3  # the files rolled
     return root, put
 

@@ -339,3 +339,18 @@ def test_cli_ingest_and_dump_round_trip(tmp_path, capsys):
     assert main(["get", "--store", store, "--topic", "orders", "--queue", "0"]) == 0
     head = json.loads(capsys.readouterr().out.splitlines()[0])
     assert head["max_offset"] == 1  # all or nothing: the good line before the bad one was not stored
+
+
+def test_an_ipv6_broker_address_is_stored_as_an_ipv6_store_host(tmp_path):
+    """brokerIP1 "::1": every record carries a 16-byte STOREHOST and BORNHOST (the default born
+    host is the store's address) with SYSFLAG bits 0x10 | 0x20 (docs/FORMAT.md §2, §4), and a
+    56-hex-char msgId, whichever way it was put."""
+    with MessageStore(tmp_path / "s", create=True, brokerIP1="::1") as ms:
+        results = [ms.put(Message(topic="T", body=b"one")),
+                   *ms.put_batch([Message(topic="T", body=b"two", tags="A")])]
+        for r in results:
+            rec = ms.read(r.commitlog_offset)
+            assert rec.sys_flag & 0x30 == 0x30 and rec.size == 91 + 24 + len(rec.body) + 1 + len(
+                rec.properties_string.encode())
+            assert rec.store_host == "[0:0:0:0:0:0:0:1]:10911" and len(r.msg_id) == 56
+            assert ms.lookup(r.msg_id).body == rec.body
