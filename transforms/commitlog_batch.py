@@ -31,7 +31,11 @@ Buffer = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
 
 _INT32_MAX = (1 << 31) - 1
+STRING = pa.string()
+KEYS_TYPE = pa.list_(pa.string())
+PROPERTIES_MAP = pa.map_(pa.string(), pa.string())
 _BLANK = np.frombuffer((codec.BLANK_MAGIC & 0xFFFFFFFF).to_bytes(4, "big"), dtype=np.uint8)
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 #: rows walked per kernel call (each row is NFIELDS int64)
 WALK_ROWS = 1 << 15
 
@@ -206,7 +210,7 @@ def _format_hosts(buf: Buffer, addr: I64, v6: npt.NDArray[np.bool_], port: I64, 
                 if b:
                     out[o] = 46
                     o += 1
-                o = _put_decimal(out, o, np.int64(buf[a + b]))
+                o = _put_decimal(out, o, kr.byte(buf, a + b))
         out[o] = 58  # ':'
         o += 1
         o = _put_decimal(out, o, port[i])
@@ -228,10 +232,8 @@ def _msg_ids(buf: Buffer, addr: I64, v6: npt.NDArray[np.bool_], port: I64, offse
                 v = (port[i] >> (8 * (n + 3 - b))) & 0xFF
             else:
                 v = (offset[i] >> (8 * (n + 11 - b))) & 0xFF
-            hi = v >> 4
-            lo = v & 0xF
-            out[o] = 48 + hi if hi < 10 else 55 + hi
-            out[o + 1] = 48 + lo if lo < 10 else 55 + lo
+            out[o] = _HEX[v >> 4]
+            out[o + 1] = _HEX[v & 0xF]
             o += 2
     offsets[addr.size] = o
 
@@ -249,7 +251,7 @@ def _validity(valid: npt.NDArray[np.bool_] | None) -> tuple[pa.Buffer | None, in
     return pa.py_buffer(np.packbits(valid, bitorder="little")), int(valid.size - valid.sum())
 
 
-def span_array(buf: Buffer, starts: I64, lens: I64, kind: pa.DataType = pa.string(),
+def span_array(buf: Buffer, starts: I64, lens: I64, kind: pa.DataType = STRING,
                valid: npt.NDArray[np.bool_] | None = None) -> pa.Array:
     """The byte spans as one Arrow string / binary array (null where ``valid`` is False). Strings
     must be valid UTF-8 (the walk checked topic and properties, of which every span is a part)."""
@@ -269,7 +271,7 @@ def _list_offsets(counts: I64) -> npt.NDArray[np.int32]:
     return offsets
 
 
-def keys_array(buf: Buffer, span: I64, kind: pa.DataType = pa.list_(pa.string())) -> pa.Array:
+def keys_array(buf: Buffer, span: I64, kind: pa.DataType = KEYS_TYPE) -> pa.Array:
     """KEYS values (``span``: (n, 2) start, length; start -1 when absent) -> lists of tokens."""
     starts, lens = np.ascontiguousarray(span[:, 0]), np.ascontiguousarray(span[:, 1])
     cap = int(np.maximum(lens, 0).sum()) // 2 + starts.size + 1
@@ -281,7 +283,7 @@ def keys_array(buf: Buffer, span: I64, kind: pa.DataType = pa.list_(pa.string())
 
 
 def properties_map(buf: Buffer, starts: I64, lens: I64,
-                   kind: pa.DataType = pa.map_(pa.string(), pa.string())) -> pa.Array:
+                   kind: pa.DataType = PROPERTIES_MAP) -> pa.Array:
     """Properties strings -> maps (``codec.string_to_properties``)."""
     cap = int(lens.sum()) // 3 + starts.size + 1
     counts = np.empty(starts.size, dtype=np.int64)
@@ -361,8 +363,10 @@ def message_columns(buf: Buffer, raw: I64, names: Collection[str], types: dict[s
             cols[name] = span_array(buf, raw[:, kr.BODY_START], raw[:, kr.BODY_LEN], pa.binary())
         elif name == "tags_code":
             assert spans is not None
+            no_keys = spans.copy()  # tagsCode only: no index key is hashed
+            no_keys[:, [kd.KEYS, kd.UNIQ_KEY]] = (-1, 0)
             tags = np.empty(raw.shape[0], dtype=np.int64)
-            kd.dispatch_columns(buf, raw, spans, np.asarray(delay_levels_ms, dtype=np.int64), tags,
+            kd.dispatch_columns(buf, raw, no_keys, np.asarray(delay_levels_ms, dtype=np.int64), tags,
                                 np.empty(raw.shape[0], dtype=np.bool_),
                                 np.empty(raw.shape[0], dtype=np.int64))
             cols[name] = pa.array(tags, type=pa.int64())

@@ -72,7 +72,12 @@ from rocketlake.store.consume_queue import load_queues
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.kernels import records as kr
 from rocketlake.transforms.commitlog_batch import Buffer, blank_at, message_columns, walk_range
-from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, ScanRange, _open_on_executor, plan_ranges
+from rocketlake.transforms.commitlog_scan import (
+    DEFAULT_SPLIT_BYTES,
+    ScanRange,
+    _open_on_executor,
+    plan_ranges,
+)
 
 log = logging.getLogger(__name__)
 
@@ -174,12 +179,13 @@ class _BoundsReader(DataSourceReader):
                 yield f
 
     def _push(self, f: Filter) -> bool:
-        if len(f.attribute) != 1 or f.attribute[0] not in self.bounded:
+        column: tuple[str, ...] = getattr(f, "attribute", ())
+        if len(column) != 1 or column[0] not in self.bounded:
             return False
         v = getattr(f, "value", None)
         if v.__class__ is not int:
             return False
-        lo, hi = self.bounds.get(f.attribute[0], _UNBOUNDED)
+        lo, hi = self.bounds.get(column[0], _UNBOUNDED)
         if isinstance(f, EqualTo):
             lo, hi = max(lo, v), min(hi, v + 1)
         elif isinstance(f, GreaterThan):
@@ -192,7 +198,7 @@ class _BoundsReader(DataSourceReader):
             hi = min(hi, v + 1)
         else:
             return False
-        self.bounds[f.attribute[0]] = (lo, hi)
+        self.bounds[column[0]] = (lo, hi)
         return True
 
     def _mask(self, columns: dict[str, np.ndarray]) -> np.ndarray | None:

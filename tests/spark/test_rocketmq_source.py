@@ -141,7 +141,8 @@ def test_pushed_down_store_time_filter(spark, library_store: Path) -> None:
     want, _, _ = library_scan(library_store, SMALL)
     times = sorted({r["store_timestamp"] for r in want})
     lo, hi = times[1], times[-1]
-    got = read(spark, library_store).filter((F.col("store_timestamp") > lo) & (F.col("store_timestamp") <= hi))
+    ts = F.col("store_timestamp")
+    got = read(spark, library_store).filter((ts > lo) & (ts <= hi))
     expected = [r for r in want if lo < r["store_timestamp"] <= hi]
     assert expected and source_rows(got) == expected
 
