@@ -425,13 +425,22 @@ def blank_at(buf: Buffer, pos: int) -> bool:
     return pos + 8 <= buf.size and bool((buf[pos + 4:pos + 8] == _BLANK).all())
 
 
+def _scatter(values: pa.Array, rows: I64, n: int) -> pa.Array:
+    """An array of ``n`` nulls with ``values[i]`` at row ``rows[i]``."""
+    idx = np.full(n, -1, dtype=np.int64)
+    idx[rows] = np.arange(rows.size)
+    return values.take(pa.array(idx, mask=idx < 0))
+
+
 # --- the scan's range parser ------------------------------------------------------------------------
 def parse_range(buf: Buffer, file_start: int, lo: int, hi: int, check_crc: bool = True,
                 with_body: bool = False, delay_levels_ms: Sequence[int] = codec.DELAY_LEVELS_MS,
-                full_head: bool = False) -> pa.RecordBatch:
+                full_head: bool = False, columns: Collection[str] | None = None) -> pa.RecordBatch:
     """Parse the records starting in ``[lo, hi)`` of one CommitLog file (``buf``: its bytes).
 
-    Returns one row per structurally valid record (see :func:`batch_schema`). A row's
+    Returns one row per structurally valid record (see :func:`batch_schema`); ``columns`` names
+    the string columns to build (default: all), the others (``properties``, ``keys``, ...) are
+    null, never built. A row's
     ``next_offset`` is where the next record should start (the next file after a BLANK);
     ``break_at`` is set when valid data provably ends at or right after this row: at the row
     itself for a body CRC mismatch, else at ``next_offset`` when no valid record starts there
@@ -472,20 +481,22 @@ def parse_range(buf: Buffer, file_start: int, lo: int, hi: int, check_crc: bool 
         break
     raw = np.concatenate(parts) if parts else np.zeros((0, kr.NFIELDS), dtype=np.int64)
     schema = batch_schema(with_body, full_head)
-    names = [f.name for f in schema if f.name not in {c.name for c in CHAIN_FIELDS}]
+    chain = {c.name for c in CHAIN_FIELDS}
+    skip = {f.name for f in schema if f.nullable and columns is not None and f.name not in columns}
+    names = [f.name for f in schema if f.name not in chain | skip]
     cols = message_columns(buf, raw, names, {"properties": pa.string()}, delay_levels_ms)
+    cols.update({n: pa.nulls(rows, schema.field(n).type) for n in skip - chain})
     next_offset = raw[:, kr.OFFSET] + raw[:, kr.SIZE]
     if tail >= 0 and rows:
         next_offset[-1] = file_start + tail
     break_at = np.full(rows, -1, dtype=np.int64)
-    reason: list[str | None] = [None] * rows
-    for i, (at, why) in breaks.items():
-        break_at[i], reason[i] = at, why
+    break_at[list(breaks)] = [at for at, _ in breaks.values()]
+    reasons = pa.array([why for _, why in breaks.values()], pa.string())
     cols.update({
         "range_start": pa.array(np.full(rows, file_start + lo, dtype=np.int64)),
         "next_offset": pa.array(next_offset),
         "break_at": pa.array(break_at, mask=break_at < 0),
-        "break_reason": pa.array(reason, type=pa.string()),
+        "break_reason": _scatter(reasons, np.asarray(list(breaks), dtype=np.int64), rows),
         "crc_ok": pa.array(np.concatenate(crc_ok) if crc_ok else np.zeros(0, dtype=np.bool_)),
     })
     return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)

@@ -17,6 +17,7 @@ from rocketlake.store import Message, MessageStore, codec
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config
 from rocketlake.store.dispatch import from_record
+from rocketlake.store.errors import CorruptRecordError
 from rocketlake.transforms import RocketMQDataSource
 from rocketlake.transforms.rocketmq_source import MESSAGE_SCHEMA
 
@@ -216,3 +217,22 @@ def test_empty_and_missing_stores(spark, tmp_path: Path) -> None:
     assert read(spark, tmp_path / "empty").count() == 0
     with pytest.raises(Exception, match="not a RocketMQ store root"):
         read(spark, tmp_path / "nothing-here").count()
+
+
+@pytest.mark.parametrize("victim", [100, "last of the first file"])
+def test_zeroed_record_with_records_after_it_fails(golden_store: Path, victim) -> None:
+    """Zeros where a record should be end valid data (the library says nothing: that is how data
+    ends); records after them, later in the file or in the next file, make the read fail."""
+    rows, _, _ = library_scan(golden_store, GOLDEN_SETTINGS)
+    first = sorted((golden_store / "commitlog").iterdir())[0]
+    i = victim if isinstance(victim, int) else max(
+        k for k, r in enumerate(rows) if r["commitlog_offset"] < int(first.stat().st_size))
+    r = rows[i]
+    data = bytearray(first.read_bytes())
+    data[r["commitlog_offset"]:r["commitlog_offset"] + r["size"]] = bytes(r["size"])
+    first.write_bytes(bytes(data))
+    _, end, error = library_scan(golden_store, GOLDEN_SETTINGS)
+    assert (end, error) == (r["commitlog_offset"], None)
+    with pytest.raises(CorruptRecordError, match=f"valid data ends at offset {end} \\(zeros\\) but "
+                                                 f"records follow at offset {rows[i + 1]['commitlog_offset']}"):
+        list(read_in_process(golden_store, splitBytes="8192"))
