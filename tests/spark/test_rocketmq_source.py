@@ -233,6 +233,7 @@ def test_zeroed_record_with_records_after_it_fails(golden_store: Path, victim) -
     first.write_bytes(bytes(data))
     _, end, error = library_scan(golden_store, GOLDEN_SETTINGS)
     assert (end, error) == (r["commitlog_offset"], None)
-    with pytest.raises(CorruptRecordError, match=f"valid data ends at offset {end} \\(zeros\\) but "
-                                                 f"records follow at offset {rows[i + 1]['commitlog_offset']}"):
+    resume = rows[i + 1]["commitlog_offset"]
+    why = f"valid data ends at offset {end} \\(zeros\\) but records follow at offset {resume}"
+    with pytest.raises(CorruptRecordError, match=why):
         list(read_in_process(golden_store, splitBytes="8192"))
