@@ -94,6 +94,9 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None,
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(LOG_LEVEL)
     _ship_package(spark)
+    from rocketlake.transforms import register as register_rocketmq_source  # numba: only here
+
+    register_rocketmq_source(spark)
     return spark
 
 

@@ -1,31 +1,43 @@
-"""Vectorised parser of one byte range of a CommitLog file into an Arrow record batch.
+"""CommitLog records -> Arrow columns, built by compiled kernels straight from the file's bytes.
 
-Pure numpy + pyarrow, no Spark: the scan's ``mapInArrow`` tasks call :func:`parse_range`.
-Layouts and dispatch rules come from ``store.codec`` / ``store.dispatch`` (docs/FORMAT.md §2-§5).
+Pure numpy + pyarrow + numba, no Spark: the scan's ``mapInArrow`` tasks call :func:`parse_range`,
+the ``rocketmq`` data source calls :func:`walk_range` and :func:`message_columns`. Records are
+decoded by ``store.kernels.records.walk`` (``codec.decode_record``'s rules) and their property
+values found by ``store.kernels.dispatch``; every string column is a copy of byte spans of the
+file into one Arrow data buffer (no Python object per record). Only the columns asked for are
+built.
 
-A range ``[lo, hi)`` owns the records that *start* in it. Record starts are found without
-walking: every position whose magic (v1 or v2) sits at ``p+4`` and whose PHYSICALOFFSET field at
-``p+28`` equals ``p``'s own address. A record may run past ``hi``; it is read whole. Each row
-carries what the driver needs to find the end of valid data across ranges (``next_offset``,
-``break_at``, ``break_reason``, ``crc_ok``): see ``transforms.commitlog_scan``.
+A range ``[lo, hi)`` owns the records that *start* in it: the walk begins at the first record start
+in it (``kernels.records.find_start``) and reads a record running past ``hi`` whole. Each row of
+:func:`parse_range` carries what the driver needs to find the end of valid data across ranges
+(``next_offset``, ``break_at``, ``break_reason``, ``crc_ok``): see ``transforms.commitlog_scan``.
 """
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from rocketlake.store import codec, dispatch
+from rocketlake.store import codec
+from rocketlake.store.kernels import dispatch as kd
+from rocketlake.store.kernels import kernel
+from rocketlake.store.kernels import records as kr
+from rocketlake.store.record_walk import walk_error
 
-_U32 = 0xFFFFFFFF
-_MAGIC_V1 = (codec.MAGIC_V1 & _U32).to_bytes(4, "big")
-_MAGIC_V2 = (codec.MAGIC_V2 & _U32).to_bytes(4, "big")
-_BLANK = (codec.BLANK_MAGIC & _U32).to_bytes(4, "big")
-_MIN_HEAD = min(dt.itemsize for dt in codec.HEAD_DTYPE.values())
-_CHUNK = 8192  # records per head gather (bounds the index matrix)
+Buffer = npt.NDArray[np.uint8]
+I64 = npt.NDArray[np.int64]
+
+_INT32_MAX = (1 << 31) - 1
+STRING = pa.string()
+KEYS_TYPE = pa.list_(pa.string())
+PROPERTIES_MAP = pa.map_(pa.string(), pa.string())
+_BLANK = np.frombuffer((codec.BLANK_MAGIC & 0xFFFFFFFF).to_bytes(4, "big"), dtype=np.uint8)
+_HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+#: rows walked per kernel call (each row is NFIELDS int64)
+WALK_ROWS = 1 << 15
 
 #: Columns of a parsed batch, in order (``body`` only when asked for).
 MESSAGE_FIELDS: list[pa.Field] = [
@@ -71,229 +83,420 @@ def batch_schema(with_body: bool = False, full_head: bool = False) -> pa.Schema:
                      + (FULL_HEAD_FIELDS if full_head else []))
 
 
-def _be(buf: np.ndarray, pos: np.ndarray, dtype: str) -> np.ndarray:
-    """Big-endian integers of ``dtype`` read at byte positions ``pos`` (clipped into ``buf``)."""
-    n = np.dtype(dtype).itemsize
-    pos = np.clip(pos, 0, buf.size - n)
-    return buf[pos[:, None] + np.arange(n)].view(dtype).ravel().astype(np.int64)
+# --- kernels: byte spans -> Arrow buffers -----------------------------------------------------------
+@kernel
+def _copy_spans(buf: Buffer, starts: I64, offsets: I64, out: Buffer) -> None:
+    """``out[offsets[i]:offsets[i+1]] = buf[starts[i]:...]`` for every span."""
+    for i in range(starts.size):
+        s = starts[i]
+        o = offsets[i]
+        for k in range(offsets[i + 1] - o):
+            out[o + k] = buf[s + k]
 
 
-def _gather(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate ``buf[s:s+l]`` slices: (int32 Arrow offsets, bytes)."""
+@kernel
+def _key_tokens(buf: Buffer, starts: I64, lens: I64, counts: I64, tstart: I64, tlen: I64) -> int:
+    """Non-empty space-separated tokens of each span (``codec.iter_keys``): ``counts[i]`` per
+    span, their (start, length) flat in ``tstart`` / ``tlen``; returns how many."""
+    k = 0
+    for i in range(starts.size):
+        p = starts[i]
+        e = p + lens[i]
+        c = 0
+        while p < e:
+            while p < e and buf[p] == 32:
+                p += 1
+            t = p
+            while p < e and buf[p] != 32:
+                p += 1
+            if p > t:
+                tstart[k] = t
+                tlen[k] = p - t
+                k += 1
+                c += 1
+        counts[i] = c
+    return k
+
+
+@kernel
+def _property_entries(buf: Buffer, starts: I64, lens: I64, counts: I64, name_start: I64,
+                      name_len: I64, value_start: I64, value_len: I64) -> int:
+    """Name / value spans of each properties string as ``codec.string_to_properties`` reads it:
+    segments split at \\x02, name and value at the segment's first \\x01, segments with no \\x01 or
+    an empty name or value dropped, a repeated name keeps its first place and its last value."""
+    k = 0
+    for i in range(starts.size):
+        first = k
+        p = starts[i]
+        end = p + lens[i]
+        while p < end:
+            seg = p
+            while seg < end and buf[seg] != 2:
+                seg += 1
+            sep = p
+            while sep < seg and buf[sep] != 1:
+                sep += 1
+            if p < sep < seg - 1:
+                n = sep - p
+                dup = -1
+                for j in range(first, k):
+                    if name_len[j] == n:
+                        same = True
+                        for b in range(n):
+                            if buf[name_start[j] + b] != buf[p + b]:
+                                same = False
+                                break
+                        if same:
+                            dup = j
+                            break
+                if dup < 0:
+                    dup = k
+                    name_start[k] = p
+                    name_len[k] = n
+                    k += 1
+                value_start[dup] = sep + 1
+                value_len[dup] = seg - sep - 1
+            p = seg + 1
+        counts[i] = k - first
+    return k
+
+
+@kernel
+def _put_decimal(out: Buffer, o: int, v: int) -> int:
+    if v < 0:
+        out[o] = 45  # '-'
+        o += 1
+        v = -v
+    digits = 1
+    t = v
+    while t >= 10:
+        t //= 10
+        digits += 1
+    for d in range(digits - 1, -1, -1):
+        out[o + d] = 48 + v % 10
+        v //= 10
+    return o + digits
+
+
+@kernel
+def _format_hosts(buf: Buffer, addr: I64, v6: npt.NDArray[np.bool_], port: I64, out: Buffer,
+                  offsets: I64) -> None:
+    """``codec.format_host`` of each (address at ``buf[addr[i]]``, port): ``a.b.c.d:port`` or
+    ``[g:g:g:g:g:g:g:g]:port`` (eight lowercase hex groups, uncompressed). ``out`` holds 56 bytes
+    a row."""
+    o = 0
+    for i in range(addr.size):
+        offsets[i] = o
+        a = addr[i]
+        if v6[i]:
+            out[o] = 91  # '['
+            o += 1
+            for g in range(8):
+                if g:
+                    out[o] = 58
+                    o += 1
+                v = (np.int64(buf[a + 2 * g]) << 8) | np.int64(buf[a + 2 * g + 1])
+                started = False
+                for sh in range(12, -1, -4):
+                    d = (v >> sh) & 0xF
+                    if d or started or sh == 0:
+                        out[o] = 48 + d if d < 10 else 87 + d
+                        o += 1
+                        started = True
+            out[o] = 93  # ']'
+            o += 1
+        else:
+            for b in range(4):
+                if b:
+                    out[o] = 46
+                    o += 1
+                o = _put_decimal(out, o, kr.byte(buf, a + b))
+        out[o] = 58  # ':'
+        o += 1
+        o = _put_decimal(out, o, port[i])
+    offsets[addr.size] = o
+
+
+@kernel
+def _msg_ids(buf: Buffer, addr: I64, v6: npt.NDArray[np.bool_], port: I64, offset: I64,
+             out: Buffer, offsets: I64) -> None:
+    """``codec.create_msg_id``: uppercase hex of store address + port (4 bytes) + offset (8)."""
+    o = 0
+    for i in range(addr.size):
+        offsets[i] = o
+        n = 16 if v6[i] else 4
+        for b in range(n + 12):
+            if b < n:
+                v = np.int64(buf[addr[i] + b])
+            elif b < n + 4:
+                v = (port[i] >> (8 * (n + 3 - b))) & 0xFF
+            else:
+                v = (offset[i] >> (8 * (n + 11 - b))) & 0xFF
+            out[o] = _HEX[v >> 4]
+            out[o + 1] = _HEX[v & 0xF]
+            o += 2
+    offsets[addr.size] = o
+
+
+# --- Arrow arrays from spans ------------------------------------------------------------------------
+def _offsets_buffer(offsets: I64) -> pa.Buffer:
+    if offsets.size and offsets[-1] > _INT32_MAX:
+        raise ValueError(f"{offsets[-1]} bytes of strings in one batch: over Arrow's 2 GiB")
+    return pa.py_buffer(offsets.astype(np.int32))
+
+
+def _validity(valid: npt.NDArray[np.bool_] | None) -> tuple[pa.Buffer | None, int]:
+    if valid is None or valid.all():
+        return None, 0
+    return pa.py_buffer(np.packbits(valid, bitorder="little")), int(valid.size - valid.sum())
+
+
+def span_array(buf: Buffer, starts: I64, lens: I64, kind: pa.DataType = STRING,
+               valid: npt.NDArray[np.bool_] | None = None) -> pa.Array:
+    """The byte spans as one Arrow string / binary array (null where ``valid`` is False). Strings
+    must be valid UTF-8 (the walk checked topic and properties, of which every span is a part)."""
+    lens = np.where(starts < 0, 0, lens)
     offsets = np.zeros(starts.size + 1, dtype=np.int64)
     np.cumsum(lens, out=offsets[1:])
-    idx = np.repeat(starts - offsets[:-1], lens) + np.arange(offsets[-1])
-    return offsets, buf[idx]
+    data = np.empty(int(offsets[-1]), dtype=np.uint8)
+    _copy_spans(buf, starts, offsets, data)
+    bitmap, nulls = _validity(valid)
+    return pa.Array.from_buffers(kind, starts.size, [bitmap, _offsets_buffer(offsets),
+                                                     pa.py_buffer(data)], null_count=nulls)
 
 
-def _strings(buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, kind: pa.DataType) -> pa.Array:
-    offsets, data = _gather(buf, starts, lens)
-    if offsets[-1] > np.iinfo(np.int32).max:
-        kind = pa.large_binary() if kind == pa.binary() else pa.large_string()
-    else:
-        offsets = offsets.astype(np.int32)
-    return pa.Array.from_buffers(kind, starts.size, [None, pa.py_buffer(offsets),
-                                                    pa.py_buffer(data)])
+def _list_offsets(counts: I64) -> npt.NDArray[np.int32]:
+    offsets = np.zeros(counts.size + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return offsets
 
 
-def _utf8_ok(arr: pa.Array) -> np.ndarray:
-    """Per-row UTF-8 validity (fast path: the whole array at once)."""
-    try:
-        arr.validate(full=True)
-        return np.ones(len(arr), dtype=bool)
-    except pa.ArrowInvalid:
-        raw = arr.cast(pa.binary()).to_pylist()
-        out = np.ones(len(arr), dtype=bool)
-        for i, b in enumerate(raw):
-            try:
-                b.decode()
-            except UnicodeDecodeError:
-                out[i] = False
-        return out
+def keys_array(buf: Buffer, span: I64, kind: pa.DataType = KEYS_TYPE) -> pa.Array:
+    """KEYS values (``span``: (n, 2) start, length; start -1 when absent) -> lists of tokens."""
+    starts, lens = np.ascontiguousarray(span[:, 0]), np.ascontiguousarray(span[:, 1])
+    cap = int(np.maximum(lens, 0).sum()) // 2 + starts.size + 1
+    counts = np.empty(starts.size, dtype=np.int64)
+    ts, tl = np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64)
+    k = _key_tokens(buf, starts, lens, counts, ts, tl)
+    tokens = span_array(buf, ts[:k], tl[:k], kind.value_type)
+    return pa.ListArray.from_arrays(pa.array(_list_offsets(counts)), tokens, type=kind)
 
 
-def find_record_starts(buf: np.ndarray, file_start: int, lo: int, hi: int) -> np.ndarray:
-    """File positions ``p`` in ``[lo, hi)`` with a record magic at ``p+4`` and PHYSICALOFFSET
-    at ``p+28`` equal to ``file_start + p``."""
-    hi = min(hi, buf.size - _MIN_HEAD)
-    if hi <= lo:
-        return np.zeros(0, dtype=np.int64)
-    c = np.flatnonzero(buf[lo + 4:hi + 4] == _MAGIC_V1[0]).astype(np.int64) + lo
-    m = (buf[c + 5] == _MAGIC_V1[1]) & (buf[c + 6] == _MAGIC_V1[2]) & (
-        (buf[c + 7] == _MAGIC_V1[3]) | (buf[c + 7] == _MAGIC_V2[3]))
-    c = c[m]
-    return c[_be(buf, c + codec.OFF_PHYSICAL_OFFSET, ">i8") == file_start + c]
+def properties_map(buf: Buffer, starts: I64, lens: I64,
+                   kind: pa.DataType = PROPERTIES_MAP) -> pa.Array:
+    """Properties strings -> maps (``codec.string_to_properties``)."""
+    cap = int(lens.sum()) // 3 + starts.size + 1
+    counts = np.empty(starts.size, dtype=np.int64)
+    ns, nl, vs, vl = (np.empty(cap, dtype=np.int64) for _ in range(4))
+    k = _property_entries(buf, starts, lens, counts, ns, nl, vs, vl)
+    return pa.MapArray.from_arrays(pa.array(_list_offsets(counts)),
+                                   span_array(buf, ns[:k], nl[:k], kind.key_type),
+                                   span_array(buf, vs[:k], vl[:k], kind.item_type), type=kind)
 
 
-_FULL_HEAD_INTS = ("flag", "born_port", "store_port", "reconsume_times", "prepared_offset")
+def hosts_array(buf: Buffer, raw: I64, side: str) -> pa.Array:
+    """``born_host`` / ``store_host`` strings of walked rows."""
+    addr_col, port_col, flag = ((kr.BORN_ADDR, kr.BORN_PORT, codec.FLAG_BORNHOST_V6) if side == "born"
+                                else (kr.STORE_ADDR, kr.STORE_PORT, codec.FLAG_STOREHOST_V6))
+    n = raw.shape[0]
+    out = np.empty(n * 56, dtype=np.uint8)
+    offsets = np.empty(n + 1, dtype=np.int64)
+    _format_hosts(buf, np.ascontiguousarray(raw[:, addr_col]), (raw[:, kr.SYS_FLAG] & flag) != 0,
+                  np.ascontiguousarray(raw[:, port_col]), out, offsets)
+    return pa.Array.from_buffers(pa.string(), n, [None, _offsets_buffer(offsets),
+                                                  pa.py_buffer(out[:offsets[-1]])])
 
 
-def _heads(buf: np.ndarray, c: np.ndarray, full: bool = False) -> dict[str, np.ndarray]:
-    """Fixed head fields of the records at ``c`` (any mix of IPv4/IPv6 hosts), plus head size;
-    ``full`` adds the remaining fields, host addresses as object arrays of bytes."""
-    names = ("total_size", "magic", "body_crc", "queue_id", "queue_offset", "sys_flag",
-             "born_timestamp", "store_timestamp", "body_len") + (_FULL_HEAD_INTS if full else ())
-    out = {n: np.zeros(c.size, dtype=np.int64) for n in names + ("head_size",)}
-    if full:
-        out["born_addr"] = np.empty(c.size, dtype=object)
-        out["store_addr"] = np.empty(c.size, dtype=object)
-    sys_flag = _be(buf, c + codec.OFF_SYSFLAG, ">i4")
-    born6 = (sys_flag & codec.FLAG_BORNHOST_V6) != 0
-    store6 = (sys_flag & codec.FLAG_STOREHOST_V6) != 0
-    for (b6, s6), dt in codec.HEAD_DTYPE.items():
-        sel = np.flatnonzero((born6 == b6) & (store6 == s6) & (c + dt.itemsize <= buf.size))
-        for k in range(0, sel.size, _CHUNK):
-            part = sel[k:k + _CHUNK]
-            rows = buf[c[part][:, None] + np.arange(dt.itemsize)].view(dt).ravel()
-            for n in names:
-                out[n][part] = rows[n]
-            out["head_size"][part] = dt.itemsize
-            if full:
-                for n in ("born_addr", "store_addr"):
-                    raw, w = rows[n].tobytes(), rows.dtype[n].itemsize
-                    out[n][part] = [raw[i:i + w] for i in range(0, len(raw), w)]
-    return out
+def msg_id_array(buf: Buffer, raw: I64) -> pa.Array:
+    """Offset msgIds of walked rows (``codec.create_msg_id``)."""
+    n = raw.shape[0]
+    v6 = (raw[:, kr.SYS_FLAG] & codec.FLAG_STOREHOST_V6) != 0
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.where(v6, 56, 32), out=offsets[1:])
+    out = np.empty(int(offsets[-1]), dtype=np.uint8)
+    _msg_ids(buf, np.ascontiguousarray(raw[:, kr.STORE_ADDR]), v6,
+             np.ascontiguousarray(raw[:, kr.STORE_PORT]), np.ascontiguousarray(raw[:, kr.OFFSET]),
+             out, offsets)
+    return pa.Array.from_buffers(pa.string(), n, [None, _offsets_buffer(offsets), pa.py_buffer(out)])
 
 
-def parse_range(buf: np.ndarray, file_start: int, lo: int, hi: int, check_crc: bool = True,
+#: message columns that need the property spans (``kernels.dispatch.property_spans``)
+_NEEDS_SPANS = frozenset({"tags_code", "keys", "uniq_key"})
+_INT_COLUMNS = {
+    "commitlog_offset": (kr.OFFSET, pa.int64()), "size": (kr.SIZE, pa.int32()),
+    "queue_id": (kr.QUEUE_ID, pa.int32()), "queue_offset": (kr.QUEUE_OFFSET, pa.int64()),
+    "sys_flag": (kr.SYS_FLAG, pa.int32()), "flag": (kr.FLAG, pa.int32()),
+    "born_timestamp": (kr.BORN_TS, pa.int64()), "store_timestamp": (kr.STORE_TS, pa.int64()),
+    "body_crc": (kr.BODY_CRC, pa.int32()), "store_port": (kr.STORE_PORT, pa.int32()),
+    "reconsume_times": (kr.RECONSUME, pa.int32()),
+    "prepared_transaction_offset": (kr.PREPARED, pa.int64()),
+}
+
+
+def message_columns(buf: Buffer, raw: I64, names: Collection[str], types: dict[str, pa.DataType],
+                    delay_levels_ms: Sequence[int] = codec.DELAY_LEVELS_MS) -> dict[str, pa.Array]:
+    """The columns ``names`` of walked rows ``raw`` (``kernels.records`` layout over ``buf``), each
+    of Arrow type ``types[name]`` where the name allows a choice (``properties``: string or map).
+
+    Columns: the head's integer fields, ``magic`` (unsigned), ``topic``, ``tags_code``, ``keys``,
+    ``uniq_key``, ``properties``, ``body``, ``born_host``, ``store_host``, ``store_addr``,
+    ``msg_id``."""
+    cols: dict[str, pa.Array] = {}
+    spans = None
+    if _NEEDS_SPANS & set(names):
+        spans = np.empty((raw.shape[0], len(kd.NAMES), 2), dtype=np.int64)
+        kd.property_spans(buf, raw, spans)
+    for name in names:
+        if name in _INT_COLUMNS:
+            col, kind = _INT_COLUMNS[name]
+            cols[name] = pa.array(raw[:, col].astype(kind.to_pandas_dtype()), type=kind)
+        elif name == "magic":
+            cols[name] = pa.array(raw[:, kr.MAGIC] & 0xFFFFFFFF, type=pa.int64())
+        elif name == "topic":
+            cols[name] = span_array(buf, raw[:, kr.TOPIC_START], raw[:, kr.TOPIC_LEN])
+        elif name == "properties" and pa.types.is_map(types.get(name, pa.string())):
+            cols[name] = properties_map(buf, np.ascontiguousarray(raw[:, kr.PROPS_START]),
+                                        np.ascontiguousarray(raw[:, kr.PROPS_LEN]), types[name])
+        elif name == "properties":
+            cols[name] = span_array(buf, raw[:, kr.PROPS_START], raw[:, kr.PROPS_LEN])
+        elif name == "body":
+            cols[name] = span_array(buf, raw[:, kr.BODY_START], raw[:, kr.BODY_LEN], pa.binary())
+        elif name == "tags_code":
+            assert spans is not None
+            no_keys = spans.copy()  # tagsCode only: no index key is hashed
+            no_keys[:, [kd.KEYS, kd.UNIQ_KEY]] = (-1, 0)
+            tags = np.empty(raw.shape[0], dtype=np.int64)
+            kd.dispatch_columns(buf, raw, no_keys, np.asarray(delay_levels_ms, dtype=np.int64), tags,
+                                np.empty(raw.shape[0], dtype=np.bool_),
+                                np.empty(raw.shape[0], dtype=np.int64))
+            cols[name] = pa.array(tags, type=pa.int64())
+        elif name == "keys":
+            assert spans is not None
+            cols[name] = keys_array(buf, spans[:, kd.KEYS], types.get(name, pa.list_(pa.string())))
+        elif name == "uniq_key":
+            assert spans is not None
+            s = spans[:, kd.UNIQ_KEY]
+            cols[name] = span_array(buf, np.ascontiguousarray(s[:, 0]), np.ascontiguousarray(s[:, 1]),
+                                    valid=s[:, 0] >= 0)
+        elif name in ("born_host", "store_host"):
+            cols[name] = hosts_array(buf, raw, name.split("_")[0])
+        elif name == "store_addr":
+            v6 = (raw[:, kr.SYS_FLAG] & codec.FLAG_STOREHOST_V6) != 0
+            cols[name] = span_array(buf, raw[:, kr.STORE_ADDR], np.where(v6, 16, 4), pa.binary())
+        elif name == "msg_id":
+            cols[name] = msg_id_array(buf, raw)
+        else:
+            raise ValueError(f"no record column {name!r}")
+    return cols
+
+
+# --- walking a range --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stretch:
+    """One walk call's result: valid rows, then where (buffer position) and why the walk stopped
+    (``kernels.records`` status; ``error`` says what is wrong when it is damage)."""
+    raw: I64
+    end: int
+    status: int
+    error: str | None
+
+
+def walk_range(buf: Buffer, base: int, pos: int, hi: int, check_crc: bool,
+               max_bytes: int = 64 << 20, max_rows: int = WALK_ROWS) -> Iterator[Stretch]:
+    """Walk records from ``pos`` while they start before ``hi``, in stretches of at most
+    ``max_rows`` rows and ``max_bytes`` (plus one record). The last stretch says why the walk
+    ended: ``LIMIT`` (reached ``hi``), ``BLANK``, ``ZEROS`` or damage."""
+    detail = np.zeros(3, dtype=np.int64)
+    while True:
+        out = np.empty((max_rows, kr.NFIELDS), dtype=np.int64)
+        limit = min(hi, pos + max_bytes)
+        n, end, status = kr.walk(buf, base, pos, limit, check_crc, False, out, detail)
+        more = status == kr.LIMIT and end < hi
+        error = None if status in (kr.LIMIT, kr.BLANK, kr.ZEROS) else walk_error(
+            status, base + end, detail, buf)
+        yield Stretch(out[:n], end, kr.LIMIT if more else status, error)
+        if not more:
+            return
+        pos = end
+
+
+def blank_at(buf: Buffer, pos: int) -> bool:
+    """Whether a BLANK (end-of-file filler) record starts at ``pos``."""
+    return pos + 8 <= buf.size and bool((buf[pos + 4:pos + 8] == _BLANK).all())
+
+
+def _scatter(values: pa.Array, rows: I64, n: int) -> pa.Array:
+    """An array of ``n`` nulls with ``values[i]`` at row ``rows[i]``."""
+    idx = np.full(n, -1, dtype=np.int64)
+    idx[rows] = np.arange(rows.size)
+    return values.take(pa.array(idx, mask=idx < 0))
+
+
+# --- the scan's range parser ------------------------------------------------------------------------
+def parse_range(buf: Buffer, file_start: int, lo: int, hi: int, check_crc: bool = True,
                 with_body: bool = False, delay_levels_ms: Sequence[int] = codec.DELAY_LEVELS_MS,
-                full_head: bool = False) -> pa.RecordBatch:
+                full_head: bool = False, columns: Collection[str] | None = None) -> pa.RecordBatch:
     """Parse the records starting in ``[lo, hi)`` of one CommitLog file (``buf``: its bytes).
 
-    Returns one row per structurally valid record (see :func:`batch_schema`). A row's
+    Returns one row per structurally valid record (see :func:`batch_schema`); ``columns`` names
+    the string columns to build (default: all), the others (``properties``, ``keys``, ...) are
+    null, never built. A row's
     ``next_offset`` is where the next record should start (the next file after a BLANK);
     ``break_at`` is set when valid data provably ends at or right after this row: at the row
-    itself for a body CRC mismatch, else at ``next_offset`` when no valid record starts there.
+    itself for a body CRC mismatch, else at ``next_offset`` when no valid record starts there
+    (``break_reason`` says why; none for zeros, the normal end). Past damage the parser resumes
+    at the next record start, so every CRC mismatch of the range is counted.
     """
-    size = buf.size
-    c = find_record_starts(buf, file_start, lo, hi)
-    h = _heads(buf, c, full_head)
-    total, body_len = h["total_size"], h["body_len"]
-    rec_end = c + total
-    body_start = c + h["head_size"]
-    body_end = body_start + body_len
-    v2 = h["magic"] == codec.MAGIC_V2
-    tl1, tl2 = codec.TOPIC_LENGTH[codec.MAGIC_V1], codec.TOPIC_LENGTH[codec.MAGIC_V2]
-    topic_len = np.where(v2, _be(buf, body_end, tl2.format), _be(buf, body_end, tl1.format))
-    topic_start = body_end + np.where(v2, tl2.size, tl1.size)
-    props_len_at = topic_start + topic_len
-    props_len = _be(buf, props_len_at, ">i2")
-    props_start = props_len_at + 2
-    ok = ((h["head_size"] > 0) & (total >= codec.record_length(0, 0, 0, 0)) & (rec_end <= size)
-          & (body_len >= 0) & (topic_len >= 0) & (props_len_at + 2 <= rec_end)
-          & (props_len >= 0) & (props_start + props_len == rec_end))
-    # A candidate inside an earlier valid record is body bytes, not a record.
-    reach = np.maximum.accumulate(np.where(ok, rec_end, 0)) if c.size else c
-    inside = np.zeros(c.size, dtype=bool)
-    inside[1:] = reach[:-1] > c[1:]
-    keep = ~inside
-    c, ok, h = c[keep], ok[keep], {k: v[keep] for k, v in h.items()}
-    rec_end, body_start, body_len = rec_end[keep], body_start[keep], body_len[keep]
-    topic_start, topic_len = topic_start[keep], topic_len[keep]
-    props_start, props_len = props_start[keep], props_len[keep]
-
-    topic = _strings(buf, topic_start, np.where(ok, topic_len, 0), pa.string())
-    props = _strings(buf, props_start, np.where(ok, props_len, 0), pa.string())
-    ok &= _utf8_ok(topic) & _utf8_ok(props)
-
-    # Chain: a valid record continues at the next valid candidate, or at the next file after BLANK.
-    n = c.size
-    nxt_valid = np.zeros(n, dtype=bool)
-    if n > 1:
-        nxt_valid[:-1] = (c[1:] == rec_end[:-1]) & ok[1:]
-    at = np.clip(rec_end, 0, size - 8)
-    blank = (rec_end + 8 <= size) & (_be(buf, at + codec.OFF_MAGIC, ">i4") == codec.BLANK_MAGIC)
-    next_offset = np.where(blank, size, rec_end)
-    open_end = ~nxt_valid & ~blank & (rec_end < hi)   # valid data ends right after this record
-    zeros = ~buf[at[:, None] + np.arange(8)].any(axis=1) if n else np.zeros(0, dtype=bool)
-
-    crc_ok = np.ones(n, dtype=bool)
-    if check_crc:
-        mv = buf.data
-        crc = h["body_crc"]
-        for i in np.flatnonzero(ok).tolist():
-            s, ln = int(body_start[i]), int(body_len[i])
-            crc_ok[i] = codec.body_crc(mv[s:s + ln]) == crc[i]
-
-    rows = np.flatnonzero(ok)
-    break_at = np.full(n, -1, dtype=np.int64)
-    reason = np.full(n, None, dtype=object)
-    ends = open_end & ok
-    break_at[ends] = file_start + rec_end[ends]
-    for i in np.flatnonzero(ends & ~zeros).tolist():
-        reason[i] = f"offset {file_start + int(rec_end[i])}: no valid record starts here"
-    bad = ok & ~crc_ok
-    break_at[bad] = file_start + c[bad]
-    for i in np.flatnonzero(bad).tolist():
-        reason[i] = f"offset {file_start + int(c[i])}: body CRC mismatch"
-
-    topic, props = topic.take(rows), props.take(rows)
-    ts = h["store_timestamp"][rows]
-    tags = _property(props, codec.PROPERTY_TAGS)
-    delay = _property(props, codec.PROPERTY_DELAY)
-    tags_code = dispatch.cq_tags_code_many(
-        pc.equal(topic, codec.SCHEDULE_TOPIC).to_numpy(zero_copy_only=False),
-        tags.to_pylist(), delay.to_pylist(), ts, tuple(delay_levels_ms))
-    cols = {
-        "commitlog_offset": file_start + c[rows],
-        "size": h["total_size"][rows].astype(np.int32),
-        "topic": topic,
-        "queue_id": h["queue_id"][rows].astype(np.int32),
-        "queue_offset": h["queue_offset"][rows],
-        "sys_flag": h["sys_flag"][rows].astype(np.int32),
-        "store_timestamp": ts,
-        "born_timestamp": h["born_timestamp"][rows],
-        "tags_code": tags_code,
-        "keys": _split_keys(_property(props, codec.PROPERTY_KEYS)),
-        "uniq_key": _property(props, codec.PROPERTY_UNIQ_KEY),
-        "properties": props,
-        "range_start": np.full(rows.size, file_start + lo, dtype=np.int64),
-        "next_offset": file_start + next_offset[rows],
-        "break_at": pa.array(break_at[rows], mask=break_at[rows] < 0),
-        "break_reason": pa.array(reason[rows], type=pa.string()),
-        "crc_ok": crc_ok[rows],
-    }
-    if with_body:
-        cols["body"] = _strings(buf, body_start[rows], body_len[rows], pa.binary())
-    if full_head:
-        hosts = {side: [codec.format_host(a, int(p)) for a, p in
-                        zip(h[f"{side}_addr"][rows], h[f"{side}_port"][rows])] for side in ("born", "store")}
-        cols.update({
-            "magic": h["magic"][rows] & 0xFFFFFFFF, "body_crc": h["body_crc"][rows].astype(np.int32),
-            "flag": h["flag"][rows].astype(np.int32), "born_host": hosts["born"],
-            "store_host": hosts["store"], "store_addr": pa.array(list(h["store_addr"][rows]), pa.binary()),
-            "store_port": h["store_port"][rows].astype(np.int32),
-            "reconsume_times": h["reconsume_times"][rows].astype(np.int32),
-            "prepared_transaction_offset": h["prepared_offset"][rows]})
+    parts: list[I64] = []
+    crc_ok: list[npt.NDArray[np.bool_]] = []
+    breaks: dict[int, tuple[int, str | None]] = {}  # row -> (break_at, reason)
+    tail = -1                                          # next_offset of the last row, when not its end
+    rows = 0
+    pos = kr.find_start(buf, file_start, lo, hi)
+    while pos < hi:
+        for s in walk_range(buf, file_start, pos, hi, check_crc, max_bytes=hi):
+            parts.append(s.raw)
+            crc_ok.append(np.ones(len(s.raw), dtype=np.bool_))
+            rows += len(s.raw)
+        pos, status = s.end, s.status
+        if status == kr.BAD_CRC:  # keep the record, marked; valid data ends at it
+            (bad,) = walk_range(buf, file_start, pos, pos + 1, False)
+            if len(bad.raw):
+                parts.append(bad.raw)
+                crc_ok.append(np.zeros(1, dtype=np.bool_))
+                breaks[rows] = (file_start + pos, s.error)
+                rows += 1
+                pos = bad.end
+                continue
+            status, s = bad.status, bad
+        if status == kr.BLANK or (status == kr.LIMIT and blank_at(buf, pos)):
+            tail = buf.size
+        elif status != kr.LIMIT:
+            if rows and (rows - 1) not in breaks:
+                breaks[rows - 1] = (file_start + pos, s.error)
+            if status == kr.ZEROS:
+                break
+            pos = kr.find_start(buf, file_start, pos + 1, hi)
+            continue
+        break
+    raw = np.concatenate(parts) if parts else np.zeros((0, kr.NFIELDS), dtype=np.int64)
     schema = batch_schema(with_body, full_head)
-    return pa.RecordBatch.from_arrays([pa.array(cols[f.name], type=f.type) if not isinstance(
-        cols[f.name], pa.Array) else cols[f.name] for f in schema], schema=schema)
-
-
-def _property(props: pa.Array, name: str) -> pa.Array:
-    """The value ``store.codec.string_to_properties`` gives ``name``, null when absent.
-
-    Fast path: the first ``name\\x01`` segment. Rows where that may not be the answer (the name
-    appears more than once, or its first value is empty) take the exact rule,
-    ``store.codec.property_value_pattern``.
-    """
-    ps, nv = codec.PROPERTY_SEPARATOR, codec.NAME_VALUE_SEPARATOR
-    first = pc.struct_field(
-        pc.extract_regex(props, f"(?:^|{ps}){re.escape(name)}{nv}(?P<value>[^{ps}]*)"), [0])
-    unsure = pc.fill_null(pc.or_(pc.greater(pc.count_substring(props, name + nv), 1),
-                                 pc.equal(first, "")), False)
-    if not pc.any(unsure).as_py():
-        return first
-    exact = pc.struct_field(pc.extract_regex(props, codec.property_value_pattern(name)), [0])
-    return pc.if_else(unsure, exact, first)
-
-
-def _split_keys(keys: pa.Array) -> pa.Array:
-    """KEYS values -> lists of their non-empty tokens (``store.codec.iter_keys``)."""
-    parts = pc.split_pattern(pc.fill_null(keys, ""), codec.KEY_SEPARATOR)
-    flat = pc.list_flatten(parts)
-    parent = pc.list_parent_indices(parts).to_numpy()
-    keep = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
-    offsets = np.zeros(len(keys) + 1, dtype=np.int32)
-    np.cumsum(np.bincount(parent[keep], minlength=len(keys)), out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), flat.filter(pa.array(keep)))
+    chain = {c.name for c in CHAIN_FIELDS}
+    skip = {f.name for f in schema if f.nullable and columns is not None and f.name not in columns}
+    names = [f.name for f in schema if f.name not in chain | skip]
+    cols = message_columns(buf, raw, names, {"properties": pa.string()}, delay_levels_ms)
+    cols.update({n: pa.nulls(rows, schema.field(n).type) for n in skip - chain})
+    next_offset = raw[:, kr.OFFSET] + raw[:, kr.SIZE]
+    if tail >= 0 and rows:
+        next_offset[-1] = file_start + tail
+    break_at = np.full(rows, -1, dtype=np.int64)
+    break_at[list(breaks)] = [at for at, _ in breaks.values()]
+    reasons = pa.array([why for _, why in breaks.values()], pa.string())
+    cols.update({
+        "range_start": pa.array(np.full(rows, file_start + lo, dtype=np.int64)),
+        "next_offset": pa.array(next_offset),
+        "break_at": pa.array(break_at, mask=break_at < 0),
+        "break_reason": _scatter(reasons, np.asarray(list(breaks), dtype=np.int64), rows),
+        "crc_ok": pa.array(np.concatenate(crc_ok) if crc_ok else np.zeros(0, dtype=np.bool_)),
+    })
+    return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)

@@ -129,3 +129,15 @@ def test_topic_length_byte_is_signed_as_in_the_codec() -> None:
     with pytest.raises(codec.CorruptRecordError, match="TOPICLEN -56"):
         codec.decode_record(buf.tobytes(), 0)
     assert parse_range(buf, 0, 0, buf.size).num_rows == 0
+
+
+def test_columns_not_asked_for_are_null_not_built(library_store: Path) -> None:
+    path = sorted((library_store / "commitlog").iterdir())[0]
+    buf = np.fromfile(path, dtype=np.uint8)
+    full = parse_range(buf, 0, 0, buf.size, with_body=True).to_pylist()
+    narrow = parse_range(buf, 0, 0, buf.size, with_body=True, columns={"topic"}).to_pylist()
+    assert len(narrow) == len(full) > 0
+    for a, b in zip(narrow, full):
+        assert (a["keys"], a["uniq_key"], a["properties"], a["body"]) == (None, None, None, None)
+        assert {k: v for k, v in a.items() if k not in ("keys", "uniq_key", "properties", "body")} == {
+            k: v for k, v in b.items() if k not in ("keys", "uniq_key", "properties", "body")}

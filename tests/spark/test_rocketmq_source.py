@@ -1,0 +1,239 @@
+"""``spark.read.format("rocketmq")`` against the library's decoder, on the store RocketMQ 4.9.8
+wrote (64 KiB CommitLog files) and on stores the library wrote."""
+from __future__ import annotations
+
+import json
+import logging
+import struct
+from pathlib import Path
+
+import pytest
+from chispa import assert_df_equality
+from goldens import GOLDEN, GOLDEN_498
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import CaseInsensitiveDict
+
+from rocketlake.store import Message, MessageStore, codec
+from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.config import load_config
+from rocketlake.store.dispatch import from_record
+from rocketlake.store.errors import CorruptRecordError
+from rocketlake.transforms import RocketMQDataSource
+from rocketlake.transforms.rocketmq_source import MESSAGE_SCHEMA
+
+from .helpers import SMALL
+
+GOLDEN_SETTINGS = json.loads((GOLDEN_498 / "settings.json").read_text())
+
+
+def library_scan(root: Path, settings: dict) -> tuple[list[dict], int, str | None]:
+    """(rows as the source gives them, end of valid data, why it ended) by the library's scan."""
+    cfg = load_config(settings)
+    log = CommitLog(root, cfg)
+    log.files.load()
+    try:
+        scan = log.scan(check_crc=True)
+        rows = [{"commitlog_offset": r.commitlog_offset, "size": r.size, "topic": r.topic,
+                 "queue_id": r.queue_id, "queue_offset": r.queue_offset, "sys_flag": r.sys_flag,
+                 "flag": r.flag, "born_timestamp": r.born_timestamp,
+                 "store_timestamp": r.store_timestamp, "born_host": r.born_host,
+                 "store_host": r.store_host,
+                 "tags_code": from_record(r, cfg.delay_levels_ms).tags_code, "keys": r.keys,
+                 "properties": r.properties, "body": r.body, "msg_id": r.msg_id} for r in scan]
+        return rows, scan.end, scan.error
+    finally:
+        log.close()
+
+
+def source_rows(df) -> list[dict]:
+    out = [r.asDict() for r in df.orderBy("commitlog_offset").collect()]
+    for r in out:
+        if "body" in r and r["body"] is not None:
+            r["body"] = bytes(r["body"])
+    return out
+
+
+def read(spark, root: Path, **options):
+    return spark.read.format("rocketmq").options(**{k: str(v) for k, v in options.items()}).load(str(root))
+
+
+@pytest.mark.parametrize("split", [997, 5000, 1 << 20])  # 997: most records straddle a range end
+def test_any_split_gives_the_library_rows_on_the_golden_store(spark, split) -> None:
+    want, _, error = library_scan(GOLDEN_498 / "store", GOLDEN_SETTINGS)
+    assert len(want) == 400 and error is None  # README: 400 records in two 64 KiB files
+    df = read(spark, GOLDEN_498 / "store", splitBytes=split)
+    assert df.schema == MESSAGE_SCHEMA
+    assert source_rows(df) == want
+
+
+def test_library_store_ipv6_transactions_delays(spark, library_store: Path) -> None:
+    want, _, _ = library_scan(library_store, SMALL)
+    assert any(r["sys_flag"] & codec.FLAG_BORNHOST_V6 for r in want)
+    assert any(r["sys_flag"] & codec.FLAG_STOREHOST_V6 for r in want)
+    assert any(r["topic"] == codec.SCHEDULE_TOPIC for r in want)
+    assert source_rows(read(spark, library_store, splitBytes=4096)) == want
+
+
+def test_ipv6_host_strings_and_msg_id(spark, tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    with MessageStore(root, **SMALL) as s:
+        s.put_batch([Message(topic="t", body=b"x", born_host="[::1]:1", store_host="[2001:db8::5]:10911"),
+                     Message(topic="t", body=b"x", born_host="10.0.0.7:65535")])
+    rows = source_rows(read(spark, root, columns="commitlog_offset,born_host,store_host,msg_id"))
+    assert [r["born_host"] for r in rows] == ["[0:0:0:0:0:0:0:1]:1", "10.0.0.7:65535"]
+    assert rows[0]["store_host"] == "[2001:db8:0:0:0:0:0:5]:10911"
+    assert rows[0]["msg_id"] == "20010DB8000000000000000000000005" + "00002A9F" + "0000000000000000"
+    assert len(rows[1]["msg_id"]) == 32 and rows[1]["msg_id"].endswith(f"{rows[1]['commitlog_offset']:016X}")
+
+
+def test_v2_magic_record(spark, tmp_path: Path) -> None:
+    """A v1 record of RocketMQ's turned into v2 (magic, 2-byte topic length, TOTALSIZE + 1)."""
+    src = GOLDEN / "rocketmq-pr3535" / "store" / "commitlog" / "00000000000000000000"
+    v1 = bytearray(src.read_bytes()[:172])
+    body_len = struct.unpack_from(">i", v1, 84)[0]
+    t = 88 + body_len
+    v2 = v1[:t] + struct.pack(">h", v1[t]) + v1[t + 1:]
+    struct.pack_into(">ii", v2, 0, len(v2), codec.MAGIC_V2)
+    (tmp_path / "store" / "commitlog").mkdir(parents=True)
+    (tmp_path / "store" / "commitlog" / "00000000000000000000").write_bytes(bytes(v2) + bytes(4096 - len(v2)))
+    rec = codec.decode_record(bytes(v2) + bytes(8), 0)
+    (row,) = source_rows(read(spark, tmp_path / "store"))
+    assert (row["size"], row["topic"], row["properties"], row["keys"], row["body"]) == (
+        len(v2), rec.topic, rec.properties, rec.keys, rec.body)
+
+
+def test_columns_option_builds_only_those(spark) -> None:
+    df = read(spark, GOLDEN_498 / "store", columns="topic, commitlog_offset,tags_code")
+    assert df.columns == ["topic", "commitlog_offset", "tags_code"]
+    want, _, _ = library_scan(GOLDEN_498 / "store", GOLDEN_SETTINGS)
+    assert source_rows(df) == [{k: r[k] for k in df.columns} for r in want]
+    with pytest.raises(Exception, match="columns"):
+        read(spark, GOLDEN_498 / "store", columns="topic,nope").schema  # noqa: B018
+
+
+def test_sql_over_the_source(spark) -> None:
+    read(spark, GOLDEN_498 / "store").createOrReplaceTempView("golden_messages")
+    got = spark.sql("select topic, count(*) as n, sum(length(body)) as body_bytes "
+                    "from golden_messages group by topic")
+    want, _, _ = library_scan(GOLDEN_498 / "store", GOLDEN_SETTINGS)
+    counts: dict[str, list[int]] = {}
+    for r in want:
+        c = counts.setdefault(r["topic"], [0, 0])
+        c[0] += 1
+        c[1] += len(r["body"])
+    expected = spark.createDataFrame([(t, n, b) for t, (n, b) in counts.items()], got.schema)
+    assert_df_equality(got, expected, ignore_row_order=True)
+
+
+def test_pushed_down_offset_filter_reads_fewer_ranges(spark) -> None:
+    root = GOLDEN_498 / "store"
+    want, _, _ = library_scan(root, GOLDEN_SETTINGS)
+    cut = want[len(want) // 2]["commitlog_offset"]
+    all_rows = read(spark, root, splitBytes=8192)
+    tail = all_rows.filter(F.col("commitlog_offset") >= cut)
+    assert all_rows.rdd.getNumPartitions() == 16  # two 64 KiB files in 8 KiB ranges
+    assert tail.rdd.getNumPartitions() < 16
+    assert source_rows(tail) == [r for r in want if r["commitlog_offset"] >= cut]
+    one = all_rows.filter(F.col("commitlog_offset") == cut)
+    assert one.rdd.getNumPartitions() == 1 and source_rows(one) == [want[len(want) // 2]]
+
+
+def test_pushed_down_store_time_filter(spark, library_store: Path) -> None:
+    want, _, _ = library_scan(library_store, SMALL)
+    times = sorted({r["store_timestamp"] for r in want})
+    lo, hi = times[1], times[-1]
+    ts = F.col("store_timestamp")
+    got = read(spark, library_store).filter((ts > lo) & (ts <= hi))
+    expected = [r for r in want if lo < r["store_timestamp"] <= hi]
+    assert expected and source_rows(got) == expected
+
+
+def test_consumequeue_units_name_their_records(spark, golden_store: Path) -> None:
+    root = golden_store
+    units = read(spark, root, kind="consumequeue").collect()
+    with MessageStore(root, load_config(GOLDEN_SETTINGS), read_only=True) as ms:
+        ranges = ms.queue_ranges()
+        assert len(units) == sum(hi - lo for lo, hi in ranges.values())
+        for u in units:
+            rec = ms.read(u["commitlog_offset"])
+            assert (u["topic"], u["queue_id"], u["queue_offset"], u["size"]) == (
+                rec.topic, rec.queue_id, rec.queue_offset, rec.size)
+
+
+# --- torn and corrupt data ------------------------------------------------------------------------
+def last_file_and_records(root: Path) -> tuple[Path, list[dict]]:
+    rows, _, _ = library_scan(root, GOLDEN_SETTINGS)
+    return sorted((root / "commitlog").iterdir())[-1], rows
+
+
+def test_torn_tail_stops_at_the_end_of_valid_data(spark, golden_store: Path, caplog) -> None:
+    path, rows = last_file_and_records(golden_store)
+    last = rows[-1]
+    pos = last["commitlog_offset"] - int(path.name)
+    data = bytearray(path.read_bytes())
+    data[pos + last["size"] // 2:pos + last["size"]] = bytes(last["size"] - last["size"] // 2)
+    path.write_bytes(bytes(data))  # the second half of the last record never reached the disk
+    want, end, error = library_scan(golden_store, GOLDEN_SETTINGS)
+    assert want == rows[:-1] and end == last["commitlog_offset"] and error
+    for split in (997, 1 << 20):
+        assert source_rows(read(spark, golden_store, splitBytes=split)) == want
+    # The task says where and why (here in-process: the same reader a Spark task runs).
+    with caplog.at_level(logging.WARNING, logger="rocketlake.transforms.rocketmq_source"):
+        assert sum(b.num_rows for b in read_in_process(golden_store)) == len(want)
+    assert f"valid data ends at offset {end}: {error}" in caplog.text and path.name in caplog.text
+
+
+def read_in_process(root: Path, **options: str):
+    ds = RocketMQDataSource(CaseInsensitiveDict({"path": str(root), **options}))
+    reader = ds.reader(ds.schema())
+    for p in reader.partitions():
+        yield from reader.read(p)
+
+
+def test_bad_crc_mid_log_fails_naming_file_and_offset(spark, golden_store: Path) -> None:
+    path, rows = last_file_and_records(golden_store)
+    victim = rows[300]
+    assert victim["commitlog_offset"] >= int(path.name)
+    start = victim["commitlog_offset"] - int(path.name)
+    data = bytearray(path.read_bytes())
+    body_at = data.find(victim["body"], start)
+    assert start < body_at < start + victim["size"]
+    data[body_at] ^= 0xFF  # the body's first byte
+    path.write_bytes(bytes(data))
+    _, end, error = library_scan(golden_store, GOLDEN_SETTINGS)
+    assert end == victim["commitlog_offset"] and "CRC" in error
+    with pytest.raises(Exception) as info:
+        read(spark, golden_store, splitBytes=4096).count()
+    message = str(info.value)
+    assert f"valid data ends at offset {end}" in message and path.name in message and "CRC" in message
+    # checkCRC=false reads every record, the damaged body as it is now
+    got = source_rows(read(spark, golden_store, checkCRC="false", columns="commitlog_offset,body"))
+    assert [r["commitlog_offset"] for r in got] == [r["commitlog_offset"] for r in rows]
+    assert got[300]["body"] != victim["body"] and got[301]["body"] == rows[301]["body"]
+
+
+def test_empty_and_missing_stores(spark, tmp_path: Path) -> None:
+    (tmp_path / "empty" / "commitlog").mkdir(parents=True)
+    assert read(spark, tmp_path / "empty").count() == 0
+    with pytest.raises(Exception, match="not a RocketMQ store root"):
+        read(spark, tmp_path / "nothing-here").count()
+
+
+@pytest.mark.parametrize("victim", [100, "last of the first file"])
+def test_zeroed_record_with_records_after_it_fails(golden_store: Path, victim) -> None:
+    """Zeros where a record should be end valid data (the library says nothing: that is how data
+    ends); records after them, later in the file or in the next file, make the read fail."""
+    rows, _, _ = library_scan(golden_store, GOLDEN_SETTINGS)
+    first = sorted((golden_store / "commitlog").iterdir())[0]
+    i = victim if isinstance(victim, int) else max(
+        k for k, r in enumerate(rows) if r["commitlog_offset"] < int(first.stat().st_size))
+    r = rows[i]
+    data = bytearray(first.read_bytes())
+    data[r["commitlog_offset"]:r["commitlog_offset"] + r["size"]] = bytes(r["size"])
+    first.write_bytes(bytes(data))
+    _, end, error = library_scan(golden_store, GOLDEN_SETTINGS)
+    assert (end, error) == (r["commitlog_offset"], None)
+    resume = rows[i + 1]["commitlog_offset"]
+    why = f"valid data ends at offset {end} \\(zeros\\) but records follow at offset {resume}"
+    with pytest.raises(CorruptRecordError, match=why):
+        list(read_in_process(golden_store, splitBytes="8192"))
