@@ -94,10 +94,6 @@ _HEAD_FIELDS = (
     ("born_addr", "addr"), ("born_port", "i"), ("store_timestamp", "q"), ("store_addr", "addr"),
     ("store_port", "i"), ("reconsume_times", "i"), ("prepared_offset", "q"), ("body_len", "i"),
 )
-#: TOPICLENGTH by magic, right after the body: v1 a signed byte (RocketMQ 4.9's
-#: CommitLog.checkMessageAndReturnSize reads ``byteBuffer.get()``, so a topic is at most 127
-#: bytes and a length byte >= 0x80 is negative, an invalid record), v2 a signed short (5.x).
-TOPIC_LENGTH = {MAGIC_V1: struct.Struct(">b"), MAGIC_V2: struct.Struct(">h")}
 
 
 def _head(born_v6: bool, store_v6: bool) -> tuple[struct.Struct, np.dtype]:

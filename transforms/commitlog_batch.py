@@ -25,7 +25,6 @@ from rocketlake.store import codec
 from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import kernel
 from rocketlake.store.kernels import records as kr
-from rocketlake.store.record_walk import walk_error
 
 Buffer = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -412,7 +411,7 @@ def walk_range(buf: Buffer, base: int, pos: int, hi: int, check_crc: bool,
         limit = min(hi, pos + max_bytes)
         n, end, status = kr.walk(buf, base, pos, limit, check_crc, False, out, detail)
         more = status == kr.LIMIT and end < hi
-        error = None if status in (kr.LIMIT, kr.BLANK, kr.ZEROS) else walk_error(
+        error = None if status in (kr.LIMIT, kr.BLANK, kr.ZEROS) else kr.describe(
             status, base + end, detail, buf)
         yield Stretch(out[:n], end, kr.LIMIT if more else status, error)
         if not more:

@@ -87,15 +87,16 @@ def scan_schema(with_body: bool = False, full_head: bool = False):
 
 def parse_ranges(ranges: DataFrame, with_body: bool = False, check_crc: bool = True,
                  delay_levels_ms: tuple[int, ...] = codec.DELAY_LEVELS_MS,
-                 full_head: bool = False) -> DataFrame:
-    """Parse every range of ``ranges`` (rows of :func:`ranges_frame`) into record rows."""
+                 full_head: bool = False, columns: list[str] | None = None) -> DataFrame:
+    """Parse every range of ``ranges`` (rows of :func:`ranges_frame`) into record rows;
+    ``columns``: the string columns to build (the others stay null), default all."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for r in batch.to_pylist():
                 buf = _open_on_executor(r["path"])
                 yield parse_range(buf, r["file_start"], r["lo"], r["hi"], check_crc, with_body,
-                                  delay_levels_ms, full_head)
+                                  delay_levels_ms, full_head, columns)
                 del buf
 
     return ranges.mapInArrow(parse, scan_schema(with_body, full_head))
@@ -194,7 +195,8 @@ def scan_store(spark: SparkSession, root: Path, file_size: int, start: int | Non
     first = files[0][1] if files else 0
     start = first if start is None else max(start, first)
     ranges = plan_ranges(root, file_size, split_bytes, start)
-    records = parse_ranges(ranges_frame(spark, ranges), with_body, True, delay_levels_ms, full_head)
+    records = parse_ranges(ranges_frame(spark, ranges), with_body, True, delay_levels_ms, full_head,
+                           columns)
     if columns is not None:
         keep = ["commitlog_offset"] + [c for c in columns if c != "commitlog_offset"]
         records = records.select(*keep, *[f.name for f in CHAIN_FIELDS])

@@ -223,6 +223,8 @@ def walk(buf: npt.NDArray[np.uint8], base: int, pos: int, limit: int, check_crc:
             return n, pos, BAD_BODY_LEN
         body_at = p
         p += body_len
+        # TOPICLENGTH: v1 a signed byte (CommitLog.checkMessageAndReturnSize reads
+        # ``byteBuffer.get()``: a length byte >= 0x80 is negative, an invalid record), v2 a short
         topic_len = be_i16(buf, p) if tl_size == 2 else (byte(buf, p) - 256 if buf[p] >= 128
                                                          else byte(buf, p))
         p += tl_size
