@@ -63,15 +63,7 @@ class RecordBatch:
     @cached_property
     def topics(self) -> tuple[npt.NDArray[np.int64], list[str]]:
         """(topic id per record, topic names): ``names[ids[i]]`` is record i's topic."""
-        _, first, ids = np.unique(kd.topic_keys(self.buf, self.raw), return_index=True,
-                                  return_inverse=True)
-        ids = ids.astype(np.int64).ravel()
-        first = first.astype(np.int64)
-        if not kd.same_topics(self.buf, self.raw, ids, first):  # two topics with one hash
-            names_all = self.strings(kr.TOPIC_START, kr.TOPIC_LEN)
-            uniq = sorted(set(names_all))
-            where = {t: k for k, t in enumerate(uniq)}
-            return np.array([where[t] for t in names_all], dtype=np.int64), uniq
+        ids, first = kd.topic_ids(self.buf, self.raw)
         start, length = self.raw[first, kr.TOPIC_START].tolist(), self.raw[first, kr.TOPIC_LEN].tolist()
         return ids, [self.buf[a:a + n].tobytes().decode() for a, n in zip(start, length)]
 

@@ -150,6 +150,8 @@ def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
     ``property_spans``) and return the index key hashes of all records, in order."""
     n = rows.shape[0]
     total = 0
+    # Consecutive records mostly share their tags and topic: hash each only when it changes.
+    last_tags_at, last_tags_len, last_tags_code = -1, -1, 0
     for i in range(n):
         tx = rows[i, SYS_FLAG] & 0xC
         to_queue[i] = tx == 0 or tx == 8
@@ -178,15 +180,23 @@ def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
                 code = rows[i, STORE_TS] + delay_levels_ms[level - 1]
                 delayed = True
         if not delayed and spans[i, TAGS, 0] >= 0:
-            code = signed32(java_hash(buf, spans[i, TAGS, 0], spans[i, TAGS, 1], 0))
+            at, n_tags = spans[i, TAGS, 0], spans[i, TAGS, 1]
+            if n_tags != last_tags_len or not _same(buf, at, last_tags_at, n_tags):
+                last_tags_at, last_tags_len = at, n_tags
+                last_tags_code = signed32(java_hash(buf, at, n_tags, 0))
+            code = last_tags_code
         tags_code[i] = code
     hashes = np.empty(total, dtype=np.int32)
     k = 0
+    last_topic_at, last_topic_len, prefix = -1, -1, 0
     for i in range(n):
         if key_counts[i] == 0:
             continue
-        prefix = java_hash(buf, rows[i, TOPIC_START], rows[i, TOPIC_LEN], 0)
-        prefix = (prefix * 31 + 35) & 0xFFFFFFFF  # '#'
+        at, n_topic = rows[i, TOPIC_START], rows[i, TOPIC_LEN]
+        if n_topic != last_topic_len or not _same(buf, at, last_topic_at, n_topic):
+            last_topic_at, last_topic_len = at, n_topic
+            prefix = java_hash(buf, at, n_topic, 0)
+            prefix = (prefix * 31 + 35) & 0xFFFFFFFF  # '#'
         if spans[i, UNIQ_KEY, 0] >= 0:
             hashes[k] = _key_hash(java_hash(buf, spans[i, UNIQ_KEY, 0], spans[i, UNIQ_KEY, 1], prefix))
             k += 1
@@ -215,36 +225,48 @@ def _key_hash(h: int) -> np.int32:
 
 
 @kernel
-def topic_keys(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Per record, its topic's Java hash and length in one int64 (equal topics, equal keys)."""
-    keys = np.empty(rows.shape[0], dtype=np.int64)
-    last_at, last_len, last_key = -1, -1, 0
-    for i in range(rows.shape[0]):
-        at, n = rows[i, TOPIC_START], rows[i, TOPIC_LEN]
-        if n == last_len and _same(buf, at, last_at, n):
-            keys[i] = last_key
+def topic_ids(buf: npt.NDArray[np.uint8],
+              rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Number the records' topics by first appearance: ``(ids, first)``, record i's topic is the
+    topic of record ``first[ids[i]]``. Topics are compared by their bytes; their Java hash and
+    length only find the candidate."""
+    n = rows.shape[0]
+    ids = np.empty(n, dtype=np.int64)
+    first = np.empty(n, dtype=np.int64)
+    by_key: dict[int, int] = dict()
+    count = 0
+    last_at, last_len, last_id = -1, -1, -1
+    for i in range(n):
+        at, length = rows[i, TOPIC_START], rows[i, TOPIC_LEN]
+        if length == last_len and _same(buf, at, last_at, length):
+            ids[i] = last_id
             continue
-        last_at, last_len = at, n
-        last_key = (java_hash(buf, at, n, 0) << 16) | n
-        keys[i] = last_key
-    return keys
+        key = (java_hash(buf, at, length, 0) << 16) | length
+        found = -1
+        if key in by_key:
+            j = by_key[key]
+            if _same(buf, at, rows[first[j], TOPIC_START], length):
+                found = j
+            else:  # two topics with one hash: compare with every topic seen
+                for j in range(count):
+                    f = first[j]
+                    if rows[f, TOPIC_LEN] == length and _same(buf, at, rows[f, TOPIC_START], length):
+                        found = j
+                        break
+        if found < 0:
+            found = count
+            first[count] = i
+            count += 1
+            if key not in by_key:
+                by_key[key] = found
+        ids[i] = found
+        last_at, last_len, last_id = at, length, found
+    return ids, first[:count]
 
 
 @kernel
 def _same(buf: npt.NDArray[np.uint8], a: int, b: int, n: int) -> bool:
     for k in range(n):
         if buf[a + k] != buf[b + k]:
-            return False
-    return True
-
-
-@kernel
-def same_topics(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64], ids: npt.NDArray[np.int64],
-                first: npt.NDArray[np.int64]) -> bool:
-    """Whether every record's topic bytes equal those of the first record with its id."""
-    for i in range(rows.shape[0]):
-        f = first[ids[i]]
-        n = rows[i, TOPIC_LEN]
-        if n != rows[f, TOPIC_LEN] or not _same(buf, rows[i, TOPIC_START], rows[f, TOPIC_START], n):
             return False
     return True
