@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from rocketlake.store import Message, MessageStore
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_rebuild import raw_read  # noqa: E402  (the same ceiling as the rebuild benchmark's)
 
 ROOT = Path(__file__).resolve().parent.parent
 NO_BODY = ("commitlog_offset,size,topic,queue_id,queue_offset,sys_flag,flag,born_timestamp,"
@@ -42,15 +44,6 @@ def make_store(root: Path, messages: int, file_mb: int) -> None:
                                  keys=f"order-{j} cust-{j % 1000}")
                          for j in range(i, min(messages, i + 10_000))])
     marker.write_text(f"{messages} {file_mb}")
-
-
-def raw_read(root: Path) -> tuple[float, int]:
-    """Seconds to read every CommitLog file with numpy, and the bytes read."""
-    total = 0
-    t = time.perf_counter()
-    for p in sorted((root / "commitlog").iterdir()):
-        total += int(np.fromfile(p, dtype=np.uint8).size)
-    return time.perf_counter() - t, total
 
 
 def main(argv: list[str] | None = None) -> int:

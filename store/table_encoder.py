@@ -314,7 +314,7 @@ class _Encoding:
         rows[:, ke.LENGTH] = length
         to_queue = np.ones(n, dtype=np.bool_)
         key_counts = np.empty(n, dtype=np.int64)
-        ke.count_tokens(keys.data, keys.start, keys.length, key_counts)
+        ke.token_counts(keys.data, keys.start, keys.length, key_counts)
         hosts = [enc.store_addr]
         props = b""
         tags_code = np.zeros(n, dtype=np.int64)

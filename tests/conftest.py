@@ -1,4 +1,5 @@
-"""Shared fixtures: writable copies of the vendored golden store and its settings; the wheel."""
+"""Shared fixtures: writable copies of the vendored golden store and its settings; the wheel; a
+small tmpfs (a disk that fills up)."""
 from __future__ import annotations
 
 import json
@@ -34,3 +35,18 @@ def wheel() -> Path:
     names = {n.split("/")[0] for n in zipfile.ZipFile(wheels[0]).namelist()}
     assert {n for n in names if not n.endswith(".dist-info")} == {"rocketlake"}
     return wheels[0]
+
+
+@pytest.fixture()
+def small_fs(tmp_path: Path):
+    """A 4 MiB tmpfs mounted at a fresh directory, unmounted afterwards."""
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=True)

@@ -7,7 +7,6 @@ import base64
 import hashlib
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pyarrow as pa
@@ -310,21 +309,6 @@ def test_slices_chunked_tables_and_record_batches_store_the_same_bytes(tmp_path)
     for other in ("parts", "views"):
         for sub in ("commitlog", "consumequeue", "index"):
             assert _same_tree(tmp_path / "whole", tmp_path / other, sub) == []
-
-
-@pytest.fixture()
-def small_fs(tmp_path: Path):
-    """A 4 MiB tmpfs mounted at a fresh directory, unmounted afterwards."""
-    mnt = tmp_path / "fs"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=True)
 
 
 def test_a_full_disk_fails_the_table_before_a_byte_is_written(small_fs):

@@ -103,11 +103,7 @@ def _key_tokens(buf: Buffer, starts: I64, lens: I64, counts: I64, tstart: I64, t
         e = p + lens[i]
         c = 0
         while p < e:
-            while p < e and buf[p] == 32:
-                p += 1
-            t = p
-            while p < e and buf[p] != 32:
-                p += 1
+            t, p = kd.next_token(buf, p, e)
             if p > t:
                 tstart[k] = t
                 tlen[k] = p - t
@@ -129,12 +125,7 @@ def _property_entries(buf: Buffer, starts: I64, lens: I64, counts: I64, name_sta
         p = starts[i]
         end = p + lens[i]
         while p < end:
-            seg = p
-            while seg < end and buf[seg] != 2:
-                seg += 1
-            sep = p
-            while sep < seg and buf[sep] != 1:
-                sep += 1
+            sep, seg = kd.next_property(buf, p, end)
             if p < sep < seg - 1:
                 n = sep - p
                 dup = -1

@@ -46,6 +46,42 @@ def _is_name(buf: npt.NDArray[np.uint8], at: int, length: int, k: int) -> bool:
 
 
 @kernel
+def next_token(buf: npt.NDArray[np.uint8], p: int, end: int) -> tuple[int, int]:
+    """The next space-separated KEYS token at or after ``p`` (``codec.iter_keys``):
+    ``(start, stop)``; ``start == stop == end`` when none is left."""
+    while p < end and buf[p] == 32:
+        p += 1
+    start = p
+    while p < end and buf[p] != 32:
+        p += 1
+    return start, p
+
+
+@kernel
+def count_tokens(buf: npt.NDArray[np.uint8], p: int, end: int) -> int:
+    """How many KEYS tokens ``buf[p:end]`` holds."""
+    n = 0
+    while p < end:
+        start, p = next_token(buf, p, end)
+        n += p > start
+    return n
+
+
+@kernel
+def next_property(buf: npt.NDArray[np.uint8], p: int, end: int) -> tuple[int, int]:
+    """The properties segment starting at ``p`` (docs/FORMAT.md §3): ``(sep, stop)``, the position
+    of its first \\x01 (``stop`` when it has none) and of its end (the next \\x02 or ``end``). The
+    segment is a property when ``p < sep < stop - 1``: a name, \\x01, a non-empty value."""
+    stop = p
+    while stop < end and buf[stop] != 2:
+        stop += 1
+    sep = p
+    while sep < stop and buf[sep] != 1:
+        sep += 1
+    return sep, stop
+
+
+@kernel
 def property_spans(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
                    spans: npt.NDArray[np.int64]) -> None:
     """``spans[i, k] = (start, length)`` of property ``NAMES[k]``'s value in record ``rows[i]``,
@@ -58,13 +94,8 @@ def property_spans(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
         p = rows[i, PROPS_START]
         end = p + rows[i, PROPS_LEN]
         while p < end:
-            seg = p
-            while seg < end and buf[seg] != 2:
-                seg += 1
-            sep = p
-            while sep < seg and buf[sep] != 1:
-                sep += 1
-            if p < sep < seg - 1:  # a name, \x01, and a non-empty value
+            sep, seg = next_property(buf, p, end)
+            if p < sep < seg - 1:
                 for k in range(n_names):
                     if _is_name(buf, p, sep - p, k):
                         spans[i, k, 0] = sep + 1
@@ -159,15 +190,7 @@ def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
         if tx != 0xC:
             if spans[i, UNIQ_KEY, 0] >= 0:
                 c += 1
-            s = spans[i, KEYS, 0]
-            e = s + spans[i, KEYS, 1]
-            in_token = False
-            for p in range(s, e):
-                if buf[p] == 32:
-                    in_token = False
-                elif not in_token:
-                    in_token = True
-                    c += 1
+            c += count_tokens(buf, spans[i, KEYS, 0], spans[i, KEYS, 0] + spans[i, KEYS, 1])
         key_counts[i] = c
         total += c
         code = 0
@@ -200,15 +223,10 @@ def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
         if spans[i, UNIQ_KEY, 0] >= 0:
             hashes[k] = _key_hash(java_hash(buf, spans[i, UNIQ_KEY, 0], spans[i, UNIQ_KEY, 1], prefix))
             k += 1
-        s = spans[i, KEYS, 0]
-        e = s + spans[i, KEYS, 1]
-        p = s
+        p = spans[i, KEYS, 0]
+        e = p + spans[i, KEYS, 1]
         while p < e:
-            while p < e and buf[p] == 32:
-                p += 1
-            t = p
-            while p < e and buf[p] != 32:
-                p += 1
+            t, p = next_token(buf, p, e)
             if p > t:
                 hashes[k] = _key_hash(java_hash(buf, t, p - t, prefix))
                 k += 1

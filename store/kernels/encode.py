@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store.kernels import kernel
-from rocketlake.store.kernels.dispatch import java_hash, signed32
+from rocketlake.store.kernels.dispatch import count_tokens, java_hash, next_token, signed32
 from rocketlake.store.kernels.records import crc32
 
 COLUMNS = ("length", "queue_offset", "born_timestamp", "store_timestamp", "queue_id", "flag",
@@ -147,20 +147,12 @@ def has_separator(data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64],
 
 
 @kernel
-def count_tokens(data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64],
+def token_counts(data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64],
                  lens: npt.NDArray[np.int64], out: npt.NDArray[np.int64]) -> None:
     """``out[i]``: the non-empty space-separated tokens of ``data[starts[i]:starts[i]+lens[i]]``
     (the index keys of a KEYS value, ``codec.iter_keys``)."""
     for i in range(starts.size):
-        n = 0
-        inside = False
-        for p in range(starts[i], starts[i] + lens[i]):
-            if data[p] == 0x20:
-                inside = False
-            elif not inside:
-                inside = True
-                n += 1
-        out[i] = n
+        out[i] = count_tokens(data, starts[i], starts[i] + lens[i])
 
 
 @kernel
@@ -193,11 +185,7 @@ def dispatch_hashes(rows: npt.NDArray[np.int64], topic_off: npt.NDArray[np.int64
         p = rows[i, KEYS_START]
         e = p + rows[i, KEYS_LEN]
         while p < e:
-            while p < e and keys[p] == 0x20:
-                p += 1
-            s = p
-            while p < e and keys[p] != 0x20:
-                p += 1
+            s, p = next_token(keys, p, e)
             if p > s:
                 hashes[k] = signed32(java_hash(keys, s, p - s, prefix))
                 k += 1

@@ -286,34 +286,31 @@ def walk(buf: npt.NDArray[np.uint8], base: int, pos: int, limit: int, check_crc:
     return n, pos, LIMIT
 
 
+#: damage status -> what ``describe`` says (``d0``, ``d1``: the walk's detail values)
+_DAMAGE = {
+    TRUNCATED: "truncated record header",
+    BAD_MAGIC: "bad magic {magic:#010x}",
+    ZEROS: "bad magic {magic:#010x}",
+    BAD_SIZE: "bad TOTALSIZE {d0}",
+    SHORT_FOR_SYSFLAG: "TOTALSIZE {d0} too short for SYSFLAG {d1:#x}",
+    BAD_BODY_LEN: "bad BODYLEN {d0}",
+    BAD_TOPIC_LEN: "bad TOPICLEN {d0}",
+    BAD_PROPS_LEN: "TOTALSIZE {d0} disagrees with the record's fields",
+    BAD_PHYSICAL_OFFSET: "PHYSICALOFFSET field says {d0}",
+    BAD_CRC: "body CRC {d0} != computed {d1}",
+    BAD_UTF8: "topic/properties not UTF-8",
+    BAD_NAME: "topic {topic!r} / queue {d0} cannot have been written",
+}
+
+
 def describe(status: int, offset: int, detail: npt.NDArray[np.int64], buf: npt.NDArray[np.uint8]) -> str:
     """What is wrong with the record at CommitLog ``offset`` where a walk stopped with damage
     ``status`` (``detail`` and ``buf`` as the walk left them)."""
+    if status not in _DAMAGE:
+        raise ValueError(f"status {status} is not damage")
     d0, d1 = int(detail[0]), int(detail[1])
-    if status == TRUNCATED:
-        return f"offset {offset}: truncated record header"
-    if status in (BAD_MAGIC, ZEROS):
-        return f"offset {offset}: bad magic {d0 & 0xFFFFFFFF:#010x}"
-    if status == BAD_SIZE:
-        return f"offset {offset}: bad TOTALSIZE {d0}"
-    if status == SHORT_FOR_SYSFLAG:
-        return f"offset {offset}: TOTALSIZE {d0} too short for SYSFLAG {d1:#x}"
-    if status == BAD_BODY_LEN:
-        return f"offset {offset}: bad BODYLEN {d0}"
-    if status == BAD_TOPIC_LEN:
-        return f"offset {offset}: bad TOPICLEN {d0}"
-    if status == BAD_PROPS_LEN:
-        return f"offset {offset}: TOTALSIZE {d0} disagrees with the record's fields"
-    if status == BAD_PHYSICAL_OFFSET:
-        return f"offset {offset}: PHYSICALOFFSET field says {d0}"
-    if status == BAD_CRC:
-        return f"offset {offset}: body CRC {d0} != computed {d1}"
-    if status == BAD_UTF8:
-        return f"offset {offset}: topic/properties not UTF-8"
-    if status == BAD_NAME:
-        topic = buf[d1:d1 + int(detail[2])].tobytes().decode(errors="replace")
-        return f"offset {offset}: topic {topic!r} / queue {d0} cannot have been written"
-    raise ValueError(f"status {status} is not damage")
+    topic = buf[d1:d1 + int(detail[2])].tobytes().decode(errors="replace") if status == BAD_NAME else ""
+    return f"offset {offset}: " + _DAMAGE[status].format(d0=d0, d1=d1, magic=d0 & 0xFFFFFFFF, topic=topic)
 
 
 @kernel

@@ -72,21 +72,6 @@ print("CLOSED")
 """
 
 
-@pytest.fixture()
-def small_fs(tmp_path: Path):
-    """A 4 MiB tmpfs mounted at a fresh directory, unmounted afterwards."""
-    mnt = tmp_path / "fs"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=True)
-
-
 def run_writer(root: Path, filler: Path, body_size: int,
                with_keys: bool) -> tuple[str, list[tuple[int, int, int, int]]]:
     """Run the writer until a put fails; return its error line and its acknowledged puts

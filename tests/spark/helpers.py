@@ -3,9 +3,12 @@ byte snapshot of a store tree. Test modules import this (``from .helpers import 
 stay in conftest.py."""
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
-from rocketlake.store import TRANSACTION_COMMIT, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK, Message
+from goldens import GOLDEN
+
+from rocketlake.store import TRANSACTION_COMMIT, TRANSACTION_PREPARED, TRANSACTION_ROLLBACK, Message, codec
 
 #: Small files so a few hundred messages span several CommitLog, ConsumeQueue and index files.
 SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600,
@@ -38,3 +41,15 @@ def library_messages() -> list[Message]:
 def tree_bytes(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` by relative path."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def v2_record() -> bytes:
+    """RocketMQ's first record of tests/golden/rocketmq-pr3535 turned into a v2 record: MAGIC_V2,
+    a 2-byte TOPICLENGTH, TOTALSIZE + 1 (docs/FORMAT.md §2)."""
+    src = GOLDEN / "rocketmq-pr3535" / "store" / "commitlog" / "00000000000000000000"
+    v1 = bytearray(src.read_bytes()[:172])
+    body_len = struct.unpack_from(">i", v1, 84)[0]
+    t = 88 + body_len
+    v2 = v1[:t] + struct.pack(">h", v1[t]) + v1[t + 1:]
+    struct.pack_into(">ii", v2, 0, len(v2), codec.MAGIC_V2)
+    return bytes(v2)

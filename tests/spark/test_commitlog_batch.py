@@ -15,7 +15,7 @@ from rocketlake.store.config import load_config
 from rocketlake.store.dispatch import from_record
 from rocketlake.transforms.commitlog_batch import parse_range
 
-from .helpers import SMALL
+from .helpers import SMALL, v2_record
 
 
 def parse_file(path: Path, split: int, **kw) -> list[dict]:
@@ -80,12 +80,7 @@ def test_pr3535_trailing_separator_and_blank() -> None:
 def test_v2_magic_record() -> None:
     # A v1 record turned into v2 (magic, 2-byte topic length, TOTALSIZE + 1), checked against
     # the library's decoder.
-    src = GOLDEN / "rocketmq-pr3535" / "store" / "commitlog" / "00000000000000000000"
-    v1 = bytearray(src.read_bytes()[:172])
-    body_len = struct.unpack_from(">i", v1, 84)[0]
-    t = 88 + body_len
-    v2 = v1[:t] + struct.pack(">h", v1[t]) + v1[t + 1:]
-    struct.pack_into(">ii", v2, 0, len(v2), codec.MAGIC_V2)
+    v2 = v2_record()
     buf = np.zeros(4096, dtype=np.uint8)
     buf[:len(v2)] = np.frombuffer(bytes(v2), dtype=np.uint8)
     rec = codec.decode_record(buf.tobytes(), 0)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
-import struct
 from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
-from goldens import GOLDEN, GOLDEN_498
+from goldens import GOLDEN_498
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import CaseInsensitiveDict
 
@@ -21,7 +20,7 @@ from rocketlake.store.errors import CorruptRecordError
 from rocketlake.transforms import RocketMQDataSource
 from rocketlake.transforms.rocketmq_source import MESSAGE_SCHEMA
 
-from .helpers import SMALL
+from .helpers import SMALL, v2_record
 
 GOLDEN_SETTINGS = json.loads((GOLDEN_498 / "settings.json").read_text())
 
@@ -88,12 +87,7 @@ def test_ipv6_host_strings_and_msg_id(spark, tmp_path: Path) -> None:
 
 def test_v2_magic_record(spark, tmp_path: Path) -> None:
     """A v1 record of RocketMQ's turned into v2 (magic, 2-byte topic length, TOTALSIZE + 1)."""
-    src = GOLDEN / "rocketmq-pr3535" / "store" / "commitlog" / "00000000000000000000"
-    v1 = bytearray(src.read_bytes()[:172])
-    body_len = struct.unpack_from(">i", v1, 84)[0]
-    t = 88 + body_len
-    v2 = v1[:t] + struct.pack(">h", v1[t]) + v1[t + 1:]
-    struct.pack_into(">ii", v2, 0, len(v2), codec.MAGIC_V2)
+    v2 = v2_record()
     (tmp_path / "store" / "commitlog").mkdir(parents=True)
     (tmp_path / "store" / "commitlog" / "00000000000000000000").write_bytes(bytes(v2) + bytes(4096 - len(v2)))
     rec = codec.decode_record(bytes(v2) + bytes(8), 0)
