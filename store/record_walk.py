@@ -7,6 +7,8 @@ derives the ConsumeQueue and index columns in one more compiled pass.
 """
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -104,6 +106,43 @@ class Walk:
         return None
 
     def __iter__(self) -> Iterator[RecordBatch]:
+        """The batches, each walked on a helper thread while the caller handles the one before
+        (the kernels release the GIL, so the two overlap); ``end``, ``status`` and ``error`` are
+        final once iteration ends."""
+        ready: queue.Queue[RecordBatch | BaseException | None] = queue.Queue(maxsize=1)
+        stop = threading.Event()
+
+        def hand_over(item: RecordBatch | BaseException | None) -> bool:
+            while not stop.is_set():
+                try:
+                    ready.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def produce() -> None:
+            try:
+                for batch in self._batches():
+                    if not hand_over(batch):
+                        return
+            except BaseException as e:  # handed to the caller's thread, raised there
+                hand_over(e)
+                return
+            hand_over(None)
+
+        helper = threading.Thread(target=produce, name="record-walk", daemon=True)
+        helper.start()
+        try:
+            while (item := ready.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            helper.join()
+
+    def _batches(self) -> Iterator[RecordBatch]:
         detail = np.zeros(3, dtype=np.int64)
         while self.end < self.stop_at:
             f = self._file(self.end)

@@ -258,3 +258,30 @@ def test_golden_store_walks_whole():
     assert sum(map(len, batches)) == 400 and walk.error is None and walk.status == kr.ZEROS
     first = batches[0].rows
     assert first["offset"][0] == 0 and (np.diff(first["offset"]) == first["size"][:-1]).all()
+
+
+def test_a_walk_stopped_early_stops_its_helper_thread():
+    """The walk runs one batch ahead on a helper thread: leaving the loop early ends it, and the
+    walk's end is where the batches the caller did not take would have started or later."""
+    import threading
+
+    raw = b"".join(pack(k * len(pack(0)), queue_offset=k) for k in range(50))
+    files = [(0, len(raw) + 64, as_buf(raw))]
+    before = threading.active_count()
+    walk = Walk(files, 0, len(raw) + 64, check_crc=True, batch_rows=4)
+    for batch in walk:
+        assert batch.rows["queue_offset"][0] == 0
+        break
+    assert threading.active_count() == before
+    walk = Walk(files, 0, len(raw) + 64, check_crc=True, batch_rows=4)
+    got = [int(q) for b in walk for q in b.rows["queue_offset"]]
+    assert got == list(range(50)) and walk.end == len(raw) and walk.status == kr.ZEROS
+    assert threading.active_count() == before
+
+
+def test_an_error_in_the_helper_thread_reaches_the_caller():
+    from numba.core.errors import TypingError
+
+    walk = Walk([(0, 64, None)], 0, 64, check_crc=True)  # no bytes: the kernel cannot be typed
+    with pytest.raises(TypingError):
+        list(walk)
