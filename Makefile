@@ -7,12 +7,17 @@ STAMP   := $(VENV)/.installed
 AIRFLOW_VENV  := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 
-.PHONY: run test lint bench dist clean chromium
+.PHONY: run test lint bench dist clean chromium maven
 
 # Headless Chromium renders the HTML report in the tests (Debian's package).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# Maven builds RocketMQ 4.9.8's own store for the interop tests and benchmarks (Debian's package).
+maven:
+	@command -v mvn >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -42,7 +47,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	MYPYPATH=$(MYPY_SHIM) $(BIN)/mypy -p rocketlake
 
-test: $(STAMP) chromium $(AIRFLOW_STAMP) lint
+test: $(STAMP) chromium maven $(AIRFLOW_STAMP) lint
 	$(BIN)/python -m pytest -q
 	$(AIRFLOW_VENV)/bin/python -m pytest -q tests/airflow
 
