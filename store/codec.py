@@ -87,7 +87,7 @@ CHECKPOINT = struct.Struct(">qqq")
 CHECKPOINT_FILE_SIZE = 4096
 
 # --- CommitLog record head: the fixed fields up to and including BODYLEN ---------------------------
-# One field list; the struct formats and numpy dtypes below are both derived from it.
+# One field list; the struct formats below are derived from it.
 _HEAD_FIELDS = (
     ("total_size", "i"), ("magic", "i"), ("body_crc", "i"), ("queue_id", "i"), ("flag", "i"),
     ("queue_offset", "q"), ("physical_offset", "q"), ("sys_flag", "i"), ("born_timestamp", "q"),
@@ -96,30 +96,20 @@ _HEAD_FIELDS = (
 )
 
 
-def _head(born_v6: bool, store_v6: bool) -> tuple[struct.Struct, np.dtype]:
-    fmt, dt = ">", []
+def _head(born_v6: bool, store_v6: bool) -> struct.Struct:
+    fmt = ">"
     for name, kind in _HEAD_FIELDS:
         if kind == "addr":
-            n = 16 if (born_v6 if name == "born_addr" else store_v6) else 4
-            fmt += f"{n}s"
-            dt.append((name, f"V{n}"))
+            fmt += "16s" if (born_v6 if name == "born_addr" else store_v6) else "4s"
         else:
             fmt += kind
-            dt.append((name, ">i4" if kind == "i" else ">i8"))
-    return struct.Struct(fmt), np.dtype(dt)
+    return struct.Struct(fmt)
 
 
 #: (born_v6, store_v6) -> Struct packing TOTALSIZE .. BODYLEN
-HEAD = {}
-#: (born_v6, store_v6) -> the same layout as a numpy structured dtype
-HEAD_DTYPE = {}
-for _b in (False, True):
-    for _s in (False, True):
-        HEAD[(_b, _s)], HEAD_DTYPE[(_b, _s)] = _head(_b, _s)
-OFF_MAGIC = 4
+HEAD = {(b, s): _head(b, s) for b in (False, True) for s in (False, True)}
 OFF_QUEUE_OFFSET = 20
 OFF_PHYSICAL_OFFSET = 28
-OFF_SYSFLAG = 36
 BLANK = struct.Struct(">ii")
 PHYSICAL = struct.Struct(">q")  # PHYSICALOFFSET at OFF_PHYSICAL_OFFSET
 

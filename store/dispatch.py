@@ -67,25 +67,6 @@ def cq_tags_code(topic: str, props: dict[str, str], store_ts: int,
     return codec.tags_code(props.get(codec.PROPERTY_TAGS))
 
 
-
-def cq_tags_code_many(is_schedule: np.ndarray, tags: Sequence[str | None],
-                      delays: Sequence[str | None], store_ts: np.ndarray,
-                      delay_levels_ms: tuple[int, ...]) -> np.ndarray:
-    """``cq_tags_code`` for many records, given each one's topic test (SCHEDULE_TOPIC_XXXX),
-    TAGS value, DELAY value and store time."""
-    out = np.zeros(len(tags), dtype=np.int64)
-    have = [i for i, t in enumerate(tags) if t]
-    if have:
-        out[have] = codec.java_hash_many([t for t in tags if t])
-    for i in np.flatnonzero(is_schedule).tolist():
-        d = delays[i]
-        props = {codec.PROPERTY_DELAY: d} if d is not None else {}
-        delay = delay_of(props, delay_levels_ms)
-        if delay:
-            out[i] = int(store_ts[i]) + delay
-    return out
-
-
 def from_record(rec: Record, delay_levels_ms: tuple[int, ...]) -> DispatchRequest:
     """The dispatch of a decoded CommitLog record."""
     props = rec.properties
