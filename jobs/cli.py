@@ -250,6 +250,20 @@ def _rebuild(p: argparse.ArgumentParser) -> None:
                       help="only add what the store's files lack, in place")
 
 
+def _structures(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    wrong = [n for n in names if n not in ("consumequeue", "index")]
+    if wrong or not names:
+        raise argparse.ArgumentTypeError(f"expected consumequeue, index or both, got {value!r}")
+    return list(dict.fromkeys(names))
+
+
+def _rebuild_both(p: argparse.ArgumentParser) -> None:
+    _rebuild(p)
+    p.add_argument("--structures", type=_structures, default=["consumequeue", "index"],
+                   help="what to rebuild, comma-separated (default: consumequeue,index)")
+
+
 def _publish_offsets(p: argparse.ArgumentParser) -> None:
     _job(p)
     _lake(p)
@@ -362,6 +376,10 @@ COMMANDS: dict[str, Command] = {
     "report": Command("write a self-contained HTML report of a store and its lake",
                       "rocketlake.jobs.report:run", _report,
                       "rocketlake report --store var/store --lake var/lake --out var/report.html"),
+    "rebuild": Command("Spark: rebuild ConsumeQueues and IndexFiles from one CommitLog scan "
+                       "(full, --incremental, --output)",
+                       "rocketlake.jobs.rebuild:run", _rebuild_both,
+                       "rocketlake rebuild --store var/store --structures consumequeue,index"),
     "rebuild-consumequeue": Command("Spark: rebuild ConsumeQueues from the CommitLog "
                                     "(full, --incremental, --output)",
                                     "rocketlake.jobs.rebuild_consumequeue:run", _rebuild,

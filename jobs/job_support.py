@@ -60,7 +60,7 @@ def writer_lock(root: Path) -> Iterator[None]:
         lock.release()
 
 
-Rebuild = TypeVar("Rebuild", bound=Callable[..., dict[str, int]])
+Rebuild = TypeVar("Rebuild", bound=Callable[..., Any])
 
 
 def locks_store(rebuild: Rebuild) -> Rebuild:
@@ -69,7 +69,7 @@ def locks_store(rebuild: Rebuild) -> Rebuild:
     its scan until after its swap, so no writer can add what the rebuild would replace."""
     @functools.wraps(rebuild)
     def locked(spark: Any, store: Path, cfg: StoreConfig, output: Path | None = None,
-               *args: Any, **kwargs: Any) -> dict[str, int]:
+               *args: Any, **kwargs: Any) -> Any:
         if output is not None:
             return rebuild(spark, store, cfg, output, *args, **kwargs)
         with writer_lock(store):
@@ -109,30 +109,6 @@ def swap_in(root: Path, name: str, new: Path) -> None:
         old.rmdir()
         raise
     shutil.rmtree(old)
-
-
-def run_rebuild(prog: str, rebuild: Callable[..., dict[str, int]], noun: str, subdir: str,
-                args: argparse.Namespace) -> int:
-    """The command of a rebuild job: build a (Delta-less) session, run ``rebuild``
-    (``spark, store, cfg, output, incremental, split_bytes`` -> count per topic), report."""
-    from rocketlake.jobs.spark_session import build_session
-
-    started = time.time_ns() // 1_000_000
-    cfg = store_config(args)
-    store = check_store(args.store)
-    spark = build_session(f"rocketlake {prog}", delta=args.lake is not None)
-    counts = rebuild(spark, store, cfg, args.output, args.incremental,
-                     args.split_bytes or DEFAULT_SPLIT_BYTES)
-    target = (args.output or store) / subdir
-    print(f"{prog}: wrote {sum(counts.values())} {noun} for {len(counts)} topic(s) under "
-          f"{target}: " + ", ".join(f"{t}={n}" for t, n in sorted(counts.items())), file=sys.stderr)
-    if args.lake is not None:
-        from rocketlake.jobs.run_log import record_run
-
-        mode = "output" if args.output else "incremental" if args.incremental else "full"
-        record_run(spark, args.lake, prog, store, started, "ok",
-                   {"mode": mode, "wrote": {"noun": noun, "per_topic": counts}, "target": str(target)})
-    return 0
 
 
 @contextmanager

@@ -94,7 +94,7 @@ def parse_ranges(ranges: DataFrame, with_body: bool = False, check_crc: bool = T
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for r in batch.to_pylist():
-                buf = _open_on_executor(r["path"])
+                buf = open_on_executor(r["path"])
                 yield parse_range(buf, r["file_start"], r["lo"], r["hi"], check_crc, with_body,
                                   delay_levels_ms, full_head, columns)
                 del buf
@@ -102,7 +102,7 @@ def parse_ranges(ranges: DataFrame, with_body: bool = False, check_crc: bool = T
     return ranges.mapInArrow(parse, scan_schema(with_body, full_head))
 
 
-def _open_on_executor(path: str) -> np.ndarray:
+def open_on_executor(path: str) -> np.ndarray:
     """Map a CommitLog file on the executor running the scan task. The store is read where it lies:
     a file the driver listed but this host cannot see means the store is not at the same path on
     every executor, which FileNotFoundError says, naming the path and the host."""
@@ -142,7 +142,7 @@ def scan_end(records: DataFrame, start: int, files: list[tuple[Path, int]]) -> S
         expected = row["tail"]
     if end is None:
         end = expected
-    elif reason is None and not _zeros_at(end, files):
+    elif reason is None and not zeros_at(end, files):
         reason = f"offset {end}: no valid record starts here"
     if walked == len(summary) and (not summary or summary[-1]["tail"] <= end):
         counted = sum(r["n"] for r in summary)  # no record lies past the end
@@ -153,7 +153,7 @@ def scan_end(records: DataFrame, start: int, files: list[tuple[Path, int]]) -> S
                    min((r["first_bad"] for r in bad), default=None))
 
 
-def _zeros_at(offset: int, files: list[tuple[Path, int]]) -> bool:
+def zeros_at(offset: int, files: list[tuple[Path, int]]) -> bool:
     """True when the 8 bytes at ``offset`` are zeros (or lie past the last file)."""
     for path, fstart in files:
         size = os.path.getsize(path)

@@ -1,14 +1,12 @@
-"""messages -> ConsumeQueue units (docs/FORMAT.md §6): the records a ConsumeQueue gets, as rows."""
+"""Which scan rows get a ConsumeQueue unit (docs/FORMAT.md §6), as Spark column predicates."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from rocketlake.store import codec, dispatch
-
-UNIT_COLUMNS = ("topic", "queue_id", "queue_offset", "commitlog_offset", "size", "tags_code")
 
 
 def transaction_filter(rule: Callable[[int], bool]) -> Column:
@@ -22,9 +20,3 @@ def gets_unit() -> Column:
     """Scan rows that get a ConsumeQueue unit (``store.dispatch.goes_to_consume_queue``: NOT and
     COMMIT records; PREPARED and ROLLBACK get none)."""
     return transaction_filter(dispatch.goes_to_consume_queue)
-
-
-def consumequeue_units(messages: DataFrame) -> DataFrame:
-    """One row per ConsumeQueue unit: ``topic, queue_id, queue_offset, commitlog_offset, size,
-    tags_code``. PREPARED and ROLLBACK records get none. Input: scan message columns."""
-    return messages.filter(gets_unit()).select(*UNIT_COLUMNS)

@@ -75,7 +75,7 @@ from rocketlake.transforms.commitlog_batch import Buffer, blank_at, message_colu
 from rocketlake.transforms.commitlog_scan import (
     DEFAULT_SPLIT_BYTES,
     ScanRange,
-    _open_on_executor,
+    open_on_executor,
     plan_ranges,
 )
 
@@ -239,7 +239,7 @@ class CommitLogReader(_BoundsReader):
         r: ScanRange | None = partition.value
         if r is None:  # Spark reads one empty partition when there are none
             return
-        buf = _open_on_executor(r.path)
+        buf = open_on_executor(r.path)
         arrow = to_arrow_schema(self.schema, timezone="UTC")
         types = {f.name: f.type for f in arrow}
         pos = 0 if r.lo == 0 else _find_start(buf, r.file_start, r.lo, r.hi)

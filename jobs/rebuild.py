@@ -1,0 +1,225 @@
+"""Rebuild a store's ConsumeQueues and IndexFiles from one CommitLog scan on Spark, byte-identical
+to the library (and to RocketMQ's own rebuild).
+
+    spark-submit jobs/rebuild.py --store DIR [--structures consumequeue,index]
+        [--output DIR | --incremental] [--set NAME=VALUE ...] [--split-bytes N]
+
+Full (default): write the structures aside, then swap each new directory in. ``--incremental``:
+scan from where the structures stop (the ConsumeQueues' max physical offset, the index's last
+indexed offset) and append in place, continuing the last index file. ``--output DIR``: write
+``DIR/consumequeue/`` and ``DIR/index/`` and leave the store alone.
+
+The driver plans CommitLog ranges, reads each scan task's small summary, and plans the writes;
+executor tasks do the rest (:mod:`rocketlake.transforms.store_rebuild`). The scan's parts live
+in a staging directory next to the output, removed at the end, success or not.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from rocketlake.jobs import job_support
+from rocketlake.jobs.cli import job_main
+from rocketlake.jobs.spark_progress import spark_progress
+from rocketlake.store.config import StoreConfig
+from rocketlake.store.errors import UnsafePathError
+from rocketlake.store.store_files import StoreFiles
+from rocketlake.transforms import store_rebuild as sr
+from rocketlake.transforms.commitlog_scan import (
+    DEFAULT_SPLIT_BYTES,
+    ScanEnd,
+    commitlog_files,
+    plan_ranges,
+    zeros_at,
+)
+
+PROG = "rebuild"
+#: what a rebuild can build, by its directory in the store
+STRUCTURES = ("consumequeue", "index")
+
+
+@dataclass
+class Rebuilt:
+    """What a rebuild wrote: ConsumeQueue units and index keys per topic, and the scan's end."""
+    units: dict[str, int] = field(default_factory=dict)
+    keys: dict[str, int] = field(default_factory=dict)
+    end: ScanEnd | None = None
+
+
+@dataclass(frozen=True)
+class _Start:
+    """Where an incremental rebuild continues: the scan start, the ConsumeQueues' max offsets,
+    the index's last indexed offset and its open file."""
+    scan_from: int | None = None
+    queues: dict[tuple[str, int], int] = field(default_factory=dict)
+    keys_after: int = -1
+    index: sr.IndexTail = sr.IndexTail()
+
+
+def _incremental_start(store: Path, cfg: StoreConfig, structures: tuple[str, ...]) -> _Start:
+    with StoreFiles(store, cfg) as files:
+        starts: list[int | None] = []
+        queues: dict[tuple[str, int], int] = {}
+        if "consumequeue" in structures:
+            queues = {k: cq.max_offset for k, cq in files.queues.items()}
+            ends = [cq.max_physic_offset for cq in files.queues.values() if cq.max_physic_offset >= 0]
+            starts.append(max(ends) if ends else None)
+        keys_after, tail = -1, sr.IndexTail()
+        if "index" in structures:
+            svc = files.index
+            keys_after = svc.end_phy
+            starts.append(keys_after + files.commitlog.read(keys_after).size if keys_after >= 0 else None)
+            if svc.files:
+                last = svc.files[-1]
+                tail = sr.IndexTail(last.path.name, last.end_phy, last.end_ts, last.free)
+    scan_from = None if None in starts else min(s for s in starts if s is not None)
+    return _Start(scan_from, queues, keys_after, tail)
+
+
+def _check_names(parts: list[sr.PartSummary], store: Path) -> None:
+    """Refuse units whose topic or queue id no writer could have stored (RocketMQ's recovery ends
+    valid data at such a record): UnsafePathError naming the first one's CommitLog offset."""
+    bad = min((p.bad_name for p in parts if p.bad_name is not None), default=None)
+    if bad is not None:
+        at, topic, qid = bad
+        raise UnsafePathError(
+            f"{store}: CommitLog record at offset {at} has topic {topic!r} / queue {qid}, which no "
+            f"writer could have stored (valid data ends there); refusing to build a ConsumeQueue "
+            f"path from it, nothing was written")
+
+
+def _run_write(task: tuple[str, object], staging: str, root: str, cq_name: str,
+               cfg: StoreConfig) -> tuple[str, dict[str, int]]:
+    """One write task on an executor: a group of queues, or one index file."""
+    kind, job = task
+    if kind == "index":
+        assert isinstance(job, sr.IndexJob)
+        return kind, {"": sr.write_index_file_task(job, staging, cfg.maxHashSlotNum, cfg.maxIndexNum)}
+    assert isinstance(job, sr.QueueJob)
+    return kind, sr.write_queues(job, staging, root, cq_name, cfg.mappedFileSizeConsumeQueue)
+
+
+@job_support.locks_store
+def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | None = None,
+            incremental: bool = False, split_bytes: int = DEFAULT_SPLIT_BYTES,
+            structures: tuple[str, ...] = STRUCTURES, prog: str = PROG) -> Rebuilt:
+    """Rebuild ``structures`` of ``store`` from one scan (see the module doc); ``prog`` names the
+    command in what it prints."""
+    unknown = set(structures) - set(STRUCTURES)
+    if unknown or not structures:
+        raise ValueError(f"structures must be among {', '.join(STRUCTURES)}, got {', '.join(structures)}")
+    for name in structures:
+        if output is not None and (output / name).exists() and any((output / name).iterdir()):
+            raise FileExistsError(f"{output / name}: already exists and is not empty")
+    start = _incremental_start(store, cfg, structures) if incremental else _Start()
+    files = commitlog_files(store, cfg.mappedFileSizeCommitLog)
+    first = files[0][1] if files else 0
+    scan_from = first if start.scan_from is None else max(start.scan_from, first)
+    ranges = plan_ranges(store, cfg.mappedFileSizeCommitLog, split_bytes, scan_from)
+    base = output if output is not None else store
+    missing = [d for d in (base, *base.parents) if not d.exists()]
+    base.mkdir(parents=True, exist_ok=True)
+    staging = job_support.aside(base, "parts")
+    made: list[Path] = missing[-1:]  # what to remove should the rebuild fail: only what it made
+    try:
+        want_cq, want_index = "consumequeue" in structures, "index" in structures
+        delays, keys_after = cfg.delay_levels_ms, start.keys_after
+        sc = spark.sparkContext
+        with spark_progress(spark, "scan"):
+            summaries = sc.parallelize(list(enumerate(ranges)), max(1, len(ranges))).map(
+                lambda t: sr.scan_part(t[0], t[1], str(staging), delays, want_cq, want_index,
+                                       keys_after)).collect()
+        valid = sr.valid_parts(sorted(summaries, key=lambda s: s.part), scan_from)
+        reason = valid.reason
+        if reason is not None and valid.gap and zeros_at(valid.end, files):
+            reason = None  # zeros after the last record: the normal end
+        end = ScanEnd(valid.end, reason, valid.records, 0, None)
+        job_support.report_scan(prog, end)
+        if want_cq:
+            _check_names(valid.parts, store)
+        result = Rebuilt(end=end)
+        tasks: list[tuple[str, object]] = []
+        dirs = {name: job_support.target_dir(store, name, output, incremental) for name in structures}
+        made += [d for d in dirs.values() if output is None and not incremental]
+        if want_index:
+            dirs["index"].mkdir(parents=True, exist_ok=True)
+            tasks += [("index", j) for j in sr.plan_index(valid.parts, staging, dirs["index"],
+                                                          cfg.maxIndexNum, start.index, cfg.index_zone)]
+            for p in valid.parts:
+                for t, n in p.key_topics.items():
+                    result.keys[t] = result.keys.get(t, 0) + n
+        if want_cq:
+            tasks += [("consumequeue", j) for j in sr.plan_queues(valid.parts, start.queues,
+                                                                  2 * sc.defaultParallelism)]
+        if tasks:
+            root, cq_name = (str(dirs["consumequeue"].parent), dirs["consumequeue"].name) if want_cq \
+                else ("", "")
+            with spark_progress(spark, "write"):
+                done = sc.parallelize(tasks, len(tasks)).map(
+                    lambda t: _run_write(t, str(staging), root, cq_name, cfg)).collect()
+            for kind, counts in done:
+                if kind == "consumequeue":
+                    for t, n in counts.items():
+                        result.units[t] = result.units.get(t, 0) + n
+        if output is None and not incremental:
+            for name, d in dirs.items():
+                job_support.swap_in(store, name, d)
+        made = []
+        return result
+    finally:
+        sr.remove_staging(staging)
+        for d in made:
+            sr.remove_staging(d)
+
+
+def report(prog: str, rebuilt: Rebuilt, structures: tuple[str, ...], target: Path) -> None:
+    """One line per structure: what was written where, per topic."""
+    for name in structures:
+        counts, noun = (rebuilt.units, "units") if name == "consumequeue" else (rebuilt.keys, "index keys")
+        print(f"{prog}: wrote {sum(counts.values())} {noun} for {len(counts)} topic(s) under "
+              f"{target / name}: " + ", ".join(f"{t}={n}" for t, n in sorted(counts.items())),
+              file=sys.stderr)
+
+
+def run_structures(prog: str, structures: tuple[str, ...], args: argparse.Namespace) -> int:
+    """The command of a rebuild job: build a (Delta-less) session, rebuild, report, and record the
+    run in the lake when ``--lake`` is given."""
+    from rocketlake.jobs.spark_session import build_session
+
+    started = time.time_ns() // 1_000_000
+    cfg = job_support.store_config(args)
+    store = job_support.check_store(args.store)
+    spark = build_session(f"rocketlake {prog}", delta=args.lake is not None)
+    rebuilt = rebuild(spark, store, cfg, args.output, args.incremental,
+                      args.split_bytes or DEFAULT_SPLIT_BYTES, structures, prog=prog)
+    target = args.output or store
+    report(prog, rebuilt, structures, target)
+    if args.lake is not None:
+        from rocketlake.jobs.run_log import record_run
+
+        mode = "output" if args.output else "incremental" if args.incremental else "full"
+        for name in structures:
+            noun, counts = (("units", rebuilt.units) if name == "consumequeue"
+                            else ("index keys", rebuilt.keys))
+            record_run(spark, args.lake, prog, store, started, "ok",
+                       {"mode": mode, "wrote": {"noun": noun, "per_topic": counts},
+                        "target": str(target / name)})
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """``rocketlake rebuild`` (options in :mod:`rocketlake.jobs.cli`)."""
+    return run_structures(PROG, tuple(args.structures), args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return job_main(PROG, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

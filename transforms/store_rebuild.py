@@ -1,0 +1,309 @@
+"""CommitLog ranges -> ConsumeQueue and index files, as Spark tasks: one scan, writes on executors.
+
+A rebuild runs two waves of tasks; the driver only plans and reads small summaries.
+
+1. **Scan** (:func:`scan_part`, one task per CommitLog byte range): walk the records that start
+   in the range with the kernels (CRC checked), derive their ConsumeQueue units and index keys
+   (``RecordBatch.dispatch``: the store's own dispatch rules) and write them as a *part* into a
+   staging directory: units grouped by queue, keys in put order. The task returns a
+   :class:`PartSummary`: where its records start and end (so the driver can check the record
+   chain across ranges and find the end of valid data, as one walk would), the rows of each
+   queue, the key count.
+2. **Write** (:func:`write_queues`, :func:`write_index_file_task`): the driver numbers every
+   index key from the parts' key counts, which fixes the index file and entry position of each
+   key without looking at them (a file holds ``maxIndexNum - 1`` keys, RocketMQ's rule). Then
+   one task per index file places its keys (``IndexFile.put_batch``: slot chains in put order,
+   exactly RocketMQ's bytes) and tasks over groups of queues write the ConsumeQueue files
+   (``write_consume_queue_files``).
+
+Nothing of a record crosses into the JVM: Spark schedules Python functions over plain Python
+descriptions of the work (RDDs), so bodies and property strings never leave the worker that
+read them, and the scan's parts are plain files next to the output.
+"""
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from rocketlake.store import codec
+from rocketlake.store.codec import CQ_UNIT_DTYPE
+from rocketlake.store.consume_queue import write_consume_queue_files
+from rocketlake.store.index import IndexFile
+from rocketlake.store.kernels import records as kr
+from rocketlake.store.paths import queue_dir
+from rocketlake.store.record_walk import RecordBatch
+from rocketlake.transforms.commitlog_batch import walk_range
+from rocketlake.transforms.commitlog_scan import ScanRange, open_on_executor
+
+#: one index key of a part: its hash (``codec.index_key_hash``), message offset and store time
+KEY_DTYPE = np.dtype([("key_hash", "<i4"), ("phy", "<i8"), ("ts", "<i8")])
+
+#: a slice ``[lo, hi)`` of the rows of part ``part``
+Slice = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class QueueRows:
+    """The units of queue (``topic``, ``queue_id``) in a part: rows ``[lo, hi)``."""
+    topic: str
+    queue_id: int
+    lo: int
+    hi: int
+
+
+@dataclass(frozen=True)
+class PartSummary:
+    """What the driver needs from a scanned range.
+
+    ``first``: CommitLog offset of the range's first record (None: no record starts in it).
+    ``tail``: where the record after the last one starts (the next file's start after a BLANK).
+    ``stop`` / ``reason``: set when valid data ends inside the range (zeros: reason None; damage:
+    what is wrong), at CommitLog offset ``stop``. ``bad_name``: (offset, topic, queue id) of the
+    first record bound for a ConsumeQueue whose topic or queue id cannot name a queue directory.
+    """
+    part: int
+    first: int | None
+    tail: int
+    stop: int | None
+    reason: str | None
+    records: int
+    keys: int
+    key_topics: dict[str, int]
+    queues: tuple[QueueRows, ...]
+    bad_name: tuple[int, str, int] | None
+
+
+def part_path(staging: Path, part: int, kind: str) -> Path:
+    """The file of one part's ``kind`` (``units``, ``qoff``, ``keys``) in ``staging``."""
+    return staging / f"{part:06d}.{kind}.npy"
+
+
+def scan_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[int],
+              units: bool, keys: bool, keys_after: int = -1) -> PartSummary:
+    """Scan task: walk the records starting in range ``r`` and write their ConsumeQueue units
+    (when ``units``) and index keys of messages after offset ``keys_after`` (when ``keys``) as
+    part ``part`` under ``staging``."""
+    buf = open_on_executor(r.path)
+    base = r.file_start
+    pos = kr.find_start(buf, base, r.lo, r.hi)
+    if pos >= r.hi:
+        return PartSummary(part, None, base + pos, None, None, 0, 0, {}, (), None)
+    delays = tuple(delay_levels_ms)
+    topic_no: dict[str, int] = {}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("group", "qoff", "unit", "key", "key_topic")}
+    records, first = 0, base + pos
+    for s in walk_range(buf, base, pos, r.hi, check_crc=True):
+        batch = RecordBatch(buf, s.raw)
+        records += len(batch)
+        if not len(batch):
+            continue
+        d = batch.dispatch(delays)
+        raw = batch.raw
+        ids, names = batch.topics
+        remap = np.array([topic_no.setdefault(t, len(topic_no)) for t in names], dtype=np.int64)
+        if units and d.to_queue.any():
+            sel = np.flatnonzero(d.to_queue)
+            cols["group"].append(remap[ids[sel]] << 32 | (raw[sel, kr.QUEUE_ID] & 0xFFFFFFFF))
+            cols["qoff"].append(raw[sel, kr.QUEUE_OFFSET])
+            u = np.empty(sel.size, dtype=CQ_UNIT_DTYPE)
+            u["commitlog_offset"], u["size"] = raw[sel, kr.OFFSET], raw[sel, kr.SIZE]
+            u["tags_code"] = d.tags_code[sel]
+            cols["unit"].append(u)
+        if keys and d.key_hashes.size:
+            counts = np.where(raw[:, kr.OFFSET] > keys_after, d.key_counts, 0)
+            k = np.empty(d.key_hashes.size, dtype=KEY_DTYPE)
+            k["key_hash"] = d.key_hashes
+            k["phy"] = np.repeat(raw[:, kr.OFFSET], d.key_counts)
+            k["ts"] = np.repeat(raw[:, kr.STORE_TS], d.key_counts)
+            cols["key"].append(k[k["phy"] > keys_after])
+            cols["key_topic"].append(np.bincount(remap[ids], weights=counts, minlength=len(topic_no)))
+    end, status, error = base + s.end, s.status, s.error
+    tail = base + buf.size if status == kr.BLANK else end
+    stop = None if status in (kr.LIMIT, kr.BLANK) else end
+    folder = Path(staging)
+    queues, bad_name = _write_units(folder, part, cols, {n: t for t, n in topic_no.items()})
+    key_topics: dict[str, int] = {}
+    if keys:
+        key_rows = np.concatenate(cols["key"]) if cols["key"] else np.zeros(0, KEY_DTYPE)
+        np.save(part_path(folder, part, "keys"), key_rows)
+        per_topic = np.zeros(len(topic_no), dtype=np.int64)
+        for c in cols["key_topic"]:
+            per_topic[:c.size] += c.astype(np.int64)
+        key_topics = {t: int(per_topic[n]) for t, n in topic_no.items() if per_topic[n]}
+    return PartSummary(part, first, tail, stop, error, records, sum(key_topics.values()), key_topics,
+                       queues, bad_name)
+
+
+def _write_units(folder: Path, part: int, cols: dict[str, list[np.ndarray]],
+                 topics: dict[int, str]) -> tuple[tuple[QueueRows, ...], tuple[int, str, int] | None]:
+    """Group a part's units by queue (stable: put order within a queue) and save them."""
+    if not cols["group"]:
+        return (), None
+    group = np.concatenate(cols["group"])
+    order = np.argsort(group, kind="stable")
+    group, qoff = group[order], np.concatenate(cols["qoff"])[order]
+    unit = np.concatenate(cols["unit"])[order]
+    np.save(part_path(folder, part, "units"), unit)
+    np.save(part_path(folder, part, "qoff"), qoff)
+    bounds = np.r_[0, np.flatnonzero(np.diff(group)) + 1, group.size].tolist()
+    queues, bad = [], None
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        topic, qid = topics[int(group[lo] >> 32)], int(np.int32(group[lo] & 0xFFFFFFFF))
+        queues.append(QueueRows(topic, qid, lo, hi))
+        if not codec.is_topic(topic) or qid < 0:
+            at = int(unit["commitlog_offset"][lo:hi].min())
+            if bad is None or at < bad[0]:
+                bad = (at, topic, qid)
+    return tuple(queues), bad
+
+
+# --- the driver's plan ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ValidParts:
+    """The parts before the end of valid data, and where and why it ends (``gap``: the chain
+    broke between parts, where the caller tells zeros from damage)."""
+    parts: list[PartSummary]
+    end: int
+    reason: str | None
+    records: int
+    gap: bool = False
+
+
+def valid_parts(summaries: list[PartSummary], start: int) -> ValidParts:
+    """Follow the record chain from ``start`` through the parts in CommitLog order: each part's
+    first record must start where the previous part's last one said the next would. Valid data
+    ends at the first break (a part stopped early, or a chain gap), as one walk would end it."""
+    expected, kept = start, []
+    for s in summaries:
+        if s.first is None:
+            continue
+        if s.first != expected:
+            return ValidParts(kept, expected, f"offset {expected}: no valid record starts here",
+                              sum(p.records for p in kept), gap=True)
+        kept.append(s)
+        if s.stop is not None:
+            return ValidParts(kept, s.stop, s.reason, sum(p.records for p in kept))
+        expected = s.tail
+    return ValidParts(kept, expected, None, sum(p.records for p in kept))
+
+
+@dataclass
+class QueueJob:
+    """A write task's queues: (topic, queue id, current max offset, slices of parts) each."""
+    queues: list[tuple[str, int, int, list[Slice]]] = field(default_factory=list)
+    units: int = 0
+
+
+def plan_queues(parts: list[PartSummary], existing: dict[tuple[str, int], int],
+                tasks: int) -> list[QueueJob]:
+    """Spread the queues over at most ``tasks`` write tasks, balanced by unit count (largest
+    first); ``existing`` maps a queue to its current max offset (units below it are kept)."""
+    slices: dict[tuple[str, int], list[Slice]] = {}
+    for p in parts:
+        for q in p.queues:
+            slices.setdefault((q.topic, q.queue_id), []).append((p.part, q.lo, q.hi))
+    jobs = [QueueJob() for _ in range(max(1, min(tasks, len(slices))))]
+    by_size = sorted(slices.items(), key=lambda kv: -sum(hi - lo for _, lo, hi in kv[1]))
+    for (topic, qid), s in by_size:
+        job = min(jobs, key=lambda j: j.units)
+        job.queues.append((topic, qid, existing.get((topic, qid), 0), s))
+        job.units += sum(hi - lo for _, lo, hi in s)
+    return [j for j in jobs if j.queues]
+
+
+def write_queues(job: QueueJob, staging: str, root: str, cq_name: str, file_size: int
+                 ) -> dict[str, int]:
+    """Write task: the ConsumeQueue files of ``job``'s queues under ``root/cq_name`` (units below a
+    queue's current max offset are skipped). Returns units written per topic."""
+    folder, written = Path(staging), {}
+    for topic, qid, after, slices in job.queues:
+        qoff = np.concatenate([np.load(part_path(folder, p, "qoff"), mmap_mode="r")[lo:hi]
+                               for p, lo, hi in slices])
+        units = np.concatenate([np.load(part_path(folder, p, "units"), mmap_mode="r")[lo:hi]
+                                for p, lo, hi in slices])
+        n = write_consume_queue_files(queue_dir(Path(root), topic, qid, cq_name), qoff, units,
+                                      file_size, after)
+        written[topic] = written.get(topic, 0) + n
+    return written
+
+
+@dataclass(frozen=True)
+class IndexJob:
+    """One index file's task: the file, how it starts (``create_from``: the previous file's end
+    offset and time, RocketMQ's IndexFile constructor; None: continue the existing file) and the
+    global numbers ``[lo, hi)`` of its keys, found in ``slices`` of parts."""
+    path: str
+    create_from: tuple[int, int] | None
+    slices: list[Slice]
+
+
+@dataclass(frozen=True)
+class IndexTail:
+    """The index a rebuild continues: its last file's name, end offset and time, and how many
+    keys still fit in it (0: full or no file)."""
+    name: str | None = None
+    end_phy: int = 0
+    end_ts: int = 0
+    free: int = 0
+
+
+def plan_index(parts: list[PartSummary], staging: Path, index_dir: Path, entry_num: int,
+               tail: IndexTail = IndexTail(), zone=None) -> list[IndexJob]:
+    """The index files the parts' keys fill, in order: the open file of ``tail`` first (while
+    it has room), then new files of ``entry_num - 1`` keys each, named by their first key's store
+    time (``codec.next_index_file_name``, in ``zone``)."""
+    counts = np.array([p.keys for p in parts], dtype=np.int64)
+    starts = np.r_[0, np.cumsum(counts)]
+    total = int(starts[-1])
+
+    def slices(lo: int, hi: int) -> list[Slice]:
+        out = []
+        for i, p in enumerate(parts):
+            a, b = max(lo, starts[i]), min(hi, starts[i + 1])
+            if a < b:
+                out.append((p.part, int(a - starts[i]), int(b - starts[i])))
+        return out
+
+    def key(g: int) -> np.void:
+        i = int(np.searchsorted(starts, g, side="right")) - 1
+        return np.load(part_path(staging, parts[i].part, "keys"), mmap_mode="r")[g - starts[i]]
+
+    jobs, g = [], 0
+    if tail.free and total:
+        g = min(tail.free, total)
+        jobs.append(IndexJob(str(index_dir / str(tail.name)), None, slices(0, g)))
+    name, end = tail.name, (tail.end_phy, tail.end_ts)
+    if g:
+        last = key(g - 1)
+        end = (int(last["phy"]), int(last["ts"]))
+    while g < total:
+        hi = min(total, g + entry_num - 1)
+        name = codec.next_index_file_name(int(key(g)["ts"]), name, zone)
+        jobs.append(IndexJob(str(index_dir / name), end, slices(g, hi)))
+        last = key(hi - 1)
+        end, g = (int(last["phy"]), int(last["ts"])), hi
+    return jobs
+
+
+def write_index_file_task(job: IndexJob, staging: str, slot_num: int, entry_num: int) -> int:
+    """Write task: put ``job``'s keys into its index file, in order (returns the key count)."""
+    folder = Path(staging)
+    rows = np.concatenate([np.load(part_path(folder, p, "keys"), mmap_mode="r")[lo:hi]
+                           for p, lo, hi in job.slices])
+    f = IndexFile(Path(job.path), slot_num, entry_num, create_from=job.create_from)
+    try:
+        f.put_batch(rows["key_hash"], rows["phy"], rows["ts"])
+        f.flush()
+    finally:
+        f.close()
+    return int(rows.size)
+
+
+def remove_staging(staging: Path) -> None:
+    """Delete a rebuild's staging directory (parts only: it never holds anything else)."""
+    shutil.rmtree(staging, ignore_errors=True)
+
