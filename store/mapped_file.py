@@ -232,6 +232,26 @@ def zero_tail(mf: MappedFile, pos: int, chunk: int = 1 << 22) -> None:
         lo = first_nonzero(mf, hi, chunk)
 
 
+def data_end(path: Path | str) -> int:
+    """Where the last data region of a file ends (0: it has none); past it the file is holes or
+    unwritten extents, which read as zeros (``SEEK_DATA`` / ``SEEK_HOLE``; a file system without
+    them reports the whole file as data). A scan can stop there without reading the rest."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size, end = os.fstat(fd).st_size, 0
+        while end < size:
+            try:
+                lo = os.lseek(fd, end, os.SEEK_DATA)
+            except OSError as e:
+                if e.errno == errno.ENXIO:  # no data after ``end``
+                    break
+                raise
+            end = min(size, os.lseek(fd, lo, os.SEEK_HOLE))
+        return end
+    finally:
+        os.close(fd)
+
+
 def first_nonzero(mf: MappedFile, pos: int, chunk: int = 1 << 22) -> int | None:
     """Offset of the first non-zero byte at or after ``pos`` in a mapped file, or None.
 

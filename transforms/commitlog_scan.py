@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from rocketlake.store import codec
-from rocketlake.store.mapped_file import MappedFileQueue
+from rocketlake.store.mapped_file import MappedFileQueue, data_end
 from rocketlake.transforms.commitlog_batch import CHAIN_FIELDS, batch_schema, parse_range
 
 #: Default range size: several ranges per 1 GiB CommitLog file.
@@ -59,7 +59,9 @@ def commitlog_files(root: Path, file_size: int) -> list[tuple[Path, int]]:
 
 def plan_ranges(root: Path, file_size: int, split_bytes: int = DEFAULT_SPLIT_BYTES,
                 start: int | None = None) -> list[ScanRange]:
-    """Ranges covering the CommitLog from ``start`` (default: its first byte) to its end."""
+    """Ranges covering the CommitLog from ``start`` (default: its first byte) to its end; none
+    past the end of a file's data (``mapped_file.data_end``: a pre-allocated file's unwritten tail
+    holds no record, and reading it would only fault in zeros)."""
     if split_bytes <= 0:
         raise ValueError(f"split size must be positive, got {split_bytes}")
     out = []
@@ -67,7 +69,7 @@ def plan_ranges(root: Path, file_size: int, split_bytes: int = DEFAULT_SPLIT_BYT
         if start is not None and fstart + file_size <= start:
             continue
         lo = max(0, (start or 0) - fstart)
-        for a in range(lo, file_size, split_bytes):
+        for a in range(lo, min(file_size, data_end(path)), split_bytes):
             out.append(ScanRange(str(path), fstart, a, min(a + split_bytes, file_size)))
     return out
 

@@ -1,0 +1,130 @@
+"""The Spark rebuild's planning (``transforms.store_rebuild``) without Spark: the record chain
+across parts, the spread of queues over tasks, and which keys go to which index file."""
+from __future__ import annotations
+
+from datetime import timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rocketlake.store import codec
+from rocketlake.store.index import IndexService
+from rocketlake.transforms import store_rebuild as sr
+from rocketlake.transforms.commitlog_scan import ScanRange
+
+UTC = timezone.utc
+
+
+def part(n: int, first: int | None, tail: int, records: int = 1, stop: int | None = None,
+         reason: str | None = None, keys: int = 0, queues=()) -> sr.PartSummary:
+    return sr.PartSummary(n, first, tail, stop, reason, records, keys, {"t": keys} if keys else {},
+                          tuple(queues), None)
+
+
+def test_valid_parts_follow_the_chain_and_skip_ranges_without_a_record_start() -> None:
+    parts = [part(0, 0, 150, 3), part(1, None, 0), part(2, 150, 400, 2), part(3, 400, 1000, 4)]
+    v = sr.valid_parts(parts, 0)
+    assert ([p.part for p in v.parts], v.end, v.reason, v.records, v.gap) == ([0, 2, 3], 1000, None, 9, False)
+
+
+def test_valid_data_ends_at_a_chain_gap() -> None:
+    # part 1's first record is not where part 0's last one said the next would start
+    v = sr.valid_parts([part(0, 0, 150, 3), part(1, 170, 300, 2)], 0)
+    assert ([p.part for p in v.parts], v.end, v.records, v.gap) == ([0], 150, 3, True)
+    assert v.reason == "offset 150: no valid record starts here"
+
+
+def test_valid_data_ends_where_a_part_stopped_early() -> None:
+    parts = [part(0, 0, 150, 3), part(1, 150, 200, 1, stop=200, reason="bad CRC"), part(2, 260, 300)]
+    v = sr.valid_parts(parts, 0)
+    assert ([p.part for p in v.parts], v.end, v.reason, v.records, v.gap) == ([0, 1], 200, "bad CRC", 4, False)
+
+
+def test_queues_spread_over_tasks_by_unit_count() -> None:
+    q = sr.QueueRows
+    parts = [part(0, 0, 10, queues=[q("a", 0, 0, 50), q("b", 0, 50, 60), q("c", 1, 60, 90)]),
+             part(1, 10, 20, queues=[q("a", 0, 0, 10), q("d", 2, 10, 30)])]
+    jobs = sr.plan_queues(parts, {("b", 0): 7}, tasks=2)
+    # a: 60 units, c: 30, d: 20, b: 10 -> largest first onto the emptiest task
+    assert [[(t, qid, after, s) for t, qid, after, s in j.queues] for j in jobs] == [
+        [("a", 0, 0, [(0, 0, 50), (1, 0, 10)])],
+        [("c", 1, 0, [(0, 60, 90)]), ("d", 2, 0, [(1, 10, 30)]), ("b", 0, 7, [(0, 50, 60)])]]
+    assert [j.units for j in jobs] == [60, 60]
+
+
+def save_keys(staging: Path, n: int, ts: list[int]) -> None:
+    k = np.zeros(len(ts), dtype=sr.KEY_DTYPE)
+    k["phy"] = np.arange(len(ts)) * 100 + n * 10_000
+    k["ts"] = ts
+    np.save(sr.part_path(staging, n, "keys"), k)
+
+
+def test_index_files_take_entry_num_minus_one_keys_each(tmp_path: Path) -> None:
+    # 3 + 4 keys over two parts, 3 keys per file (entry_num 4): files of keys 0-2, 3-5, 6
+    save_keys(tmp_path, 0, [1000, 1000, 2000])
+    save_keys(tmp_path, 1, [3000, 4000, 5000, 6000])
+    parts = [part(0, 0, 1, keys=3), part(1, 1, 2, keys=4)]
+    jobs = sr.plan_index(parts, tmp_path, Path("idx"), entry_num=4, zone=UTC)
+    names = [Path(j.path).name for j in jobs]
+    assert names == [codec.index_file_name(t, UTC) for t in (1000, 3000, 6000)]
+    assert [j.slices for j in jobs] == [[(0, 0, 3)], [(1, 0, 3)], [(1, 3, 4)]]
+    # a new file starts from the previous file's last key (RocketMQ's IndexFile constructor)
+    assert [j.create_from for j in jobs] == [(0, 0), (200, 2000), (10_200, 5000)]
+
+
+def test_index_continues_the_open_file_then_names_after_it(tmp_path: Path) -> None:
+    save_keys(tmp_path, 0, [500, 500, 700])
+    tail = sr.IndexTail(codec.index_file_name(900, UTC), 77, 400, free=2)
+    jobs = sr.plan_index([part(0, 0, 1, keys=3)], tmp_path, Path("idx"), 4, tail, UTC)
+    assert [(Path(j.path).name, j.create_from, j.slices) for j in jobs] == [
+        (tail.name, None, [(0, 0, 2)]),
+        # key 2 was stored at 700 ms, before the open file's name: the name is bumped past it
+        (codec.index_file_name(901, UTC), (100, 500), [(0, 2, 3)])]
+
+
+def test_index_task_writes_the_library_bytes(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    hashes = rng.integers(0, 1 << 31, 10).astype(np.int32)
+    phy, ts = np.arange(10, dtype=np.int64) * 64, 1_700_000_000_000 + np.arange(10, dtype=np.int64) * 900
+    lib = IndexService(tmp_path / "lib", 4, 5, UTC)
+    lib.add_hashes(hashes, phy, ts)
+    lib.build()
+    lib.close()
+    k = np.zeros(10, dtype=sr.KEY_DTYPE)
+    k["key_hash"], k["phy"], k["ts"] = hashes, phy, ts
+    np.save(sr.part_path(tmp_path, 0, "keys"), k)
+    out = tmp_path / "spark" / "index"
+    out.mkdir(parents=True)
+    jobs = sr.plan_index([part(0, 0, 1, keys=10)], tmp_path, out, 5, zone=UTC)
+    assert [sr.write_index_file_task(j, str(tmp_path), 4, 5) for j in jobs] == [4, 4, 2]
+    expected = sorted((tmp_path / "lib" / "index").iterdir())
+    assert [p.name for p in sorted(out.iterdir())] == [p.name for p in expected]
+    assert [p.read_bytes() for p in sorted(out.iterdir())] == [p.read_bytes() for p in expected]
+
+
+def test_scan_part_of_a_range_without_a_record_start(tmp_path: Path) -> None:
+    log = tmp_path / "00000000000000000000"
+    log.write_bytes(bytes(4096))
+    s = sr.scan_part(5, ScanRange(str(log), 0, 1024, 2048), str(tmp_path), (), True, True)
+    assert (s.part, s.first, s.records, s.keys, s.queues) == (5, None, 0, 0, ())
+
+
+@pytest.mark.parametrize("units, keys", [(True, False), (False, True)])
+def test_scan_part_writes_only_what_is_asked(tmp_path: Path, units: bool, keys: bool) -> None:
+    from rocketlake.store import Message, MessageStore
+    store = tmp_path / "store"
+    with MessageStore(store, mappedFileSizeCommitLog=65536) as s:
+        s.put_batch([Message("t", b"x" * 10, i % 2, keys=f"k{i}") for i in range(20)])
+    log = store / "commitlog" / "00000000000000000000"
+    staging = tmp_path / "parts"
+    staging.mkdir()
+    summary = sr.scan_part(0, ScanRange(str(log), 0, 0, 65536), str(staging), codec.DELAY_LEVELS_MS,
+                           units, keys)
+    assert summary.records == 20 and summary.stop is not None and summary.reason is None  # zeros
+    assert sorted(p.name.split(".")[1] for p in staging.iterdir()) == (
+        ["qoff", "units"] if units else ["keys"])
+    if units:
+        assert [(q.topic, q.queue_id, q.hi - q.lo) for q in summary.queues] == [("t", 0, 10), ("t", 1, 10)]
+    else:
+        assert summary.keys == 20 and summary.key_topics == {"t": 20}  # one KEYS token each, no UNIQ_KEY
