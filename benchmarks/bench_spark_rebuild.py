@@ -102,7 +102,8 @@ def main() -> None:
     for m in ("local[2]", "local[1]"):
         print(f"| spark-submit jobs/rebuild.py, {m}, marginal | {marginal[m]:.2f} | "
               f"{rmq / marginal[m]:.2f}x RocketMQ | {wall[m, 'big']:.2f} s - {wall[m, 'small']:.2f} s |")
-    print(f"| scaling local[1] / local[2] (marginal) | | {marginal['local[1]'] / marginal['local[2]']:.2f}x | |")
+    scaling = marginal["local[1]"] / marginal["local[2]"]
+    print(f"| scaling local[1] / local[2] (marginal) | | {scaling:.2f}x | |")
     print(f"| empty PySpark app, local[2] | {t_empty:.2f} | | the small-store rebuild is "
           f"{wall['local[2]', 'small'] / t_empty:.2f}x it |")
     print("\nrebuilt ConsumeQueues byte-identical to RocketMQ's; index files identical in content and order")

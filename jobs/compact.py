@@ -54,13 +54,21 @@ from rocketlake.store.compaction import (
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_consumer_offsets
 from rocketlake.store.consumer_guard import Hold, guard, holds
+from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.lockfile import is_locked
 from rocketlake.store.message_store import MessageStore
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.archive import ARCHIVE_TABLE, PARTITION_COLUMNS, archive_rows
-from rocketlake.transforms.commitlog_scan import scan_store
+from rocketlake.transforms.commitlog_scan import (
+    DEFAULT_SPLIT_BYTES,
+    parse_ranges,
+    plan_ranges,
+    ranges_frame,
+    scan_store,
+)
 from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
 from rocketlake.transforms.consume_queue_units import gets_unit
+from rocketlake.transforms.store_rebuild import scan_part, valid_parts
 
 PROG = "compact"
 
@@ -94,30 +102,44 @@ def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names:
             store_name: str, change_data_feed: bool = False) -> dict[str, int]:
     """Write the records of the CommitLog files ``names`` to the archive of the lake ``lake`` (a
     URI), one Delta commit per file; a file already archived (its offset <= the last committed
-    txnVersion) is skipped. ``change_data_feed`` switches the table's change data feed on."""
+    txnVersion) is skipped. ``change_data_feed`` switches the table's change data feed on.
+
+    First a light pass (CRC-checked walks, nothing built) finds that the files hold valid records
+    throughout and counts them: valid data ending inside them (damage) raises CorruptRecordError
+    and nothing is archived. Then each file is read once more, straight into its Delta write:
+    bodies and heads go from the kernels' Arrow batches to Parquet, nothing is cached."""
     size = cfg.mappedFileSizeCommitLog
-    first, last = int(names[0]), int(names[-1]) + size
-    with spark_progress(spark, "scan"):
-        scan = scan_store(spark, root, size, start=first, with_body=True, full_head=True,
-                          delay_levels_ms=cfg.delay_levels_ms)
-    try:
-        rows = archive_rows(scan.records.filter(F.col("commitlog_offset") < min(last, scan.end.end))
-                            .filter(F.col("crc_ok")), store_name, size)
-        uri = table_uri(lake, ARCHIVE_TABLE)
+    first = int(names[0])
+    ranges = [r for r in plan_ranges(root, size, DEFAULT_SPLIT_BYTES, first)
+              if codec.format_file_name(r.file_start) in names]
+    delays = cfg.delay_levels_ms
+    with spark_progress(spark, "check"):
+        summaries = spark.sparkContext.parallelize(list(enumerate(ranges)), max(1, len(ranges))).map(
+            lambda t: scan_part(t[0], t[1], "", delays, False, False)).collect()
+    valid = valid_parts(sorted(summaries, key=lambda s: s.part), first)
+    last_end = int(names[-1]) + size
+    if valid.end < last_end:
+        raise CorruptRecordError(
+            f"{root / 'commitlog'}: valid data ends at offset {valid.end} "
+            f"({valid.reason or 'no valid record starts there'}), inside the files to archive "
+            f"({names[0]}..{names[-1]}); nothing was archived or deleted (recover the store first)")
+    counts = {name: 0 for name in names}
+    for p in valid.parts:
+        counts[codec.format_file_name(ranges[p.part].file_start)] += p.records
+    uri = table_uri(lake, ARCHIVE_TABLE)
+    for name in names:
+        records = parse_ranges(ranges_frame(spark, [r for r in ranges if r.file_start == int(name)]),
+                               with_body=True, check_crc=False, delay_levels_ms=delays,
+                               full_head=True)
+        rows = archive_rows(records.filter(F.col("commitlog_offset") < valid.end), store_name, size)
         ensure_table(spark, uri, rows.schema, PARTITION_COLUMNS,
                      table_properties(append_only=True, change_data_feed=change_data_feed))
-        counts = {}
-        for name in names:
-            part = rows.filter(F.col("commitlog_file") == name)
-            with spark_progress(spark, f"archive {name}"):
-                counts[name] = part.count()
-                (part.write.format("delta").mode("append").partitionBy(*PARTITION_COLUMNS)
-                 .option("mergeSchema", "true")  # an archive from before a column was added gets it
-                 .option("txnAppId", f"rocketlake-archive:{store_name}")
-                 .option("txnVersion", int(name)).save(uri))
-        return counts
-    finally:
-        scan.close()
+        with spark_progress(spark, f"archive {name}"):
+            (rows.write.format("delta").mode("append").partitionBy(*PARTITION_COLUMNS)
+             .option("mergeSchema", "true")  # an archive from before a column was added gets it
+             .option("txnAppId", f"rocketlake-archive:{store_name}")
+             .option("txnVersion", int(name)).save(uri))
+    return counts
 
 
 def delete(root: Path, cfg: StoreConfig, reason: str, names: list[str]) -> dict:

@@ -11,7 +11,6 @@ import functools
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +23,7 @@ from rocketlake.jobs.exit_codes import NotAStoreError
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.errors import StoreLockedError
 from rocketlake.store.lockfile import StoreLock
-from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, ScanEnd
+from rocketlake.transforms.commitlog_scan import ScanEnd
 
 
 def store_config(args: argparse.Namespace) -> StoreConfig:

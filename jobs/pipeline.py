@@ -150,14 +150,13 @@ def _digest(root: Path) -> dict[str, str]:
 
 def rebuild(spark: SparkSession, store: Path, out: Path, cfg: StoreConfig,
             settings: dict) -> tuple[int, str]:
-    """Rebuild both structures with Spark into ``out`` and compare them with the store's."""
-    from rocketlake.jobs.rebuild_consumequeue import rebuild_consumequeue
-    from rocketlake.jobs.rebuild_index import rebuild_index
+    """Rebuild both structures with Spark (one scan) into ``out`` and compare them with the
+    store's."""
+    from rocketlake.jobs.rebuild import rebuild as rebuild_store
 
     clear(out)
     mark(out)
-    for job in (rebuild_consumequeue, rebuild_index):
-        job(spark, store, cfg, output=out)
+    rebuild_store(spark, store, cfg, output=out)
     same = {name: _digest(store / name) == _digest(out / name) for name in ("consumequeue", "index")}
     if not all(same.values()):
         raise StageFailed(f"rebuilt files differ from the store's: {same}")

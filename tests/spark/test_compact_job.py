@@ -180,6 +180,25 @@ def test_rerun_after_crash_between_archive_and_delete(spark, tmp_path, capsys):
     assert not any((root / "commitlog" / f).exists() for f in names)
 
 
+def test_a_bad_crc_in_a_file_to_expire_archives_and_deletes_nothing(spark, tmp_path, capsys):
+    root, lake = tmp_path / "s", tmp_path / "lake"
+    _store(root)
+    names = sorted(p.name for p in (root / "commitlog").iterdir())
+    victim = next(iter(_records(root, names[1:2]).values()))   # the first record of the 2nd file
+    path = root / "commitlog" / names[1]
+    raw = bytearray(path.read_bytes())
+    at = raw.index(victim.body, victim.commitlog_offset - int(names[1]))
+    raw[at] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    os.utime(path, (time.time() - 80 * HOUR,) * 2)
+    before = tree_bytes(root)
+    assert compact.main(["--store", str(root), "--lake", str(lake), "--force", *SETS]) == 3
+    err = capsys.readouterr().err
+    assert f"valid data ends at offset {victim.commitlog_offset}" in err and "CRC" in err
+    assert "nothing was archived or deleted" in err
+    assert tree_bytes(root) == before and not (lake / "messages_archive").exists()
+
+
 def test_key_compaction_keeps_the_latest_value_per_key(spark, tmp_path, capsys):
     root, lake = tmp_path / "s", tmp_path / "lake"
     puts = _store(root)
