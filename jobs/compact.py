@@ -58,14 +58,13 @@ from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.lockfile import is_locked
 from rocketlake.store.message_store import MessageStore
 from rocketlake.store.store_files import StoreFiles
-from rocketlake.transforms.archive import ARCHIVE_TABLE, PARTITION_COLUMNS, archive_rows
-from rocketlake.transforms.commitlog_scan import (
-    DEFAULT_SPLIT_BYTES,
-    parse_ranges,
-    plan_ranges,
-    ranges_frame,
-    scan_store,
+from rocketlake.transforms.archive import (
+    ARCHIVE_TABLE,
+    PARTITION_COLUMNS,
+    SOURCE_COLUMNS,
+    archive_rows,
 )
+from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, plan_ranges, scan_store
 from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
 from rocketlake.transforms.consume_queue_units import gets_unit
 from rocketlake.transforms.store_rebuild import scan_part, valid_parts
@@ -127,13 +126,16 @@ def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names:
     for p in valid.parts:
         counts[codec.format_file_name(ranges[p.part].file_start)] += p.records
     uri = table_uri(lake, ARCHIVE_TABLE)
+    source = (spark.read.format("rocketmq").option("mappedFileSizeCommitLog", size)
+              .option("checkCRC", "false")  # checked above
+              .option("columns", ",".join(SOURCE_COLUMNS)).load(str(root)))
+    schema = archive_rows(source, store_name, size).schema
+    ensure_table(spark, uri, schema, PARTITION_COLUMNS,
+                 table_properties(append_only=True, change_data_feed=change_data_feed))
     for name in names:
-        records = parse_ranges(ranges_frame(spark, [r for r in ranges if r.file_start == int(name)]),
-                               with_body=True, check_crc=False, delay_levels_ms=delays,
-                               full_head=True)
-        rows = archive_rows(records.filter(F.col("commitlog_offset") < valid.end), store_name, size)
-        ensure_table(spark, uri, rows.schema, PARTITION_COLUMNS,
-                     table_properties(append_only=True, change_data_feed=change_data_feed))
+        start = int(name)
+        rows = archive_rows(source.where((F.col("commitlog_offset") >= start)
+                                         & (F.col("commitlog_offset") < start + size)), store_name, size)
         with spark_progress(spark, f"archive {name}"):
             (rows.write.format("delta").mode("append").partitionBy(*PARTITION_COLUMNS)
              .option("mergeSchema", "true")  # an archive from before a column was added gets it

@@ -93,11 +93,28 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None,
                                "with: spark-submit " + " ".join(delta_submit_args()) + " ...")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(LOG_LEVEL)
+    if delta:
+        _size_delta_snapshots(spark, settings)
     _ship_package(spark)
     from rocketlake.transforms import register as register_rocketmq_source  # numba: only here
 
     register_rocketmq_source(spark)
     return spark
+
+
+#: Delta's partitions for rebuilding a table's state from its log (Delta's default: 50).
+SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+
+
+def _size_delta_snapshots(spark: SparkSession, settings: Mapping[str, str]) -> None:
+    """On a local master, rebuild Delta table state in as many partitions as there are cores
+    unless the caller chose: every Delta read, MERGE and append first rebuilds the table's state,
+    and Delta's 50 partitions cost a small lake seconds per operation (a 1-row append: 4.4 s with
+    50 on 2 cores, 1.2 s with 2). A cluster keeps Delta's default."""
+    sc = spark.sparkContext
+    chosen = SNAPSHOT_PARTITIONS in settings or sc.getConf().contains(SNAPSHOT_PARTITIONS)
+    if not chosen and (sc.master or "").startswith("local"):
+        spark.conf.set(SNAPSHOT_PARTITIONS, str(sc.defaultParallelism))
 
 
 def _choose_worker_python(settings: Mapping[str, str]) -> None:

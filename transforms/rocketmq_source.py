@@ -90,7 +90,10 @@ MESSAGE_SCHEMA = StructType([
     StructField("store_timestamp", _LONG, False), StructField("born_host", _STR),
     StructField("store_host", _STR), StructField("tags_code", _LONG, False),
     StructField("keys", ArrayType(_STR)), StructField("properties", MapType(_STR, _STR)),
-    StructField("body", BinaryType()), StructField("msg_id", _STR)])
+    StructField("body", BinaryType()), StructField("msg_id", _STR),
+    StructField("magic", _LONG, False), StructField("body_crc", _INT, False),
+    StructField("reconsume_times", _INT, False),
+    StructField("prepared_transaction_offset", _LONG, False)])
 CONSUME_QUEUE_SCHEMA = StructType([
     StructField("topic", _STR, False), StructField("queue_id", _INT, False),
     StructField("queue_offset", _LONG, False), StructField("commitlog_offset", _LONG, False),

@@ -136,3 +136,18 @@ def test_columns_not_asked_for_are_null_not_built(library_store: Path) -> None:
         assert (a["keys"], a["uniq_key"], a["properties"], a["body"]) == (None, None, None, None)
         assert {k: v for k, v in a.items() if k not in ("keys", "uniq_key", "properties", "body")} == {
             k: v for k, v in b.items() if k not in ("keys", "uniq_key", "properties", "body")}
+
+
+def test_properties_map_reads_as_the_codec() -> None:
+    """Last duplicate wins, a value keeps its \x01 bytes, empty names / values and segments
+    without \x01 are dropped (``store.codec.string_to_properties``): no duplicate map key."""
+    from rocketlake.transforms.commitlog_batch import properties_map
+    props = ["KEYS\x01a\x02TAGS\x01T\x02KEYS\x01b", "X\x01v\x01w\x02\x01n\x02E\x01\x02junk",
+             "TAGS\x01A\x02", ""]
+    raw = [p.encode() for p in props]
+    buf = np.frombuffer(b"".join(raw), dtype=np.uint8)
+    lens = np.array([len(r) for r in raw], dtype=np.int64)
+    starts = np.r_[0, np.cumsum(lens)[:-1]].astype(np.int64)
+    got = [dict(m) for m in properties_map(buf, starts, lens).to_pylist()]
+    assert got == [{"KEYS": "b", "TAGS": "T"}, {"X": "v\x01w"}, {"TAGS": "A"}, {}]
+    assert got == [codec.string_to_properties(p) for p in props]

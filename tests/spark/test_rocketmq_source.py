@@ -38,7 +38,10 @@ def library_scan(root: Path, settings: dict) -> tuple[list[dict], int, str | Non
                  "store_timestamp": r.store_timestamp, "born_host": r.born_host,
                  "store_host": r.store_host,
                  "tags_code": from_record(r, cfg.delay_levels_ms).tags_code, "keys": r.keys,
-                 "properties": r.properties, "body": r.body, "msg_id": r.msg_id} for r in scan]
+                 "properties": r.properties, "body": r.body, "msg_id": r.msg_id,
+                 "magic": r.magic & 0xFFFFFFFF, "body_crc": r.body_crc,
+                 "reconsume_times": r.reconsume_times,
+                 "prepared_transaction_offset": r.prepared_transaction_offset} for r in scan]
         return rows, scan.end, scan.error
     finally:
         log.close()

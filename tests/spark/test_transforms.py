@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from chispa import assert_df_equality
-from pyspark.sql import functions as F
 
 from rocketlake.transforms.consume_queue_units import gets_unit
 
@@ -24,21 +23,25 @@ def test_units_skip_prepared_and_rollback(spark) -> None:
                        ignore_row_order=True, ignore_nullable=True)
 
 
-def test_archive_properties_map_reads_as_the_codec_whatever_the_session(spark) -> None:
-    """The archive's properties map: last duplicate wins, a value keeps its \\x01 bytes, empty
-    names / values and segments without \\x01 are dropped (``store.codec.string_to_properties``),
-    under the session's default mapKeyDedupPolicy (EXCEPTION), set here on purpose."""
-    from rocketlake.store.codec import string_to_properties
-    from rocketlake.transforms.archive import properties_map
-    props = ["KEYS\x01a\x02TAGS\x01T\x02KEYS\x01b", "X\x01v\x01w\x02\x01n\x02E\x01\x02junk",
-             "TAGS\x01A\x02", ""]
-    old = spark.conf.get("spark.sql.mapKeyDedupPolicy")
-    spark.conf.set("spark.sql.mapKeyDedupPolicy", "EXCEPTION")
-    try:
-        df = spark.createDataFrame([(i, p) for i, p in enumerate(props)], "i int, properties string")
-        got = [r["m"] for r in df.select("i", properties_map(F.col("properties")).alias("m"))
-               .orderBy("i").collect()]
-    finally:
-        spark.conf.set("spark.sql.mapKeyDedupPolicy", old)
-    assert got == [{"KEYS": "b", "TAGS": "T"}, {"X": "v\x01w"}, {"TAGS": "A"}, {}]
-    assert got == [string_to_properties(p) for p in props]
+def test_archive_rows_add_file_tags_date_and_times(spark) -> None:
+    """Source rows -> archive rows: the file name from the offset, TAGS from the properties map,
+    the UTC store date and TIMESTAMPs (2025-11-22T08:53:20Z is 1763801600000 ms)."""
+    from datetime import date, datetime
+
+    from rocketlake.transforms.archive import ARCHIVE_COLUMNS, SOURCE_COLUMNS, archive_rows
+    schema = ("commitlog_offset long, size int, magic long, body_crc int, queue_id int, flag int, "
+              "queue_offset long, sys_flag int, born_timestamp long, born_host string, "
+              "store_timestamp long, store_host string, reconsume_times int, "
+              "prepared_transaction_offset long, body binary, topic string, "
+              "properties map<string,string>, msg_id string, keys array<string>")
+    msgs = spark.createDataFrame([
+        (70000, 120, 0xDAA320A7, 5, 1, 0, 9, 0, 1763801599999, "10.0.0.1:7", 1763801600000,
+         "10.0.0.2:8", 0, 0, b"b", "t", {"TAGS": "T1", "KEYS": "k"}, "ID", ["k"]),
+    ], schema)
+    assert tuple(msgs.columns) == SOURCE_COLUMNS
+    (row,) = archive_rows(msgs, "s1", 65536).collect()
+    assert tuple(row.asDict()) == ARCHIVE_COLUMNS
+    assert (row["store"], row["commitlog_file"], row["tags"], row["store_date"]) == (
+        "s1", "00000000000000065536", "T1", date(2025, 11, 22))
+    assert row["store_ts"] == datetime(2025, 11, 22, 8, 53, 20)
+    assert row["born_ts"] == datetime(2025, 11, 22, 8, 53, 19, 999000)
