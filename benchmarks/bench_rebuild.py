@@ -1,13 +1,15 @@
-"""Benchmark: Spark CommitLog scan and both rebuilds vs the raw read ceiling and the library.
+"""Benchmark: the Spark rebuild (`jobs/rebuild.py`) vs the raw read ceiling and the library.
 
     .venv/bin/python -m benchmarks.bench_rebuild [--gib 1.0] [--dir var/bench/rebuild]
+        [--master local[2]] [--runs 3]
 
 Writes (once, reused when present) a store of at least ``--gib`` GiB of CommitLog with the
 library's ``put_batch`` (default file sizes), then measures in one run:
 - the raw read ceiling: reading the same CommitLog files with numpy, no parsing;
-- the Spark scan (parse every record, find the end of valid data);
-- the Spark ConsumeQueue and index rebuilds (``--output``, so the store is left alone);
-- the library's single-process ``store.rebuild.rebuild`` of both on the same data.
+- the Spark rebuild of both structures from one scan, and of each alone (``--output``, so the
+  store is left alone; best of ``--runs`` on one session, session start not included): run it
+  with ``--master local[1]`` and ``local[2]`` for the scaling;
+- the library's single-process ``single_process_rebuild.rebuild`` of both on the same data.
 Results are printed as a Markdown table, ready for benchmarks/RESULTS.md.
 """
 from __future__ import annotations
@@ -68,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gib", type=float, default=1.0)
     p.add_argument("--dir", type=Path, default=ROOT / "var" / "bench" / "rebuild")
     p.add_argument("--split-mb", type=int, default=64)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--runs", type=int, default=3, help="runs of each Spark rebuild, best taken")
     args = p.parse_args(argv)
     store, work = args.dir / "store", args.dir / "out"
     t_make, size = timed(lambda: make_store(store, args.gib))
@@ -75,40 +79,32 @@ def main(argv: list[str] | None = None) -> int:
     mib = size / (1 << 20)
     print(f"store: {mib:.0f} MiB of CommitLog data ({t_make:.1f} s to write or find)", flush=True)
 
-    from rocketlake.jobs.rebuild_consumequeue import rebuild_consumequeue
-    from rocketlake.jobs.rebuild_index import rebuild_index
+    from rocketlake.jobs.rebuild import rebuild as spark_rebuild
     from rocketlake.jobs.spark_session import build_session
-    from rocketlake.transforms.commitlog_scan import scan_store
 
     rows = []
     t_read, read_bytes = raw_read(store)
     t_read2, _ = raw_read(store)  # page cache warm, as for the runs below
     rows.append(("raw read (numpy, no parsing)", min(t_read, t_read2), read_bytes, None))
 
-    t_start, spark = timed(lambda: build_session("bench-rebuild", delta=False,
-                                                 conf={"spark.driver.memory": "8g"}))
+    t_start, spark = timed(lambda: build_session("bench-rebuild", delta=False, master=args.master))
     split = args.split_mb << 20
-
-    def scan() -> int:
-        s = scan_store(spark, store, cfg.mappedFileSizeCommitLog, split_bytes=split,
-                       delay_levels_ms=cfg.delay_levels_ms)
-        n = s.end.records
-        s.close()
-        return n
-
-    t_scan, n = timed(scan)
-    rows.append(("Spark scan (parse + end of valid data)", t_scan, size, n))
-    shutil.rmtree(work, ignore_errors=True)
-    t_cq, _ = timed(lambda: rebuild_consumequeue(spark, store, cfg, output=work / "spark",
-                                                 split_bytes=split))
-    rows.append(("Spark rebuild-consumequeue", t_cq, size, n))
-    t_ix, _ = timed(lambda: rebuild_index(spark, store, cfg, output=work / "spark",
-                                          split_bytes=split))
-    rows.append(("Spark rebuild-index", t_ix, size, n))
-    rows.append(("Spark both rebuilds", t_cq + t_ix, size, n))
+    runs: dict[str, list[float]] = {}
+    for _ in range(args.runs):
+        for what, structures in (("both", ("consumequeue", "index")), ("consumequeue", ("consumequeue",)),
+                                 ("index", ("index",))):
+            shutil.rmtree(work / "spark", ignore_errors=True)
+            t, done = timed(lambda s=structures: spark_rebuild(spark, store, cfg, work / "spark",
+                                                              split_bytes=split, structures=s))
+            runs.setdefault(what, []).append(t)
+            n = done.end.records
+    shutil.rmtree(work / "spark", ignore_errors=True)
+    spark_rebuild(spark, store, cfg, work / "spark", split_bytes=split)
+    for what in ("both", "consumequeue", "index"):
+        rows.append((f"Spark rebuild, {what} (one scan), {args.master}", min(runs[what]), size, n))
     spark.stop()
     t_lib, stats = timed(lambda: rebuild(store, work / "library"))
-    rows.append(("library store.rebuild.rebuild (both, 1 process)", t_lib, size, stats.records))
+    rows.append(("library single_process_rebuild (both, 1 process)", t_lib, size, stats.records))
     same = all((work / "spark" / d).exists() and _same_tree(work / "spark" / d, work / "library" / d)
                for d in ("consumequeue", "index"))
 
@@ -119,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     for what, secs, nbytes, msgs in rows:
         rate = f"{msgs / secs:,.0f}" if msgs else ""
         print(f"| {what} | {secs:.2f} | {nbytes / secs / 1e6:,.0f} | {rate} |")
-    print(f"\nscan / raw read: {rows[0][1] / t_scan:.2f}; "
-          f"library / Spark (both rebuilds): {t_lib / (t_cq + t_ix):.2f}")
+    print(f"\nlibrary / Spark (both): {t_lib / min(runs['both']):.2f}; Spark runs (s): "
+          + "; ".join(f"{w} " + ", ".join(f"{t:.2f}" for t in ts) for w, ts in runs.items()))
     shutil.rmtree(work, ignore_errors=True)
     return 0 if same else 1
 

@@ -67,7 +67,7 @@ from rocketlake.transforms.archive import (
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, plan_ranges, scan_store
 from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
 from rocketlake.transforms.consume_queue_units import gets_unit
-from rocketlake.transforms.store_rebuild import scan_part, valid_parts
+from rocketlake.transforms.store_rebuild import scan_parts, valid_parts
 
 PROG = "compact"
 
@@ -111,11 +111,9 @@ def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names:
     first = int(names[0])
     ranges = [r for r in plan_ranges(root, size, DEFAULT_SPLIT_BYTES, first)
               if codec.format_file_name(r.file_start) in names]
-    delays = cfg.delay_levels_ms
     with spark_progress(spark, "check"):
-        summaries = spark.sparkContext.parallelize(list(enumerate(ranges)), max(1, len(ranges))).map(
-            lambda t: scan_part(t[0], t[1], "", delays, False, False)).collect()
-    valid = valid_parts(sorted(summaries, key=lambda s: s.part), first)
+        summaries = scan_parts(spark.sparkContext, ranges, "", cfg.delay_levels_ms, False, False)
+    valid = valid_parts(summaries, first)
     last_end = int(names[-1]) + size
     if valid.end < last_end:
         raise CorruptRecordError(

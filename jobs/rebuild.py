@@ -128,13 +128,11 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
     made: list[Path] = missing[-1:]  # what to remove should the rebuild fail: only what it made
     try:
         want_cq, want_index = "consumequeue" in structures, "index" in structures
-        delays, keys_after = cfg.delay_levels_ms, start.keys_after
         sc = spark.sparkContext
         with spark_progress(spark, "scan"):
-            summaries = sc.parallelize(list(enumerate(ranges)), max(1, len(ranges))).map(
-                lambda t: sr.scan_part(t[0], t[1], str(staging), delays, want_cq, want_index,
-                                       keys_after)).collect()
-        valid = sr.valid_parts(sorted(summaries, key=lambda s: s.part), scan_from)
+            summaries = sr.scan_parts(sc, ranges, str(staging), cfg.delay_levels_ms, want_cq,
+                                      want_index, start.keys_after)
+        valid = sr.valid_parts(summaries, scan_from)
         reason = valid.reason
         if reason is not None and valid.gap and zeros_at(valid.end, files):
             reason = None  # zeros after the last record: the normal end

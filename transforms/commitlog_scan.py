@@ -82,14 +82,14 @@ def ranges_frame(spark: SparkSession, ranges: list[ScanRange]) -> DataFrame:
     return spark.createDataFrame(rdd, schema)
 
 
-def scan_schema(with_body: bool = False, full_head: bool = False):
+def scan_schema():
     """Spark schema of :func:`parse_ranges` rows."""
-    return from_arrow_schema(batch_schema(with_body, full_head))
+    return from_arrow_schema(batch_schema())
 
 
-def parse_ranges(ranges: DataFrame, with_body: bool = False, check_crc: bool = True,
+def parse_ranges(ranges: DataFrame, check_crc: bool = True,
                  delay_levels_ms: tuple[int, ...] = codec.DELAY_LEVELS_MS,
-                 full_head: bool = False, columns: list[str] | None = None) -> DataFrame:
+                 columns: list[str] | None = None) -> DataFrame:
     """Parse every range of ``ranges`` (rows of :func:`ranges_frame`) into record rows;
     ``columns``: the string columns to build (the others stay null), default all."""
 
@@ -97,11 +97,11 @@ def parse_ranges(ranges: DataFrame, with_body: bool = False, check_crc: bool = T
         for batch in batches:
             for r in batch.to_pylist():
                 buf = open_on_executor(r["path"])
-                yield parse_range(buf, r["file_start"], r["lo"], r["hi"], check_crc, with_body,
-                                  delay_levels_ms, full_head, columns)
+                yield parse_range(buf, r["file_start"], r["lo"], r["hi"], check_crc,
+                                  delay_levels_ms, columns)
                 del buf
 
-    return ranges.mapInArrow(parse, scan_schema(with_body, full_head))
+    return ranges.mapInArrow(parse, scan_schema())
 
 
 def open_on_executor(path: str) -> np.ndarray:
@@ -187,18 +187,16 @@ class StoreScan:
 
 
 def scan_store(spark: SparkSession, root: Path, file_size: int, start: int | None = None,
-               split_bytes: int = DEFAULT_SPLIT_BYTES, with_body: bool = False,
+               split_bytes: int = DEFAULT_SPLIT_BYTES,
                delay_levels_ms: tuple[int, ...] = codec.DELAY_LEVELS_MS,
-               full_head: bool = False, columns: list[str] | None = None) -> StoreScan:
-    """Scan the store's CommitLog from ``start`` (default: its first record), CRCs checked.
-    ``full_head`` adds every remaining head field (hosts, flag, CRC, ...) to ``records``;
+               columns: list[str] | None = None) -> StoreScan:
+    """Scan the store's CommitLog from ``start`` (default: its first record), CRCs checked;
     ``columns`` keeps only those message columns (a smaller cache)."""
     files = commitlog_files(root, file_size)
     first = files[0][1] if files else 0
     start = first if start is None else max(start, first)
     ranges = plan_ranges(root, file_size, split_bytes, start)
-    records = parse_ranges(ranges_frame(spark, ranges), with_body, True, delay_levels_ms, full_head,
-                           columns)
+    records = parse_ranges(ranges_frame(spark, ranges), True, delay_levels_ms, columns)
     if columns is not None:
         keep = ["commitlog_offset"] + [c for c in columns if c != "commitlog_offset"]
         records = records.select(*keep, *[f.name for f in CHAIN_FIELDS])

@@ -71,7 +71,13 @@ from rocketlake.store.config import load_config
 from rocketlake.store.consume_queue import load_queues
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.kernels import records as kr
-from rocketlake.transforms.commitlog_batch import Buffer, blank_at, message_columns, walk_range
+from rocketlake.transforms.commitlog_batch import (
+    Buffer,
+    blank_at,
+    find_record_start,
+    message_columns,
+    walk_range,
+)
 from rocketlake.transforms.commitlog_scan import (
     DEFAULT_SPLIT_BYTES,
     ScanRange,
@@ -101,8 +107,6 @@ CONSUME_QUEUE_SCHEMA = StructType([
 KINDS = {"messages": MESSAGE_SCHEMA, "consumequeue": CONSUME_QUEUE_SCHEMA}
 #: CommitLog bytes walked per Arrow batch (plus one record)
 BATCH_BYTES = 16 << 20
-#: zero bytes skipped per numpy check before looking for a record start
-_ZERO_CHUNK = 4 << 20
 _UNBOUNDED = (-(1 << 63), 1 << 63)
 FILTER_COLUMNS = ("commitlog_offset", "store_timestamp")
 
@@ -245,7 +249,7 @@ class CommitLogReader(_BoundsReader):
         buf = open_on_executor(r.path)
         arrow = to_arrow_schema(self.schema, timezone="UTC")
         types = {f.name: f.type for f in arrow}
-        pos = 0 if r.lo == 0 else _find_start(buf, r.file_start, r.lo, r.hi)
+        pos = 0 if r.lo == 0 else find_record_start(buf, r.file_start, r.lo, r.hi)
         if pos >= r.hi:
             return
         for s in walk_range(buf, r.file_start, pos, r.hi, self.check_crc, BATCH_BYTES):
@@ -260,7 +264,7 @@ class CommitLogReader(_BoundsReader):
         end, status, error = s.end, s.status, s.error
         if status == kr.LIMIT and end < buf.size and not blank_at(buf, end):
             # The next range begins with the record at `end`: it must be one, or data ends here.
-            if _find_start(buf, r.file_start, r.hi, end) < end:
+            if find_record_start(buf, r.file_start, r.hi, end) < end:
                 raise CorruptRecordError(
                     f"{r.path}: bytes inside the record ending at offset {r.file_start + end} look "
                     f"like a record start; read with another splitBytes")
@@ -274,7 +278,7 @@ class CommitLogReader(_BoundsReader):
         """Valid data ends at ``pos`` of ``r``'s file (zeros, or ``error``): warn, or raise when
         records follow."""
         at = r.file_start + pos
-        follow = _find_start(buf, r.file_start, pos + 1, buf.size)
+        follow = find_record_start(buf, r.file_start, pos + 1, buf.size)
         resume = r.file_start + follow if follow < buf.size else _later_record(r)
         why = error or "zeros"
         if resume is not None:
@@ -284,17 +288,6 @@ class CommitLogReader(_BoundsReader):
                 f"mismatch; otherwise the store needs recovery)")
         if error is not None:
             log.warning("%s: valid data ends at offset %d: %s; rows stop there", r.path, at, error)
-
-
-def _find_start(buf: Buffer, base: int, lo: int, hi: int) -> int:
-    """``kernels.records.find_start``, skipping runs of zero bytes with numpy first."""
-    a = lo
-    while a < hi:
-        b = min(hi, (a // _ZERO_CHUNK + 1) * _ZERO_CHUNK)
-        if buf[a:b].any():
-            return int(kr.find_start(buf, base, max(lo, a - 8), hi))
-        a = b
-    return hi
 
 
 def _later_record(r: ScanRange) -> int | None:

@@ -23,9 +23,10 @@ read them, and the scan's parts are plain files next to the output.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,8 +37,11 @@ from rocketlake.store.index import IndexFile
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.paths import queue_dir
 from rocketlake.store.record_walk import RecordBatch
-from rocketlake.transforms.commitlog_batch import walk_range
+from rocketlake.transforms.commitlog_batch import find_record_start, walk_range
 from rocketlake.transforms.commitlog_scan import ScanRange, open_on_executor
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
 
 #: one index key of a part: its hash (``codec.index_key_hash``), message offset and store time
 KEY_DTYPE = np.dtype([("key_hash", "<i4"), ("phy", "<i8"), ("ts", "<i8")])
@@ -89,7 +93,7 @@ def scan_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[i
     part ``part`` under ``staging``."""
     buf = open_on_executor(r.path)
     base = r.file_start
-    pos = kr.find_start(buf, base, r.lo, r.hi)
+    pos = find_record_start(buf, base, r.lo, r.hi)
     if pos >= r.hi:
         return PartSummary(part, None, base + pos, None, None, 0, 0, {}, (), None)
     delays = tuple(delay_levels_ms)
@@ -136,6 +140,22 @@ def scan_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[i
         key_topics = {t: int(per_topic[n]) for t, n in topic_no.items() if per_topic[n]}
     return PartSummary(part, first, tail, stop, error, records, sum(key_topics.values()), key_topics,
                        queues, bad_name)
+
+
+def scan_parts(sc: SparkContext, ranges: list[ScanRange], staging: str,
+               delay_levels_ms: Sequence[int], units: bool, keys: bool,
+               keys_after: int = -1) -> list[PartSummary]:
+    """Run :func:`scan_part` over every range on Spark (range ``i`` is part ``i``) and return the
+    summaries in range order. Consecutive ranges share a task, a few tasks per core: a task
+    costs tens of milliseconds of its own, and ranges past the end of the data cost little."""
+    delays = tuple(delay_levels_ms)
+
+    def scan(items: Iterable[tuple[int, ScanRange]]) -> Iterator[PartSummary]:
+        for i, r in items:
+            yield scan_part(i, r, staging, delays, units, keys, keys_after)
+
+    tasks = max(1, min(len(ranges), 3 * sc.defaultParallelism))
+    return sc.parallelize(list(enumerate(ranges)), tasks).mapPartitions(scan).collect()
 
 
 def _write_units(folder: Path, part: int, cols: dict[str, list[np.ndarray]],

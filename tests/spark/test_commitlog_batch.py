@@ -106,8 +106,8 @@ def test_bad_crc_is_marked_not_dropped(library_store: Path) -> None:
 
 def test_batch_schema_is_arrow() -> None:
     buf = np.zeros(1024, dtype=np.uint8)
-    batch = parse_range(buf, 0, 0, 1024, with_body=True)
-    assert batch.num_rows == 0 and batch.schema.field("body").type == pa.binary()
+    batch = parse_range(buf, 0, 0, 1024)
+    assert batch.num_rows == 0 and batch.schema.field("keys").type == pa.list_(pa.string())
 
 
 def test_topic_length_byte_is_signed_as_in_the_codec() -> None:
@@ -129,13 +129,13 @@ def test_topic_length_byte_is_signed_as_in_the_codec() -> None:
 def test_columns_not_asked_for_are_null_not_built(library_store: Path) -> None:
     path = sorted((library_store / "commitlog").iterdir())[0]
     buf = np.fromfile(path, dtype=np.uint8)
-    full = parse_range(buf, 0, 0, buf.size, with_body=True).to_pylist()
-    narrow = parse_range(buf, 0, 0, buf.size, with_body=True, columns={"topic"}).to_pylist()
+    full = parse_range(buf, 0, 0, buf.size).to_pylist()
+    narrow = parse_range(buf, 0, 0, buf.size, columns={"topic"}).to_pylist()
     assert len(narrow) == len(full) > 0
     for a, b in zip(narrow, full):
-        assert (a["keys"], a["uniq_key"], a["properties"], a["body"]) == (None, None, None, None)
-        assert {k: v for k, v in a.items() if k not in ("keys", "uniq_key", "properties", "body")} == {
-            k: v for k, v in b.items() if k not in ("keys", "uniq_key", "properties", "body")}
+        assert (a["keys"], a["uniq_key"], a["properties"]) == (None, None, None)
+        assert {k: v for k, v in a.items() if k not in ("keys", "uniq_key", "properties")} == {
+            k: v for k, v in b.items() if k not in ("keys", "uniq_key", "properties")}
 
 
 def test_properties_map_reads_as_the_codec() -> None:

@@ -21,6 +21,7 @@ from rocketlake.store.config import load_config
 from rocketlake.store.lockfile import is_locked
 from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.verify import verify
+from rocketlake.transforms import store_rebuild
 from rocketlake.transforms.commitlog_scan import scan_store
 
 from .helpers import SMALL, library_messages, tree_bytes
@@ -160,11 +161,20 @@ def test_a_record_with_a_hostile_topic_is_refused_and_nothing_outside_changes(
 
 
 @pytest.mark.parametrize("job", ["rebuild-consumequeue", "rebuild-index"])
-def test_holds_the_writer_lock_for_the_whole_job(spark, store_copy: Path, job: str) -> None:
+def test_holds_the_writer_lock_for_the_whole_job(spark, store_copy: Path, job: str,
+                                                 monkeypatch) -> None:
     # A writer that opens while the job runs would write into files the swap then replaces.
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(store_copy), repr(SMALL)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                               cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    refused = threading.Event()
+    real = store_rebuild.valid_parts
+
+    def paused(*args, **kwargs):  # the job has scanned and not yet written: it holds the lock
+        assert refused.wait(120)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(store_rebuild, "valid_parts", paused)
     rc: list[int] = []
     run = threading.Thread(target=lambda: rc.append(cli.main(
         [job, "--store", str(store_copy), "--split-bytes", "2000", *sets(SMALL)])))
@@ -176,12 +186,14 @@ def test_holds_the_writer_lock_for_the_whole_job(spark, store_copy: Path, job: s
         writer.stdin.flush()
         assert writer.stdout.readline().strip() == "refused"
         assert run.is_alive()  # refused while the job ran, not after
+        refused.set()
         run.join()
         assert rc == [0]
         writer.stdin.write("open\n")
         writer.stdin.flush()
         assert [writer.stdout.readline().strip() for _ in range(2)] == ["opened", "done"]
     finally:
+        refused.set()
         writer.stdin.close()
         writer.wait(timeout=60)
         run.join()
