@@ -25,6 +25,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -197,7 +198,7 @@ def valid_parts(summaries: list[PartSummary], start: int) -> ValidParts:
     """Follow the record chain from ``start`` through the parts in CommitLog order: each part's
     first record must start where the previous part's last one said the next would. Valid data
     ends at the first break (a part stopped early, or a chain gap), as one walk would end it."""
-    expected, kept = start, []
+    expected, kept = start, list[PartSummary]()
     for s in summaries:
         if s.first is None:
             continue
@@ -239,7 +240,7 @@ def write_queues(job: QueueJob, staging: str, root: str, cq_name: str, file_size
                  ) -> dict[str, int]:
     """Write task: the ConsumeQueue files of ``job``'s queues under ``root/cq_name`` (units below a
     queue's current max offset are skipped). Returns units written per topic."""
-    folder, written = Path(staging), {}
+    folder, written = Path(staging), dict[str, int]()
     for topic, qid, after, slices in job.queues:
         qoff = np.concatenate([np.load(part_path(folder, p, "qoff"), mmap_mode="r")[lo:hi]
                                for p, lo, hi in slices])
@@ -272,7 +273,7 @@ class IndexTail:
 
 
 def plan_index(parts: list[PartSummary], staging: Path, index_dir: Path, entry_num: int,
-               tail: IndexTail = IndexTail(), zone=None) -> list[IndexJob]:
+               tail: IndexTail = IndexTail(), zone: tzinfo | None = None) -> list[IndexJob]:
     """The index files the parts' keys fill, in order: the open file of ``tail`` first (while
     it has room), then new files of ``entry_num - 1`` keys each, named by their first key's store
     time (``codec.next_index_file_name``, in ``zone``)."""
