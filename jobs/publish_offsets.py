@@ -23,9 +23,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -78,7 +79,7 @@ class StoreLayout:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One snapshot's rows, computed and pinned (local checkpoints), before anything is written."""
+    """One snapshot's rows (from data read once, before anything is written)."""
     store: str
     ts: datetime
     queue_rows: DataFrame
@@ -133,20 +134,22 @@ def check_topics(table: dict[tuple[str, str], dict[int, int]], layout: StoreLayo
 def read_snapshot(spark: SparkSession, root: Path, cfg: StoreConfig, layout: StoreLayout,
                   table: dict[tuple[str, str], dict[int, int]], store: str,
                   ts: datetime) -> Snapshot:
-    """Compute the snapshot's queue and consumer rows from the store's files."""
+    """Compute the snapshot's queue and consumer rows from the store's files.
+
+    The units the rows need are O(queues + committed offsets), so the driver reads them
+    (``read_queue_units``, the store library) once, as one Arrow table; the rows are Spark
+    transforms of that local table and of the offset table, so recomputing them reads nothing
+    again and every write of the snapshot sees the same rows."""
     committed = committed_offsets(spark, table)
     queues = spark.createDataFrame(layout.queues, QUEUES_SCHEMA)
-    tasks = max(1, min(len(layout.queues), spark.sparkContext.defaultParallelism))
-    units = (queue_requests(queues, committed).repartition(tasks)
-             .mapInArrow(partial(read_queue_units, root=str(root), config=cfg),
-                         from_arrow_schema(UNIT_SCHEMA))
-             .localCheckpoint())
-    errors = units.where(F.col("commitlog_error").isNotNull()).agg(
-        F.count("*"), F.slice(F.collect_list("commitlog_error"), 1, MAX_REPORTED)).first()
-    assert errors is not None, "a global aggregate has exactly one row"
-    queue_rows = queue_offsets(units, layout.commitlog_min_offset, store, ts).localCheckpoint()
-    consumer_rows = consumer_offsets(committed, queue_rows, units, store, ts).localCheckpoint()
-    return Snapshot(store, ts, queue_rows, consumer_rows, errors[1], errors[0])
+    requests = queue_requests(queues, committed).toArrow()
+    units_table = pa.Table.from_batches(
+        list(read_queue_units(iter(requests.to_batches()), str(root), cfg)), UNIT_SCHEMA)
+    units = spark.createDataFrame(units_table, from_arrow_schema(UNIT_SCHEMA))
+    errors = pc.drop_null(units_table.column("commitlog_error")).to_pylist()
+    queue_rows = queue_offsets(units, layout.commitlog_min_offset, store, ts)
+    consumer_rows = consumer_offsets(committed, queue_rows, units, store, ts)
+    return Snapshot(store, ts, queue_rows, consumer_rows, errors[:MAX_REPORTED], len(errors))
 
 
 # --- writing the lake -----------------------------------------------------------------------------

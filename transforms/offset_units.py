@@ -1,8 +1,9 @@
 """Read the ConsumeQueue units the offsets tables need and check each against the CommitLog.
 
-Executor side of ``jobs.publish_offsets``: :func:`read_queue_units` is a ``mapInArrow`` function
-over one row per queue (``topic``, ``queue_id``, ``wanted``: queue offsets whose units are asked
-for). No Spark here: the store library maps the files, numpy parses them.
+What ``jobs.publish_offsets`` reads from the store: :func:`read_queue_units` maps Arrow batches of
+one row per queue (``topic``, ``queue_id``, ``wanted``: queue offsets whose units are asked for)
+to units (a ``mapInArrow``-shaped function; the job runs it on the driver, the rows being few). No
+Spark here: the store library maps the files, numpy parses them.
 
 Per queue it loads the ConsumeQueue as the store does (``store.consume_queue``: the units of the
 first and last file parsed as one ``CQ_UNIT_DTYPE`` array each, valid-unit masks vectorised), moves
@@ -42,7 +43,7 @@ UNIT_SCHEMA = pa.schema([
 
 def read_queue_units(batches: Iterator[pa.RecordBatch], root: str, config: StoreConfig
                      ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: requests (topic, queue_id, wanted) -> units (:data:`UNIT_SCHEMA`)."""
+    """Requests (topic, queue_id, wanted) -> units (:data:`UNIT_SCHEMA`), batch by batch."""
     with StoreFiles(Path(root), config) as files:
         for batch in batches:
             rows: list[tuple] = []
