@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -64,10 +65,15 @@ from rocketlake.transforms.archive import (
     SOURCE_COLUMNS,
     archive_rows,
 )
-from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES, plan_ranges, scan_store
+from rocketlake.transforms.commitlog_scan import (
+    DEFAULT_SPLIT_BYTES,
+    ScanRange,
+    commitlog_files,
+    plan_ranges,
+)
 from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
 from rocketlake.transforms.consume_queue_units import gets_unit
-from rocketlake.transforms.store_rebuild import scan_parts, valid_parts
+from rocketlake.transforms.store_rebuild import ValidParts, scan_parts, valid_parts
 
 PROG = "compact"
 
@@ -97,6 +103,31 @@ def plan(root: Path, cfg: StoreConfig, now_ms: int, force: bool, protect: bool,
             "live_writer": live_writer}
 
 
+def checked_walk(spark: SparkSession, root: Path, cfg: StoreConfig, start: int,
+                 names: list[str] | None = None) -> tuple[list[ScanRange], ValidParts]:
+    """Walk the CommitLog from ``start`` (or only the files ``names``) with CRCs checked and
+    nothing built: the ranges walked, and the records before the end of valid data (where one
+    walk would stop), counted per range."""
+    size = cfg.mappedFileSizeCommitLog
+    files = commitlog_files(root, size)
+    start = max(start, files[0][1]) if files else start
+    ranges = [r for r in plan_ranges(root, size, DEFAULT_SPLIT_BYTES, start)
+              if names is None or codec.format_file_name(r.file_start) in names]
+    with spark_progress(spark, "check"):
+        summaries = scan_parts(spark.sparkContext, ranges, "", cfg.delay_levels_ms, False, False)
+    return ranges, valid_parts(summaries, start)
+
+
+def checked_source(spark: SparkSession, root: Path, cfg: StoreConfig,
+                   columns: Sequence[str]) -> DataFrame:
+    """The ``rocketmq`` source over the store's CommitLog with ``columns`` only, CRCs not checked
+    again (:func:`checked_walk` did): callers filter it to the offsets found valid."""
+    return (spark.read.format("rocketmq")
+            .option("mappedFileSizeCommitLog", cfg.mappedFileSizeCommitLog)
+            .option("messageDelayLevel", cfg.messageDelayLevel).option("checkCRC", "false")
+            .option("columns", ",".join(columns)).load(str(root)))
+
+
 def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names: list[str],
             store_name: str, change_data_feed: bool = False) -> dict[str, int]:
     """Write the records of the CommitLog files ``names`` to the archive of the lake ``lake`` (a
@@ -108,12 +139,7 @@ def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names:
     and nothing is archived. Then each file is read once more, straight into its Delta write:
     bodies and heads go from the kernels' Arrow batches to Parquet, nothing is cached."""
     size = cfg.mappedFileSizeCommitLog
-    first = int(names[0])
-    ranges = [r for r in plan_ranges(root, size, DEFAULT_SPLIT_BYTES, first)
-              if codec.format_file_name(r.file_start) in names]
-    with spark_progress(spark, "check"):
-        summaries = scan_parts(spark.sparkContext, ranges, "", cfg.delay_levels_ms, False, False)
-    valid = valid_parts(summaries, first)
+    ranges, valid = checked_walk(spark, root, cfg, int(names[0]), names)
     last_end = int(names[-1]) + size
     if valid.end < last_end:
         raise CorruptRecordError(
@@ -124,9 +150,7 @@ def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names:
     for p in valid.parts:
         counts[codec.format_file_name(ranges[p.part].file_start)] += p.records
     uri = table_uri(lake, ARCHIVE_TABLE)
-    source = (spark.read.format("rocketmq").option("mappedFileSizeCommitLog", size)
-              .option("checkCRC", "false")  # checked above
-              .option("columns", ",".join(SOURCE_COLUMNS)).load(str(root)))
+    source = checked_source(spark, root, cfg, SOURCE_COLUMNS)
     schema = archive_rows(source, store_name, size).schema
     ensure_table(spark, uri, schema, PARTITION_COLUMNS,
                  table_properties(append_only=True, change_data_feed=change_data_feed))
@@ -156,19 +180,19 @@ def compact_topic(spark: SparkSession, root: Path, cfg: StoreConfig, topic: str)
     """Merge the topic's records since the last compaction with its current segment, keep the
     latest per key, and swap in the new segment."""
     meta = SegmentMeta.load(root, topic)
-    scan = scan_store(spark, root, cfg.mappedFileSizeCommitLog, start=meta.source_end,
-                      delay_levels_ms=cfg.delay_levels_ms)
-    try:
-        fresh = (scan.messages.filter((F.col("topic") == topic) & gets_unit())
-                 .select("topic", "queue_id", F.col("queue_offset").alias("origin_offset"),
-                         "commitlog_offset", "size", "properties")
-                 .withColumn("source", F.lit("store")))
-        old = _segment_frame(spark, root, cfg, topic, meta)
-        rows = latest_per_key(with_compaction_key(fresh.unionByName(old) if old is not None else fresh)) \
-            .orderBy("queue_id", "origin_offset").collect()
-        end = scan.end.end
-    finally:
-        scan.close()
+    _, valid = checked_walk(spark, root, cfg, meta.source_end)
+    first = valid.parts[0].first if valid.parts else None
+    start, end = (first if first is not None else valid.end), valid.end
+    fresh = (checked_source(spark, root, cfg, ("commitlog_offset", "size", "topic", "queue_id",
+                                               "queue_offset", "sys_flag", "properties"))
+             .where((F.col("commitlog_offset") >= start) & (F.col("commitlog_offset") < end)
+                    & (F.col("topic") == topic) & gets_unit())
+             .select("topic", "queue_id", F.col("queue_offset").alias("origin_offset"),
+                     "commitlog_offset", "size", "properties")
+             .withColumn("source", F.lit("store")))
+    old = _segment_frame(spark, root, cfg, topic, meta)
+    rows = latest_per_key(with_compaction_key(fresh.unionByName(old) if old is not None else fresh)) \
+        .orderBy("queue_id", "origin_offset").collect()
     kept = [KeptRecord(r["queue_id"], r["origin_offset"],
                        _read_raw(root if r["source"] == "store" else segment_path(root, topic), cfg,
                                  r["commitlog_offset"], r["size"])) for r in rows]
@@ -178,7 +202,7 @@ def compact_topic(spark: SparkSession, root: Path, cfg: StoreConfig, topic: str)
 
 def _segment_frame(spark: SparkSession, root: Path, cfg: StoreConfig, topic: str,
                    meta: SegmentMeta) -> DataFrame | None:
-    """The current segment's records (small: one per key) as rows like the scan's."""
+    """The current segment's records (small: one per key) as rows like the source's."""
     seg = segment_path(root, topic)
     if not seg.exists():
         return None
@@ -187,9 +211,9 @@ def _segment_frame(spark: SparkSession, root: Path, cfg: StoreConfig, topic: str
         for rec in ms.commitlog.scan():
             origin = meta.origin[rec.queue_id][rec.queue_offset]
             rows.append((rec.topic, rec.queue_id, origin, rec.commitlog_offset, rec.size,
-                         rec.properties_string, "segment"))
+                         rec.properties, "segment"))
     schema = ("topic string, queue_id int, origin_offset long, commitlog_offset long, size int, "
-              "properties string, source string")
+              "properties map<string,string>, source string")
     return spark.createDataFrame(rows, schema)
 
 

@@ -122,7 +122,5 @@ def progress_bars(totals: dict[str, int]) -> Iterator[Callable[[str, int], None]
 def report_scan(prog: str, end: ScanEnd) -> None:
     """One line on where the CommitLog scan stopped and what it counted."""
     how = f" ({end.reason})" if end.reason else ""
-    crc = (f"; {end.bad_crc} record(s) with a bad body CRC, first at offset {end.first_bad_crc}"
-           if end.bad_crc else "")
-    print(f"{prog}: scanned {end.records} records, valid data ends at offset {end.end}{how}{crc}",
+    print(f"{prog}: scanned {end.records} records, valid data ends at offset {end.end}{how}",
           file=sys.stderr)

@@ -136,7 +136,7 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
         reason = valid.reason
         if reason is not None and valid.gap and zeros_at(valid.end, files):
             reason = None  # zeros after the last record: the normal end
-        end = ScanEnd(valid.end, reason, valid.records, 0, None)
+        end = ScanEnd(valid.end, reason, valid.records)
         job_support.report_scan(prog, end)
         if want_cq:
             _check_names(valid.parts, store)

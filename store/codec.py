@@ -217,16 +217,6 @@ def string_to_properties(s: str) -> dict[str, str]:
     return out
 
 
-def property_value_pattern(name: str, java: bool = False) -> str:
-    """A regex whose group 1, named ``value``, is what ``string_to_properties`` gives ``name``:
-    the last ``name\\x01value`` segment with a non-empty value (as RocketMQ's
-    MessageDecoder.string2messageProperties fills a HashMap, the last duplicate wins). Python /
-    RE2 syntax (Arrow); ``java``: Java's (Spark SQL's ``regexp_extract``)."""
-    ps, nv = PROPERTY_SEPARATOR, NAME_VALUE_SEPARATOR
-    group = "(?<value>" if java else "(?P<value>"
-    return f"(?s)^(?:.*{ps})?{re.escape(name)}{nv}{group}[^{ps}]+)"
-
-
 def check_property(name: str, value: str) -> None:
     """Reject names or values a properties string cannot carry."""
     for what, s in (("name", name), ("value", value)):

@@ -14,7 +14,7 @@ from rocketlake.jobs.lake import lake_uri, local_path, table_properties, table_u
 LAKE_COMMANDS = {
     "pipeline": [], "report": ["--store", "s", "--out", "r.html"],
     "check-consistency": ["--store", "s", "--report", "r.json"],
-    "rebuild-consumequeue": ["--store", "s"], "rebuild-index": ["--store", "s"],
+    "rebuild": ["--store", "s"], "rebuild-consumequeue": ["--store", "s"], "rebuild-index": ["--store", "s"],
     "publish-offsets": ["--store", "s"], "compact": ["--store", "s"], "optimize-lake": [],
 }
 

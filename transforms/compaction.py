@@ -8,10 +8,10 @@ from rocketlake.store import codec
 
 
 def with_compaction_key(messages: DataFrame) -> DataFrame:
-    """Adds ``compaction_key``: the whole KEYS value of each record as the codec reads it
-    (``store.codec.string_to_properties``: the last non-empty KEYS), null without KEYS."""
-    key = F.regexp_extract("properties", codec.property_value_pattern(codec.PROPERTY_KEYS, java=True), 1)
-    return messages.withColumn("compaction_key", F.when(key != "", key))
+    """Adds ``compaction_key``: the whole KEYS value of each record, null without KEYS.
+    ``properties`` is the record's properties map (the ``rocketmq`` source's, built as
+    ``store.codec.string_to_properties`` reads the string: the last non-empty KEYS)."""
+    return messages.withColumn("compaction_key", F.col("properties")[codec.PROPERTY_KEYS])
 
 
 def latest_per_key(messages: DataFrame) -> DataFrame:

@@ -142,13 +142,14 @@ def test_the_command_in_client_mode_ships_the_package(
 
 
 def test_an_executor_that_cannot_see_the_store_names_the_path(spark, store_copy: Path) -> None:
-    from rocketlake.transforms.commitlog_scan import parse_ranges, plan_ranges, ranges_frame
+    from rocketlake.transforms.commitlog_scan import plan_ranges
+    from rocketlake.transforms.store_rebuild import scan_parts
 
     ranges = plan_ranges(store_copy, SMALL["mappedFileSizeCommitLog"], 16384)
     missing = ranges[-1].path  # the driver listed it; the executors do not see it
     os.remove(missing)
     with pytest.raises(Exception) as caught:
-        parse_ranges(ranges_frame(spark, ranges)).count()
+        scan_parts(spark.sparkContext, ranges, "", (), False, False)
     assert f"{missing}: no such CommitLog file on executor host" in str(caught.value)
     assert "must be a path every executor sees (a shared mount" in str(caught.value)
 

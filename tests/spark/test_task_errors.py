@@ -5,18 +5,20 @@ from __future__ import annotations
 import pytest
 
 from rocketlake.jobs.exit_codes import ExitCode, run
-from rocketlake.transforms.commitlog_scan import commitlog_files, parse_ranges, plan_ranges, ranges_frame
+from rocketlake.transforms.commitlog_scan import commitlog_files, plan_ranges
+from rocketlake.transforms.store_rebuild import scan_parts
 
 from .helpers import SMALL
 
 
 def test_a_commitlog_file_the_executor_cannot_see_is_one_line_naming_it(spark, store_copy, capsys):
     size = SMALL["mappedFileSizeCommitLog"]
-    frame = ranges_frame(spark, plan_ranges(store_copy, size, 1 << 16, 0))
+    ranges = plan_ranges(store_copy, size, 1 << 16, 0)
     gone = commitlog_files(store_copy, size)[-1][0]
     gone.unlink()  # listed by the driver, missing where the task runs
 
-    code = run("rocketlake rebuild-index", lambda: parse_ranges(frame).count())
+    code = run("rocketlake rebuild-index",
+               lambda: scan_parts(spark.sparkContext, ranges, "", (), False, False))
 
     err = capsys.readouterr().err.strip()
     assert code == ExitCode.USAGE
