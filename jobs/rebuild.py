@@ -16,6 +16,7 @@ in a staging directory next to the output, removed at the end, success or not.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -171,8 +172,8 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
         return result
     finally:
         sr.remove_staging(staging)
-        for d in made:
-            sr.remove_staging(d)
+        for d in made:  # directories this run created (aside dirs, missing --output parents)
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def report(prog: str, rebuilt: Rebuilt, structures: tuple[str, ...], target: Path) -> None:

@@ -104,7 +104,7 @@ def scan_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[i
     for s in walk_range(buf, base, pos, r.hi, check_crc=True):
         batch = RecordBatch(buf, s.raw)
         records += len(batch)
-        if not len(batch):
+        if not len(batch) or not (units or keys):  # a checking walk needs no dispatch
             continue
         d = batch.dispatch(delays)
         raw = batch.raw
