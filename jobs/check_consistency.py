@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from rocketlake.jobs.cli import job_main
-from rocketlake.jobs.exit_codes import ExitCode, NotAStoreError
+from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.store.config import load_config, parse_set_options
-from rocketlake.store.verify import VerifyReport, not_a_store, verify
+from rocketlake.store.store_dir import check_store
+from rocketlake.store.verify import VerifyReport, verify
 
 PROG = "check-consistency"
 #: Derived structures, in rebuild order, named by the top-level path their problems point at.
@@ -66,9 +67,7 @@ def run(args: argparse.Namespace) -> int:
     """``rocketlake check-consistency`` (options in :mod:`rocketlake.jobs.cli`)."""
     started = time.time_ns() // 1_000_000
     settings = parse_set_options(args.set)
-    refused = not_a_store(args.store)
-    if refused:
-        raise NotAStoreError(refused)
+    check_store(args.store)
     report = consistency_report(args.store, settings)
     write_report(args.report, report)
     if args.lake is not None:

@@ -58,6 +58,7 @@ from rocketlake.store.consumer_guard import Hold, guard, holds
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.lockfile import is_locked
 from rocketlake.store.message_store import MessageStore
+from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.archive import (
     ARCHIVE_TABLE,
@@ -234,7 +235,7 @@ def maintain(root: Path, cfg: StoreConfig, lake: str, store_name: str | None = N
     compacted besides the configured ones; ``dry_run`` only plans; ``database`` registers the
     lake's archive and run log in that catalog database."""
     started = time.time_ns() // 1_000_000
-    root = job_support.check_store(root)
+    root = check_store(root)
     store_name = store_name or root.resolve().name
     now = now_ms if now_ms is not None else started
     summary: dict = {"plan": plan(root, cfg, now, force, protect_unconsumed, respect_delete_when)}

@@ -30,10 +30,6 @@ class ExitCode(IntEnum):
     UNUSABLE = 3
 
 
-class NotAStoreError(FileNotFoundError):
-    """A ``--store`` path that is missing, not a directory or not a RocketMQ store."""
-
-
 #: error class -> exit code, first match wins (subclasses before their bases)
 _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitCode], ...] = (
     (UnsafePathError, ExitCode.USAGE),  # a StoreFormatError, but the refusal of a path

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from rocketlake.jobs.exit_codes import NotAStoreError
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.errors import StoreLockedError
 from rocketlake.store.lockfile import StoreLock
@@ -31,15 +30,6 @@ def store_config(args: argparse.Namespace) -> StoreConfig:
     return load_config(parse_set_options(args.set))
 
 
-def check_store(root: Path) -> Path:
-    """``root`` if it is a store with a CommitLog directory; a clear error otherwise."""
-    if not root.exists():
-        raise NotAStoreError(f"{root}: no such store directory")
-    if not root.is_dir():
-        raise NotAStoreError(f"{root}: not a directory")
-    if not (root / "commitlog").is_dir():
-        raise NotAStoreError(f"{root}: not a RocketMQ store (no commitlog/ directory)")
-    return root
 
 
 @contextmanager

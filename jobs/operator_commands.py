@@ -18,14 +18,13 @@ from rich.console import Console
 from rich.table import Table
 
 from rocketlake.jobs.cli import to_datetime
-from rocketlake.jobs.exit_codes import NotAStoreError
 from rocketlake.store import MessageStore
 from rocketlake.store.config import load_config, parse_set_options
 from rocketlake.store.config_files import ConfigFallbackWarning, write_consumer_offsets
 from rocketlake.store.errors import ConfigFileError, StoreLockedError
 from rocketlake.store.lockfile import StoreLock, is_locked
 from rocketlake.store.message import GetStatus
-from rocketlake.store.verify import not_a_store
+from rocketlake.store.store_dir import check_store
 
 Row = dict[str, Any]
 _OFFSETS_FILE = "config/consumerOffset.json"
@@ -37,9 +36,6 @@ def _open(a: argparse.Namespace) -> Iterator[MessageStore]:
     """The ``--store`` opened read-only with the ``--set`` settings; NotAStoreError (exit 2) for a
     path that is not a store."""
     settings = parse_set_options(a.set)
-    refused = not_a_store(a.store)
-    if refused:
-        raise NotAStoreError(refused)
     with MessageStore(a.store, load_config(settings), read_only=True) as ms:
         yield ms
 
@@ -204,7 +200,8 @@ def cmd_offsets(a: argparse.Namespace) -> int:
     """``offsets reset``: print old and new offsets per queue; ``--execute`` writes them, holding
     the store's writer lock meanwhile (refused with StoreLockedError while a broker or another
     writer holds the store: it would overwrite them from its memory)."""
-    lock = StoreLock(a.store) if a.execute and not not_a_store(a.store) else None
+    check_store(a.store)
+    lock = StoreLock(a.store) if a.execute else None
     if lock is not None:
         try:
             lock.acquire()

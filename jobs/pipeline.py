@@ -43,6 +43,7 @@ from rocketlake.jobs.store_commands import event_to_message
 from rocketlake.store import MessageStore
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.config_files import write_config
+from rocketlake.store.store_dir import create_store
 from rocketlake.store.verify import verify
 
 #: The file marking a directory the pipeline made (sample store, sample lake, rebuild output):
@@ -116,7 +117,8 @@ class Run:
 def ingest(store: Path, n: int, settings: dict) -> tuple[int, str]:
     """Write ``n`` sample events, the sample groups' offsets and the topic config."""
     msgs = [event_to_message(ev) for ev in sample.events(n)]
-    mark(store)  # first, so a crash half-way still leaves a store the next run may replace
+    create_store(store)  # first (and marked), so a crash half-way leaves a store the next run
+    mark(store)          # may replace
     write_config(store / "config" / "topics.json", sample.topic_config())
     with MessageStore(store, **settings) as ms:
         total = 0

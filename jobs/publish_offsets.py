@@ -40,6 +40,7 @@ from rocketlake.jobs.spark_session import build_session
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
 from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.store_dir import check_store
 from rocketlake.transforms.offset_units import UNIT_SCHEMA, read_queue_units
 from rocketlake.transforms.offsets import (
     CONSUMER_KEYS,
@@ -246,7 +247,7 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
     (a URI) as the snapshot at ``ts`` (default: now) and record the run; False when nothing
     changed. ``database`` registers the lake's tables in that catalog database."""
     started = time.time_ns() // 1_000_000
-    root = job_support.check_store(root)
+    root = check_store(root)
     store = store or root.resolve().name
     ts = whole_ms(ts or datetime.now(UTC))
     with warnings.catch_warnings(record=True) as caught:

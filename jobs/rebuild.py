@@ -29,6 +29,7 @@ from rocketlake.jobs.cli import job_main
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import UnsafePathError
+from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms import store_rebuild as sr
 from rocketlake.transforms.commitlog_scan import (
@@ -192,7 +193,7 @@ def run_structures(prog: str, structures: tuple[str, ...], args: argparse.Namesp
 
     started = time.time_ns() // 1_000_000
     cfg = job_support.store_config(args)
-    store = job_support.check_store(args.store)
+    store = check_store(args.store)
     spark = build_session(f"rocketlake {prog}", delta=args.lake is not None)
     rebuilt = rebuild(spark, store, cfg, args.output, args.incremental,
                       args.split_bytes or DEFAULT_SPLIT_BYTES, structures, prog=prog)

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rocketlake.jobs.cli import to_datetime
-from rocketlake.jobs.exit_codes import ExitCode, NotAStoreError
+from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.store import Message, MessageRejected, MessageStore, Record, codec
 from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
 from rocketlake.store.commitlog import CommitLog, MessageEncoder, Scan
@@ -33,8 +33,9 @@ from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.mapped_file import first_nonzero
+from rocketlake.store.store_dir import check_store
 from rocketlake.store.table_encoder import TableEncoder, messages_to_table
-from rocketlake.store.verify import KINDS, Problem, VerifyReport, not_a_store, verify
+from rocketlake.store.verify import KINDS, Problem, VerifyReport, verify
 
 BATCH = 1000
 #: the default store time range of the filters: everything
@@ -539,9 +540,7 @@ def _nothing(a: argparse.Namespace, why: str) -> None:
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
-    refused = not_a_store(a.store)
-    if refused:
-        raise NotAStoreError(refused)
+    check_store(a.store)
     report = verify(a.store, _reading_config(a))
     if a.json:
         print(json.dumps(report.as_dict()))

@@ -10,8 +10,10 @@ from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.errors import (
                                     ConfigFileError,
                                     CorruptRecordError,
+                                    LinkedFileError,
                                     MessageNotFoundError,
                                     MessageRejected,
+                                    NotAStoreError,
                                     RocketlakeError,
                                     SettingError,
                                     StoreFormatError,
@@ -29,4 +31,5 @@ __all__ = [
     "RocketlakeError", "SettingError", "MessageRejected", "MessageNotFoundError",
     "CorruptRecordError", "StoreFormatError",
     "UnsafePathError", "StoreFullError", "StoreLockedError", "ConfigFileError",
+    "LinkedFileError", "NotAStoreError",
 ]

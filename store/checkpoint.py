@@ -6,21 +6,25 @@ from pathlib import Path
 
 from rocketlake.store.codec import CHECKPOINT, CHECKPOINT_FILE_SIZE
 from rocketlake.store.errors import StoreFormatError
-from rocketlake.store.mapped_file import create_file, disk_error
+from rocketlake.store.safe_files import create_file, disk_error, open_file, read_file
 
 
 class Checkpoint:
-    """Timestamps (ms) of the newest message made durable in each structure."""
+    """Timestamps (ms) of the newest message made durable in each structure. A ``writer``'s
+    checkpoint refuses a link at ``path`` already here (LinkedFileError), before the store
+    writes anything."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, writer: bool = False) -> None:
         self.path = Path(path)
         self.physic = self.logics = self.index = 0
-        if self.path.exists():
-            raw = self.path.read_bytes()
-            if len(raw) != CHECKPOINT_FILE_SIZE:
-                raise StoreFormatError(f"{self.path}: checkpoint is {len(raw)} bytes, "
-                                       f"expected {CHECKPOINT_FILE_SIZE}")
-            self.physic, self.logics, self.index = CHECKPOINT.unpack_from(raw, 0)
+        try:
+            raw = read_file(self.path) if writer else self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        if len(raw) != CHECKPOINT_FILE_SIZE:
+            raise StoreFormatError(f"{self.path}: checkpoint is {len(raw)} bytes, "
+                                   f"expected {CHECKPOINT_FILE_SIZE}")
+        self.physic, self.logics, self.index = CHECKPOINT.unpack_from(raw, 0)
 
     @property
     def min_timestamp(self) -> int:
@@ -29,17 +33,20 @@ class Checkpoint:
         return max(0, m - 3000)
 
     def save(self) -> None:
-        """Write all three timestamps and fsync (a 4096-byte file, rewritten in place)."""
+        """Write all three timestamps and fsync (a 4096-byte file, rewritten in place, never through
+        a link)."""
         buf = bytearray(CHECKPOINT_FILE_SIZE)
         CHECKPOINT.pack_into(buf, 0, self.physic, self.logics, self.index)
-        if not self.path.exists():  # whole or not at all, its block reserved (a full disk fails here)
-            os.close(create_file(self.path, CHECKPOINT_FILE_SIZE))
         try:
-            fd = os.open(self.path, os.O_RDWR)
-            try:
-                os.pwrite(fd, buf, 0)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fd = open_file(self.path, os.O_RDWR)
+        except FileNotFoundError:  # whole or not at all, its block reserved (a full disk fails here)
+            fd = create_file(self.path, CHECKPOINT_FILE_SIZE)
+        except OSError as e:
+            raise disk_error(e, self.path, "opening the checkpoint") from None
+        try:
+            os.pwrite(fd, buf, 0)
+            os.fsync(fd)
         except OSError as e:
             raise disk_error(e, self.path, "writing the checkpoint") from None
+        finally:
+            os.close(fd)

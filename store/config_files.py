@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import warnings
 from pathlib import Path
 from typing import Any
 
 from rocketlake.store.errors import ConfigFileError
+from rocketlake.store.safe_files import read_file, replace_files
 
 _UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
 
@@ -75,17 +74,19 @@ def read_config(path: Path) -> Any | None:
 
 
 def write_config(path: Path, obj: Any) -> None:
-    """Write as RocketMQ's MixAll.string2File does: temp file, old file to .bak, then rename."""
+    """Write as RocketMQ's MixAll.string2File does (the new content to ``<name>.tmp``, the old
+    file's to ``<name>.bak``, then rename), with ``safe_files.replace_files``: the new backup is
+    written whole to ``<name>.bak.tmp`` before it replaces the old one, so any failure (a full
+    disk: StoreFullError naming the path) leaves the file and its backup as they were and no
+    ``.tmp`` behind. A link at any of these names is refused (LinkedFileError)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(dump_fastjson(obj))
-        f.flush()
-        os.fsync(f.fileno())
-    if path.exists():
-        shutil.copyfile(path, path.with_name(path.name + ".bak"))
-    os.replace(tmp, path)
+    new = dump_fastjson(obj).encode("utf-8")
+    try:
+        old = read_file(path)
+    except FileNotFoundError:
+        replace_files(path.parent, [(path.name, new)])
+        return
+    replace_files(path.parent, [(path.name + ".bak", old), (path.name, new)])
 
 
 def read_consumer_offsets(root: Path) -> dict[tuple[str, str], dict[int, int]]:

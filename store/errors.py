@@ -42,6 +42,16 @@ class UnsafePathError(StoreFormatError):
     """A name that cannot name a store directory, or a store path that resolves outside the store."""
 
 
+class LinkedFileError(StoreFormatError):
+    """A store file a command would create, write or replace that is a symbolic link (also a
+    dangling one): refused, nothing is written through it (``store.safe_files``)."""
+
+
+class NotAStoreError(RocketlakeError, FileNotFoundError):
+    """A store path that is missing, not a directory, or a directory that is not a RocketMQ store
+    (``store.store_dir``). A FileNotFoundError: the path is bad input (the usage exit code)."""
+
+
 class StoreFullError(RocketlakeError, OSError):
     """No room on the file system for a new store file (ENOSPC, EDQUOT, EFBIG). Raised when the
     file is created, before anything of the write that needed it was written."""

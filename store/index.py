@@ -25,7 +25,7 @@ from rocketlake.store.codec import (
 )
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.kernels import index as kernels
-from rocketlake.store.mapped_file import create_file
+from rocketlake.store.safe_files import create_file, open_file
 
 
 def write_index_file(path: Path, slot_num: int, entry_num: int,
@@ -37,9 +37,12 @@ def write_index_file(path: Path, slot_num: int, entry_num: int,
     hash slot ``slots[i]`` set to ``values[i]``, and ``entries`` (``INDEX_ENTRY_DTYPE``) from
     entry position ``first_pos`` on; every other slot and entry is left as it is. A missing file
     is created at its full size; an existing one (a file being continued) must have that size
-    (StoreFormatError otherwise)."""
+    (StoreFormatError otherwise); a link at ``path`` is refused (LinkedFileError)."""
     size = codec.index_file_size(slot_num, entry_num)
-    fd = os.open(path, os.O_RDWR) if path.exists() else create_file(path, size)
+    try:
+        fd = open_file(path, os.O_RDWR)
+    except FileNotFoundError:
+        fd = create_file(path, size)
     try:
         if os.fstat(fd).st_size != size:
             raise StoreFormatError(f"{path}: index file is {os.fstat(fd).st_size} bytes, expected "
@@ -74,7 +77,8 @@ class IndexFile:
         if create_from is not None:
             fd = create_file(path, size)
         else:
-            fd = os.open(path, os.O_RDWR if os.access(path, os.W_OK) else os.O_RDONLY)
+            fd = open_file(path, os.O_RDWR) if os.access(path, os.W_OK) else \
+                os.open(path, os.O_RDONLY)
             if os.fstat(fd).st_size != size:
                 actual = os.fstat(fd).st_size
                 os.close(fd)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from rocketlake.store.errors import StoreLockedError
-from rocketlake.store.mapped_file import disk_error
+from rocketlake.store.safe_files import disk_error, open_file
 
 #: Lock files this process holds (see the module docstring: never open them again here).
 _HELD: set[Path] = set()
@@ -37,8 +37,9 @@ class StoreLock:
     def acquire(self, patience: float = 0.5) -> None:
         """Take the lock, or raise StoreLockedError. A conflict is retried for ``patience``
         seconds: ``is_locked`` in another process holds a shared lock for an instant, and a
-        writer opening at that instant must not fail; a live writer holds it for longer."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        writer opening at that instant must not fail; a live writer holds it for longer. A link
+        at `lock` is refused (LinkedFileError), never written through."""
+        fd = open_file(self.path, os.O_RDWR | os.O_CREAT)
         deadline = time.monotonic() + patience
         while True:
             try:

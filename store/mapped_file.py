@@ -10,69 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from rocketlake.store.codec import format_file_name
-from rocketlake.store.errors import StoreFormatError, StoreFullError
+from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.safe_files import create_file, open_file
 
 PAGE_SIZE = mmap.PAGESIZE
 _NAME = re.compile(r"^\d{20}$")
-
-
-_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-
-
-def create_file(path: Path, size: int) -> int:
-    """Create ``path`` with ``size`` bytes of zeros reserved on disk; return an O_RDWR descriptor.
-
-    The space is allocated now (``posix_fallocate``, as RocketMQ's ``warmMappedFile`` touches
-    every page), so writing through the mapping later can never meet a full disk, which would
-    kill the process with SIGBUS. A full disk raises StoreFullError naming the path instead.
-    The file is sized under a hidden temporary name and then renamed, so a crash leaves either
-    no file or a whole one, never a short one that would stop the store from opening. Refuses to
-    replace an existing file.
-    """
-    path = Path(path)
-    if path.exists():
-        raise FileExistsError(f"{path}: already exists")
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = -1
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.posix_fallocate(fd, 0, size)
-        except OSError as e:
-            if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-                raise
-            # glibc already emulates posix_fallocate by writing where the file system has no
-            # fallocate; this is reached only where neither works (e.g. a libc without the
-            # emulation). The file is then sparse as before: its space is not reserved.
-            os.ftruncate(fd, size)
-        os.rename(tmp, path)
-    except BaseException as e:
-        if fd >= 0:
-            os.close(fd)
-        tmp.unlink(missing_ok=True)
-        if not isinstance(e, OSError):
-            raise
-        raise disk_error(e, path, f"creating a {size}-byte file") from None
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)  # the new name survives a power loss
-    finally:
-        os.close(dfd)
-    return fd
-
-
-def disk_error(e: OSError, path: Path, doing: str) -> OSError:
-    """``e`` (met while ``doing`` something to ``path``) restated to name the path and the
-    problem: a StoreFullError, telling the free space, when the disk is full."""
-    message = f"{path}: {(e.strerror or str(e)).lower()} {doing}"
-    if e.errno not in _FULL:
-        return OSError(e.errno, message)
-    directory = Path(path).parent
-    while not directory.exists():
-        directory = directory.parent
-    st = os.statvfs(directory)
-    return StoreFullError(e.errno, f"{message} ({st.f_bavail * st.f_frsize} bytes free)")
 
 
 class MappedFile:
@@ -85,13 +27,8 @@ class MappedFile:
         if create:
             fd = create_file(path, size)
         else:
-            writable = os.access(path, os.W_OK)
-            real = os.path.realpath(path)
-            if writable and real != os.path.join(os.path.realpath(os.path.dirname(path)),
-                                                 os.path.basename(path)):
-                raise StoreFormatError(f"{path}: a link to {real}; refusing to write a store file "
-                                       f"through a link")
-            fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+            fd = open_file(path, os.O_RDWR) if os.access(path, os.W_OK) else \
+                os.open(path, os.O_RDONLY)
             actual = os.fstat(fd).st_size
             if actual != size:
                 os.close(fd)

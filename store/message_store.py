@@ -26,7 +26,6 @@ from rocketlake.store.errors import (
     CorruptRecordError,
     MessageNotFoundError,
     MessageRejected,
-    StoreFormatError,
 )
 from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.flush import FlushService
@@ -44,9 +43,10 @@ from rocketlake.store.message import (
     TablePutResult,
 )
 from rocketlake.store.recovery import RecoveryReport, recover
+from rocketlake.store.safe_files import open_file
+from rocketlake.store.store_dir import check_store, create_store
 from rocketlake.store.table_encoder import EncodedTable, TableEncoder, messages_to_table, warm_up
 
-_STORE_ENTRIES = {"commitlog", "consumequeue", "index", "checkpoint", "config", "abort", "lock"}
 MAX_TRANSFER_BYTES = 256 * 1024   # maxTransferBytesOnMessageInMemory
 MAX_TRANSFER_COUNT = 32           # maxTransferCountOnMessageInMemory
 MAX_FILTER_UNITS = 16000 // codec.CQ_UNIT_SIZE
@@ -54,24 +54,6 @@ MAX_FILTER_UNITS = 16000 // codec.CQ_UNIT_SIZE
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def check_store_dir(root: Path, create: bool) -> None:
-    """Refuse a path that is a file, missing (unless ``create``), or a non-empty non-store dir."""
-    if root.exists() and not root.is_dir():
-        raise StoreFormatError(f"{root}: not a directory")
-    if not root.exists():
-        if not create:
-            raise FileNotFoundError(f"{root}: no such store directory")
-        return
-    if any(root.iterdir()) and not is_store(root):
-        raise StoreFormatError(f"{root}: not a RocketMQ store (no commitlog/, consumequeue/, "
-                               f"index/ or checkpoint); refusing to write into it")
-
-
-def is_store(root: Path) -> bool:
-    """True when directory ``root`` holds at least one entry a RocketMQ store has."""
-    return any((root / name).exists() for name in _STORE_ENTRIES)
 
 
 class MessageStore:
@@ -90,12 +72,13 @@ class MessageStore:
         self.root = Path(root)
         self.config: StoreConfig = load_config(overrides, base=config)
         self.read_only = read_only
-        check_store_dir(self.root, create and not read_only)
         self._closed = False
+        if read_only or not create:
+            check_store(self.root)
         if read_only:
             self._open_read_only(overrides)
             return
-        self.root.mkdir(parents=True, exist_ok=True)
+        create_store(self.root)
         self._lock_file = StoreLock(self.root)
         self._lock_file.acquire()
         try:
@@ -108,7 +91,7 @@ class MessageStore:
     def _load(self) -> None:
         cfg = self.config
         self._put_lock = threading.RLock()
-        self.checkpoint = Checkpoint(self.root / "checkpoint")
+        self.checkpoint = Checkpoint(self.root / "checkpoint", writer=not self.read_only)
         self.commitlog = CommitLog(self.root, cfg)
         self.commitlog.files.load()
         self.queues: dict[tuple[str, int], ConsumeQueue] = load_queues(
@@ -178,11 +161,11 @@ class MessageStore:
     def _open_for_writing(self) -> None:
         cfg = self.config
         self._abort = self.root / "abort"
-        abnormal = self._abort.exists()
+        abnormal = os.path.lexists(self._abort)
+        os.close(open_file(self._abort, os.O_WRONLY | os.O_CREAT))  # a link refused: nothing written
         self.recovery: RecoveryReport = recover(
             self.commitlog, self.queues, self.index, self.checkpoint, abnormal,
             cfg.delay_levels_ms, self._dispatch)
-        self._abort.touch()
         warm_up(self.table_encoder)
         self._last_ts = self.checkpoint.physic
         self._dispatch.last_timestamp = max(self._dispatch.last_timestamp, self.checkpoint.logics)

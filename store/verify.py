@@ -25,8 +25,8 @@ from rocketlake.store.index import IndexFile, IndexService
 from rocketlake.store.kernels import index as index_kernels
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import first_nonzero
-from rocketlake.store.message_store import is_store
 from rocketlake.store.record_walk import RecordBatch
+from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
 
 
@@ -424,26 +424,13 @@ def _by_queue_offset(records: Records, rows: npt.NDArray[np.int64]
     return qo[last], rows[last]
 
 
-def not_a_store(root: str | Path) -> str | None:
-    """Why ``root`` cannot be verified (missing, not a directory, not a RocketMQ store), naming
-    the path; None when it is a store directory."""
-    root = Path(root)
-    if not root.exists():
-        return f"{root}: no such store directory"
-    if not root.is_dir():
-        return f"{root}: not a directory"
-    if not is_store(root):
-        return f"{root}: not a RocketMQ store (no commitlog/, consumequeue/, index/ or checkpoint)"
-    return None
-
-
 def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any) -> VerifyReport:
     """Check the whole store at ``root`` (settings: ``config``, then ``overrides``; file sizes
     from the files, ``store.file_sizes``, where they contradict no override); the report
     lists every problem found. A ``root`` that is not a store gives one error (file ``"."``) that
     names the path and says why."""
     cfg = load_config(overrides, base=config)
-    refused = not_a_store(root)
+    refused = store_problem(root)
     with StoreFiles(Path(root).resolve(), cfg, sizes_from_files=True, explicit=overrides) as files:
         c = _Checker(files)
         if refused:

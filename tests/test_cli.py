@@ -13,8 +13,8 @@ from rocketlake import __version__
 from rocketlake.jobs import cli
 from rocketlake.jobs.exit_codes import ExitCode, exit_code
 from rocketlake.store import MessageStore
+from rocketlake.store.errors import StoreFormatError, StoreFullError
 from rocketlake.store.lockfile import StoreLockedError
-from rocketlake.store.mapped_file import StoreFormatError, StoreFullError
 from rocketlake.store.paths import UnsafePathError
 
 REPO = Path(__file__).resolve().parents[1]

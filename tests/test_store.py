@@ -17,6 +17,7 @@ from rocketlake.store import (
     Message,
     MessageRejected,
     MessageStore,
+    NotAStoreError,
     StoreFormatError,
     StoreLockedError,
     codec,
@@ -268,7 +269,7 @@ def test_non_store_dir_missing_path_and_wrong_size_file(tmp_path):
     other = tmp_path / "photos"
     other.mkdir()
     (other / "cat.jpg").write_bytes(b"meow")
-    with pytest.raises(StoreFormatError, match="not a RocketMQ store"):
+    with pytest.raises(NotAStoreError, match=f"{other}: not a RocketMQ store"):
         MessageStore(other)
     assert sorted(os.listdir(other)) == ["cat.jpg"]
     with pytest.raises(FileNotFoundError):

@@ -69,8 +69,9 @@ from pyspark.sql.types import (
 from rocketlake.store import codec
 from rocketlake.store.config import load_config
 from rocketlake.store.consume_queue import load_queues
-from rocketlake.store.errors import CorruptRecordError, StoreFormatError
+from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.kernels import records as kr
+from rocketlake.store.store_dir import check_store
 from rocketlake.transforms.commitlog_batch import (
     Buffer,
     blank_at,
@@ -232,8 +233,7 @@ class CommitLogReader(_BoundsReader):
         levels = options.get("messageDelayLevel")
         self.delay_levels_ms = (load_config({"messageDelayLevel": levels}).delay_levels_ms
                                 if levels else codec.DELAY_LEVELS_MS)
-        if not (root / "commitlog").is_dir():
-            raise StoreFormatError(f"{root}: no commitlog directory: not a RocketMQ store root")
+        check_store(root)
 
     def partitions(self) -> list[InputPartition]:
         if self.file_size is None:

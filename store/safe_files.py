@@ -1,0 +1,183 @@
+"""Writing store files: never through a symbolic link, whole or not at all, a full disk named.
+
+The one rule for every file a command creates, writes or replaces inside a store (CommitLog,
+ConsumeQueue and index files, ``checkpoint``, ``lock``, ``abort``, the config JSON files and their
+``.tmp`` and ``.bak``):
+
+- it is opened with ``O_NOFOLLOW``: a symbolic link at its name, also a dangling one, is refused
+  with LinkedFileError naming the path, in the same system call (no check-then-open race, no extra
+  call on paths written often, like the checkpoint);
+- a file created new is made under a temporary name with ``O_EXCL|O_NOFOLLOW`` and renamed into
+  place once whole; a file replaced whole (``replace_files``) is written the same way in its
+  directory, which is itself opened without following a link, then renamed over and the
+  directory fsynced;
+- a write that fails (a full disk) removes the temporary files it made and raises an OSError
+  naming the path (StoreFullError, telling the free space, when the disk is full).
+
+Reading follows links (a store may be read where it is linked from), and so do the directories
+above a store file except the one ``replace_files`` writes into: a store's `commitlog/` may be
+a link to another disk, as a broker's storePathCommitLog may point elsewhere.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+
+from rocketlake.store.errors import LinkedFileError, StoreFullError
+
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_NO_FOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def linked(path: Path) -> LinkedFileError:
+    """The refusal of a store file at ``path`` that is a symbolic link."""
+    return LinkedFileError(f"{path}: is a symbolic link; refusing to write through it")
+
+
+def open_file(path: Path, flags: int, mode: int = 0o644, dir_fd: int | None = None) -> int:
+    """``os.open(path, flags)`` that never follows a link at ``path`` (LinkedFileError naming it);
+    other OSErrors as they come. ``dir_fd``: ``path`` is a name in that directory."""
+    try:
+        return os.open(path, flags | _NO_FOLLOW, mode, dir_fd=dir_fd)
+    except OSError as e:
+        # ELOOP: O_NOFOLLOW met a link; EEXIST with O_EXCL: a link (even dangling) is there
+        if e.errno in (errno.ELOOP, errno.EEXIST) and _is_link(path, dir_fd):
+            raise linked(path) from None
+        raise
+
+
+def _is_link(path: Path, dir_fd: int | None) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def create_temporary(path: Path, dir_fd: int | None = None) -> int:
+    """An O_RDWR descriptor of the new, empty file ``path``, a temporary name only writers use:
+    a regular file already there (left by an interrupted write) is replaced, a link refused."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL
+    try:
+        return open_file(path, flags, dir_fd=dir_fd)
+    except FileExistsError:
+        os.unlink(path, dir_fd=dir_fd)
+        return open_file(path, flags, dir_fd=dir_fd)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make the names in ``directory`` (a rename, a new file) survive a power loss."""
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def create_file(path: Path, size: int) -> int:
+    """Create ``path`` with ``size`` bytes of zeros reserved on disk; return an O_RDWR descriptor.
+
+    The space is allocated now (``posix_fallocate``, as RocketMQ's ``warmMappedFile`` touches
+    every page), so writing through the mapping later can never meet a full disk, which would
+    kill the process with SIGBUS. A full disk raises StoreFullError naming the path instead.
+    The file is sized under a hidden temporary name and then renamed, so a crash leaves either
+    no file or a whole one, never a short one that would stop the store from opening. Refuses to
+    replace an existing file (FileExistsError) or a link (LinkedFileError).
+    """
+    path = Path(path)
+    if os.path.lexists(path):
+        raise linked(path) if path.is_symlink() else FileExistsError(f"{path}: already exists")
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = -1
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = create_temporary(tmp)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise
+            # glibc already emulates posix_fallocate by writing where the file system has no
+            # fallocate; this is reached only where neither works (e.g. a libc without the
+            # emulation). The file is then sparse as before: its space is not reserved.
+            os.ftruncate(fd, size)
+        os.rename(tmp, path)
+    except BaseException as e:
+        if fd >= 0:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+        if not isinstance(e, OSError) or isinstance(e, LinkedFileError):
+            raise
+        raise disk_error(e, path, f"creating a {size}-byte file") from None
+    fsync_dir(path.parent)
+    return fd
+
+
+def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> None:
+    """Replace the files ``directory/<name>`` with ``contents``, each whole or not at all.
+
+    Every file is first written to ``<name>.tmp`` (created ``O_EXCL|O_NOFOLLOW``) and fsynced;
+    only when all are, they are renamed over their names in the order given and the directory
+    is fsynced. A failure before the renames (a full disk) leaves every file as it was and no
+    ``.tmp`` behind. ``directory`` is created if missing; it and every name must not be a link
+    (LinkedFileError naming it)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR) and directory.is_symlink():
+            raise linked(directory) from None
+        raise
+    staged: list[str] = []
+    name = contents[0][0]
+    try:
+        for name, _ in contents:
+            if _is_link(Path(name), dfd):
+                raise linked(directory / name)
+        for name, data in contents:
+            fd = create_temporary(Path(f"{name}.tmp"), dfd)
+            staged.append(name)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    except BaseException as e:
+        for done in staged:  # nothing renamed yet: every file is as it was
+            os.unlink(f"{done}.tmp", dir_fd=dfd)
+        os.close(dfd)
+        if isinstance(e, OSError):
+            raise disk_error(e, directory / name, "writing its replacement (nothing was "
+                                                  "replaced)") from None
+        raise
+    try:
+        for name, _ in contents:
+            os.rename(f"{name}.tmp", name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def read_file(path: Path, dir_fd: int | None = None) -> bytes:
+    """The bytes of the store file ``path``, never read through a link (LinkedFileError)."""
+    fd = open_file(path, os.O_RDONLY, dir_fd=dir_fd)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def disk_error(e: OSError, path: Path, doing: str) -> OSError:
+    """``e`` (met while ``doing`` something to ``path``) restated to name the path and the
+    problem: a StoreFullError, telling the free space, when the disk is full."""
+    message = f"{path}: {(e.strerror or str(e)).lower()} {doing}"
+    if e.errno not in _FULL:
+        return OSError(e.errno, message)
+    directory = Path(path).parent
+    while not directory.exists():
+        directory = directory.parent
+    st = os.statvfs(directory)
+    return StoreFullError(e.errno, f"{message} ({st.f_bavail * st.f_frsize} bytes free)")
