@@ -131,12 +131,12 @@ def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> Non
         if e.errno in (errno.ELOOP, errno.ENOTDIR) and directory.is_symlink():
             raise linked(directory) from None
         raise
+    for name, _ in contents:
+        if _is_link(Path(name), dfd):
+            os.close(dfd)
+            raise linked(directory / name)
     staged: list[str] = []
-    name = contents[0][0]
     try:
-        for name, _ in contents:
-            if _is_link(Path(name), dfd):
-                raise linked(directory / name)
         for name, data in contents:
             fd = create_temporary(Path(f"{name}.tmp"), dfd)
             staged.append(name)
@@ -151,6 +151,8 @@ def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> Non
         for done in staged:  # nothing renamed yet: every file is as it was
             os.unlink(f"{done}.tmp", dir_fd=dfd)
         os.close(dfd)
+        if isinstance(e, LinkedFileError):  # at the temporary name
+            raise linked(directory / f"{name}.tmp") from None
         if isinstance(e, OSError):
             raise disk_error(e, directory / name, "writing its replacement (nothing was "
                                                   "replaced)") from None
@@ -163,9 +165,10 @@ def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> Non
         os.close(dfd)
 
 
-def read_file(path: Path, dir_fd: int | None = None) -> bytes:
-    """The bytes of the store file ``path``, never read through a link (LinkedFileError)."""
-    fd = open_file(path, os.O_RDONLY, dir_fd=dir_fd)
+def read_file(path: Path) -> bytes:
+    """The bytes of the store file ``path``, never read through a link (LinkedFileError): for a
+    writer about to replace or rewrite it."""
+    fd = open_file(path, os.O_RDONLY)
     with os.fdopen(fd, "rb") as f:
         return f.read()
 
