@@ -162,7 +162,9 @@ class MessageStore:
         cfg = self.config
         self._abort = self.root / "abort"
         abnormal = os.path.lexists(self._abort)
-        os.close(open_file(self._abort, os.O_WRONLY | os.O_CREAT))  # a link refused: nothing written
+        # before recovery writes anything (a link there is refused first; a crash meanwhile
+        # recovers as abnormal next time)
+        os.close(open_file(self._abort, os.O_WRONLY | os.O_CREAT))
         self.recovery: RecoveryReport = recover(
             self.commitlog, self.queues, self.index, self.checkpoint, abnormal,
             cfg.delay_levels_ms, self._dispatch)

@@ -46,7 +46,7 @@ def index_key_hash(s: str) -> int:
 
 def commitlog_records(root: Path, file_size: int) -> tuple[list[Record], int]:
     """Every valid record from the first CommitLog file on, and the offset where valid data ends."""
-    # Hidden files are a crash's leftovers from creating a file (store.mapped_file.create_file).
+    # Hidden files are a crash's leftovers from creating a file (store.safe_files.create_file).
     files = sorted(p for p in (root / "commitlog").iterdir() if not p.name.startswith("."))
     out: list[Record] = []
     end = int(files[0].name) if files else 0
