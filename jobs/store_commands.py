@@ -233,7 +233,9 @@ def _check_tables(tables: Iterable[pa.Table], cfg: StoreConfig, label: str) -> i
 def cmd_ingest(a: argparse.Namespace) -> int:
     """All rows or none: the whole input (JSON Lines, or Parquet with ``put_table``'s columns) is
     checked, with the store's own validation, before the store is opened; a bad line or row
-    leaves the store untouched. The input must not change meanwhile. Plain JSON events are read
+    leaves the store untouched. The rows are then written inside ``MessageStore.all_or_nothing``:
+    a full disk, any other error or a kill stores none of them. The input must not change
+    meanwhile. Plain JSON events are read
     by pyarrow's JSON reader; a block it cannot take exactly (properties, odd types, a bad line)
     is read line by line, which names the bad line."""
     cfg = load_config(parse_set_options(a.set))
@@ -255,14 +257,13 @@ def cmd_ingest(a: argparse.Namespace) -> int:
             except (ValueError, pa.ArrowException):  # InputError included: the lines name it
                 total = _check_lines(f, cfg)
                 tables = partial(_line_tables, f, cfg)
-        with MessageStore(a.store, cfg) as ms, _progress(total) as bar:
+        with MessageStore(a.store, cfg) as ms, ms.all_or_nothing(), _progress(total) as bar:
             task = bar.add_task("ingest", total=total)
             for where, table in tables():
                 try:
                     r = ms.put_table(table)
                 except MessageRejected as e:  # only when the input changed after it was checked
-                    raise InputError(f"{where}: {e} (the input changed while ingesting; what came "
-                                     f"before was stored)") from None
+                    raise InputError(f"{where}: {e} (the input changed while ingesting)") from None
                 n += len(r)
                 size += int(r.size.sum())
                 ids = np.unique(r.topic << 32 | r.queue_id)
