@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rocketlake.jobs.cli import to_datetime
 from rocketlake.jobs.exit_codes import ExitCode, NotAStoreError
+from rocketlake.jobs.printable import printable
 from rocketlake.store import Message, MessageRejected, MessageStore, Record, codec
 from rocketlake.store.codec import INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog, MessageEncoder, Scan
@@ -333,22 +334,16 @@ def body_text(body: bytes, max_body: int) -> str:
     if len(text) > max_body:
         text = text[:max_body] + "..."
         notes.append(f"{len(body)} bytes, cut at {max_body} characters")
-    return "".join(map(_printable, text)) + (f" [{'; '.join(notes)}]" if notes else "")
-
-
-def _printable(c: str) -> str:
-    """One character of a body as shown: itself, or its escape."""
-    if c.isprintable():
-        return c
-    if "\udc80" <= c <= "\udcff":
-        return f"\\x{ord(c) - 0xDC00:02x}"
-    return c.encode("unicode_escape").decode("ascii")
+    return printable(text) + (f" [{'; '.join(notes)}]" if notes else "")
 
 
 def _value(v: object) -> str:
-    """A field value in a text line: as is, or JSON-quoted when empty or holding spaces."""
+    """A field value in a text line: as is, or JSON-quoted when empty or holding spaces; what is
+    not printable escaped (:func:`printable`)."""
     text = "-" if v is None else str(v)
-    return json.dumps(text, ensure_ascii=False) if not text or any(c.isspace() for c in text) else text
+    if not text or any(c.isspace() for c in text):
+        text = json.dumps(text, ensure_ascii=False)
+    return printable(text)
 
 
 def message_text(r: Record, max_body: int) -> str:
@@ -603,7 +598,7 @@ def verify_summary(report: VerifyReport, max_problems: int, steps: list[str]) ->
     if steps:
         lines.append("next:")
         lines.extend(f"  {step}" for step in steps)
-    return [line for line in lines if line]
+    return [printable(line) for line in lines if line]
 
 
 def _repair_steps(report: VerifyReport, store: Path, settings: list[str]) -> list[str]:

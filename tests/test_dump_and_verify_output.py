@@ -315,3 +315,27 @@ def test_a_consume_queue_file_of_7_bytes_is_named(tmp_path, capsys):
         assert main([*command, "--store", str(root)]) == 3
         err = capsys.readouterr().err
         assert f"{path}: ConsumeQueue file is 7 bytes, not a multiple of the 20-byte unit" in err, err
+
+
+def test_text_output_escapes_control_characters(tmp_path, capsys):
+    """Tags, keys and bodies may hold any character but \\x01 and \\x02: shown escaped."""
+    root = tmp_path / "s"
+    with MessageStore(root, **SMALL) as ms:
+        ms.put(Message("T", b"b\x1b[2J\xc2\x9bz", tags="t\x1b]0;x\x07", keys=["k\x7f", "q\u202e"]))
+    for command in (["get", "--topic", "T", "--queue", "0", "--offset", "0"],
+                    ["dump", "commitlog"], ["query", "--topic", "T", "--key", "k\x7f"]):
+        assert main([*command, "--store", str(root), *_sets(SMALL), "--format", "text"]) == 0
+        out = capsys.readouterr().out
+        assert "tags=t\\x1b]0;x\\x07" in out and 'keys="k\\x7f q\\u202e"' in out, out
+        assert "body=b\\x1b[2J\\x9bz" in out, out
+        assert not any(c in out for c in "\x1b\x07\x7f\x9b\u202e"), repr(out)
+
+
+def test_verify_text_escapes_control_characters():
+    from rocketlake.jobs.store_commands import verify_summary
+    from rocketlake.store.verify import Problem, VerifyReport
+    report = VerifyReport("s", problems=[Problem("error", "commitlog/0", 0, "topic 'a\x1b[31m'",
+                                                 "commitlog-record")])
+    lines = verify_summary(report, 10, [])
+    assert any("topic 'a\\x1b[31m'" in line for line in lines)
+    assert not any("\x1b" in line for line in lines)
