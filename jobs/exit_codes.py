@@ -5,8 +5,11 @@ from __future__ import annotations
 import errno
 import re
 import sys
+import warnings
 from collections.abc import Callable
 from enum import IntEnum
+from functools import partial
+from typing import TextIO
 
 from rocketlake.store.errors import (
     ConfigFileError,
@@ -73,14 +76,23 @@ def exit_code(error: BaseException) -> ExitCode | None:
 
 def run(prog: str, body: Callable[[], int]) -> int:
     """Run a command's body; an expected error becomes one line ``<prog>: error: ...`` on stderr
-    and its exit code. A closed stdout (``| head``) ends the command quietly."""
-    try:
-        return body()
-    except BrokenPipeError:
-        return ExitCode.OK
-    except Exception as e:  # re-raised below unless the table maps it
-        code = exit_code(e)
-        if code is None:
-            raise
-        print(f"{prog}: error: {task_error(e) or e}", file=sys.stderr)
-        return code
+    (its notes after it: what became of the store) and its exit code; a warning one line
+    ``<prog>: warning: ...``. A closed stdout (``| head``) ends the command quietly."""
+    with warnings.catch_warnings():  # restores showwarning afterwards
+        warnings.showwarning = partial(_warning_line, prog)
+        try:
+            return body()
+        except BrokenPipeError:
+            return ExitCode.OK
+        except Exception as e:  # re-raised below unless the table maps it
+            code = exit_code(e)
+            if code is None:
+                raise
+            notes = "".join(f"; {note}" for note in getattr(e, "__notes__", ()))
+            print(f"{prog}: error: {task_error(e) or e}{notes}", file=sys.stderr)
+            return code
+
+
+def _warning_line(prog: str, message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
+    print(f"{prog}: warning: {message}", file=sys.stderr if file is None else file)

@@ -16,8 +16,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from rocketlake.jobs.cli import to_datetime
+from rocketlake.jobs.printable import printable
 from rocketlake.store import MessageStore
 from rocketlake.store.config import load_config, parse_set_options
 from rocketlake.store.config_files import ConfigFallbackWarning, write_consumer_offsets
@@ -60,20 +62,21 @@ def _time_fields(prefix: str, ms_time: int | None) -> Row:
 
 def _show(a: argparse.Namespace, rows: Sequence[Row], columns: Sequence[str], title: str) -> None:
     """``--json``: one JSON object per row. Otherwise a table of ``columns``: rich on a terminal,
-    plain space-aligned columns (never wrapped) when stdout is not one."""
+    plain space-aligned columns (never wrapped) when stdout is not one; the cells
+    :func:`printable`."""
     out = sys.stdout
     if a.json:
         for row in rows:
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
         return
-    cells = [["-" if r[c] is None else str(r[c]) for c in columns] for r in rows]
+    cells = [["-" if r[c] is None else printable(str(r[c])) for c in columns] for r in rows]
     numeric = [all(isinstance(r[c], int) or r[c] is None for r in rows) for c in columns]
     if out.isatty():
-        table = Table(title=title)
+        table = Table(title=Text(printable(title)))
         for c, num in zip(columns, numeric):
             table.add_column(c, justify="right" if num else "left", no_wrap=True)
         for line in cells:
-            table.add_row(*line)
+            table.add_row(*map(Text, line))  # Text: a stored "[bold]" is not rich markup
         Console(file=out).print(table)
         return
     widths = [max([len(c), *(len(line[i]) for line in cells)]) for i, c in enumerate(columns)]

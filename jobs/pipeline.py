@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 from rocketlake.jobs import sample
 from rocketlake.jobs.cli import job_main
 from rocketlake.jobs.exit_codes import ExitCode
+from rocketlake.jobs.printable import printable
 from rocketlake.jobs.store_commands import event_to_message
 from rocketlake.store import MessageStore
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
@@ -202,7 +204,7 @@ def summary(store: Path, settings: dict) -> Table:
         for topic in sorted({t for t, _ in table}):
             qs = [(lo, hi) for (t, _), (lo, hi) in table.items() if t == topic]
             t.add_row(topic, str(len(qs)), f"{sum(hi - lo for lo, hi in qs):,}",
-                      ", ".join(lag.get(topic, [])))
+                      Text(printable(", ".join(lag.get(topic, [])))))  # group names are data
     return t
 
 

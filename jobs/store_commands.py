@@ -26,11 +26,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rocketlake.jobs.cli import to_datetime
 from rocketlake.jobs.exit_codes import ExitCode
+from rocketlake.jobs.printable import printable
 from rocketlake.store import Message, MessageRejected, MessageStore, Record, codec
-from rocketlake.store.codec import INDEX_ENTRY_DTYPE, INDEX_HEADER, INDEX_HEADER_SIZE
+from rocketlake.store.codec import INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog, MessageEncoder, Scan
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
-from rocketlake.store.errors import CorruptRecordError
+from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.store_dir import check_store
@@ -38,6 +39,9 @@ from rocketlake.store.table_encoder import TableEncoder, messages_to_table
 from rocketlake.store.verify import KINDS, Problem, VerifyReport, verify
 
 BATCH = 1000
+#: index entries (or ConsumeQueue units) decoded at a time by `dump`: its memory is bounded by
+#: this, not by the size of a file
+DUMP_CHUNK = 8192
 #: the default store time range of the filters: everything
 _EARLIEST, _LATEST = 0, 2 ** 63 - 1
 _err = Console(stderr=True)
@@ -234,7 +238,9 @@ def _check_tables(tables: Iterable[pa.Table], cfg: StoreConfig, label: str) -> i
 def cmd_ingest(a: argparse.Namespace) -> int:
     """All rows or none: the whole input (JSON Lines, or Parquet with ``put_table``'s columns) is
     checked, with the store's own validation, before the store is opened; a bad line or row
-    leaves the store untouched. The input must not change meanwhile. Plain JSON events are read
+    leaves the store untouched. The rows are then written inside ``MessageStore.all_or_nothing``:
+    a full disk, any other error or a kill stores none of them. The input must not change
+    meanwhile. Plain JSON events are read
     by pyarrow's JSON reader; a block it cannot take exactly (properties, odd types, a bad line)
     is read line by line, which names the bad line."""
     cfg = load_config(parse_set_options(a.set))
@@ -256,14 +262,13 @@ def cmd_ingest(a: argparse.Namespace) -> int:
             except (ValueError, pa.ArrowException):  # InputError included: the lines name it
                 total = _check_lines(f, cfg)
                 tables = partial(_line_tables, f, cfg)
-        with MessageStore(a.store, cfg) as ms, _progress(total) as bar:
+        with MessageStore(a.store, cfg) as ms, ms.all_or_nothing(), _progress(total) as bar:
             task = bar.add_task("ingest", total=total)
             for where, table in tables():
                 try:
                     r = ms.put_table(table)
                 except MessageRejected as e:  # only when the input changed after it was checked
-                    raise InputError(f"{where}: {e} (the input changed while ingesting; what came "
-                                     f"before was stored)") from None
+                    raise InputError(f"{where}: {e} (the input changed while ingesting)") from None
                 n += len(r)
                 size += int(r.size.sum())
                 ids = np.unique(r.topic << 32 | r.queue_id)
@@ -330,22 +335,16 @@ def body_text(body: bytes, max_body: int) -> str:
     if len(text) > max_body:
         text = text[:max_body] + "..."
         notes.append(f"{len(body)} bytes, cut at {max_body} characters")
-    return "".join(map(_printable, text)) + (f" [{'; '.join(notes)}]" if notes else "")
-
-
-def _printable(c: str) -> str:
-    """One character of a body as shown: itself, or its escape."""
-    if c.isprintable():
-        return c
-    if "\udc80" <= c <= "\udcff":
-        return f"\\x{ord(c) - 0xDC00:02x}"
-    return c.encode("unicode_escape").decode("ascii")
+    return printable(text) + (f" [{'; '.join(notes)}]" if notes else "")
 
 
 def _value(v: object) -> str:
-    """A field value in a text line: as is, or JSON-quoted when empty or holding spaces."""
+    """A field value in a text line: as is, or JSON-quoted when empty or holding spaces; what is
+    not printable escaped (:func:`printable`)."""
     text = "-" if v is None else str(v)
-    return json.dumps(text, ensure_ascii=False) if not text or any(c.isspace() for c in text) else text
+    if not text or any(c.isspace() for c in text):
+        text = json.dumps(text, ensure_ascii=False)
+    return printable(text)
 
 
 def message_text(r: Record, max_body: int) -> str:
@@ -462,8 +461,9 @@ def _early_stop(ms: MessageStore, scan: Scan) -> str | None:
 
 
 def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Iterator[dict[str, Any]]:
-    """The units of the selected queues in the queue offset range; with a time range, those
-    whose record was stored in it (each unit's record is read for its store time)."""
+    """The units of the selected queues in the queue offset range, ``DUMP_CHUNK`` at a time;
+    with a time range, those whose record was stored in it (each unit's record is read for its
+    store time)."""
     timed = a.begin > _EARLIEST or a.end < _LATEST
     for (t, q), cq in sorted(ms.queues.items()):
         if (a.topic is not None and t != a.topic) or (a.queue is not None and q != a.queue):
@@ -471,7 +471,7 @@ def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Iterator[dict[str, Any]
         at = max(a.from_offset, cq.files.min_offset // codec.CQ_UNIT_SIZE)
         stop = cq.max_offset if a.to_offset is None else min(a.to_offset, cq.max_offset)
         while at < stop:
-            units = cq.units(at, stop - at)
+            units = cq.units(at, min(stop - at, DUMP_CHUNK))
             if not len(units):  # the rest of a file not written: go on at the next file
                 mf = cq.files.find(at * codec.CQ_UNIT_SIZE)
                 if mf is None:
@@ -496,7 +496,9 @@ def _store_time(ms: MessageStore, offset: int) -> int:
 def _index_rows(ms: MessageStore, a: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """Each index file's header, then its entries in the CommitLog offset and time ranges (an
     entry's time as RocketMQ's ``IndexFile.selectPhyOffset`` reads it: beginTimestamp +
-    timeDiff seconds). With a filter, a file without a matching entry is left out."""
+    timeDiff seconds), ``DUMP_CHUNK`` entries at a time. With a filter, a file without a
+    matching entry is left out. StoreFormatError naming the file for a header whose indexCount
+    is more than the file holds."""
     if ms.index is None:
         return
     filtered = (a.from_offset > 0 or a.to_offset is not None
@@ -504,17 +506,34 @@ def _index_rows(ms: MessageStore, a: argparse.Namespace) -> Iterator[dict[str, A
     stop = _LATEST if a.to_offset is None else a.to_offset
     for f in ms.index.files:
         bt, et, bp, ep, slots, count = INDEX_HEADER.unpack_from(f.mm, 0)
-        entries = np.frombuffer(f.mm, dtype=INDEX_ENTRY_DTYPE, count=max(0, count - 1),
-                                offset=INDEX_HEADER_SIZE + 4 * f.slot_num + codec.INDEX_ENTRY_SIZE)
-        rows = [{"file": f.path.name, "position": i, "key_hash": h, "slot": h % f.slot_num,
-                 "phy_offset": phy, "time_diff": diff, "prev_index": prev}
-                for i, (h, phy, diff, prev) in enumerate(entries.tolist(), 1)
-                if a.from_offset <= phy < stop and a.begin <= bt + diff * 1000 <= a.end]
-        if rows or not filtered:
-            yield {"file": f.path.name, "begin_timestamp": bt, "end_timestamp": et,
-                   "begin_phy_offset": bp, "end_phy_offset": ep, "hash_slot_count": slots,
-                   "index_count": count}
-            yield from rows
+        if not 0 <= count <= f.entry_num:
+            raise StoreFormatError(f"{f.path}: the header's indexCount {count} is outside [0, "
+                                   f"{f.entry_num}], the entries the file holds: the header is "
+                                   f"damaged (rocketlake rebuild-index rebuilds the index)")
+        matching = partial(_matching_entries, f.entries, bt, a.from_offset, stop, a.begin, a.end)
+        chunks = [(lo, min(count, lo + DUMP_CHUNK)) for lo in range(1, count, DUMP_CHUNK)]
+        if filtered:  # skip to the first chunk with a match; none: the file is left out
+            chunks = chunks[next((i for i, c in enumerate(chunks) if matching(*c).size), len(chunks)):]
+            if not chunks:
+                continue
+        yield {"file": f.path.name, "begin_timestamp": bt, "end_timestamp": et,
+               "begin_phy_offset": bp, "end_phy_offset": ep, "hash_slot_count": slots,
+               "index_count": count}
+        for lo, hi in chunks:
+            at = matching(lo, hi)
+            for i, (h, phy, diff, prev) in zip(at.tolist(), f.entries[at].tolist()):
+                yield {"file": f.path.name, "position": i, "key_hash": h, "slot": h % f.slot_num,
+                       "phy_offset": phy, "time_diff": diff, "prev_index": prev}
+
+
+def _matching_entries(entries: np.ndarray, begin_ts: int, from_offset: int, to_offset: int,
+                      begin: int, end: int, lo: int, hi: int) -> np.ndarray:
+    """Positions in [lo, hi) of the index ``entries`` (of a file whose beginTimestamp is
+    ``begin_ts``) for CommitLog offsets in [from_offset, to_offset) stored in [begin, end]."""
+    e = entries[lo:hi]
+    phy, at = e["phy_offset"].astype(np.int64), begin_ts + e["time_diff"].astype(np.int64) * 1000
+    keep = (from_offset <= phy) & (phy < to_offset) & (begin <= at) & (at <= end)
+    return lo + np.flatnonzero(keep)
 
 
 def cmd_get(a: argparse.Namespace) -> int:
@@ -578,7 +597,7 @@ def verify_summary(report: VerifyReport, max_problems: int, steps: list[str]) ->
     if steps:
         lines.append("next:")
         lines.extend(f"  {step}" for step in steps)
-    return [line for line in lines if line]
+    return [printable(line) for line in lines if line]
 
 
 def _repair_steps(report: VerifyReport, store: Path, settings: list[str]) -> list[str]:

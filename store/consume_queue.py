@@ -183,16 +183,29 @@ class ConsumeQueue:
         self.files.truncate_after(queue_offset * CQ_UNIT_SIZE)
         self._refresh_max_physic()
 
+    def _units_within(self, mf: MappedFile, commitlog_end: int) -> int:
+        """How many of ``mf``'s written units come before the first whose record reaches past
+        ``commitlog_end`` (units are in CommitLog order)."""
+        u = self._units(mf)[: mf.wrote // CQ_UNIT_SIZE]
+        bad = np.flatnonzero((u["commitlog_offset"] + u["size"] > commitlog_end)
+                             & (u["size"] != CQ_BLANK_UNIT_SIZE))
+        return int(bad[0]) if bad.size else u.size
+
+    def hide_past(self, commitlog_end: int) -> None:
+        """Read-only: leave out (not cut) the tail units whose record reaches past
+        ``commitlog_end``; the files are not changed."""
+        for mf in reversed(self.files.files):
+            keep = self._units_within(mf, commitlog_end)
+            mf.wrote = keep * CQ_UNIT_SIZE
+            if keep:
+                break
+        self._refresh_max_physic()
+
     def truncate_dirty(self, commitlog_end: int) -> None:
         """Drop tail units whose record reaches past ``commitlog_end``."""
         while self.files.last is not None:
             mf = self.files.last
-            u = self._units(mf)[: mf.wrote // CQ_UNIT_SIZE]
-            # Units are in commitlog order; keep the prefix that ends at or below the end.
-            bad = np.flatnonzero((u["commitlog_offset"] + u["size"] > commitlog_end)
-                                 & (u["size"] != CQ_BLANK_UNIT_SIZE))
-            keep = int(bad[0]) if bad.size else u.size
-            del u  # a view on the map: it must go before the file can close
+            keep = self._units_within(mf, commitlog_end)
             if keep == 0 and len(self.files.files) > 1:
                 self.files.files.pop().destroy()
                 continue

@@ -73,11 +73,15 @@ def with_consume_queue_size(root: Path, config: StoreConfig, explicit: Collectio
     """``config`` with ``mappedFileSizeConsumeQueue`` from the files under `consumequeue/`."""
     base = root / CONSUME_QUEUE_DIR
     qdirs = [q for t in _dirs(base) for q in _dirs(t)]
-    size = _one_length(_sizes(f for q in qdirs for f in q.iterdir()),
-                       f"{base}: ConsumeQueue files")
+    sizes = _sizes(f for q in qdirs for f in q.iterdir())
+    size = _one_length(sizes, f"{base}: ConsumeQueue files")
     if size is not None and size % CQ_UNIT_SIZE:
-        raise StoreFormatError(f"{base}: ConsumeQueue files are {size} bytes, not a whole number "
-                               f"of {CQ_UNIT_SIZE}-byte units")
+        first = min(sizes)
+        others = f" (as are the other {len(sizes) - 1})" if len(sizes) > 1 else ""
+        raise StoreFormatError(f"{first}: ConsumeQueue file is {size} bytes, not a multiple of the "
+                               f"{CQ_UNIT_SIZE}-byte unit{others}: mappedFileSizeConsumeQueue is "
+                               f"a whole number of units, so the file is damaged or not a "
+                               f"ConsumeQueue file")
     return _take(config, "mappedFileSizeConsumeQueue", size, explicit,
                  f"the ConsumeQueue files under {base}")
 

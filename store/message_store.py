@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from struct import error as struct_error
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from rocketlake.store import codec
+from rocketlake.store import codec, ingest_journal
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
 from rocketlake.store.codec import Record
@@ -120,6 +121,7 @@ class MessageStore:
                     raise
         files = self.commitlog.files.files
         self._find_end(files[max(0, len(files) - 3)].start if files else 0)
+        ingest_journal.hide(self.root, self.queues)
         for cq in self.queues.values():  # units below retained CommitLog data are not served
             cq.correct_min_offset(self.commitlog.min_offset)
 
@@ -131,11 +133,17 @@ class MessageStore:
 
     def _find_end(self, start: int) -> None:
         """Read-only: the end of valid CommitLog data, scanning from ``start`` (a record
-        boundary) through the mapped files; sets each file's ``wrote``."""
+        boundary) through the mapped files, at most the end before an unfinished ingest
+        (``store.ingest_journal``); sets each file's ``wrote``."""
         files = self.commitlog.files.files
         if not files:
             return
-        walk = self.commitlog.walk(start, stop_at=files[-1].end)
+        stop = files[-1].end
+        unfinished = ingest_journal.readable_end(self.root)
+        if unfinished is not None:  # an unfinished ingest's records are not served
+            stop = min(stop, unfinished)
+            start = min(start, stop)
+        walk = self.commitlog.walk(start, stop_at=stop)
         for _ in walk:
             pass
         for mf in files:
@@ -165,6 +173,9 @@ class MessageStore:
         # before recovery writes anything (a link there is refused first; a crash meanwhile
         # recovers as abnormal next time)
         os.close(open_file(self._abort, os.O_WRONLY | os.O_CREAT))
+        #: the unfinished ingest this open rolled back (``store.ingest_journal``), if any
+        self.discarded_ingest = ingest_journal.discard(self.root, self.commitlog, self.queues,
+                                                       self.index)
         self.recovery: RecoveryReport = recover(
             self.commitlog, self.queues, self.index, self.checkpoint, abnormal,
             cfg.delay_levels_ms, self._dispatch)
@@ -308,6 +319,46 @@ class MessageStore:
         return [_put_result((status, offset, rec.size, qoff, rec.store_timestamp, rec.topic,
                              rec.queue_id, rec.store_addr, rec.store_port))
                 for offset, qoff, rec in placed]
+
+    @contextmanager
+    def all_or_nothing(self) -> Iterator[None]:
+        """Keep every message put inside the block, or none of them (``rocketlake ingest``).
+
+        Before the block the store is flushed and its end recorded in a journal
+        (``store.ingest_journal``). Leaving the block normally flushes everything and removes the
+        journal: the commit point. An exception inside the block rolls the store back to the
+        recorded end, as the next writer open would after a kill (the store is closed and opened
+        again under the same lock), and is raised again with a note saying nothing was stored.
+        Puts from other threads meanwhile belong to the block. Killed inside the block, the next
+        writer open rolls back; read-only opens meanwhile serve only what came before it."""
+        self._check_open()
+        self.flush()
+        with self._put_lock:
+            journal = ingest_journal.begin(self.root, self.commitlog.max_offset, self.queues)
+        try:
+            yield
+            self.flush()
+        except BaseException as e:
+            self._roll_back()
+            e.add_note(f"nothing stored: {self.root} is as it was before (rolled back)")
+            raise
+        ingest_journal.finish(journal)
+
+    def _roll_back(self) -> None:
+        """Close the store's files and open them again, keeping the lock: the writer open rolls
+        back the unfinished write its journal records. Should that fail, the store is closed
+        (the journal stays for the next open)."""
+        self.flusher.stop()
+        self.commitlog.close()
+        self._dispatch.close()
+        try:
+            self._load()
+            self._open_for_writing()
+        except BaseException:
+            self._closed = True
+            self._close_maps()
+            self._lock_file.release()
+            raise
 
     def _flush_status(self, end: int) -> PutStatus:
         """With SYNC_FLUSH, wait (at most syncFlushTimeout) for the bytes below ``end`` to be

@@ -214,3 +214,17 @@ def _valid_end(log: CommitLog, start: int,
         if on_valid is not None:
             on_valid(batch)
     return walk.end, walk.error
+
+
+def cut_after(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
+              index: IndexService | None, end: int) -> None:
+    """Cut the store back to CommitLog offset ``end``, a record boundary below which the
+    ConsumeQueues and index agree with the CommitLog: the CommitLog truncated there and its tail
+    zeroed (later files deleted), the ConsumeQueue units and index entries of records at or past
+    it dropped, index files left empty deleted (as recovery cuts a torn tail)."""
+    log.files.truncate_after(end)
+    for cq in queues.values():
+        cq.truncate_dirty(end)
+    if index is not None:
+        index.truncate(end, partial(_store_time, log))
+    log.next_queue_offsets = {key: cq.max_offset for key, cq in queues.items()}

@@ -248,3 +248,94 @@ def test_help_says_finding_nothing_exits_0(command, capsys):
         main([command, "--help"])
     assert "Finding nothing is not an error: a line on stderr says so and the exit code is 0." in \
         " ".join(capsys.readouterr().out.split())
+
+
+# --- dump streams: memory bounded by a chunk, not by a file -------------------------------------
+def test_dump_index_streams_a_large_index_in_bounded_memory(tmp_path, monkeypatch):
+    import tracemalloc
+
+    import pyarrow as pa
+
+    from rocketlake.jobs import store_commands
+    n = 100_000
+    settings = dict(mappedFileSizeCommitLog=64 << 20, maxHashSlotNum=50_000, maxIndexNum=n + 10)
+    with MessageStore(tmp_path / "s", **settings) as ms:
+        ms.put_table(pa.table({"topic": ["T"] * n, "body": [b"x"] * n,
+                               "keys": [f"k{i}" for i in range(n)]}))
+    lines = 0
+
+    class Count:  # stdout that keeps nothing
+        def write(self, text: str) -> None:
+            nonlocal lines
+            lines += text.count("\n")
+
+    rows, peaks = store_commands._index_rows, []
+
+    def measured(ms, a):  # what the dump holds while it prints, the store opened before
+        tracemalloc.start()
+        try:
+            yield from rows(ms, a)
+        finally:
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+
+    monkeypatch.setattr(store_commands, "_index_rows", measured)
+    monkeypatch.setattr(sys, "stdout", Count())
+    assert main(["dump", "index", "--store", str(tmp_path / "s")]) == 0
+    assert lines == 1 + n  # the header, then every entry
+    # The entries as a list of row dicts would take about 50 MB (~480 bytes a row, measured); the
+    # stream holds one chunk of 8192 at a time.
+    assert peaks[0] < 8 << 20, f"peak {peaks[0] >> 20} MiB"
+
+
+def test_dump_index_with_a_huge_index_count_names_the_file(tmp_path, capsys):
+    from rocketlake.store.codec import INDEX_HEADER
+    root = tmp_path / "s"
+    with MessageStore(root, **SMALL) as ms:
+        ms.put(Message("T", b"x", keys="k1"))
+    path, = (root / "index").iterdir()
+    with open(path, "r+b") as f:
+        header = list(INDEX_HEADER.unpack(f.read(INDEX_HEADER.size)))
+        header[5] = 2 ** 31 - 1  # indexCount
+        f.seek(0)
+        f.write(INDEX_HEADER.pack(*header))
+    assert main(["dump", "index", "--store", str(root), *_sets(SMALL)]) == 3
+    err = capsys.readouterr().err
+    assert f"{path}: the header's indexCount 2147483647 is outside [0, 50]" in err, err
+
+
+def test_a_consume_queue_file_of_7_bytes_is_named(tmp_path, capsys):
+    root = tmp_path / "s"
+    with MessageStore(root, **SMALL) as ms:
+        ms.put(Message("T", b"x"))
+    path = root / "consumequeue" / "T" / "0" / "00000000000000000000"
+    os.truncate(path, 7)
+    for command in (["dump", "consumequeue"], ["get", "--topic", "T", "--queue", "0", "--offset", "0"],
+                    ["verify"], ["topic-status"]):
+        assert main([*command, "--store", str(root)]) == 3
+        err = capsys.readouterr().err
+        assert f"{path}: ConsumeQueue file is 7 bytes, not a multiple of the 20-byte unit" in err, err
+
+
+def test_text_output_escapes_control_characters(tmp_path, capsys):
+    """Tags, keys and bodies may hold any character but \\x01 and \\x02: shown escaped."""
+    root = tmp_path / "s"
+    with MessageStore(root, **SMALL) as ms:
+        ms.put(Message("T", b"b\x1b[2J\xc2\x9bz", tags="t\x1b]0;x\x07", keys=["k\x7f", "q\u202e"]))
+    for command in (["get", "--topic", "T", "--queue", "0", "--offset", "0"],
+                    ["dump", "commitlog"], ["query", "--topic", "T", "--key", "k\x7f"]):
+        assert main([*command, "--store", str(root), *_sets(SMALL), "--format", "text"]) == 0
+        out = capsys.readouterr().out
+        assert "tags=t\\x1b]0;x\\x07" in out and 'keys="k\\x7f q\\u202e"' in out, out
+        assert "body=b\\x1b[2J\\x9bz" in out, out
+        assert not any(c in out for c in "\x1b\x07\x7f\x9b\u202e"), repr(out)
+
+
+def test_verify_text_escapes_control_characters():
+    from rocketlake.jobs.store_commands import verify_summary
+    from rocketlake.store.verify import Problem, VerifyReport
+    report = VerifyReport("s", problems=[Problem("error", "commitlog/0", 0, "topic 'a\x1b[31m'",
+                                                 "commitlog-record")])
+    lines = verify_summary(report, 10, [])
+    assert any("topic 'a\\x1b[31m'" in line for line in lines)
+    assert not any("\x1b" in line for line in lines)

@@ -6,6 +6,7 @@ in fastjson's layout (tests/golden/study/store/config/consumerOffset.json)."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import pty
@@ -300,6 +301,37 @@ def test_reset_execute_refuses_to_write_over_the_last_readable_copy(store: Path,
     assert code == 3 and out == ""
     assert "consumerOffset.json: unreadable" in err and "offsets not reset" in err
     assert _hashes(store) == before
-    with pytest.warns(UserWarning, match="using consumerOffset.json.bak"):
-        code, rows, _ = _reset(capsys, store, "g1", "orders", "--to-offset", "0")
+    code, rows, err = _reset(capsys, store, "g1", "orders", "--to-offset", "0")
     assert code == 0 and _new(rows)[:2] == [(0, 3, 0), (1, 0, 0)]  # the dry run reads the .bak
+    assert "rocketlake offsets: warning: " in err and "using consumerOffset.json.bak" in err, err
+
+
+# --- stored strings cannot drive the terminal ------------------------------------------------------
+EVIL_GROUP = "g\x1b]0;pwned\x07\x1b[2J\x9b31m\x7f\u202e[bold]x"
+EVIL_SHOWN = "g\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\x7f\\u202e[bold]x"  # hand-escaped
+
+
+def test_lag_escapes_control_characters_of_group_names(tmp_path: Path, capsys, monkeypatch) -> None:
+    from rocketlake.store import Message, MessageStore
+    from rocketlake.store.config_files import write_consumer_offsets
+    root = tmp_path / "s"
+    with MessageStore(root) as ms:
+        ms.put(Message("T", b"x"))
+    write_consumer_offsets(root, {("T", EVIL_GROUP): {0: 0}})
+    code, out, _ = _run(capsys, "lag", "--store", str(root))  # piped: plain columns
+    assert code == 0 and EVIL_SHOWN in out
+    assert not any(c in out for c in "\x1b\x07\x9b\x7f\u202e"), repr(out)
+    code, out, _ = _run(capsys, "lag", "--store", str(root), "--json")  # JSON: json's escapes
+    assert _rows(out)[0]["consumer_group"] == EVIL_GROUP
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty = Terminal()
+    monkeypatch.setattr(sys, "stdout", tty)
+    monkeypatch.setenv("COLUMNS", "300")  # wide enough for the whole group name
+    assert cli.main(["lag", "--store", str(root)]) == 0
+    shown = tty.getvalue()  # rich draws its own styles; the group's bytes come out escaped
+    assert "[bold]x" in shown and "\x1b]0" not in shown and "\x07" not in shown
+    assert "\x9b" not in shown and "\u202e" not in shown
