@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rocketlake.store import codec
+from rocketlake.store import codec, ingest_journal
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog
@@ -58,6 +58,7 @@ KINDS = {
     "index-header": "an index file header that disagrees with its entries or records",
     "checkpoint": "the checkpoint file",
     "abort": "the abort file (not closed cleanly)",
+    "ingest-pending": "an unfinished ingest the next writer open rolls back",
     "config": "a config/*.json file or a consumer offset",
     "not-a-store": "the path is not a store",
 }
@@ -385,6 +386,17 @@ class _Checker:
         if (self.root / "abort").exists():
             self.problem("abort", "abort", None, "abort file present: the store was not closed cleanly "
                                         "(or a writer is running)", "warning")
+        try:
+            journal = ingest_journal.read(self.root)
+        except StoreFormatError as e:
+            self.problem("ingest-pending", ingest_journal.JOURNAL_NAME, None, str(e))
+            return
+        if journal is not None:
+            after = int(np.count_nonzero(records.offset >= journal.commitlog_end))
+            self.problem("ingest-pending", ingest_journal.JOURNAL_NAME, journal.commitlog_end,
+                         f"an unfinished ingest: its {after} records from offset "
+                         f"{journal.commitlog_end} on are not served and the next writer open "
+                         f"discards them (or a writer is running)", "warning")
 
     def config(self, queues_max: dict[tuple[str, int], int]) -> None:
         cdir = self.root / "config"

@@ -20,6 +20,7 @@ from rocketlake.jobs import store_commands
 from rocketlake.jobs.cli import main
 from rocketlake.store import MessageStore
 from rocketlake.store.ingest_journal import JOURNAL_NAME, PartialIngestDiscarded
+from rocketlake.store.verify import verify
 
 REPO = Path(__file__).resolve().parents[2]
 SETTINGS = {"mappedFileSizeCommitLog": 256 << 10, "mappedFileSizeConsumeQueue": 20 * 1000,
@@ -130,6 +131,9 @@ def test_kill9_part_way_through_is_rolled_back_and_a_retry_stores_every_row_once
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert (root / JOURNAL_NAME).exists()
+    pending = [p for p in verify(root, **SETTINGS).problems if p.kind == "ingest-pending"]
+    assert [(p.severity, p.file, p.offset) for p in pending] == [("warning", JOURNAL_NAME, end)]
+    assert "its 300 records" in pending[0].what
     with MessageStore(root, read_only=True) as ms:  # the 300 rows written are not served
         assert _messages(ms) == served
         assert set(ms.queue_ranges()) == {("orders", 0)} and ms.commitlog.max_offset == end
