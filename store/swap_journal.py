@@ -14,7 +14,8 @@ none). ``swap_in`` then runs ``Swap.steps()``:
 
 Every step looks at the directories before it acts, so running all steps again completes a swap
 stopped after any of them (roll forward: the journal is written only when the new directories are
-whole). ``recover`` does that, and deletes what a rebuild stopped before its journal left: the
+whole). ``recover`` does that, puts back a live directory an unjournaled swap (rocketlake before
+this module) left moved aside, and deletes what a rebuild stopped before its journal left: the
 directories named `.consumequeue.rebuild-<id>`, `.index.rebuild-<id>`, `.parts.rebuild-<id>`,
 `.consumequeue.old-<id>` and `.index.old-<id>` in the store root (``<id>``: the 8 characters
 ``tempfile.mkdtemp`` gives), nothing else. The next writer open and a rebuild into the store, both
@@ -216,9 +217,24 @@ def recover(root: Path) -> None:
     for step in swap.steps() if swap is not None else ():
         step.run()
     (root / _JOURNAL_TMP).unlink(missing_ok=True)
+    for name in STRUCTURES:
+        _put_back_unjournaled(root, name)
     for p in root.iterdir():
         if _MADE.fullmatch(p.name) and p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)
+
+
+def _put_back_unjournaled(root: Path, name: str) -> None:
+    """Put `<root>/<name>` back where a swap without a journal (rocketlake before
+    ``swap_journal``) was killed with it moved into `.<name>.old-<id>/<name>` and nothing in its
+    place: the one such directory is renamed back."""
+    if os.path.lexists(root / name):
+        return
+    moved = [p / name for p in root.glob(f".{name}.old-*")
+             if _MADE.fullmatch(p.name) and not p.is_symlink() and (p / name).is_dir()]
+    if len(moved) == 1:
+        os.rename(moved[0], root / name)
+        fsync_dir(root)
 
 
 def refuse_unfinished(root: Path) -> None:

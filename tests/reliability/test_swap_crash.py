@@ -161,3 +161,18 @@ def test_a_rebuilt_directory_gets_the_mode_of_the_one_it_replaces(tmp_path: Path
     assert stat.S_IMODE(aside(tmp_path, "index").stat().st_mode) == 0o750
     assert stat.S_IMODE(aside(tmp_path, "consumequeue").stat().st_mode) == 0o755  # none there
     assert stat.S_IMODE(aside(tmp_path, "parts").stat().st_mode) == 0o755
+
+
+def test_a_structure_an_unjournaled_swap_left_moved_aside_is_put_back(made: tuple[Path, Path],
+                                                                      tmp_path: Path) -> None:
+    """The swap before the journal moved `index/` into `.index.old-<id>/index`, then renamed the
+    new directory in; killed between the two, the store had no `index/`."""
+    root = copy_store(made[0], tmp_path / "s")
+    names, original = sorted(os.listdir(root)), tree(root / "index")
+    (root / ".index.old-abcd_123").mkdir()
+    os.rename(root / "index", root / ".index.old-abcd_123" / "index")
+    (root / ".index.rebuild-efgh_456").mkdir()  # the new one, left where it was written
+    with MessageStore(root, **SETTINGS):
+        pass
+    assert sorted(os.listdir(root)) == names
+    assert tree(root / "index") == original
