@@ -35,6 +35,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
@@ -91,9 +92,9 @@ class Swap:
         leaves the swap done."""
         steps = [Step("write the journal", self._write_journal)]
         for m in self.moves:
-            steps += [Step(f"move {m.name}/ to {m.old}", lambda m=m: self._live_aside(m)),
-                      Step(f"move {m.new} to {m.name}/", lambda m=m: self._new_in(m))]
-        steps += [Step(f"delete {m.old}", lambda m=m: self._delete_old(m)) for m in self.moves]
+            steps += [Step(f"move {m.name}/ to {m.old}", partial(self._live_aside, m)),
+                      Step(f"move {m.new} to {m.name}/", partial(self._new_in, m))]
+        steps += [Step(f"delete {m.old}", partial(self._delete_old, m)) for m in self.moves]
         return steps + [Step("remove the journal", self._remove_journal)]
 
     def _write_journal(self) -> None:
@@ -237,7 +238,7 @@ def _put_back_unjournaled(root: Path, name: str) -> None:
         fsync_dir(root)
 
 
-def refuse_unfinished(root: Path) -> None:
+def refuse_unfinished(root: str | Path) -> None:
     """Readers of `consumequeue/` or `index/`: StoreFormatError naming the journal when a
     rebuild's swap at ``root`` is unfinished (what is where depends on when it stopped)."""
     path = Path(root) / JOURNAL_NAME
