@@ -161,20 +161,25 @@ def plan(root: Path, new: Mapping[str, Path]) -> Swap:
     moves = []
     for name, d in sorted(new.items()):
         prefix = f".{name}.rebuild-"
-        if name not in STRUCTURES or Path(d).parent != root or not d.name.startswith(prefix):
+        if (name not in STRUCTURES or Path(d).parent != root or not d.name.startswith(prefix)
+                or not _MADE.fullmatch(d.name)):
             raise ValueError(f"{d}: not a rebuild directory for {name}/ in {root}")
-        moves.append(Move(name, d.name, f".{name}.old-{d.name[len(prefix):]}"))
+        move = Move(name, d.name, f".{name}.old-{d.name[len(prefix):]}")
+        if os.path.lexists(root / move.old):
+            raise FileExistsError(f"{root / move.old}: already there; the swap moves {name}/ there")
+        moves.append(move)
     return Swap(root, tuple(moves))
 
 
 def swap_in(root: Path, new: Mapping[str, Path]) -> None:
     """Put each directory of ``new`` (``plan``) in place of `<root>/<name>` and delete the ones
-    it replaces; the caller holds the store's writer lock. The new directories are taken over: should the
-    journal not be written (a full disk), they are deleted and the store is as it was; should a
-    later step fail, the error names the journal and the next writer open completes the swap."""
-    swap = plan(root, new)
-    first, *rest = swap.steps()
+    it replaces; the caller holds the store's writer lock. The new directories are taken over:
+    should the journal not be written (a full disk), they are deleted and the store is as it
+    was; should a later step fail, the error names the journal and the next writer open
+    completes the swap."""
     try:
+        swap = plan(root, new)
+        first, *rest = swap.steps()
         first.run()
     except BaseException:
         for d in new.values():
