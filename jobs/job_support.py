@@ -1,5 +1,5 @@
-"""What every Spark job shares: settings, store checks, the writer lock, the atomic swap and
-the rebuild command.
+"""What every Spark job shares: settings, store checks, the writer lock, where a rebuild writes
+and the rebuild command.
 
 A job runs as ``spark-submit jobs/<name>.py --store DIR [--set NAME=VALUE ...]`` or as
 ``rocketlake <command> ...``; its options are declared in :mod:`rocketlake.jobs.cli`.
@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any, TypeVar
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
+from rocketlake.store import swap_journal
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.errors import StoreLockedError
 from rocketlake.store.lockfile import StoreLock
@@ -55,21 +54,17 @@ Rebuild = TypeVar("Rebuild", bound=Callable[..., Any])
 def locks_store(rebuild: Rebuild) -> Rebuild:
     """Decorate ``rebuild(spark, store, cfg, output=None, ...)``: when it writes into the store
     (``output`` None: full or incremental), it runs holding the store's writer lock from before
-    its scan until after its swap, so no writer can add what the rebuild would replace."""
+    its scan until after its swap, so no writer can add what the rebuild would replace; first it
+    completes a swap a killed rebuild left and deletes its leftovers (``swap_journal.recover``)."""
     @functools.wraps(rebuild)
     def locked(spark: Any, store: Path, cfg: StoreConfig, output: Path | None = None,
                *args: Any, **kwargs: Any) -> Any:
         if output is not None:
             return rebuild(spark, store, cfg, output, *args, **kwargs)
         with writer_lock(store):
+            swap_journal.recover(store)
             return rebuild(spark, store, cfg, output, *args, **kwargs)
     return locked  # type: ignore[return-value]
-
-
-def aside(root: Path, name: str) -> Path:
-    """A new, empty directory next to ``root/name`` to write a replacement into (never one that
-    was there before)."""
-    return Path(tempfile.mkdtemp(prefix=f".{name}.rebuild-", dir=root))
 
 
 def target_dir(store: Path, name: str, output: Path | None, incremental: bool) -> Path:
@@ -79,25 +74,7 @@ def target_dir(store: Path, name: str, output: Path | None, incremental: bool) -
         return output / name
     if incremental:
         return store / name
-    return aside(store, name)
-
-
-def swap_in(root: Path, name: str, new: Path) -> None:
-    """Replace ``root/name`` with the directory ``new`` (same file system): move the old one
-    into a new directory aside, rename the new one into place, then delete what was moved aside
-    (the old one is put back if the rename fails)."""
-    target = root / name
-    old = Path(tempfile.mkdtemp(prefix=f".{name}.old-", dir=root))
-    if target.exists():
-        target.rename(old / name)
-    try:
-        new.rename(target)
-    except OSError:
-        if (old / name).exists():
-            (old / name).rename(target)
-        old.rmdir()
-        raise
-    shutil.rmtree(old)
+    return swap_journal.aside(store, name)
 
 
 @contextmanager

@@ -41,6 +41,7 @@ from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.store_dir import check_store
+from rocketlake.store.swap_journal import refuse_unfinished
 from rocketlake.transforms.offset_units import UNIT_SCHEMA, read_queue_units
 from rocketlake.transforms.offsets import (
     CONSUMER_KEYS,
@@ -104,6 +105,7 @@ def _store_files(directory: Path, size: int, setting: str) -> list[int]:
 
 def read_layout(root: Path, cfg: StoreConfig) -> StoreLayout:
     """List the store's queues and topics (ConsumeQueue directories and `config/topics.json`)."""
+    refuse_unfinished(root)
     queues = []
     base = root / "consumequeue"
     for tdir in sorted(base.iterdir()) if base.is_dir() else ():

@@ -4,7 +4,8 @@ to the library (and to RocketMQ's own rebuild).
     spark-submit jobs/rebuild.py --store DIR [--structures consumequeue,index]
         [--output DIR | --incremental] [--set NAME=VALUE ...] [--split-bytes N]
 
-Full (default): write the structures aside, then swap each new directory in. ``--incremental``:
+Full (default): write the structures aside, then swap the new directories in
+(``store.swap_journal``: a crash meanwhile is completed by the next writer open). ``--incremental``:
 scan from where the structures stop (the ConsumeQueues' max physical offset, the index's last
 indexed offset) and append in place, continuing the last index file. ``--output DIR``: write
 ``DIR/consumequeue/`` and ``DIR/index/`` and leave the store alone.
@@ -27,6 +28,7 @@ from pyspark.sql import SparkSession
 from rocketlake.jobs import job_support
 from rocketlake.jobs.cli import job_main
 from rocketlake.jobs.spark_progress import spark_progress
+from rocketlake.store import swap_journal
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import UnsafePathError
 from rocketlake.store.store_dir import check_store
@@ -126,7 +128,7 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
     base = output if output is not None else store
     missing = [d for d in (base, *base.parents) if not d.exists()]
     base.mkdir(parents=True, exist_ok=True)
-    staging = job_support.aside(base, "parts")
+    staging = swap_journal.aside(base, "parts")
     made: list[Path] = missing[-1:]  # what to remove should the rebuild fail: only what it made
     try:
         want_cq, want_index = "consumequeue" in structures, "index" in structures
@@ -166,10 +168,9 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
                 if kind == "consumequeue":
                     for t, n in counts.items():
                         result.units[t] = result.units.get(t, 0) + n
+        made = []  # from here the new directories are the swap's (swap_journal.swap_in)
         if output is None and not incremental:
-            for name, d in dirs.items():
-                job_support.swap_in(store, name, d)
-        made = []
+            swap_journal.swap_in(store, dirs)
         return result
     finally:
         sr.remove_staging(staging)

@@ -19,6 +19,7 @@ from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue
 from rocketlake.store.paths import CONSUME_QUEUE_DIR, queue_dir
 from rocketlake.store.safe_files import open_file
+from rocketlake.store.swap_journal import refuse_unfinished
 
 
 def pre_blank(byte_offset: int, file_size: int) -> bytes:
@@ -235,6 +236,7 @@ def load_queues(root: Path, file_size: int) -> dict[tuple[str, int], ConsumeQueu
     """Every ConsumeQueue under `<root>/consumequeue/<topic>/<queueId>/`, loaded; a directory
     whose name is not a topic / queue id, or that resolves outside the store, is an error (the
     queues opened before it are closed again)."""
+    refuse_unfinished(root)
     out: dict[tuple[str, int], ConsumeQueue] = {}
     base = Path(root) / CONSUME_QUEUE_DIR
     if not base.exists():

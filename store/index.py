@@ -26,6 +26,7 @@ from rocketlake.store.codec import (
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.kernels import index as kernels
 from rocketlake.store.safe_files import create_file, open_file
+from rocketlake.store.swap_journal import refuse_unfinished
 
 
 def write_index_file(path: Path, slot_num: int, entry_num: int,
@@ -274,6 +275,9 @@ class IndexService:
         self._ts: list[int] = []
 
     def load(self) -> None:
+        """Open the index files under `index/` (StoreFormatError for a foreign name, or while a
+        rebuild's swap is unfinished: ``swap_journal.refuse_unfinished``)."""
+        refuse_unfinished(self.dir.parent)
         if not self.dir.exists():
             return
         for p in sorted(self.dir.iterdir()):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from rocketlake.store import codec, ingest_journal
+from rocketlake.store import codec, ingest_journal, swap_journal
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
 from rocketlake.store.codec import Record
@@ -83,6 +83,7 @@ class MessageStore:
         self._lock_file = StoreLock(self.root)
         self._lock_file.acquire()
         try:
+            swap_journal.recover(self.root)  # before the structures it may swap in are read
             self._load()
             self._open_for_writing()
         except BaseException:

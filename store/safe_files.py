@@ -76,6 +76,21 @@ def fsync_dir(directory: Path) -> None:
         os.close(dfd)
 
 
+def fsync_tree(directory: Path) -> None:
+    """Make everything under ``directory`` durable: every regular file's data and every
+    directory's names (links are not followed)."""
+    for parent, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(parent, name)
+            if stat.S_ISREG(os.lstat(path).st_mode):
+                fd = os.open(path, os.O_RDONLY | _NO_FOLLOW)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        fsync_dir(Path(parent))
+
+
 def create_file(path: Path, size: int) -> int:
     """Create ``path`` with ``size`` bytes of zeros reserved on disk; return an O_RDWR descriptor.
 

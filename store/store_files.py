@@ -30,6 +30,7 @@ from rocketlake.store.config import StoreConfig
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
 from rocketlake.store.file_sizes import with_commitlog_size, with_consume_queue_size, with_index_geometry
 from rocketlake.store.index import IndexService
+from rocketlake.store.swap_journal import refuse_unfinished
 
 
 class StoreFiles:
@@ -91,6 +92,7 @@ class StoreFiles:
     def queue(self, topic: str, queue_id: int) -> Iterator[ConsumeQueue]:
         """One ConsumeQueue, loaded, closed on leaving the block (for callers that visit queues
         one at a time and need not map them all)."""
+        refuse_unfinished(self.root)
         self._take_sizes(with_consume_queue_size)
         cq = ConsumeQueue(self.root, topic, queue_id, self.cfg.mappedFileSizeConsumeQueue)
         try:

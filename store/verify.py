@@ -28,6 +28,7 @@ from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.record_walk import RecordBatch
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
+from rocketlake.store.swap_journal import refuse_unfinished
 
 
 @dataclass
@@ -443,6 +444,8 @@ def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any
     names the path and says why."""
     cfg = load_config(overrides, base=config)
     refused = store_problem(root)
+    if refused is None:
+        refuse_unfinished(root)
     with StoreFiles(Path(root).resolve(), cfg, sizes_from_files=True, explicit=overrides) as files:
         c = _Checker(files)
         if refused:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -69,12 +70,18 @@ def test_golden_store_rebuilds_byte_identical(spark, golden_store: Path, golden_
 def test_full_rebuild_in_place_via_cli(spark, store_copy: Path, library_store: Path) -> None:
     shutil.rmtree(store_copy / "index")
     (store_copy / "consumequeue" / "orders" / "0" / "00000000000000000000").write_bytes(b"junk")
+    os.chmod(store_copy / "consumequeue", 0o750)
+    for left in (".parts.rebuild-abcd1234", ".index.rebuild-abcd1234", ".consumequeue.old-abcd1234"):
+        (store_copy / left).mkdir()  # what a rebuild killed before its swap's journal leaves
     argv = ["--store", str(store_copy), "--split-bytes", "20000", *sets(SMALL)]
     assert cli.main(["rebuild-consumequeue", *argv]) == 0
     assert cli.main(["rebuild-index", *argv]) == 0
     assert tree_bytes(store_copy / "consumequeue") == tree_bytes(library_store / "consumequeue")
     assert tree_bytes(store_copy / "index") == tree_bytes(library_store / "index")
     assert not [p for p in store_copy.iterdir() if p.name.startswith(".")]  # nothing left aside
+    # the replaced directory's mode; 0755 where there was none
+    assert [stat.S_IMODE((store_copy / n).stat().st_mode) for n in ("consumequeue", "index")] == \
+        [0o750, 0o755]
 
 
 def test_incremental_continues_where_the_files_stop(spark, tmp_path: Path,
