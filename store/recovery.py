@@ -145,7 +145,7 @@ def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, st
     not a unit (offset < 0 or size <= 0), pointing past ``end`` with units inside it after it
     (units are in CommitLog order; a tail past the end is the cut data's, not damage), or,
     at or above the CommitLog's minimum (below it retention removed the records: never read),
-    not at the head of a record (MAGIC, PHYSICALOFFSET = its address, TOTALSIZE = the unit's
+    not at the head of a record (MAGIC v1 or v2, PHYSICALOFFSET = its address, TOTALSIZE = the unit's
     size). A record's other head fields are not compared: a damaged QUEUEOFFSET or QUEUEID in the
     CommitLog is no reason to move a unit that points at its record. Vectorised over the units:
     O(units), one gather of 36 bytes per unit."""
@@ -159,7 +159,7 @@ def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, st
     check = inside[off[inside] >= log.min_offset]
     head = _heads(log, off[check])
     wrong = np.zeros(u.size, dtype=bool)
-    wrong[check] = ((head[:, 1] != codec.MAGIC_V1) | (head[:, 0] != size[check])
+    wrong[check] = (~np.isin(head[:, 1], (codec.MAGIC_V1, codec.MAGIC_V2)) | (head[:, 0] != size[check])
                     | (head[:, 2] != off[check]))
     bad = [(int(np.flatnonzero(m)[0]), what) for what, m in
            (("is not a unit", garbage), ("points past the CommitLog end", past),

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from durability_check import SETTINGS, message_for
 
-from rocketlake.store import GetStatus, Message, MessageStore
+from rocketlake.store import GetStatus, Message, MessageStore, codec
 
 TOPIC = "orders"
 SMALL_INDEX = {**SETTINGS, "maxIndexNum": 400}  # 399 keys a file: 3,000 keys fill 8 files
@@ -110,3 +110,37 @@ def test_damaged_index_header_is_rebuilt_from_the_commitlog(keyed_store, tmp_pat
             topic, _, _, body = message_for(f"k{i}")
             assert [r.body for r in ms.query(topic, f"k{i}")] == [body], f"k{i}"
     assert {p.name: p.read_bytes() for p in sorted((root / "index").iterdir())} == before
+
+
+def as_v2(raw: bytes) -> bytes:
+    """A v1 record made a v2 record (docs/FORMAT.md §2): MAGIC 0xDAA320AB, a 2-byte TOPICLEN,
+    TOTALSIZE + 1."""
+    body_len = struct.unpack_from(">i", raw, 84)[0]  # BODYLEN of IPv4 hosts
+    t = 88 + body_len
+    v2 = bytearray(raw[:t] + struct.pack(">h", raw[t]) + raw[t + 1:])
+    struct.pack_into(">iI", v2, 0, len(v2), 0xDAA320AB)
+    return bytes(v2)
+
+
+def test_v2_magic_store_is_not_damage_after_a_crash(tmp_path: Path) -> None:
+    """A store of v2 records (RocketMQ 5.x), left with ``abort`` as after kill -9: every unit
+    points at its record's head, so recovery reports nothing and re-dispatches nothing before its
+    start file, the ConsumeQueues unchanged byte for byte."""
+    v1, root = tmp_path / "v1", tmp_path / "store"
+    with MessageStore(v1, **SETTINGS) as ms:
+        placed = [ms.put(Message(TOPIC, body_of(i), queue_id=i % 2, keys=f"k{i}")) for i in range(1000)]
+    log = b"".join(p.read_bytes() for p in sorted((v1 / "commitlog").iterdir()))
+    with MessageStore(root, **SETTINGS) as ms:
+        ms.put_records([as_v2(log[p.commitlog_offset:p.commitlog_offset + p.size]) for p in placed])
+    files = sorted((root / "commitlog").iterdir())
+    assert len(files) >= 3 and log[4:8] == bytes.fromhex("daa320a7")
+    assert files[0].read_bytes()[4:8] == bytes.fromhex("daa320ab")
+    queues = {p: p.read_bytes() for p in sorted((root / "consumequeue").rglob("0*")) if p.is_file()}
+    (root / "abort").touch()
+    with MessageStore(root, **SETTINGS) as ms:
+        assert ms.recovery.rebuilt == []
+        assert ms.recovery.dispatched_from == ms.recovery.scanned_from  # nothing further back
+        assert ms.max_offset(TOPIC, 0) == ms.max_offset(TOPIC, 1) == 500
+        got = ms.get(TOPIC, 0, 499, 1).messages[0].record
+        assert got.magic == codec.MAGIC_V2 and got.body == body_of(998)
+    assert {p: p.read_bytes() for p in sorted((root / "consumequeue").rglob("0*")) if p.is_file()} == queues
