@@ -144,3 +144,28 @@ def test_v2_magic_store_is_not_damage_after_a_crash(tmp_path: Path) -> None:
         got = ms.get(TOPIC, 0, 499, 1).messages[0].record
         assert got.magic == codec.MAGIC_V2 and got.body == body_of(998)
     assert {p: p.read_bytes() for p in sorted((root / "consumequeue").rglob("0*")) if p.is_file()} == queues
+
+
+def test_unit_of_the_pre_blank_size_mid_queue_is_damage(tmp_path: Path) -> None:
+    """34 messages in one queue, unit 17's size made Integer.MAX_VALUE (the pre-blank units'
+    size; only a queue's leading units may be pre-blank). Read-only, ``get`` at 17 skips that unit
+    and serves 18..33 with max offset 34 (a consumer is not stuck before 17 reachable messages);
+    a writer open reports unit 17 and rebuilds it from the CommitLog."""
+    root = tmp_path / "store"
+    with MessageStore(root, **SETTINGS) as ms:
+        for i in range(34):
+            ms.put(Message(TOPIC, body_of(i), queue_id=0))
+    path = root / "consumequeue" / TOPIC / "0" / f"{0:020d}"
+    data = bytearray(path.read_bytes())
+    struct.pack_into(">i", data, 17 * 20 + 8, 0x7FFFFFFF)
+    path.write_bytes(bytes(data))
+    with MessageStore(root, read_only=True, **SETTINGS) as ms:
+        got = ms.get(TOPIC, 0, 17, 32)
+        assert (got.status, got.max_offset, got.next_begin_offset) == (GetStatus.FOUND, 34, 34)
+        assert [m.queue_offset for m in got.messages] == list(range(18, 34))
+        assert [m.record.body for m in got.messages] == [body_of(i) for i in range(18, 34)]
+    with MessageStore(root, **SETTINGS) as ms:
+        assert [r for r in ms.recovery.rebuilt if "unit 17 " in r], ms.recovery.rebuilt
+        for q in range(34):
+            assert ms.get(TOPIC, 0, q, 1).messages[0].record.body == body_of(q), q
+        assert ms.put(Message(TOPIC, b"next", queue_id=0)).queue_offset == 34
