@@ -249,3 +249,26 @@ def test_units_and_keys_of_a_commitlog_with_no_valid_record(store):
     assert len(bad) == r.units == 200
     assert all("where no valid record starts" in p.what for p in bad)
     assert r.keys_checked == 0
+
+
+def test_records_hidden_below_a_queues_min_offset_are_reported(tmp_path, capsys):
+    """The first 10 units of a 200-message queue zeroed while the CommitLog still starts at 0:
+    the queue's min offset becomes 10 and ``get`` hides messages 0..9 behind OFFSET_TOO_SMALL,
+    so verify must fail naming the queue and the 10 records."""
+    root, sizes = tmp_path / "s", {**SMALL, "mappedFileSizeConsumeQueue": 6000}  # one CQ file
+    with MessageStore(root, **sizes) as ms:
+        ms.put_batch([Message("t", f"body-{i}".encode(), 0) for i in range(200)])
+    cq = root / "consumequeue/t/0/00000000000000000000"
+    raw = bytearray(cq.read_bytes())
+    raw[:200] = bytes(200)  # units 0..9: 20 bytes each
+    cq.write_bytes(bytes(raw))
+    with MessageStore(root, read_only=True, **sizes) as ms:
+        assert ms.min_offset("t", 0) == 10 and ms.commitlog.min_offset == 0
+    r = verify(root, **sizes)
+    assert not r.ok
+    assert [(p.file, p.offset) for p in r.problems if p.severity == "error"] == [("consumequeue/t/0", 0)]
+    assert r.problems[0].what.startswith("10 records still in the CommitLog")
+    sets = [arg for k, v in sizes.items() for arg in ("--set", f"{k}={v}")]
+    assert main(["verify", "--store", str(root), *sets]) == 1
+    out = capsys.readouterr().out
+    assert "consumequeue/t/0" in out and "10 records" in out and "OK" not in out
