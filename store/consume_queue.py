@@ -184,12 +184,27 @@ class ConsumeQueue:
         self.files.truncate_after(queue_offset * CQ_UNIT_SIZE)
         self._refresh_max_physic()
 
+    def pre_blank_end(self) -> int:
+        """Queue offset after the pre-blank units (``CQ_PRE_BLANK``) that lead the queue's first
+        file, where RocketMQ's ``fillPreBlank`` put them; any unit from here on is a record's,
+        so one of the pre-blank size (Integer.MAX_VALUE) is damage, not a pre-blank."""
+        if not self.files.files:
+            return 0
+        first = self.files.files[0]
+        u = self._units(first)[: first.wrote // CQ_UNIT_SIZE]
+        blank = ((u["commitlog_offset"] == 0) & (u["size"] == CQ_BLANK_UNIT_SIZE)
+                 & (u["tags_code"] == 0))
+        lead = int(np.argmin(blank)) if not blank.all() else u.size
+        del u  # a view on the map
+        return first.start // CQ_UNIT_SIZE + lead
+
     def _units_within(self, mf: MappedFile, commitlog_end: int) -> int:
         """How many of ``mf``'s written units come before the first whose record reaches past
-        ``commitlog_end`` (units are in CommitLog order)."""
+        ``commitlog_end`` (units are in CommitLog order; pre-blank units are no record's)."""
         u = self._units(mf)[: mf.wrote // CQ_UNIT_SIZE]
-        bad = np.flatnonzero((u["commitlog_offset"] + u["size"] > commitlog_end)
-                             & (u["size"] != CQ_BLANK_UNIT_SIZE))
+        lead = max(0, min(u.size, self.pre_blank_end() - mf.start // CQ_UNIT_SIZE))
+        bad = np.flatnonzero(u["commitlog_offset"] + u["size"] > commitlog_end)
+        bad = bad[bad >= lead]
         return int(bad[0]) if bad.size else u.size
 
     def hide_past(self, commitlog_end: int) -> None:

@@ -156,12 +156,16 @@ class IndexFile:
 
     def select(self, key_hash: int, max_num: int, begin: int, end: int, out: list[int]) -> None:
         """Append phy offsets whose entry hash is ``key_hash`` and time is in [begin, end], walking
-        the slot's chain as ``IndexFile.selectPhyOffset`` does (``kernels.index.reachable``)."""
+        the slot's chain as ``IndexFile.selectPhyOffset`` does (``kernels.index.reachable``).
+        Unlike RocketMQ, the walk also ends where a damaged chain runs into itself: it reads each
+        entry at most once, so at most ``indexCount`` entries."""
         count = self.index_count
         cur = int(self.slots[key_hash % self.slot_num])
         if cur <= 0 or cur > count:
             return
-        while len(out) < max_num:
+        seen = set()
+        while len(out) < max_num and cur not in seen:
+            seen.add(cur)
             h, phy, diff, prev = self.entries[cur].tolist()
             if diff < 0:
                 return

@@ -444,9 +444,11 @@ class MessageStore:
             if msgs and (len(msgs) >= min(max_msgs, MAX_TRANSFER_COUNT)
                          or total + size > MAX_TRANSFER_BYTES):
                 break
-            if self.read_only and off + size > cl_end and off >= cl_min:
+            # Only a record at or after the visible end can be a running writer's: the end is
+            # a record boundary, so a unit starting before it and reaching past it is damaged.
+            if self.read_only and off >= cl_end and off >= cl_min:
                 cl_end = self._refresh_end()
-                if off + size > cl_end:
+                if off >= cl_end:
                     break  # written by a running writer but not visible yet: retry from here
             scanned = i + 1
             if wanted is not None and tcode not in wanted[0]:

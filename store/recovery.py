@@ -143,15 +143,15 @@ def _store_time(log: CommitLog, at: int) -> int | None:
 def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, str] | None:
     """The first unit of ``cq``'s last three files that disagrees with the CommitLog, and how:
     not a unit (offset < 0 or size <= 0), pointing past ``end`` with units inside it after it
-    (units are in CommitLog order; a tail past the end is the cut data's, not damage), or,
-    at or above the CommitLog's minimum (below it retention removed the records: never read),
-    not at the head of a record (MAGIC, PHYSICALOFFSET = its address, TOTALSIZE = the unit's
-    size). A record's other head fields are not compared: a damaged QUEUEOFFSET or QUEUEID in the
+    (units are in CommitLog order; a tail past the end is the cut data's, not damage; a unit of
+    the pre-blank size after the queue's pre-blank units points past it), or, at or above the
+    CommitLog's minimum (below it retention removed the records: never read), not at the head
+    of a record (MAGIC v1 or v2, PHYSICALOFFSET = its address, TOTALSIZE = the unit's size). A record's other head fields are not compared: a damaged QUEUEOFFSET or QUEUEID in the
     CommitLog is no reason to move a unit that points at its record. Vectorised over the units:
     O(units), one gather of 36 bytes per unit."""
     first, u = cq.recent_units()
     off, size = u["commitlog_offset"], u["size"].astype(np.int64)
-    unit = size != codec.CQ_BLANK_UNIT_SIZE  # pre-blank units fill the queue before its first record
+    unit = np.arange(first, first + u.size) >= cq.pre_blank_end()  # the rest fill the first file
     garbage = unit & ((off < 0) | (size <= 0))
     inside = np.flatnonzero(unit & ~garbage & (off + size <= end))
     before_last_inside = np.arange(u.size) < (inside[-1] if inside.size else 0)
@@ -159,7 +159,7 @@ def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, st
     check = inside[off[inside] >= log.min_offset]
     head = _heads(log, off[check])
     wrong = np.zeros(u.size, dtype=bool)
-    wrong[check] = ((head[:, 1] != codec.MAGIC_V1) | (head[:, 0] != size[check])
+    wrong[check] = (~np.isin(head[:, 1], (codec.MAGIC_V1, codec.MAGIC_V2)) | (head[:, 0] != size[check])
                     | (head[:, 2] != off[check]))
     bad = [(int(np.flatnonzero(m)[0]), what) for what, m in
            (("is not a unit", garbage), ("points past the CommitLog end", past),

@@ -273,12 +273,21 @@ class _Checker:
                                  f"unit {u}: size/tagsCode {units['size'][i]}/{units['tags_code'][i]}, "
                                  f"record says {records.size[r]}/{records.tags_code[r]}")
             del units  # a view on the map
-        missing = ~claimed & (want_q >= cq.min_offset) & (records.offset[want_rows] >= cl_min)
+        qdir = f"consumequeue/{cq.topic}/{cq.queue_id}"
+        retained = ~claimed & (records.offset[want_rows] >= cl_min)
+        missing = retained & (want_q >= cq.min_offset)
         for i in np.flatnonzero(missing).tolist():
-            self.problem("consumequeue-missing-unit", f"consumequeue/{cq.topic}/{cq.queue_id}",
-                         int(want_q[i]) * CQ_UNIT_SIZE,
+            self.problem("consumequeue-missing-unit", qdir, int(want_q[i]) * CQ_UNIT_SIZE,
                          f"no unit for queue offset {want_q[i]} (record at "
                          f"{records.offset[want_rows[i]]})")
+        # Below the queue's minimum only records retention removed may be: ``get`` hides the rest.
+        hidden = np.flatnonzero(retained & (want_q < cq.min_offset))
+        if hidden.size:
+            first = int(hidden[0])
+            self.problem("consumequeue-missing-unit", qdir, int(want_q[first]) * CQ_UNIT_SIZE,
+                         f"{hidden.size} records still in the CommitLog (first: queue offset "
+                         f"{want_q[first]}, record at {records.offset[want_rows[first]]}) are below the "
+                         f"queue's min offset {cq.min_offset}: get answers OFFSET_TOO_SMALL for them")
 
     # --- index -------------------------------------------------------------------------------------
     def index(self, log: CommitLog, records: Records) -> None:

@@ -1,6 +1,7 @@
 """`rocketlake verify` finds each kind of corruption, names file and offset, and changes nothing."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from pathlib import Path
@@ -249,3 +250,57 @@ def test_units_and_keys_of_a_commitlog_with_no_valid_record(store):
     assert len(bad) == r.units == 200
     assert all("where no valid record starts" in p.what for p in bad)
     assert r.keys_checked == 0
+
+
+def test_records_hidden_below_a_queues_min_offset_are_reported(tmp_path, capsys):
+    """The first 10 units of a 200-message queue zeroed while the CommitLog still starts at 0:
+    the queue's min offset becomes 10 and ``get`` hides messages 0..9 behind OFFSET_TOO_SMALL,
+    so verify must fail naming the queue and the 10 records."""
+    root, sizes = tmp_path / "s", {**SMALL, "mappedFileSizeConsumeQueue": 6000}  # one CQ file
+    with MessageStore(root, **sizes) as ms:
+        ms.put_batch([Message("t", f"body-{i}".encode(), 0) for i in range(200)])
+    cq = root / "consumequeue/t/0/00000000000000000000"
+    raw = bytearray(cq.read_bytes())
+    raw[:200] = bytes(200)  # units 0..9: 20 bytes each
+    cq.write_bytes(bytes(raw))
+    with MessageStore(root, read_only=True, **sizes) as ms:
+        assert ms.min_offset("t", 0) == 10 and ms.commitlog.min_offset == 0
+    r = verify(root, **sizes)
+    assert not r.ok
+    assert [(p.file, p.offset) for p in r.problems if p.severity == "error"] == [("consumequeue/t/0", 0)]
+    assert r.problems[0].what.startswith("10 records still in the CommitLog")
+    sets = [arg for k, v in sizes.items() for arg in ("--set", f"{k}={v}")]
+    assert main(["verify", "--store", str(root), *sets]) == 1
+    out = capsys.readouterr().out
+    assert "consumequeue/t/0" in out and "10 records" in out and "OK" not in out
+
+
+def test_query_ends_on_an_index_chain_looping_through_the_keys_hash(store):
+    """Two entries of the key's hash point at each other (prevIndex): RocketMQ's walk would loop
+    forever, collecting the same offsets; ``rocketlake query --key`` reads each entry once and
+    answers with the message it finds, exit 0."""
+    import struct
+    import subprocess
+    import sys
+
+    from rocketlake.store import codec
+    h = codec.index_key_hash(codec.java_hash("t1#k7"))
+    entries_at = 40 + 32 * 4
+    for path in sorted((store / "index").iterdir()):
+        raw = bytearray(path.read_bytes())
+        entries = [struct.unpack_from(">iqii", raw, entries_at + 20 * e) for e in range(50)]
+        mine = [e for e in range(1, 50) if entries[e][0] == h]
+        if mine:
+            break
+    e, f = mine[0], 1 if mine[0] != 1 else 2
+    struct.pack_into(">i", raw, entries_at + 20 * f, h)  # f: the key's hash ...
+    struct.pack_into(">i", raw, entries_at + 20 * f + 16, e)  # ... and f -> e -> f
+    struct.pack_into(">i", raw, entries_at + 20 * e + 16, f)
+    path.write_bytes(bytes(raw))
+    sets = [arg for k, v in SMALL.items() for arg in ("--set", f"{k}={v}")]
+    run = subprocess.run([sys.executable, "-m", "rocketlake.jobs.cli", "query", "--store", str(store),
+                          "--topic", "t1", "--key", "k7", *sets], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    rows = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [(r["topic"], r["properties"]["KEYS"], base64.b64decode(r["body_b64"])) for r in rows] == \
+        [("t1", "k7", b"body-7" * 3)]

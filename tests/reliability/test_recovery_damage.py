@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from durability_check import SETTINGS, message_for
 
-from rocketlake.store import GetStatus, Message, MessageStore
+from rocketlake.store import GetStatus, Message, MessageStore, codec
 
 TOPIC = "orders"
 SMALL_INDEX = {**SETTINGS, "maxIndexNum": 400}  # 399 keys a file: 3,000 keys fill 8 files
@@ -110,3 +110,62 @@ def test_damaged_index_header_is_rebuilt_from_the_commitlog(keyed_store, tmp_pat
             topic, _, _, body = message_for(f"k{i}")
             assert [r.body for r in ms.query(topic, f"k{i}")] == [body], f"k{i}"
     assert {p.name: p.read_bytes() for p in sorted((root / "index").iterdir())} == before
+
+
+def as_v2(raw: bytes) -> bytes:
+    """A v1 record made a v2 record (docs/FORMAT.md §2): MAGIC 0xDAA320AB, a 2-byte TOPICLEN,
+    TOTALSIZE + 1."""
+    body_len = struct.unpack_from(">i", raw, 84)[0]  # BODYLEN of IPv4 hosts
+    t = 88 + body_len
+    v2 = bytearray(raw[:t] + struct.pack(">h", raw[t]) + raw[t + 1:])
+    struct.pack_into(">iI", v2, 0, len(v2), 0xDAA320AB)
+    return bytes(v2)
+
+
+def test_v2_magic_store_is_not_damage_after_a_crash(tmp_path: Path) -> None:
+    """A store of v2 records (RocketMQ 5.x), left with ``abort`` as after kill -9: every unit
+    points at its record's head, so recovery reports nothing and re-dispatches nothing before its
+    start file, the ConsumeQueues unchanged byte for byte."""
+    v1, root = tmp_path / "v1", tmp_path / "store"
+    with MessageStore(v1, **SETTINGS) as ms:
+        placed = [ms.put(Message(TOPIC, body_of(i), queue_id=i % 2, keys=f"k{i}")) for i in range(1000)]
+    log = b"".join(p.read_bytes() for p in sorted((v1 / "commitlog").iterdir()))
+    with MessageStore(root, **SETTINGS) as ms:
+        ms.put_records([as_v2(log[p.commitlog_offset:p.commitlog_offset + p.size]) for p in placed])
+    files = sorted((root / "commitlog").iterdir())
+    assert len(files) >= 3 and log[4:8] == bytes.fromhex("daa320a7")
+    assert files[0].read_bytes()[4:8] == bytes.fromhex("daa320ab")
+    queues = {p: p.read_bytes() for p in sorted((root / "consumequeue").rglob("0*")) if p.is_file()}
+    (root / "abort").touch()
+    with MessageStore(root, **SETTINGS) as ms:
+        assert ms.recovery.rebuilt == []
+        assert ms.recovery.dispatched_from == ms.recovery.scanned_from  # nothing further back
+        assert ms.max_offset(TOPIC, 0) == ms.max_offset(TOPIC, 1) == 500
+        got = ms.get(TOPIC, 0, 499, 1).messages[0].record
+        assert got.magic == codec.MAGIC_V2 and got.body == body_of(998)
+    assert {p: p.read_bytes() for p in sorted((root / "consumequeue").rglob("0*")) if p.is_file()} == queues
+
+
+def test_unit_of_the_pre_blank_size_mid_queue_is_damage(tmp_path: Path) -> None:
+    """34 messages in one queue, unit 17's size made Integer.MAX_VALUE (the pre-blank units'
+    size; only a queue's leading units may be pre-blank). Read-only, ``get`` at 17 skips that unit
+    and serves 18..33 with max offset 34 (a consumer is not stuck before 17 reachable messages);
+    a writer open reports unit 17 and rebuilds it from the CommitLog."""
+    root = tmp_path / "store"
+    with MessageStore(root, **SETTINGS) as ms:
+        for i in range(34):
+            ms.put(Message(TOPIC, body_of(i), queue_id=0))
+    path = root / "consumequeue" / TOPIC / "0" / f"{0:020d}"
+    data = bytearray(path.read_bytes())
+    struct.pack_into(">i", data, 17 * 20 + 8, 0x7FFFFFFF)
+    path.write_bytes(bytes(data))
+    with MessageStore(root, read_only=True, **SETTINGS) as ms:
+        got = ms.get(TOPIC, 0, 17, 32)
+        assert (got.status, got.max_offset, got.next_begin_offset) == (GetStatus.FOUND, 34, 34)
+        assert [m.queue_offset for m in got.messages] == list(range(18, 34))
+        assert [m.record.body for m in got.messages] == [body_of(i) for i in range(18, 34)]
+    with MessageStore(root, **SETTINGS) as ms:
+        assert [r for r in ms.recovery.rebuilt if "unit 17 " in r], ms.recovery.rebuilt
+        for q in range(34):
+            assert ms.get(TOPIC, 0, q, 1).messages[0].record.body == body_of(q), q
+        assert ms.put(Message(TOPIC, b"next", queue_id=0)).queue_offset == 34
