@@ -135,10 +135,12 @@ class IndexFile:
 
     def put_batch(self, key_hash: npt.NDArray[np.int32], phy: npt.NDArray[np.int64],
                   ts: npt.NDArray[np.int64]) -> None:
-        """Apply puts that fit (``len <= free``), in order."""
+        """Apply puts that fit (``len <= free``), in order; each key at its index time
+        (``codec.index_time`` of ``ts``)."""
         n = key_hash.size
         if n == 0:
             return
+        ts = codec.index_time(np.asarray(ts, dtype=np.int64))
         self.slot_count += kernels.place(
             self.buf, self.slot_num, np.ascontiguousarray(key_hash, dtype=np.int32),
             np.ascontiguousarray(phy, dtype=np.int64), np.ascontiguousarray(ts, dtype=np.int64),
@@ -205,7 +207,7 @@ class IndexFile:
         if count > 1:
             _, self.end_phy, diff, _ = self.entries[count - 1].tolist()
             ts = store_time(self.end_phy)
-            self.end_ts = self.begin_ts + diff * 1000 if ts is None else ts
+            self.end_ts = self.begin_ts + diff * 1000 if ts is None else codec.index_time(ts)
         else:
             self.end_phy, self.end_ts = self.begin_phy, self.begin_ts
         self.write_header()
