@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import tzinfo
 from pathlib import Path
@@ -56,6 +57,10 @@ def write_index_file(path: Path, slot_num: int, entry_num: int,
                   slots_at + INDEX_SLOT_SIZE * slot_num + first_pos * INDEX_ENTRY_SIZE)
     finally:
         os.close(fd)
+
+
+class DamagedIndexSkipped(UserWarning):
+    """A query left out an index file whose header is damaged (a reader cannot rebuild it)."""
 
 
 class IndexFile:
@@ -160,7 +165,7 @@ class IndexFile:
         the slot's chain as ``IndexFile.selectPhyOffset`` does (``kernels.index.reachable``).
         Unlike RocketMQ, the walk also ends where a damaged chain runs into itself: it reads each
         entry at most once, so at most ``indexCount`` entries."""
-        count = self.index_count
+        count = min(self.index_count, self.entry_num - 1)
         cur = int(self.slots[key_hash % self.slot_num])
         if cur <= 0 or cur > count:
             return
@@ -416,6 +421,11 @@ class IndexService:
         for f in reversed(self.files):
             if len(out) >= max_num:
                 break
+            if f.damage is not None:  # read-only: a writer open rebuilds it
+                warnings.warn(DamagedIndexSkipped(f"{f.path}: header damaged ({f.damage}); its keys "
+                                                  f"are not searched (rocketlake rebuild-index "
+                                                  f"rebuilds the index)"), stacklevel=3)
+                continue
             if f.index_count > 1 and f.begin_ts <= end and f.end_ts >= begin:
                 f.select(h, max_num, begin, end, out)
         return out
