@@ -212,9 +212,9 @@ class _Checker:
         odd = np.flatnonzero(codec.index_time(records.store_ts) != records.store_ts)
         if odd.size:
             first = int(records.offset[odd[0]])
-            mf = log.files.find(first)
-            assert mf is not None  # the walk read a record there
-            self.problem("commitlog-store-time", mf.path, first - mf.start,
+            at = log.files.find(first)
+            assert at is not None  # the walk read a record there
+            self.problem("commitlog-store-time", at.path, first - at.start,
                          f"{odd.size} records have a store time no index file can be named by "
                          f"(first at commitlog offset {first}: {records.store_ts[odd[0]]}); their "
                          f"keys are indexed at {codec.index_time(-1)} ms", "warning")
