@@ -504,12 +504,14 @@ def _index_rows(ms: MessageStore, a: argparse.Namespace) -> Iterator[dict[str, A
     filtered = (a.from_offset > 0 or a.to_offset is not None
                 or a.begin > _EARLIEST or a.end < _LATEST)
     stop = _LATEST if a.to_offset is None else a.to_offset
-    for f in ms.index.files:
-        bt, et, bp, ep, slots, count = INDEX_HEADER.unpack_from(f.mm, 0)
+    for f in ms.index.files:  # all headers first: no view on a map outlives the error (close)
+        count = INDEX_HEADER.unpack_from(f.mm, 0)[5]
         if not 0 <= count <= f.entry_num:
             raise StoreFormatError(f"{f.path}: the header's indexCount {count} is outside [0, "
                                    f"{f.entry_num}], the entries the file holds: the header is "
                                    f"damaged (rocketlake rebuild-index rebuilds the index)")
+    for f in ms.index.files:
+        bt, et, bp, ep, slots, count = INDEX_HEADER.unpack_from(f.mm, 0)
         matching = partial(_matching_entries, f.entries, bt, a.from_offset, stop, a.begin, a.end)
         chunks = [(lo, min(count, lo + DUMP_CHUNK)) for lo in range(1, count, DUMP_CHUNK)]
         if filtered:  # skip to the first chunk with a match; none: the file is left out

@@ -411,9 +411,33 @@ def index_file_name(ts_ms: int, zone: tzinfo | None = None) -> str:
     return datetime.fromtimestamp(secs, zone).strftime("%Y%m%d%H%M%S") + f"{ms:03d}"
 
 
+#: The last millisecond every zone (UTC-12 to UTC+14) names with a 4-digit year:
+#: 9999-12-31T09:59:59.999Z.
+INDEX_TIME_MAX = 253402250399999
+
+
+@overload
+def index_time(ts: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]: ...
+
+
+@overload
+def index_time(ts: int) -> int: ...
+
+
+def index_time(ts: npt.NDArray[np.int64] | int) -> npt.NDArray[np.int64] | int:
+    """The store time the index keeps for a key stored at ``ts``: ``ts`` itself from 1 ms to
+    ``INDEX_TIME_MAX``, else 1 ms. A time outside (a damaged STORETIMESTAMP: the body CRC does
+    not cover it) would name an index file no 17-digit name holds, or none at all."""
+    if isinstance(ts, np.ndarray):
+        return np.where((ts >= 1) & (ts <= INDEX_TIME_MAX), ts, 1)
+    return ts if 1 <= ts <= INDEX_TIME_MAX else 1
+
+
 def next_index_file_name(first_ts: int, previous: str | None, zone: tzinfo | None = None) -> str:
-    """The name a new index file gets in ``zone``: the store time of the key that opens it, bumped
-    1 ms past the previous file's name when not later (names must stay unique and ordered)."""
+    """The name a new index file gets in ``zone``: the index time (``index_time``) of the key
+    that opens it, bumped 1 ms past the previous file's name when not later (names must stay
+    unique and ordered)."""
+    first_ts = index_time(first_ts)
     ts = first_ts if previous is None else max(first_ts, index_file_time(previous, zone) + 1)
     return index_file_name(ts, zone)
 

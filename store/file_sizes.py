@@ -16,8 +16,9 @@ The rules (RocketMQ preallocates every file of a kind at one size, ``MappedFileQ
   ``maxIndexNum``) fixes the other; else the geometry is read from the entries: the one
   ``(slots, entries)`` giving the length under which, in every file that holds keys, entry 0 is
   unused, the first and last entries hold the header's beginPhyOffset and endPhyOffset, and the
-  last entry heads its hash slot's chain (``IndexFile.putKey`` writes the slot last). None or
-  several: refused, asking for the settings.
+  last entry heads its hash slot's chain (``IndexFile.putKey`` writes the slot last); when no
+  geometry fits every such file (one is damaged), the one that more files agree with than with
+  any other. None or several: refused, asking for the settings.
 
 A setting given explicitly (``explicit``) that disagrees with the files is an error naming both.
 No files of a kind: the configured value stands.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections import Counter
 from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
@@ -123,29 +125,43 @@ def _fits(size: int, slots: int, entries: int) -> bool:
 
 def _geometries_from_entries(paths: list[Path], size: int) -> list[tuple[int, int]]:
     """Every ``(slots, entries)`` of file length ``size`` that every index file holding keys
-    agrees with (rules: the module docstring); [] when no file holds keys."""
+    agrees with (rules: the module docstring); [] when no file holds keys. When no geometry
+    fits them all, the one geometry that the most files agree with, so that one damaged file
+    does not hide the geometry of the others (verify reports it, recovery rebuilds it)."""
     room = size - INDEX_HEADER_SIZE
     if room <= 0 or room % 4:
         return []
     words = room // 4  # the slot table and entries, in 4-byte words: slots + 5 * entries
-    slots = np.arange(words % 5 or 5, words - 4, 5, dtype=np.int64)  # entries = (words - slots) / 5
-    checked = False
-    for p in paths:
-        with open(p, "rb") as f:
-            _, _, begin_phy, end_phy, _, count = INDEX_HEADER.unpack(f.read(INDEX_HEADER_SIZE))
-        if count <= 1:
-            continue
-        checked = True
-        w = np.memmap(p, dtype=">u4", mode="r", offset=INDEX_HEADER_SIZE, shape=(words,))
-        keep = [slots[i:i + _CHUNK][_agree(w, slots[i:i + _CHUNK], words, count, begin_phy, end_phy)]
-                for i in range(0, slots.size, _CHUNK)]
-        slots = np.concatenate(keep) if keep else slots
-        del w
+    every = np.arange(words % 5 or 5, words - 4, 5, dtype=np.int64)  # entries = (words - slots) / 5
+    keyed = [p for p in paths if _index_count(p) > 1]
+    slots = every
+    for p in keyed:
+        slots = _agreeing(p, slots, words)
         if not slots.size:
             break
-    if not checked:
-        return []
-    return [(s, (words - s) // 5) for s in slots.tolist()]
+    if not slots.size and len(keyed) > 1:
+        votes = Counter(s for p in keyed for s in _agreeing(p, every, words).tolist())
+        best = votes.most_common(2)
+        if best and (len(best) == 1 or best[0][1] > best[1][1]):
+            slots = np.array([best[0][0]], dtype=np.int64)
+    return [(s, (words - s) // 5) for s in slots.tolist()] if keyed else []
+
+
+def _index_count(path: Path) -> int:
+    with open(path, "rb") as f:
+        count: int = INDEX_HEADER.unpack(f.read(INDEX_HEADER_SIZE))[5]
+    return count
+
+
+def _agreeing(path: Path, slots: npt.NDArray[np.int64], words: int) -> npt.NDArray[np.int64]:
+    """The candidate slot counts ``slots`` that the index file at ``path`` agrees with."""
+    with open(path, "rb") as f:
+        _, _, begin_phy, end_phy, _, count = INDEX_HEADER.unpack(f.read(INDEX_HEADER_SIZE))
+    w = np.memmap(path, dtype=">u4", mode="r", offset=INDEX_HEADER_SIZE, shape=(words,))
+    keep = [slots[i:i + _CHUNK][_agree(w, slots[i:i + _CHUNK], words, count, begin_phy, end_phy)]
+            for i in range(0, slots.size, _CHUNK)]
+    del w
+    return np.concatenate(keep) if keep else slots
 
 
 def _agree(w: npt.NDArray[np.uint32], slots: npt.NDArray[np.int64], words: int, count: int,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from datetime import tzinfo
 from pathlib import Path
@@ -57,6 +58,10 @@ def write_index_file(path: Path, slot_num: int, entry_num: int,
                   slots_at + INDEX_SLOT_SIZE * slot_num + first_pos * INDEX_ENTRY_SIZE)
     finally:
         os.close(fd)
+
+
+class DamagedIndexSkipped(UserWarning):
+    """A query left out an index file whose header is damaged (a reader cannot rebuild it)."""
 
 
 class IndexFile:
@@ -136,10 +141,12 @@ class IndexFile:
 
     def put_batch(self, key_hash: npt.NDArray[np.int32], phy: npt.NDArray[np.int64],
                   ts: npt.NDArray[np.int64]) -> None:
-        """Apply puts that fit (``len <= free``), in order."""
+        """Apply puts that fit (``len <= free``), in order; each key at its index time
+        (``codec.index_time`` of ``ts``)."""
         n = key_hash.size
         if n == 0:
             return
+        ts = codec.index_time(np.asarray(ts, dtype=np.int64))
         self.slot_count += kernels.place(
             self.buf, self.slot_num, np.ascontiguousarray(key_hash, dtype=np.int32),
             np.ascontiguousarray(phy, dtype=np.int64), np.ascontiguousarray(ts, dtype=np.int64),
@@ -159,7 +166,7 @@ class IndexFile:
         the slot's chain as ``IndexFile.selectPhyOffset`` does (``kernels.index.reachable``).
         Unlike RocketMQ, the walk also ends where a damaged chain runs into itself: it reads each
         entry at most once, so at most ``indexCount`` entries."""
-        count = self.index_count
+        count = min(self.index_count, self.entry_num - 1)
         cur = int(self.slots[key_hash % self.slot_num])
         if cur <= 0 or cur > count:
             return
@@ -206,7 +213,7 @@ class IndexFile:
         if count > 1:
             _, self.end_phy, diff, _ = self.entries[count - 1].tolist()
             ts = store_time(self.end_phy)
-            self.end_ts = self.begin_ts + diff * 1000 if ts is None else ts
+            self.end_ts = self.begin_ts + diff * 1000 if ts is None else codec.index_time(ts)
         else:
             self.end_phy, self.end_ts = self.begin_phy, self.begin_ts
         self.write_header()
@@ -418,6 +425,11 @@ class IndexService:
         for f in reversed(self.files):
             if len(out) >= max_num:
                 break
+            if f.damage is not None:  # read-only: a writer open rebuilds it
+                warnings.warn(DamagedIndexSkipped(f"{f.path}: header damaged ({f.damage}); its keys "
+                                                  f"are not searched (rocketlake rebuild-index "
+                                                  f"rebuilds the index)"), stacklevel=3)
+                continue
             if f.index_count > 1 and f.begin_ts <= end and f.end_ts >= begin:
                 f.select(h, max_num, begin, end, out)
         return out

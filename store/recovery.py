@@ -33,6 +33,7 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery, as RocketMQ's
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -49,6 +50,11 @@ from rocketlake.store.index import IndexService
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile
 from rocketlake.store.record_walk import RecordBatch
+
+
+class StoreTimeOutOfRange(UserWarning):
+    """Recovery re-indexed records whose STORETIMESTAMP no index file can be named by (a damaged
+    head: the body CRC does not cover it); their keys are indexed at ``codec.index_time``."""
 
 
 @dataclass
@@ -75,11 +81,14 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
     store_time = partial(_store_time, log)
     dropped = n = 0
     rebuilt: list[str] = []
+    out_of_range: set[int] = set()  # offsets of records whose store time no index can hold
 
     def redispatch(batch: RecordBatch) -> None:
         nonlocal n
         dispatch.add_batch(batch, batch.dispatch(delay_levels_ms))
         n += len(batch)
+        ts = batch.column(kr.STORE_TS)
+        out_of_range.update(batch.column(kr.OFFSET)[codec.index_time(ts) != ts].tolist())
 
     # A damaged index is rebuilt from where its damaged files began.
     index_redo = log.max_offset
@@ -125,6 +134,12 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
     for cq in queues.values():
         cq.correct_min_offset(log.min_offset)
     dispatch.flush()
+    if out_of_range and index is not None:
+        first = min(out_of_range)
+        warnings.warn(StoreTimeOutOfRange(
+            f"{log.files.dir}: {len(out_of_range)} records (first at commitlog offset {first}, "
+            f"stored at {_store_time(log, first)}) have a store time no index file can be named "
+            f"by; their keys are indexed at {codec.index_time(-1)} ms"), stacklevel=3)
     log.next_queue_offsets = {key: cq.max_offset for key, cq in queues.items()}
     return RecoveryReport(abnormal, start, end, dispatch_from, n, reason, dropped, rebuilt)
 
@@ -146,7 +161,8 @@ def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, st
     (units are in CommitLog order; a tail past the end is the cut data's, not damage; a unit of
     the pre-blank size after the queue's pre-blank units points past it), or, at or above the
     CommitLog's minimum (below it retention removed the records: never read), not at the head
-    of a record (MAGIC v1 or v2, PHYSICALOFFSET = its address, TOTALSIZE = the unit's size). A record's other head fields are not compared: a damaged QUEUEOFFSET or QUEUEID in the
+    of a record (MAGIC v1 or v2, PHYSICALOFFSET = its address, TOTALSIZE = the unit's size).
+    A record's other head fields are not compared: a damaged QUEUEOFFSET or QUEUEID in the
     CommitLog is no reason to move a unit that points at its record. Vectorised over the units:
     O(units), one gather of 36 bytes per unit."""
     first, u = cq.recent_units()

@@ -47,6 +47,7 @@ KINDS = {
     "commitlog-invalid-record": "a record that does not decode (magic, size, CRC, offset)",
     "commitlog-no-blank": "a CommitLog file that ends without its BLANK record",
     "commitlog-garbage": "non-zero bytes after the end of valid data",
+    "commitlog-store-time": "a record stored at a time no index file can be named by (indexed at 1 ms)",
     "consumequeue-unreadable": "the ConsumeQueue files themselves",
     "consumequeue-missing-queue": "a queue the CommitLog has records for has no files",
     "consumequeue-bad-unit": "a unit that points where no record of its queue starts",
@@ -210,6 +211,15 @@ class _Checker:
             mf.wrote = min(mf.size, max(pos, 0))
         records = columns.records()
         self.report.records = len(records)
+        odd = np.flatnonzero(codec.index_time(records.store_ts) != records.store_ts)
+        if odd.size:
+            first = int(records.offset[odd[0]])
+            at = log.files.find(first)
+            assert at is not None  # the walk read a record there
+            self.problem("commitlog-store-time", at.path, first - at.start,
+                         f"{odd.size} records have a store time no index file can be named by "
+                         f"(first at commitlog offset {first}: {records.store_ts[odd[0]]}); their "
+                         f"keys are indexed at {codec.index_time(-1)} ms", "warning")
         return log, records
 
     # --- ConsumeQueues -----------------------------------------------------------------------------
@@ -369,7 +379,7 @@ class _Checker:
                 r = records.at(phy)
                 if r is None and phy >= cl_min:
                     wrong.append(f"{name}PhyOffset {phy}: no record starts there")
-                elif r is not None and records.store_ts[r] != ts:
+                elif r is not None and codec.index_time(int(records.store_ts[r])) != ts:
                     wrong.append(f"{name}Timestamp {ts}, but the record at {phy} was stored at "
                                  f"{records.store_ts[r]}")
         for what in wrong:

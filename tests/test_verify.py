@@ -304,3 +304,31 @@ def test_query_ends_on_an_index_chain_looping_through_the_keys_hash(store):
     rows = [json.loads(line) for line in run.stdout.splitlines()]
     assert [(r["topic"], r["properties"]["KEYS"], base64.b64decode(r["body_b64"])) for r in rows] == \
         [("t1", "k7", b"body-7" * 3)]
+
+
+def test_one_damaged_index_file_does_not_hide_the_geometry_of_the_others(tmp_path, capsys):
+    """Index files of a non-default geometry (64 slots, 300 entries: 40 + 64*4 + 300*20 bytes)
+    read without settings, one of four with a garbage header: the geometry is the one the other
+    three agree with, so verify diagnoses the damaged file (exit 1) and reads work; a query
+    leaves that file out with a warning naming it."""
+    import random
+    root = tmp_path / "s"
+    with MessageStore(root, maxHashSlotNum=64, maxIndexNum=300) as ms:
+        ms.put_batch([Message("t", f"body-{i}".encode(), 0, keys=f"k{i}") for i in range(1000)])
+    files = sorted((root / "index").iterdir())
+    assert len(files) == 4 and {p.stat().st_size for p in files} == {40 + 64 * 4 + 300 * 20}
+    raw = bytearray(files[1].read_bytes())
+    raw[:40] = random.Random(1).randbytes(40)
+    files[1].write_bytes(bytes(raw))
+    store = ["--store", str(root)]
+    assert main(["verify", *store]) == 1
+    out = capsys.readouterr().out
+    assert f"index/{files[1].name} @0: header: indexCount" in out, out
+    for args in (["get", "--topic", "t", "--queue", "0", "--offset", "0"], ["dump", "commitlog"]):
+        assert main([*args, *store]) == 0, (args, capsys.readouterr().err)
+    capsys.readouterr()
+    assert main(["query", "--topic", "t", "--key", "k5", *store]) == 0
+    out, err = capsys.readouterr()
+    assert [json.loads(line)["body_b64"] for line in out.splitlines()] == \
+        [base64.b64encode(b"body-5").decode()]
+    assert f"warning: {files[1]}: header damaged" in err, err

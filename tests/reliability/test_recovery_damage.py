@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from durability_check import SETTINGS, message_for
 
+from rocketlake.jobs.cli import main
 from rocketlake.store import GetStatus, Message, MessageStore, codec
 
 TOPIC = "orders"
@@ -169,3 +170,42 @@ def test_unit_of_the_pre_blank_size_mid_queue_is_damage(tmp_path: Path) -> None:
         for q in range(34):
             assert ms.get(TOPIC, 0, q, 1).messages[0].record.body == body_of(q), q
         assert ms.put(Message(TOPIC, b"next", queue_id=0)).queue_offset == 34
+
+
+def test_impossible_store_time_after_a_crash_breaks_no_command(tmp_path: Path, capsys) -> None:
+    """Bit 0x40 of the top byte of record 0's STORETIMESTAMP flipped (the body CRC does not cover
+    it: 2^62 ms more, a year past 9999) and ``abort`` left as after kill -9. The writer open
+    that re-indexes record 0 must not name an index file by that time (no 17-digit name would
+    hold it): it warns naming offset 0, every command works afterwards, and all 400 keys (and
+    the one ingested after) are found."""
+    settings = {**SETTINGS, "maxHashSlotNum": 64, "maxIndexNum": 300}  # 299 keys a file
+    root = tmp_path / "store"
+    with MessageStore(root, **settings) as ms:
+        for i in range(400):
+            ms.put(Message(TOPIC, body_of(i), queue_id=0, keys=f"k{i}"))
+    assert len(list((root / "index").iterdir())) == 2
+    log = root / "commitlog" / f"{0:020d}"
+    data = bytearray(log.read_bytes())
+    data[56] ^= 0x40  # STORETIMESTAMP: 4+4+4+4+4+8+8+4+8+8 bytes into an IPv4 record
+    log.write_bytes(bytes(data))
+    (root / "abort").touch()
+    sets = [arg for k, v in settings.items() for arg in ("--set", f"{k}={v}")]
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"topic": "orders", "body": "after", "keys": "k400"}\n')
+    assert main(["ingest", "--store", str(root), *sets, str(events)]) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "commitlog offset 0" in err, err
+    names = sorted(p.name for p in (root / "index").iterdir())
+    assert len(names) == 2 and all(len(n) == 17 and n.isdigit() for n in names), names
+    store = ["--store", str(root), *sets]
+    for args in (["dump", "index"], ["dump", "commitlog"], ["get", "--topic", TOPIC, "--queue", "0",
+                 "--offset", "0"], ["query", "--topic", TOPIC, "--key", "k0"]):
+        assert main([*args, *store]) == 0, (args, capsys.readouterr().err)
+    capsys.readouterr()
+    assert main(["verify", *store]) == 0  # a warning: every key is found through the index
+    out = capsys.readouterr().out
+    assert "commitlog-store-time" in out and "commitlog offset 0" in out, out
+    with MessageStore(root, read_only=True, **settings) as ms:
+        for i in range(400):
+            assert [r.body for r in ms.query(TOPIC, f"k{i}")] == [body_of(i)], f"k{i}"
+        assert [r.body for r in ms.query(TOPIC, "k400")] == [b"after"]
