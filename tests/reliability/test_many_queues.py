@@ -6,8 +6,8 @@ layout, §6 units): sparse files of the default sizes, so it takes seconds and l
 """
 from __future__ import annotations
 
+import base64
 import json
-import os
 import resource
 import struct
 import subprocess
@@ -64,6 +64,8 @@ def _write_store(root: Path) -> None:
     with open(root / "commitlog" / f"{0:020d}", "wb") as f:
         f.write(log)
         f.truncate(COMMITLOG_FILE)
+    last_ts = STORE_TS + i - 1  # SPEC.md §8: physic, logics, index timestamps
+    (root / "checkpoint").write_bytes(struct.pack(">qqq", last_ts, last_ts, last_ts).ljust(4096, b"\0"))
     for (topic, q), us in units.items():
         qdir = root / "consumequeue" / topic / str(q)
         qdir.mkdir(parents=True)
@@ -95,7 +97,8 @@ def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[st
 def _get(store: Path, topic: str, queue_id: int, offset: int) -> tuple[dict, list[str]]:
     out = _run("get", "--store", str(store), "--topic", topic, "--queue", str(queue_id),
                "--offset", str(offset), "--format", "json").stdout.splitlines()
-    return json.loads(out[0]), [json.loads(line)["body"] for line in out[1:]]
+    return json.loads(out[0]), [base64.b64decode(json.loads(line)["body_b64"]).decode()
+                                for line in out[1:]]
 
 
 @pytest.mark.skipif(resource.getrlimit(resource.RLIMIT_NOFILE)[1] < DESCRIPTORS,
