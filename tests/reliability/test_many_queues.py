@@ -15,13 +15,17 @@ import sys
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from rocketlake.store.lazy_maps import LAZY_MAPS, LazyMappedFile
 
 TOPICS, QUEUES, PER_QUEUE = 1000, 10, 2
 COMMITLOG_FILE, CQ_FILE = 1073741824, 6000000  # SPEC.md §1 defaults
 MAGIC_V1 = 0xDAA320A7
 STORE_TS = 1_764_000_000_000
 DESCRIPTORS = 256
+WRITTEN = 250  # queues a writer adds one message to (a multiple of QUEUES)
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -122,9 +126,14 @@ def test_ten_thousand_queues_within_256_descriptors(tmp_path: Path) -> None:
     status, bodies = _get(store, topic, qid, PER_QUEUE - 1)
     assert (status["status"], bodies) == ("FOUND", [_body(topic, qid, PER_QUEUE - 1)])
 
-    # a writer open (normal recovery), then one after a crash (abnormal recovery: abort left)
-    line = json.dumps({"topic": topic, "queue_id": qid, "body": "after"})
-    assert json.loads(_run("ingest", "--store", str(store), "-", stdin=line).stdout)["messages"] == 1
+    # a writer open (normal recovery) writing one message to each of the last WRITTEN queues,
+    # four times more than may be mapped at once (a quarter of the descriptors): written maps
+    # are unmapped before they are flushed; then an open after a crash (abort left: abnormal
+    # recovery)
+    written = [(_topic(t), q) for t in range(TOPICS - WRITTEN // QUEUES, TOPICS) for q in range(QUEUES)]
+    lines = "\n".join(json.dumps({"topic": t, "queue_id": q, "body": f"after {t}/{q}"})
+                      for t, q in written)
+    assert json.loads(_run("ingest", "--store", str(store), "-", stdin=lines).stdout)["messages"] == WRITTEN
     (store / "abort").touch()
     line = json.dumps({"topic": topic, "queue_id": qid, "body": "after-crash"})
     assert json.loads(_run("ingest", "--store", str(store), "-", stdin=line).stdout)["messages"] == 1
@@ -132,6 +141,37 @@ def test_ten_thousand_queues_within_256_descriptors(tmp_path: Path) -> None:
 
     status, bodies = _get(store, topic, qid, 0)
     assert (status["status"], status["max_offset"]) == ("FOUND", PER_QUEUE + 2)
-    assert bodies == [_body(topic, qid, k) for k in range(PER_QUEUE)] + ["after", "after-crash"]
-    status, bodies = _get(store, _topic(0), 0, 0)
-    assert (status["max_offset"], bodies) == (PER_QUEUE, [_body(_topic(0), 0, k) for k in range(PER_QUEUE)])
+    assert bodies == [_body(topic, qid, k) for k in range(PER_QUEUE)] + [f"after {topic}/{qid}",
+                                                                          "after-crash"]
+    report = json.loads(_run("verify", "--store", str(store), "--json").stdout)
+    assert (report["records"], report["units"], report["problems"]) == \
+        (n_records + WRITTEN + 1, n_records + WRITTEN + 1, [])
+
+
+def test_lazy_maps_stay_within_their_limit_and_keep_a_map_in_use(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five files written through a cache of two live maps: at most two stay mapped, every
+    write reads back (from the map or from the file once unmapped); a file whose mapping a
+    numpy view holds stays mapped until the view goes."""
+    monkeypatch.setattr(LAZY_MAPS, "limit", 2)
+    files = [LazyMappedFile(tmp_path / f"{i * 40:020d}", i * 40, 40, create=True) for i in range(5)]
+    try:
+        view = np.frombuffer(files[0].mm, dtype=np.uint8)  # pins file 0's map
+        for i, mf in enumerate(files):
+            mf.write(0, bytes([i + 1]) * 40)
+            assert len(LAZY_MAPS) <= 3  # the limit, and the pinned map
+        assert view[0] == 1 and files[0]._mm is not None
+        del view
+        for i in (1, 2):  # two maps made again: the one no view holds any more goes too
+            files[i].write(0, bytes([i + 1]) * 40)
+        assert files[0]._mm is None
+        assert len(LAZY_MAPS) == 2
+        for i, mf in enumerate(files):
+            out = np.empty(40, dtype=np.uint8)
+            mf.read_into(0, out)
+            assert bytes(out) == bytes([i + 1]) * 40
+            assert (tmp_path / f"{i * 40:020d}").read_bytes() == bytes([i + 1]) * 40
+    finally:
+        for mf in files:
+            mf.close()
+    assert len(LAZY_MAPS) == 0
