@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rocketlake.store.codec import CQ_UNIT
+from rocketlake.store.codec import CQ_UNIT_SIZE
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig
-from rocketlake.store.consume_queue import ConsumeQueue
+from rocketlake.store.consume_queue import ConsumeQueue, read_units
 from rocketlake.store.index import IndexService
 
 HOUR_MS = 3_600_000
@@ -190,8 +190,8 @@ def apply_deletion(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
     report.commitlog_files = [mf.path.name for mf in gone]
     report.commitlog_min_offset = min_offset = log.min_offset
     for cq in queues.values():
-        last_units = [CQ_UNIT.unpack_from(mf.mm, mf.wrote - CQ_UNIT.size)[0] if mf.wrote else -1
-                      for mf in cq.files.files]
+        last_units = [int(read_units(mf, mf.wrote // CQ_UNIT_SIZE - 1, 1)["commitlog_offset"][0])
+                      if mf.wrote else -1 for mf in cq.files.files]
         n = consume_queue_files_below(last_units, min_offset)
         report.consume_queue_files += [f"{cq.topic}/{cq.queue_id}/{mf.path.name}"
                                        for mf in cq.files.delete_first(n)]

@@ -10,16 +10,27 @@ import numpy as np
 from rocketlake.store.codec import (
     CQ_BLANK_UNIT_SIZE,
     CQ_PRE_BLANK,
-    CQ_UNIT,
     CQ_UNIT_DTYPE,
     CQ_UNIT_SIZE,
     format_file_name,
 )
 from rocketlake.store.errors import StoreFormatError
-from rocketlake.store.mapped_file import MappedFile, MappedFileQueue
+from rocketlake.store.lazy_maps import LazyMappedFile
+from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, data_end
 from rocketlake.store.paths import CONSUME_QUEUE_DIR, queue_dir
 from rocketlake.store.safe_files import open_file
 from rocketlake.store.swap_journal import refuse_unfinished
+
+#: units read at a time where a scan may stop early
+SCAN_UNITS = 1 << 14
+
+
+def read_units(mf: MappedFile, first: int, count: int) -> np.ndarray:
+    """A copy of units ``first`` to ``first + count - 1`` of a ConsumeQueue file."""
+    out = np.empty(count, dtype=CQ_UNIT_DTYPE)
+    if count:
+        mf.read_into(first * CQ_UNIT_SIZE, out)
+    return out
 
 
 def pre_blank(byte_offset: int, file_size: int) -> bytes:
@@ -31,52 +42,58 @@ def pre_blank(byte_offset: int, file_size: int) -> bytes:
 
 class ConsumeQueue:
     """Units at byte ``queue_offset * 20`` across files of ``file_size`` bytes, under
-    ``<root>/consumequeue/<topic>/<queueId>`` (UnsafePathError for a name that cannot be one)."""
+    ``<root>/consumequeue/<topic>/<queueId>`` (UnsafePathError for a name that cannot be one).
+    Its files are mapped only while written (``store.lazy_maps``); reads copy."""
 
     def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
         self.topic, self.queue_id = topic, queue_id
         self.file_size = file_size
-        self.files = MappedFileQueue(queue_dir(root, topic, queue_id), file_size)
+        self.files = MappedFileQueue(queue_dir(root, topic, queue_id), file_size, LazyMappedFile)
         self.min_logic_offset = 0  # byte offset of the first valid unit
         self.max_physic_offset = -1  # end (offset + size) of the last dispatched record
 
     # --- loading ----------------------------------------------------------------------------------
     def load(self) -> None:
-        """Map files, then find the written extent: the first invalid unit from the tail file on."""
+        """Open the files (none is mapped), then find the written extent: the first valid unit
+        of the first file, and the last non-zero unit of the newest file holding one. Only the
+        files' data regions are read (pre-allocated space reads as zeros)."""
         self.files.load()
-        if not self.files.files:
+        files = self.files.files
+        if not files:
             return
-        first = self.files.files[0]
-        units = self._units(first)
-        valid = np.flatnonzero((units["commitlog_offset"] >= 0) & (units["size"] > 0)
-                               & (units["size"] != CQ_BLANK_UNIT_SIZE))
-        self.min_logic_offset = first.start + (int(valid[0]) * CQ_UNIT_SIZE if valid.size else 0)
+        first = files[0]
+        valid = self._first_valid(first, _data_units(first), 0)
+        self.min_logic_offset = first.start + (valid or 0) * CQ_UNIT_SIZE
         # Extent: the newest file holding any unit ends after its last non-zero unit (zeros are
         # pre-allocated space); files after it are empty (``reserve`` creates files ahead of the
         # units), files before it are full. A damaged unit does not hide the units after it:
         # recovery finds it and rebuilds the queue from the CommitLog.
-        for mf in self.files.files:
+        for mf in files:
             mf.wrote = mf.flushed = mf.size
-        for mf in reversed(self.files.files):
-            u = self._units(mf)
-            written = np.flatnonzero((u["commitlog_offset"] != 0) | (u["size"] != 0)
-                                     | (u["tags_code"] != 0))
-            n = int(written[-1]) + 1 if written.size else 0
-            del u  # a view on the map
+        for mf in reversed(files):
+            n = _written_units(mf)
             mf.wrote = mf.flushed = n * CQ_UNIT_SIZE
             if n:
                 break
         self._refresh_max_physic()
 
-    def _units(self, mf: MappedFile) -> np.ndarray:
-        return np.frombuffer(mf.mm, dtype=CQ_UNIT_DTYPE, count=mf.size // CQ_UNIT_SIZE)
+    def _first_valid(self, mf: MappedFile, count: int, commitlog_min: int) -> int | None:
+        """Index of the first of ``mf``'s first ``count`` units that is valid (a record at or
+        above ``commitlog_min``, not a pre-blank unit), None when none is."""
+        for lo in range(0, count, SCAN_UNITS):
+            u = read_units(mf, lo, min(SCAN_UNITS, count - lo))
+            ok = np.flatnonzero((u["commitlog_offset"] >= commitlog_min) & (u["size"] > 0)
+                                & (u["size"] != CQ_BLANK_UNIT_SIZE))
+            if ok.size:
+                return lo + int(ok[0])
+        return None
 
     def _refresh_max_physic(self) -> None:
         # The last unit written; a crash can leave the newest file empty, so look back.
         self.max_physic_offset = -1
         for mf in reversed(self.files.files):
             if mf.wrote:
-                off, size, _ = CQ_UNIT.unpack_from(mf.mm, mf.wrote - CQ_UNIT_SIZE)
+                off, size, _ = read_units(mf, mf.wrote // CQ_UNIT_SIZE - 1, 1).item()
                 if size != CQ_BLANK_UNIT_SIZE:
                     self.max_physic_offset = off + size
                 return
@@ -96,7 +113,7 @@ class ConsumeQueue:
         mf = self.files.create(start)
         if first and byte_offset:
             blanks = pre_blank(byte_offset, self.file_size)
-            mf.mm[0:len(blanks)] = blanks
+            mf.write(0, blanks)
             mf.wrote = len(blanks)
             self.min_logic_offset = byte_offset
         return mf
@@ -136,7 +153,7 @@ class ConsumeQueue:
                     f"{self.topic}/{self.queue_id}: queue offset {queue_offsets[i]} leaves a gap "
                     f"after {(mf.start + mf.wrote) // CQ_UNIT_SIZE}")
             k = min(n - i, (mf.size - pos) // CQ_UNIT_SIZE)
-            mf.mm[pos:pos + k * CQ_UNIT_SIZE] = units[i:i + k].tobytes()
+            mf.write(pos, units[i:i + k].tobytes())
             mf.wrote = pos + k * CQ_UNIT_SIZE
             i += k
         if n:
@@ -162,12 +179,11 @@ class ConsumeQueue:
             return np.zeros(0, dtype=CQ_UNIT_DTYPE)
         pos = byte_offset - mf.start
         n = max(0, min(count, (mf.wrote - pos) // CQ_UNIT_SIZE))
-        return np.frombuffer(mf.mm, dtype=CQ_UNIT_DTYPE, count=n, offset=pos).copy()
+        return read_units(mf, pos // CQ_UNIT_SIZE, n)
 
     def all_units(self) -> np.ndarray:
         """Every written unit from the first file (pre-blank units included)."""
-        parts = [np.frombuffer(mf.mm, dtype=CQ_UNIT_DTYPE, count=mf.wrote // CQ_UNIT_SIZE).copy()
-                 for mf in self.files.files]
+        parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for mf in self.files.files]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=CQ_UNIT_DTYPE)
 
     def recent_units(self) -> tuple[int, np.ndarray]:
@@ -176,7 +192,7 @@ class ConsumeQueue:
         files = self.files.files[-3:]
         if not files:
             return 0, np.zeros(0, dtype=CQ_UNIT_DTYPE)
-        parts = [self._units(mf)[: mf.wrote // CQ_UNIT_SIZE].copy() for mf in files]
+        parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for mf in files]
         return files[0].start // CQ_UNIT_SIZE, np.concatenate(parts)
 
     def cut(self, queue_offset: int) -> None:
@@ -191,17 +207,16 @@ class ConsumeQueue:
         if not self.files.files:
             return 0
         first = self.files.files[0]
-        u = self._units(first)[: first.wrote // CQ_UNIT_SIZE]
+        u = read_units(first, 0, first.wrote // CQ_UNIT_SIZE)
         blank = ((u["commitlog_offset"] == 0) & (u["size"] == CQ_BLANK_UNIT_SIZE)
                  & (u["tags_code"] == 0))
         lead = int(np.argmin(blank)) if not blank.all() else u.size
-        del u  # a view on the map
         return first.start // CQ_UNIT_SIZE + lead
 
     def _units_within(self, mf: MappedFile, commitlog_end: int) -> int:
         """How many of ``mf``'s written units come before the first whose record reaches past
         ``commitlog_end`` (units are in CommitLog order; pre-blank units are no record's)."""
-        u = self._units(mf)[: mf.wrote // CQ_UNIT_SIZE]
+        u = read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE)
         lead = max(0, min(u.size, self.pre_blank_end() - mf.start // CQ_UNIT_SIZE))
         bad = np.flatnonzero(u["commitlog_offset"] + u["size"] > commitlog_end)
         bad = bad[bad >= lead]
@@ -225,18 +240,17 @@ class ConsumeQueue:
             if keep == 0 and len(self.files.files) > 1:
                 self.files.files.pop().destroy()
                 continue
-            self.files.truncate_after(mf.start + keep * CQ_UNIT_SIZE)
+            if keep == 0 or keep * CQ_UNIT_SIZE < mf.wrote:  # past ``wrote`` the file is zeros
+                self.files.truncate_after(mf.start + keep * CQ_UNIT_SIZE)
             break
         self._refresh_max_physic()
 
     def correct_min_offset(self, commitlog_min: int) -> None:
         """Set the minimum to the first unit whose record is at or above ``commitlog_min``."""
         for mf in self.files.files:
-            u = self._units(mf)[: mf.wrote // CQ_UNIT_SIZE]
-            ok = np.flatnonzero((u["commitlog_offset"] >= commitlog_min) & (u["size"] > 0)
-                                & (u["size"] != CQ_BLANK_UNIT_SIZE))
-            if ok.size:
-                self.min_logic_offset = mf.start + int(ok[0]) * CQ_UNIT_SIZE
+            ok = self._first_valid(mf, mf.wrote // CQ_UNIT_SIZE, commitlog_min)
+            if ok is not None:
+                self.min_logic_offset = mf.start + ok * CQ_UNIT_SIZE
                 return
         self.min_logic_offset = self.files.max_offset
 
@@ -245,6 +259,26 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.files.close()
+
+
+def _data_units(mf: MappedFile) -> int:
+    """How many of ``mf``'s units lie before the end of its data (``data_end``): the rest are
+    zeros."""
+    return min(mf.size, data_end(mf.path) + CQ_UNIT_SIZE - 1) // CQ_UNIT_SIZE
+
+
+def _written_units(mf: MappedFile) -> int:
+    """How many units ``mf`` holds up to and with its last non-zero one, read back to front."""
+    hi = _data_units(mf)
+    while hi > 0:
+        lo = max(0, hi - SCAN_UNITS)
+        u = read_units(mf, lo, hi - lo)
+        written = np.flatnonzero((u["commitlog_offset"] != 0) | (u["size"] != 0)
+                                 | (u["tags_code"] != 0))
+        if written.size:
+            return lo + int(written[-1]) + 1
+        hi = lo
+    return 0
 
 
 def load_queues(root: Path, file_size: int) -> dict[tuple[str, int], ConsumeQueue]:

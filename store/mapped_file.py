@@ -5,6 +5,7 @@ import errno
 import mmap
 import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,56 +19,103 @@ _NAME = re.compile(r"^\d{20}$")
 
 
 class MappedFile:
-    """One store file of a fixed size, mapped read-write; ``wrote`` is the append position."""
+    """One store file of a fixed size, mapped read-write; ``wrote`` is the append position.
 
-    __slots__ = ("path", "start", "size", "mm", "wrote", "flushed", "_fd")
+    The file's descriptor is closed once it is mapped (Python 3.13+ maps without keeping one;
+    before, ``mmap`` keeps a duplicate of its own for the map's life); ``flush`` and the data
+    scans open the file again for the moment they need one."""
+
+    __slots__ = ("path", "start", "size", "wrote", "flushed", "_mm")
 
     def __init__(self, path: Path, start: int, size: int, create: bool = False) -> None:
         self.path, self.start, self.size = path, start, size
-        if create:
-            fd = create_file(path, size)
-        else:
-            fd = open_file(path, os.O_RDWR) if os.access(path, os.W_OK) else \
-                os.open(path, os.O_RDONLY)
-            actual = os.fstat(fd).st_size
-            if actual != size:
-                os.close(fd)
-                raise StoreFormatError(
-                    f"{path}: file is {actual} bytes, expected {size} (check the configured file size)")
-        self._fd = fd
-        access = mmap.ACCESS_WRITE if os.access(path, os.W_OK) else mmap.ACCESS_READ
-        self.mm = mmap.mmap(fd, size, access=access)
         self.wrote = 0
         self.flushed = 0
+        if create:
+            os.close(create_file(path, size))
+        self._mm: mmap.mmap | None = self._first_map()
+
+    @property
+    def mm(self) -> mmap.mmap:
+        """The mapping of the whole file."""
+        assert self._mm is not None
+        return self._mm
 
     @property
     def end(self) -> int:
         return self.start + self.size
 
+    def _open(self) -> int:
+        """A descriptor of the file, read-write where it may be written (never through a link)."""
+        return open_file(self.path, os.O_RDWR) if os.access(self.path, os.W_OK) else \
+            os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+
+    def _open_checked(self) -> int:
+        """``_open``, StoreFormatError when the file is not ``size`` bytes long."""
+        fd = self._open()
+        actual = os.fstat(fd).st_size
+        if actual != self.size:
+            os.close(fd)
+            raise StoreFormatError(f"{self.path}: file is {actual} bytes, expected {self.size} "
+                                   f"(check the configured file size)")
+        return fd
+
+    def _first_map(self) -> mmap.mmap | None:
+        """The mapping made on opening: the whole file."""
+        return self._map()
+
+    def _map(self) -> mmap.mmap:
+        """Map the file (StoreFormatError when it is not ``size`` bytes long)."""
+        fd = self._open_checked()
+        try:
+            access = mmap.ACCESS_WRITE if os.access(self.path, os.W_OK) else mmap.ACCESS_READ
+            if sys.version_info >= (3, 13):
+                return mmap.mmap(fd, self.size, access=access, trackfd=False)
+            return mmap.mmap(fd, self.size, access=access)
+        finally:
+            os.close(fd)
+
+    def read_into(self, pos: int, out: np.ndarray) -> None:
+        """Copy the file's bytes from ``pos`` into ``out`` (a contiguous array, filled whole)."""
+        n = out.nbytes
+        out.view(np.uint8)[:] = np.frombuffer(self.mm, dtype=np.uint8, count=n, offset=pos)
+
+    def write(self, pos: int, data: bytes) -> None:
+        """Write ``data`` at ``pos`` through the mapping."""
+        self.mm[pos:pos + len(data)] = data
+
     def flush(self, upto: int | None = None) -> None:
         """Make the bytes written so far durable.
 
-        fdatasync on the file's descriptor writes the pages dirtied through the mapping (Linux
-        keeps one page cache for both) and, unlike ``mmap.flush``, releases the GIL while the disk
-        works, so other threads keep appending (group commit relies on that).
+        fdatasync writes the pages dirtied through the mapping (Linux keeps one page cache for
+        the file, mapped or not, so any descriptor of it will do) and, unlike ``mmap.flush``,
+        releases the GIL while the disk works, so other threads keep appending (group commit
+        relies on that).
         """
         upto = self.wrote if upto is None else upto
         if upto <= self.flushed:
             return
-        os.fdatasync(self._fd)
+        fd = open_file(self.path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
         self.flushed = upto
 
-    def close(self) -> None:
-        """Close the descriptor and unmap. A numpy view of the mapping that is still alive (a
-        walked ``RecordBatch`` someone holds) keeps the mapping until it goes."""
-        if not self.mm.closed:
+    def _unmap(self) -> bool:
+        """Unmap; False when a numpy view of the mapping is still alive (it keeps the map)."""
+        if self._mm is not None and not self._mm.closed:
             try:
-                self.mm.close()
+                self._mm.close()
             except BufferError:
-                pass
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+                return False
+        self._mm = None
+        return True
+
+    def close(self) -> None:
+        """Unmap. A numpy view of the mapping that is still alive (a walked ``RecordBatch``
+        someone holds) keeps the mapping until it goes."""
+        self._unmap()
 
     def destroy(self) -> None:
         self.close()
@@ -75,15 +123,18 @@ class MappedFile:
 
 
 class MappedFileQueue:
-    """The files of one directory, named by their 20-digit start offset, each ``file_size`` long."""
+    """The files of one directory, named by their 20-digit start offset, each ``file_size`` long,
+    opened as ``file_type`` (a ``MappedFile`` or a subclass that maps differently)."""
 
-    def __init__(self, directory: Path, file_size: int) -> None:
+    def __init__(self, directory: Path, file_size: int,
+                 file_type: type[MappedFile] = MappedFile) -> None:
         self.dir = Path(directory)
         self.file_size = file_size
+        self.file_type = file_type
         self.files: list[MappedFile] = []
 
     def load(self) -> None:
-        """Map every existing file; reject foreign names, wrong sizes and gaps."""
+        """Open every existing file; reject foreign names, wrong sizes and gaps."""
         if not self.dir.exists():
             return
         names = sorted(p.name for p in self.dir.iterdir() if not p.name.startswith("."))
@@ -96,7 +147,7 @@ class MappedFileQueue:
                     f"{self.dir / name}: start offset is not a multiple of the file size {self.file_size}")
             if self.files and start != self.files[-1].end:
                 raise StoreFormatError(f"{self.dir / name}: gap after {self.files[-1].path.name}")
-            mf = MappedFile(self.dir / name, start, self.file_size)
+            mf = self.file_type(self.dir / name, start, self.file_size)
             mf.wrote = mf.flushed = self.file_size
             self.files.append(mf)
 
@@ -106,7 +157,7 @@ class MappedFileQueue:
 
     def create(self, start: int) -> MappedFile:
         """Create and map the file starting at ``start`` (StoreFullError when the disk is full)."""
-        mf = MappedFile(self.dir / format_file_name(start), start, self.file_size, create=True)
+        mf = self.file_type(self.dir / format_file_name(start), start, self.file_size, create=True)
         self.files.append(mf)
         return mf
 
@@ -196,11 +247,19 @@ def first_nonzero(mf: MappedFile, pos: int, chunk: int = 1 << 22) -> int | None:
     of a pre-allocated file read as zeros, and faulting them in would cost more than the scan
     (recovery of a store whose last 1 GiB file is 10% full: 5 s of page faults).
     """
+    fd = os.open(mf.path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return _first_nonzero(mf, fd, pos, chunk)
+    finally:
+        os.close(fd)
+
+
+def _first_nonzero(mf: MappedFile, fd: int, pos: int, chunk: int) -> int | None:
     lo = pos
     while lo < mf.size:
         try:
-            lo = os.lseek(mf._fd, lo, os.SEEK_DATA)
-            region_end = min(mf.size, os.lseek(mf._fd, lo, os.SEEK_HOLE))
+            lo = os.lseek(fd, lo, os.SEEK_DATA)
+            region_end = min(mf.size, os.lseek(fd, lo, os.SEEK_HOLE))
         except OSError as e:
             if e.errno == errno.ENXIO:  # no data after lo
                 return None

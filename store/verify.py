@@ -14,11 +14,11 @@ import numpy.typing as npt
 
 from rocketlake.store import codec, ingest_journal
 from rocketlake.store.checkpoint import Checkpoint
-from rocketlake.store.codec import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, INDEX_HEADER
+from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import read_config, read_consumer_offsets
-from rocketlake.store.consume_queue import ConsumeQueue
+from rocketlake.store.consume_queue import ConsumeQueue, read_units
 from rocketlake.store.dispatch import from_record
 from rocketlake.store.errors import ConfigFileError, StoreFormatError
 from rocketlake.store.index import IndexFile, IndexService
@@ -249,7 +249,7 @@ class _Checker:
         want_q, want_rows = want if want is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         claimed = np.zeros(want_q.size, dtype=np.bool_)
         for mf in cq.files.files:
-            units = np.frombuffer(mf.mm, dtype=CQ_UNIT_DTYPE, count=mf.wrote // CQ_UNIT_SIZE)
+            units = read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE)
             q = mf.start // CQ_UNIT_SIZE + np.arange(units.size, dtype=np.int64)
             off = units["commitlog_offset"].astype(np.int64)
             keep = (q >= cq.min_offset) & (off >= cl_min)
