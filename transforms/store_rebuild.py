@@ -23,7 +23,7 @@ read them, and the scan's parts are plain files next to the output.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from pathlib import Path
@@ -88,13 +88,15 @@ def part_path(staging: Path, part: int, kind: str) -> Path:
 
 
 def scan_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[int],
-              units: bool, keys: bool, keys_after: int = -1) -> PartSummary:
+              units: bool, keys: bool, keys_after: int = -1, at: int | None = None) -> PartSummary:
     """Scan task: walk the records starting in range ``r`` and write their ConsumeQueue units
     (when ``units``) and index keys of messages after offset ``keys_after`` (when ``keys``) as
-    part ``part`` under ``staging``."""
+    part ``part`` under ``staging``. The walk starts at the first record start in the range, or
+    at CommitLog offset ``at`` (inside the range) when given: where the record chain says the
+    next record starts (:func:`valid_parts`)."""
     buf = open_on_executor(r.path)
     base = r.file_start
-    pos = find_record_start(buf, base, r.lo, r.hi)
+    pos = find_record_start(buf, base, r.lo, r.hi) if at is None else at - base
     if pos >= r.hi:
         return PartSummary(part, None, base + pos, None, None, 0, 0, {}, (), None)
     delays = tuple(delay_levels_ms)
@@ -194,12 +196,25 @@ class ValidParts:
     gap: bool = False
 
 
-def valid_parts(summaries: list[PartSummary], start: int) -> ValidParts:
+#: re-scan part ``i`` from CommitLog offset ``at``: ``scan_part(i, ranges[i], ..., at=at)``
+Rescan = Callable[[int, int], PartSummary]
+
+
+def valid_parts(summaries: list[PartSummary], ranges: Sequence[ScanRange], start: int,
+                rescan: Rescan) -> ValidParts:
     """Follow the record chain from ``start`` through the parts in CommitLog order: each part's
-    first record must start where the previous part's last one said the next would. Valid data
-    ends at the first break (a part stopped early, or a chain gap), as one walk would end it."""
+    first record must start where the previous part's last one said the next would. A part whose
+    scan started elsewhere (bytes inside a body that look like a record head) is re-scanned from
+    the chain's next record with ``rescan``, and a part lying wholly inside one record is skipped,
+    so valid data ends where one walk would end it: where a part stopped early, or at a chain
+    gap (no part holds the next record)."""
     expected, kept = start, list[PartSummary]()
-    for s in summaries:
+    for s, r in zip(summaries, ranges, strict=True):
+        lo, hi = r.file_start + r.lo, r.file_start + r.hi
+        if hi <= expected:
+            continue
+        if lo <= expected and s.first != expected:
+            s = rescan(s.part, expected)
         if s.first is None:
             continue
         if s.first != expected:
