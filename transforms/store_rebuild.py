@@ -38,6 +38,7 @@ from rocketlake.store.index import IndexFile
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.paths import queue_dir
 from rocketlake.store.record_walk import RecordBatch
+from rocketlake.store.safe_files import disk_error
 from rocketlake.transforms.commitlog_batch import find_record_start, walk_range
 from rocketlake.transforms.commitlog_scan import ScanRange, open_on_executor
 
@@ -136,7 +137,7 @@ def scan_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[i
     key_topics: dict[str, int] = {}
     if keys:
         key_rows = np.concatenate(cols["key"]) if cols["key"] else np.zeros(0, KEY_DTYPE)
-        np.save(part_path(folder, part, "keys"), key_rows)
+        _save(part_path(folder, part, "keys"), key_rows)
         per_topic = np.zeros(len(topic_no), dtype=np.int64)
         for c in cols["key_topic"]:
             per_topic[:c.size] += c.astype(np.int64)
@@ -161,6 +162,14 @@ def scan_parts(sc: SparkContext, ranges: list[ScanRange], staging: str,
     return sc.parallelize(list(enumerate(ranges)), tasks).mapPartitions(scan).collect()
 
 
+def _save(path: Path, rows: np.ndarray) -> None:
+    """``np.save`` of a part file; an OSError (a full disk) names the file."""
+    try:
+        np.save(path, rows)
+    except OSError as e:
+        raise disk_error(e, path, "writing a rebuild's scan part") from None
+
+
 def _write_units(folder: Path, part: int, cols: dict[str, list[np.ndarray]],
                  topics: dict[int, str]) -> tuple[tuple[QueueRows, ...], tuple[int, str, int] | None]:
     """Group a part's units by queue (stable: put order within a queue) and save them."""
@@ -170,8 +179,8 @@ def _write_units(folder: Path, part: int, cols: dict[str, list[np.ndarray]],
     order = np.argsort(group, kind="stable")
     group, qoff = group[order], np.concatenate(cols["qoff"])[order]
     unit = np.concatenate(cols["unit"])[order]
-    np.save(part_path(folder, part, "units"), unit)
-    np.save(part_path(folder, part, "qoff"), qoff)
+    _save(part_path(folder, part, "units"), unit)
+    _save(part_path(folder, part, "qoff"), qoff)
     bounds = np.r_[0, np.flatnonzero(np.diff(group)) + 1, group.size].tolist()
     queues, bad = [], None
     for lo, hi in zip(bounds[:-1], bounds[1:]):

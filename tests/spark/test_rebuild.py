@@ -25,7 +25,7 @@ from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.verify import verify
 from rocketlake.transforms import store_rebuild
 
-from .helpers import SMALL, library_messages, tree_bytes
+from .helpers import SMALL, library_messages, rocketlake, sets, tree_bytes
 
 GOLDEN_STORE = GOLDEN_498 / "store"
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,10 +51,6 @@ for line in sys.stdin:
     print("done", flush=True)
     break
 """
-
-
-def sets(settings: dict) -> list[str]:
-    return [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
 
 
 def test_golden_store_rebuilds_byte_identical(spark, golden_store: Path, golden_settings: dict,
@@ -99,13 +95,6 @@ def test_incremental_continues_where_the_files_stop(spark, tmp_path: Path,
     rebuild_index(spark, full, cfg, incremental=True, split_bytes=20000)
     assert tree_bytes(full / "consumequeue") == tree_bytes(library_store / "consumequeue")
     assert tree_bytes(full / "index") == tree_bytes(library_store / "index")
-
-
-def rocketlake(*args: str) -> subprocess.CompletedProcess:
-    """The ``rocketlake`` command of this environment, run as a process."""
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    return subprocess.run([str(Path(sys.executable).parent / "rocketlake"), *args], env=env,
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def flip_body_byte(store: Path, n: int) -> int:
