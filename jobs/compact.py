@@ -74,7 +74,7 @@ from rocketlake.transforms.commitlog_scan import (
 )
 from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
 from rocketlake.transforms.consume_queue_units import gets_unit
-from rocketlake.transforms.store_rebuild import ValidParts, scan_parts, valid_parts
+from rocketlake.transforms.store_rebuild import ValidParts, scan_part, scan_parts, valid_parts
 
 PROG = "compact"
 
@@ -116,7 +116,8 @@ def checked_walk(spark: SparkSession, root: Path, cfg: StoreConfig, start: int,
               if names is None or codec.format_file_name(r.file_start) in names]
     with spark_progress(spark, "check"):
         summaries = scan_parts(spark.sparkContext, ranges, "", cfg.delay_levels_ms, False, False)
-    return ranges, valid_parts(summaries, start)
+    return ranges, valid_parts(summaries, ranges, start, lambda i, at: scan_part(
+        i, ranges[i], "", cfg.delay_levels_ms, False, False, at=at))
 
 
 def checked_source(spark: SparkSession, root: Path, cfg: StoreConfig,

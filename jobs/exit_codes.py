@@ -43,11 +43,14 @@ _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitC
 )
 
 
-#: the Python exceptions a Spark task can fail with that a command expects, by name
+#: the Python exceptions a Spark task can fail with that a command expects, by name (an OSError
+#: too: a full disk is expected)
 _TASK_ERRORS = {c.__name__: c for group, _ in _CODES
-                for c in (group if isinstance(group, tuple) else (group,))}
-#: the last "Name: message" line of a Python traceback
-_TRACEBACK_LAST = re.compile(r"^(\w+): (.+)$", re.MULTILINE)
+                for c in (*(group if isinstance(group, tuple) else (group,)), OSError)}
+#: the last "[module.]Name: message" line of a Python traceback
+_TRACEBACK_LAST = re.compile(r"^(?:\w+\.)*(\w+): (.+)$", re.MULTILINE)
+#: how an OSError with an errno prints
+_ERRNO = re.compile(r"^\[Errno (\d+)\] ")
 
 
 def task_error(error: BaseException) -> BaseException | None:
@@ -60,7 +63,10 @@ def task_error(error: BaseException) -> BaseException | None:
     if not found:
         return None
     name, message = found[-1].groups()
-    return _TASK_ERRORS[name](f"in a Spark task: {message}")
+    inner = _TASK_ERRORS[name](f"in a Spark task: {message}")
+    if isinstance(inner, OSError) and (errno_at := _ERRNO.match(message)):
+        inner.errno = int(errno_at.group(1))
+    return inner
 
 
 def exit_code(error: BaseException) -> ExitCode | None:

@@ -30,7 +30,7 @@ from rocketlake.jobs.cli import job_main
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.store import swap_journal
 from rocketlake.store.config import StoreConfig
-from rocketlake.store.errors import UnsafePathError
+from rocketlake.store.errors import CorruptRecordError, UnsafePathError
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms import store_rebuild as sr
@@ -39,6 +39,7 @@ from rocketlake.transforms.commitlog_scan import (
     ScanEnd,
     commitlog_files,
     plan_ranges,
+    record_after,
     zeros_at,
 )
 
@@ -97,6 +98,18 @@ def _check_names(parts: list[sr.PartSummary], store: Path) -> None:
             f"path from it, nothing was written")
 
 
+def _check_end(store: Path, files: list[tuple[Path, int]], end: int, reason: str | None) -> None:
+    """Refuse a CommitLog whose valid data ends at ``end`` while records follow (damage, or zeros,
+    before the end of the data): structures built up to ``end`` would cover only part of the
+    store's records. CorruptRecordError naming the offset, why, and where records resume."""
+    resume = record_after(files, end)
+    if resume is not None:
+        raise CorruptRecordError(
+            f"{store / 'commitlog'}: valid data ends at offset {end} ({reason or 'zeros'}) but "
+            f"records follow at offset {resume}; refusing to rebuild from part of the CommitLog, "
+            f"nothing was written (the store needs recovery)")
+
+
 def _run_write(task: tuple[str, object], staging: str, root: str, cq_name: str,
                cfg: StoreConfig) -> tuple[str, dict[str, int]]:
     """One write task on an executor: a group of queues, or one index file."""
@@ -136,10 +149,12 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
         with spark_progress(spark, "scan"):
             summaries = sr.scan_parts(sc, ranges, str(staging), cfg.delay_levels_ms, want_cq,
                                       want_index, start.keys_after)
-        valid = sr.valid_parts(summaries, scan_from)
+        valid = sr.valid_parts(summaries, ranges, scan_from, lambda i, at: sr.scan_part(
+            i, ranges[i], str(staging), cfg.delay_levels_ms, want_cq, want_index, start.keys_after, at))
         reason = valid.reason
         if reason is not None and valid.gap and zeros_at(valid.end, files):
             reason = None  # zeros after the last record: the normal end
+        _check_end(store, files, valid.end, reason)
         end = ScanEnd(valid.end, reason, valid.records)
         job_support.report_scan(prog, end)
         if want_cq:

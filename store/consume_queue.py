@@ -18,7 +18,7 @@ from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.lazy_maps import LazyMappedFile
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, data_end
 from rocketlake.store.paths import CONSUME_QUEUE_DIR, queue_dir
-from rocketlake.store.safe_files import open_file
+from rocketlake.store.safe_files import disk_error, open_file
 from rocketlake.store.swap_journal import refuse_unfinished
 
 #: units read at a time where a scan may stop early
@@ -313,7 +313,8 @@ def write_consume_queue_files(qdir: Path, queue_offsets: np.ndarray, units: np.n
     under ``qdir`` with plain file writes, the bytes ``ConsumeQueue.put_many`` would write
     (files of ``file_size`` bytes, pre-blank units before the first unit of a new queue).
     ``after``: the queue's current max offset; units below it are already there and skipped.
-    StoreFormatError when the offsets leave a gap; LinkedFileError for a file that is a link.
+    StoreFormatError when the offsets leave a gap; LinkedFileError for a file that is a link;
+    an OSError naming the file (StoreFullError: the disk is full) when a write fails.
     Returns the number of units written."""
     keep = queue_offsets >= after
     queue_offsets, units = queue_offsets[keep], units[keep]
@@ -335,11 +336,14 @@ def write_consume_queue_files(qdir: Path, queue_offsets: np.ndarray, units: np.n
         start = pos - pos % file_size
         n = min(start + file_size, first + len(data)) - pos
         path = qdir / format_file_name(start)
-        with os.fdopen(open_file(path, os.O_RDWR | os.O_CREAT), "r+b") as f:
-            if os.fstat(f.fileno()).st_size != file_size:
-                f.truncate(file_size)
-            if new_queue and pos == first:
-                os.pwrite(f.fileno(), pre_blank(pos, file_size), 0)
-            os.pwrite(f.fileno(), data[pos - first:pos - first + n], pos - start)
+        try:
+            with os.fdopen(open_file(path, os.O_RDWR | os.O_CREAT), "r+b") as f:
+                if os.fstat(f.fileno()).st_size != file_size:
+                    f.truncate(file_size)
+                if new_queue and pos == first:
+                    os.pwrite(f.fileno(), pre_blank(pos, file_size), 0)
+                os.pwrite(f.fileno(), data[pos - first:pos - first + n], pos - start)
+        except OSError as e:
+            raise disk_error(e, path, "writing ConsumeQueue units") from None
         pos += n
     return int(queue_offsets.size)

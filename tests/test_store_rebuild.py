@@ -22,22 +22,47 @@ def part(n: int, first: int | None, tail: int, records: int = 1, stop: int | Non
                           tuple(queues), None)
 
 
+def ranges(*bounds: tuple[int, int]) -> list[ScanRange]:
+    return [ScanRange("f", 0, lo, hi) for lo, hi in bounds]
+
+
+def no_rescan(i: int, at: int) -> sr.PartSummary:
+    raise AssertionError(f"part {i} re-scanned from {at}")
+
+
 def test_valid_parts_follow_the_chain_and_skip_ranges_without_a_record_start() -> None:
     parts = [part(0, 0, 150, 3), part(1, None, 0), part(2, 150, 400, 2), part(3, 400, 1000, 4)]
-    v = sr.valid_parts(parts, 0)
+    v = sr.valid_parts(parts, ranges((0, 100), (100, 150), (150, 300), (300, 1000)), 0, no_rescan)
     assert ([p.part for p in v.parts], v.end, v.reason, v.records, v.gap) == ([0, 2, 3], 1000, None, 9, False)
 
 
 def test_valid_data_ends_at_a_chain_gap() -> None:
-    # part 1's first record is not where part 0's last one said the next would start
-    v = sr.valid_parts([part(0, 0, 150, 3), part(1, 170, 300, 2)], 0)
+    # no range holds offset 150, where part 0's last record said the next would start
+    v = sr.valid_parts([part(0, 0, 150, 3), part(1, 170, 300, 2)], ranges((0, 100), (160, 300)), 0,
+                       no_rescan)
     assert ([p.part for p in v.parts], v.end, v.records, v.gap) == ([0], 150, 3, True)
     assert v.reason == "offset 150: no valid record starts here"
 
 
+def test_a_part_that_started_inside_a_record_is_rescanned_from_the_chain() -> None:
+    # part 1's scan started at 120, bytes inside the record [0, 130) that look like a record
+    # head; part 2 lies wholly inside the record [130, 450), part 3 starts inside it
+    calls = []
+
+    def rescan(i: int, at: int) -> sr.PartSummary:
+        calls.append((i, at))
+        return {1: part(1, 130, 450, 2), 3: part(3, 450, 500, 1)}[i]
+
+    parts = [part(0, 0, 130, 3), part(1, 120, 240, 9), part(2, 260, 300, 1), part(3, 420, 430, 1)]
+    v = sr.valid_parts(parts, ranges((0, 100), (100, 200), (200, 400), (400, 500)), 0, rescan)
+    assert calls == [(1, 130), (3, 450)]
+    assert ([p.part for p in v.parts], [p.first for p in v.parts], v.end, v.records, v.gap) == (
+        [0, 1, 3], [0, 130, 450], 500, 6, False)
+
+
 def test_valid_data_ends_where_a_part_stopped_early() -> None:
     parts = [part(0, 0, 150, 3), part(1, 150, 200, 1, stop=200, reason="bad CRC"), part(2, 260, 300)]
-    v = sr.valid_parts(parts, 0)
+    v = sr.valid_parts(parts, ranges((0, 100), (100, 200), (200, 300)), 0, no_rescan)
     assert ([p.part for p in v.parts], v.end, v.reason, v.records) == ([0, 1], 200, "bad CRC", 4)
     assert not v.gap
 

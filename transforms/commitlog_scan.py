@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFileQueue, data_end
+from rocketlake.transforms.commitlog_batch import find_record_start
 
 #: Default range size: several ranges per 1 GiB CommitLog file.
 DEFAULT_SPLIT_BYTES = 64 << 20
@@ -76,6 +78,23 @@ def open_on_executor(path: str) -> np.ndarray:
             f"{path}: no such CommitLog file on executor host {socket.gethostname()}; the store is "
             f"read where it lies, so it must be a path every executor sees (a shared mount, or "
             f"local[*] on the broker's host)") from e
+
+
+def record_after(files: list[tuple[Path, int]], offset: int) -> int | None:
+    """CommitLog offset of the first record start after ``offset``: later in the file holding it,
+    or at the head of a later file (``files``: :func:`commitlog_files`). None when no record
+    follows: ``offset`` is the end of the CommitLog's data."""
+    for path, fstart in files:
+        size = os.path.getsize(path)
+        if fstart > offset and size > 36:
+            if kr.find_start(np.memmap(path, dtype=np.uint8, mode="r"), fstart, 0, 1) == 0:
+                return fstart
+        elif fstart <= offset < fstart + size:
+            buf = open_on_executor(str(path))
+            follow = find_record_start(buf, fstart, offset - fstart + 1, buf.size)
+            if follow < buf.size:
+                return fstart + follow
+    return None
 
 
 def zeros_at(offset: int, files: list[tuple[Path, int]]) -> bool:

@@ -73,7 +73,6 @@ from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.store_dir import check_store
 from rocketlake.transforms.commitlog_batch import (
-    Buffer,
     blank_at,
     find_record_start,
     message_columns,
@@ -82,8 +81,10 @@ from rocketlake.transforms.commitlog_batch import (
 from rocketlake.transforms.commitlog_scan import (
     DEFAULT_SPLIT_BYTES,
     ScanRange,
+    commitlog_files,
     open_on_executor,
     plan_ranges,
+    record_after,
 )
 
 log = logging.getLogger(__name__)
@@ -272,14 +273,14 @@ class CommitLogReader(_BoundsReader):
             status, error = nxt.status if not len(nxt.raw) else kr.LIMIT, nxt.error
         if status in (kr.LIMIT, kr.BLANK):
             return
-        self._ended(buf, r, end, error)
+        self._ended(r, end, error)
 
-    def _ended(self, buf: Buffer, r: ScanRange, pos: int, error: str | None) -> None:
+    def _ended(self, r: ScanRange, pos: int, error: str | None) -> None:
         """Valid data ends at ``pos`` of ``r``'s file (zeros, or ``error``): warn, or raise when
         records follow."""
         at = r.file_start + pos
-        follow = find_record_start(buf, r.file_start, pos + 1, buf.size)
-        resume = r.file_start + follow if follow < buf.size else _later_record(r)
+        assert self.file_size is not None  # partitions() planned ``r`` from it
+        resume = record_after(commitlog_files(self.root, self.file_size), at)
         why = error or "zeros"
         if resume is not None:
             raise CorruptRecordError(
@@ -288,17 +289,6 @@ class CommitLogReader(_BoundsReader):
                 f"mismatch; otherwise the store needs recovery)")
         if error is not None:
             log.warning("%s: valid data ends at offset %d: %s; rows stop there", r.path, at, error)
-
-
-def _later_record(r: ScanRange) -> int | None:
-    """The start offset of the first later CommitLog file that begins with a record."""
-    folder = Path(r.path).parent
-    for p in sorted(folder.iterdir()):
-        if p.name.isdigit() and int(p.name) > r.file_start and p.stat().st_size > 36:
-            head = np.memmap(p, dtype=np.uint8, mode="r")
-            if kr.find_start(head, int(p.name), 0, 1) == 0:
-                return int(p.name)
-    return None
 
 
 class ConsumeQueueReader(_BoundsReader):

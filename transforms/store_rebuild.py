@@ -23,7 +23,7 @@ read them, and the scan's parts are plain files next to the output.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from pathlib import Path
@@ -38,6 +38,7 @@ from rocketlake.store.index import IndexFile
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.paths import queue_dir
 from rocketlake.store.record_walk import RecordBatch
+from rocketlake.store.safe_files import disk_error
 from rocketlake.transforms.commitlog_batch import find_record_start, walk_range
 from rocketlake.transforms.commitlog_scan import ScanRange, open_on_executor
 
@@ -88,13 +89,15 @@ def part_path(staging: Path, part: int, kind: str) -> Path:
 
 
 def scan_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[int],
-              units: bool, keys: bool, keys_after: int = -1) -> PartSummary:
+              units: bool, keys: bool, keys_after: int = -1, at: int | None = None) -> PartSummary:
     """Scan task: walk the records starting in range ``r`` and write their ConsumeQueue units
     (when ``units``) and index keys of messages after offset ``keys_after`` (when ``keys``) as
-    part ``part`` under ``staging``."""
+    part ``part`` under ``staging``. The walk starts at the first record start in the range, or
+    at CommitLog offset ``at`` (inside the range) when given: where the record chain says the
+    next record starts (:func:`valid_parts`)."""
     buf = open_on_executor(r.path)
     base = r.file_start
-    pos = find_record_start(buf, base, r.lo, r.hi)
+    pos = find_record_start(buf, base, r.lo, r.hi) if at is None else at - base
     if pos >= r.hi:
         return PartSummary(part, None, base + pos, None, None, 0, 0, {}, (), None)
     delays = tuple(delay_levels_ms)
@@ -134,7 +137,7 @@ def scan_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[i
     key_topics: dict[str, int] = {}
     if keys:
         key_rows = np.concatenate(cols["key"]) if cols["key"] else np.zeros(0, KEY_DTYPE)
-        np.save(part_path(folder, part, "keys"), key_rows)
+        _save(part_path(folder, part, "keys"), key_rows)
         per_topic = np.zeros(len(topic_no), dtype=np.int64)
         for c in cols["key_topic"]:
             per_topic[:c.size] += c.astype(np.int64)
@@ -159,6 +162,14 @@ def scan_parts(sc: SparkContext, ranges: list[ScanRange], staging: str,
     return sc.parallelize(list(enumerate(ranges)), tasks).mapPartitions(scan).collect()
 
 
+def _save(path: Path, rows: np.ndarray) -> None:
+    """``np.save`` of a part file; an OSError (a full disk) names the file."""
+    try:
+        np.save(path, rows)
+    except OSError as e:
+        raise disk_error(e, path, "writing a rebuild's scan part") from None
+
+
 def _write_units(folder: Path, part: int, cols: dict[str, list[np.ndarray]],
                  topics: dict[int, str]) -> tuple[tuple[QueueRows, ...], tuple[int, str, int] | None]:
     """Group a part's units by queue (stable: put order within a queue) and save them."""
@@ -168,8 +179,8 @@ def _write_units(folder: Path, part: int, cols: dict[str, list[np.ndarray]],
     order = np.argsort(group, kind="stable")
     group, qoff = group[order], np.concatenate(cols["qoff"])[order]
     unit = np.concatenate(cols["unit"])[order]
-    np.save(part_path(folder, part, "units"), unit)
-    np.save(part_path(folder, part, "qoff"), qoff)
+    _save(part_path(folder, part, "units"), unit)
+    _save(part_path(folder, part, "qoff"), qoff)
     bounds = np.r_[0, np.flatnonzero(np.diff(group)) + 1, group.size].tolist()
     queues, bad = [], None
     for lo, hi in zip(bounds[:-1], bounds[1:]):
@@ -194,12 +205,25 @@ class ValidParts:
     gap: bool = False
 
 
-def valid_parts(summaries: list[PartSummary], start: int) -> ValidParts:
+#: re-scan part ``i`` from CommitLog offset ``at``: ``scan_part(i, ranges[i], ..., at=at)``
+Rescan = Callable[[int, int], PartSummary]
+
+
+def valid_parts(summaries: list[PartSummary], ranges: Sequence[ScanRange], start: int,
+                rescan: Rescan) -> ValidParts:
     """Follow the record chain from ``start`` through the parts in CommitLog order: each part's
-    first record must start where the previous part's last one said the next would. Valid data
-    ends at the first break (a part stopped early, or a chain gap), as one walk would end it."""
+    first record must start where the previous part's last one said the next would. A part whose
+    scan started elsewhere (bytes inside a body that look like a record head) is re-scanned from
+    the chain's next record with ``rescan``, and a part lying wholly inside one record is skipped,
+    so valid data ends where one walk would end it: where a part stopped early, or at a chain
+    gap (no part holds the next record)."""
     expected, kept = start, list[PartSummary]()
-    for s in summaries:
+    for s, r in zip(summaries, ranges, strict=True):
+        lo, hi = r.file_start + r.lo, r.file_start + r.hi
+        if hi <= expected:
+            continue
+        if lo <= expected and s.first != expected:
+            s = rescan(s.part, expected)
         if s.first is None:
             continue
         if s.first != expected:

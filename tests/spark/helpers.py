@@ -3,7 +3,10 @@ byte snapshot of a store tree. Test modules import this (``from .helpers import 
 stay in conftest.py."""
 from __future__ import annotations
 
+import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 from goldens import GOLDEN
@@ -36,6 +39,18 @@ def library_messages() -> list[Message]:
             store_host="[2001:db8::5]:10911" if i % 17 == 0 else None,
             store_timestamp=BASE_TS + max(0, i // 60 - 3) * 1500))
     return out
+
+
+def sets(settings: dict) -> list[str]:
+    """``settings`` as ``--set NAME=VALUE`` arguments."""
+    return [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
+
+
+def rocketlake(*args: str) -> subprocess.CompletedProcess:
+    """The ``rocketlake`` command of this environment, run as a process."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    return subprocess.run([str(Path(sys.executable).parent / "rocketlake"), *args], env=env,
+                          capture_output=True, text=True, timeout=600)
 
 
 def tree_bytes(root: Path) -> dict[str, bytes]:

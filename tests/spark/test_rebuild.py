@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import struct
 import subprocess
 import sys
 import threading
@@ -17,7 +18,7 @@ from rocketlake.jobs import cli
 from rocketlake.jobs.rebuild import rebuild as rebuild_both
 from rocketlake.jobs.rebuild_consumequeue import rebuild_consumequeue
 from rocketlake.jobs.rebuild_index import rebuild_index
-from rocketlake.store import Message, MessageStore
+from rocketlake.store import Message, MessageStore, codec
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config
 from rocketlake.store.lockfile import is_locked
@@ -25,10 +26,12 @@ from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.verify import verify
 from rocketlake.transforms import store_rebuild
 
-from .helpers import SMALL, library_messages, tree_bytes
+from .helpers import SMALL, library_messages, rocketlake, sets, tree_bytes
 
 GOLDEN_STORE = GOLDEN_498 / "store"
 ROOT = Path(__file__).resolve().parents[2]
+#: where a v1 record's body starts, with IPv4 hosts (docs/FORMAT.md §2)
+BODY_AT = 88
 
 #: A writer process: on each "open" line it tries to open the store; refused, it says so and
 #: waits for the next line; opened, it puts 500 keyed messages (SYNC_FLUSH) and closes.
@@ -49,10 +52,6 @@ for line in sys.stdin:
     print("done", flush=True)
     break
 """
-
-
-def sets(settings: dict) -> list[str]:
-    return [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
 
 
 def test_golden_store_rebuilds_byte_identical(spark, golden_store: Path, golden_settings: dict,
@@ -105,18 +104,25 @@ def test_incremental_continues_where_the_files_stop(spark, tmp_path: Path,
     assert tree_bytes(full / "index") == tree_bytes(library_store / "index")
 
 
-def test_bad_crc_ends_valid_data_where_the_library_stops(spark, store_copy: Path,
-                                                         tmp_path: Path) -> None:
-    cfg = load_config(SMALL)
-    log = CommitLog(store_copy, cfg)
+def flip_body_byte(store: Path, n: int) -> int:
+    """Flip the first body byte of the ``n``-th CommitLog record (its body CRC no longer
+    matches); returns the record's offset."""
+    log = CommitLog(store, load_config(SMALL))
     log.files.load()
-    victim = [r for r in log.scan() if r.commitlog_offset > 70000][0]
+    victim = list(log.scan())[n]
     log.close()
-    path = store_copy / "commitlog" / "00000000000000065536"
+    size = SMALL["mappedFileSizeCommitLog"]
+    path = store / "commitlog" / f"{victim.commitlog_offset // size * size:020d}"
     data = bytearray(path.read_bytes())
-    body_at = data.index(victim.body, victim.commitlog_offset - 65536)
-    data[body_at] ^= 0xFF  # the body of a record in the second file
+    data[data.index(victim.body, victim.commitlog_offset % size)] ^= 0xFF
     path.write_bytes(bytes(data))
+    return victim.commitlog_offset
+
+
+def test_bad_crc_on_the_last_record_ends_valid_data_where_the_library_stops(
+        spark, store_copy: Path, tmp_path: Path) -> None:
+    cfg = load_config(SMALL)
+    flip_body_byte(store_copy, -1)  # a torn tail: nothing follows the damaged record
     ref = rebuild(store_copy, tmp_path / "ref", **SMALL)
     out = tmp_path / "out"
     done = rebuild_both(spark, store_copy, cfg, output=out, split_bytes=20000)
@@ -124,6 +130,61 @@ def test_bad_crc_ends_valid_data_where_the_library_stops(spark, store_copy: Path
     assert ref.stop_reason is not None and done.end.reason == ref.stop_reason  # the CRC mismatch
     assert tree_bytes(out / "consumequeue") == tree_bytes(tmp_path / "ref" / "consumequeue")
     assert tree_bytes(out / "index") == tree_bytes(tmp_path / "ref" / "index")
+
+
+def planted_body(address: int, size: int) -> bytes:
+    """A body of ``size`` bytes for a record stored at ``address`` holding a record head every 200
+    bytes: TOTALSIZE, MAGIC and a PHYSICALOFFSET equal to the head's own address (a producer
+    learns where its next message lands from the previous offsetMsgId)."""
+    body = bytearray(b"x" * size)
+    for at in range(0, size - 36, 200):
+        struct.pack_into(">ii", body, at, 200, codec.MAGIC_V1)
+        struct.pack_into(">q", body, at + 28, address + BODY_AT + at)
+    return bytes(body)
+
+
+def test_record_heads_planted_in_a_body_across_split_boundaries_lose_nothing(
+        tmp_path: Path) -> None:
+    store, split = tmp_path / "store", 1000
+    with MessageStore(store, **SMALL) as ms:
+        done = [ms.put(Message("planted", b"m-%d" % i, i % 4, keys=f"k-{i}")) for i in range(100)]
+        nxt = done[-1].commitlog_offset + done[-1].size
+        body = planted_body(nxt, 3000)
+        done.append(ms.put(Message("planted", body, 100 % 4, keys="k-100")))
+        assert done[-1].commitlog_offset == nxt
+        done += [ms.put(Message("planted", b"m-%d" % i, i % 4, keys=f"k-{i}")) for i in range(101, 402)]
+    start = nxt % SMALL["mappedFileSizeCommitLog"] + BODY_AT
+    # a split boundary falls inside the body, before one of its planted heads
+    assert any(start < b < start + 3000 - 200 for b in range(0, 65536, split))
+    built = {name: tree_bytes(store / name) for name in ("consumequeue", "index")}
+    for name in built:
+        shutil.rmtree(store / name)
+
+    r = rocketlake("rebuild", "--store", str(store), "--split-bytes", str(split), *sets(SMALL))
+
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "scanned 402 records" in r.stderr
+    assert {name: tree_bytes(store / name) for name in built} == built
+    with MessageStore(store, read_only=True, **SMALL) as ms:
+        assert [ms.max_offset("planted", q) for q in range(4)] == [101, 101, 100, 100]
+        assert [[m.commitlog_offset for m in ms.query("planted", f"k-{i}")] for i in range(402)] == [
+            [d.commitlog_offset] for d in done]
+
+
+def test_damage_before_the_end_of_the_data_is_refused_and_nothing_changes(
+        store_copy: Path) -> None:
+    at = flip_body_byte(store_copy, 100)
+    before = tree_bytes(store_copy)
+
+    r = rocketlake("rebuild", "--store", str(store_copy), "--split-bytes", "20000", *sets(SMALL))
+
+    assert r.returncode == 3, r.stderr[-3000:]
+    error = [line for line in r.stderr.splitlines() if "error:" in line]
+    assert len(error) == 1 and f"valid data ends at offset {at}" in error[0], r.stderr[-3000:]
+    assert "records follow" in error[0] and "nothing was written" in error[0]
+    assert "Traceback" not in r.stderr
+    assert tree_bytes(store_copy) == before
+    assert not [p for p in store_copy.iterdir() if p.name.startswith(".")]
 
 
 @pytest.mark.parametrize("job", ["rebuild-consumequeue", "rebuild-index"])
