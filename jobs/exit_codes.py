@@ -11,6 +11,7 @@ from enum import IntEnum
 from functools import partial
 from typing import TextIO
 
+from rocketlake.jobs.printable import printable
 from rocketlake.store.errors import (
     ConfigFileError,
     CorruptRecordError,
@@ -83,7 +84,8 @@ def exit_code(error: BaseException) -> ExitCode | None:
 def run(prog: str, body: Callable[[], int]) -> int:
     """Run a command's body; an expected error becomes one line ``<prog>: error: ...`` on stderr
     (its notes after it: what became of the store) and its exit code; a warning one line
-    ``<prog>: warning: ...``. A closed stdout (``| head``) ends the command quietly."""
+    ``<prog>: warning: ...``; both with stored strings made printable (``jobs.printable``).
+    A closed stdout (``| head``) ends the command quietly."""
     with warnings.catch_warnings():  # restores showwarning afterwards
         warnings.showwarning = partial(_warning_line, prog)
         try:
@@ -95,10 +97,10 @@ def run(prog: str, body: Callable[[], int]) -> int:
             if code is None:
                 raise
             notes = "".join(f"; {note}" for note in getattr(e, "__notes__", ()))
-            print(f"{prog}: error: {task_error(e) or e}{notes}", file=sys.stderr)
+            print(printable(f"{prog}: error: {task_error(e) or e}{notes}"), file=sys.stderr)
             return code
 
 
 def _warning_line(prog: str, message: Warning | str, category: type[Warning], filename: str,
                   lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
-    print(f"{prog}: warning: {message}", file=sys.stderr if file is None else file)
+    print(printable(f"{prog}: warning: {message}"), file=sys.stderr if file is None else file)

@@ -5,13 +5,14 @@ import argparse
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
 from rocketlake import __version__
 from rocketlake.jobs import cli
-from rocketlake.jobs.exit_codes import ExitCode, exit_code
+from rocketlake.jobs.exit_codes import ExitCode, exit_code, run
 from rocketlake.store import MessageStore
 from rocketlake.store.errors import StoreFormatError, StoreFullError
 from rocketlake.store.lockfile import StoreLockedError
@@ -140,3 +141,16 @@ def test_store_commands_never_import_spark(tmp_path: Path) -> None:
             "print(rc, any(m.startswith('pyspark') for m in sys.modules))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert p.stdout.split() == ["2", "False"], p.stderr
+
+
+def test_error_and_warning_lines_escape_control_characters(capsys) -> None:
+    """A stored name in an error or a warning cannot drive the terminal (ESC, BEL, a newline that
+    would fake a second line)."""
+    def body() -> int:
+        warnings.warn("group \x1b]0;owned\x07 skipped", stacklevel=1)
+        raise StoreFormatError("topic \x1b[2Jx\nrocketlake: ok: fake")
+    assert run("rocketlake", body) == ExitCode.UNUSABLE
+    assert capsys.readouterr().err.splitlines() == [
+        "rocketlake: warning: group \\x1b]0;owned\\x07 skipped",
+        "rocketlake: error: topic \\x1b[2Jx\\nrocketlake: ok: fake",
+    ]
