@@ -12,6 +12,7 @@ from functools import partial
 from typing import TextIO
 
 from rocketlake.jobs.printable import printable
+from rocketlake.store import errors
 from rocketlake.store.errors import (
     ConfigFileError,
     CorruptRecordError,
@@ -44,10 +45,12 @@ _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitC
 )
 
 
-#: the Python exceptions a Spark task can fail with that a command expects, by name (an OSError
-#: too: a full disk is expected)
-_TASK_ERRORS = {c.__name__: c for group, _ in _CODES
-                for c in (*(group if isinstance(group, tuple) else (group,)), OSError)}
+#: the Python exceptions a Spark task can fail with that a command may expect, by name: the store
+#: library's, the builtins of the table, and OSError (a full disk)
+_TASK_ERRORS = {c.__name__: c for c in (
+    *(c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.RocketlakeError)),
+    *(c for group, _ in _CODES for c in (group if isinstance(group, tuple) else (group,))),
+    OSError)}
 #: the last "[module.]Name: message" line of a Python traceback
 _TRACEBACK_LAST = re.compile(r"^(?:\w+\.)*(\w+): (.+)$", re.MULTILINE)
 #: how an OSError with an errno prints
@@ -56,9 +59,10 @@ _ERRNO = re.compile(r"^\[Errno (\d+)\] ")
 
 def task_error(error: BaseException) -> BaseException | None:
     """The expected error inside a failed Spark task (PySpark's ``PythonException`` and Py4J's
-    ``Py4JJavaError`` carry the executor's traceback as text), rebuilt so it maps to its exit
-    code and prints as one line; None when there is none."""
-    if type(error).__name__ not in ("PythonException", "Py4JJavaError"):
+    ``Py4JJavaError`` carry the executor's traceback as text, and so does the
+    ``AnalysisException`` of a Python data source that failed while planning), rebuilt so it
+    maps to its exit code and prints as one line; None when there is none."""
+    if type(error).__name__ not in ("PythonException", "Py4JJavaError", "AnalysisException"):
         return None
     found = [m for m in _TRACEBACK_LAST.finditer(str(error)) if m.group(1) in _TASK_ERRORS]
     if not found:

@@ -13,7 +13,8 @@ Options (names are case-insensitive):
   projection push-down, so a job that needs no bodies says so here).
 - ``checkCRC``: ``true`` (default) checks every body CRC; ``false`` reads past CRC mismatches.
 - ``splitBytes``: CommitLog range size (default 64 MiB); ``mappedFileSizeCommitLog`` /
-  ``mappedFileSizeConsumeQueue``: file sizes (default: the size of the first file found);
+  ``mappedFileSizeConsumeQueue``: file sizes (default: the size of the first file found; a
+  first file no store has, empty or not whole ConsumeQueue units, is named as damage);
   ``messageDelayLevel``: the broker's delay levels, for ``tags_code`` of delayed messages.
 
 Filters on ``commitlog_offset`` (=, <, <=, >, >=) are pushed down and skip whole ranges and
@@ -69,7 +70,7 @@ from pyspark.sql.types import (
 from rocketlake.store import codec
 from rocketlake.store.config import load_config
 from rocketlake.store.consume_queue import load_queues
-from rocketlake.store.errors import CorruptRecordError
+from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.store_dir import check_store
 from rocketlake.transforms.commitlog_batch import (
@@ -160,17 +161,27 @@ class RocketMQDataSource(DataSource):
         return CommitLogReader(Path(root), schema, self.options)
 
 
-def _first_file_size(folder: Path) -> int | None:
-    """Size of the first store file (20-digit name) under ``folder``, searched depth-first."""
+def _first_file_size(folder: Path, name: str) -> int | None:
+    """Size of the first store file (20-digit name) under ``folder``, searched depth-first, as
+    the setting ``name``; StoreFormatError naming the file when no store has files of that size
+    (empty, or not whole ConsumeQueue units: the file is damaged)."""
     for p in sorted(folder.rglob("*")) if folder.is_dir() else ():
         if p.is_file() and p.name.isdigit() and len(p.name) == 20:
-            return p.stat().st_size
+            size = p.stat().st_size
+            if size <= 0 or getattr(load_config({name: size}), name) != size:
+                raise StoreFormatError(
+                    f"{p}: file is {size} bytes, which no store file has (the source takes "
+                    f"{name} from the first file; give the option to read the store)")
+            return size
     return None
 
 
 def _file_size(options: Any, name: str, folder: Path) -> int | None:
+    """The file size setting ``name``: the option (checked as the store checks it), else the size
+    of the first file under ``folder`` (None: there is none)."""
     given = options.get(name)
-    return int(given) if given is not None else _first_file_size(folder)
+    return getattr(load_config({name: given}), name) if given is not None else _first_file_size(
+        folder, name)
 
 
 class _BoundsReader(DataSourceReader):

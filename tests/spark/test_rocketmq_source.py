@@ -12,6 +12,7 @@ from goldens import GOLDEN_498
 from pyspark.sql import functions as F
 from pyspark.sql.datasource import CaseInsensitiveDict
 
+from rocketlake.jobs.exit_codes import ExitCode, run
 from rocketlake.store import Message, MessageStore, codec
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config
@@ -234,3 +235,31 @@ def test_zeroed_record_with_records_after_it_fails(golden_store: Path, victim) -
     why = f"valid data ends at offset {end} \\(zeros\\) but records follow at offset {resume}"
     with pytest.raises(CorruptRecordError, match=why):
         list(read_in_process(golden_store, splitBytes="8192"))
+
+
+def test_file_sizes_no_store_has_are_one_line_naming_the_file(spark, store_copy: Path,
+                                                              tmp_path: Path, capsys) -> None:
+    """The source takes the file sizes from the first file unless given: a 0-byte CommitLog
+    file or a ConsumeQueue file of 7 bytes (not whole 20-byte units) is damage, named; a size
+    of 0 given as an option is a bad setting."""
+    first = store_copy / "commitlog" / "00000000000000000000"
+    first.write_bytes(b"")
+    one = tmp_path / "one"
+    with MessageStore(one, **SMALL) as ms:
+        ms.put(Message("t", b"m", 0))
+    cq = one / "consumequeue" / "t" / "0" / "00000000000000000000"
+    cq.write_bytes(bytes(7))
+
+    codes = [run("rocketlake x", lambda: read(spark, store_copy).count()),
+             run("rocketlake x", lambda: read(spark, one, mappedFileSizeCommitLog="0").count()),
+             run("rocketlake x", lambda: read(spark, one, kind="consumequeue").count())]
+
+    assert codes == [ExitCode.UNUSABLE, ExitCode.USAGE, ExitCode.UNUSABLE]
+    assert capsys.readouterr().err.splitlines() == [
+        f"rocketlake x: error: in a Spark task: {first}: file is 0 bytes, which no store file has "
+        f"(the source takes mappedFileSizeCommitLog from the first file; give the option to read "
+        f"the store)",
+        "rocketlake x: error: in a Spark task: mappedFileSizeCommitLog must be positive, got 0",
+        f"rocketlake x: error: in a Spark task: {cq}: file is 7 bytes, which no store file has "
+        f"(the source takes mappedFileSizeConsumeQueue from the first file; give the option to "
+        f"read the store)"]
