@@ -146,7 +146,8 @@ def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, st
     (units are in CommitLog order; a tail past the end is the cut data's, not damage; a unit of
     the pre-blank size after the queue's pre-blank units points past it), or, at or above the
     CommitLog's minimum (below it retention removed the records: never read), not at the head
-    of a record (MAGIC v1 or v2, PHYSICALOFFSET = its address, TOTALSIZE = the unit's size). A record's other head fields are not compared: a damaged QUEUEOFFSET or QUEUEID in the
+    of a record (MAGIC v1 or v2, PHYSICALOFFSET = its address, TOTALSIZE = the unit's size).
+    A record's other head fields are not compared: a damaged QUEUEOFFSET or QUEUEID in the
     CommitLog is no reason to move a unit that points at its record. Vectorised over the units:
     O(units), one gather of 36 bytes per unit."""
     first, u = cq.recent_units()
