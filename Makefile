@@ -14,7 +14,8 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
-# Maven builds RocketMQ 4.9.8's own store for the interop tests and benchmarks (Debian's package).
+# Maven builds RocketMQ 4.9.8's own store for the interop tests and benchmarks, and real 4.9.7 /
+# 5.3.3 brokers for tests/test_real_broker.py (Debian's package).
 maven:
 	@command -v mvn >/dev/null 2>&1 || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }

@@ -44,8 +44,8 @@ from rocketlake.jobs.printable import printable
 from rocketlake.jobs.store_commands import event_to_message
 from rocketlake.store import MessageStore
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
-from rocketlake.store.config_files import write_config
 from rocketlake.store.store_dir import create_store
+from rocketlake.store.topic_config import declare_topics
 from rocketlake.store.verify import verify
 
 #: The file marking a directory the pipeline made (sample store, sample lake, rebuild output):
@@ -121,7 +121,7 @@ def ingest(store: Path, n: int, settings: dict) -> tuple[int, str]:
     msgs = [event_to_message(ev) for ev in sample.events(n)]
     create_store(store)  # first (and marked), so a crash half-way leaves a store the next run
     mark(store)          # may replace
-    write_config(store / "config" / "topics.json", sample.topic_config())
+    declare_topics(store, sample.TOPICS, sample.ATTRIBUTES)
     with MessageStore(store, **settings) as ms:
         total = 0
         for i in range(0, len(msgs), 1000):

@@ -19,6 +19,8 @@ TAGS = {"orders": ["created", "paid", "shipped"], "payments": ["auth", "capture"
         "user-profile": ["update"]}
 #: keyed topics whose latest value per key is kept by compaction (RocketMQ 5 topic attribute)
 COMPACTED = ("user-profile",)
+#: the sample topics' attributes in `config/topics.json` (``store.topic_config.declare_topics``)
+ATTRIBUTES = {topic: {"+cleanup.policy": "COMPACTION"} for topic in COMPACTED}
 GROUPS = {"billing": ["orders", "payments"], "analytics": ["orders", "audit-log"],
           "warehouse": ["inventory"], "profiles": ["user-profile"]}
 
@@ -57,19 +59,6 @@ def events(n: int, seed: int = 7, end_ms: int | None = None,
         elif r < 0.06:
             ev["sys_flag"] = rnd.choice([TRANSACTION_PREPARED, TRANSACTION_COMMIT, TRANSACTION_ROLLBACK])
         yield ev
-
-
-def topic_config() -> dict[str, Any]:
-    """`config/topics.json` content for the sample topics (fastjson layout, as a broker writes)."""
-    table = {}
-    for topic, queues in TOPICS.items():
-        tc: dict[str, Any] = {"order": False, "perm": 6, "readQueueNums": queues,
-                              "topicFilterType": "SINGLE_TAG", "topicName": topic, "topicSysFlag": 0,
-                              "writeQueueNums": queues}
-        if topic in COMPACTED:
-            tc["attributes"] = {"+cleanup.policy": "COMPACTION"}
-        table[topic] = tc
-    return {"dataVersion": {"counter": 1, "timestamp": 0}, "topicConfigTable": table}
 
 
 def consumer_progress(max_offsets: dict[tuple[str, int], int],

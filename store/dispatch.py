@@ -18,6 +18,7 @@ from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.index import IndexService
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.record_walk import DispatchColumns, RecordBatch
+from rocketlake.store.topic_config import declare_topics, queue_counts
 
 
 class DispatchRequest(NamedTuple):
@@ -119,7 +120,12 @@ class Dispatcher:
     def reserve_counts(self, counts: dict[tuple[str, int], int], next_offsets: dict[tuple[str, int], int],
                        key_ts: Sequence[int] | npt.NDArray[np.int64]) -> None:
         """``reserve`` for ``counts[(topic, queue_id)]`` new units per queue and new index keys of
-        messages stored at ``key_ts`` (one entry per key)."""
+        messages stored at ``key_ts`` (one entry per key). The topics of queues new to the store
+        are declared in `config/topics.json` first (``store.topic_config``): a queue is never on
+        disk, nor a record of it in the CommitLog, before a broker would serve it."""
+        new = [key for key in counts if key not in self.queues]
+        if new:
+            declare_topics(self.root, queue_counts(new))
         for key, n in counts.items():
             cq = self.queues.get(key)
             if cq is not None:

@@ -47,6 +47,7 @@ from rocketlake.store.recovery import RecoveryReport, recover
 from rocketlake.store.safe_files import open_file
 from rocketlake.store.store_dir import check_store, create_store
 from rocketlake.store.table_encoder import EncodedTable, TableEncoder, messages_to_table, warm_up
+from rocketlake.store.topic_config import declare_topics, queue_counts
 
 MAX_TRANSFER_BYTES = 256 * 1024   # maxTransferBytesOnMessageInMemory
 MAX_TRANSFER_COUNT = 32           # maxTransferCountOnMessageInMemory
@@ -65,7 +66,8 @@ class MessageStore:
     file sizes come from the files (``store.file_sizes``; an override they contradict is a
     SettingError); a writer checks them against the settings. Opening for writing recovers
     the store (normal, or abnormal when ``abort`` is present); ``close()`` flushes everything,
-    writes the checkpoint and removes ``abort``.
+    writes the checkpoint and removes ``abort``. A writer keeps `config/topics.json` declaring
+    every ConsumeQueue's topic (``store.topic_config``), so a broker serves the store.
     """
 
     def __init__(self, root: str | os.PathLike[str], config: StoreConfig | None = None, *,
@@ -180,6 +182,8 @@ class MessageStore:
         self.recovery: RecoveryReport = recover(
             self.commitlog, self.queues, self.index, self.checkpoint, abnormal,
             cfg.delay_levels_ms, self._dispatch)
+        # the queues recovered (or written before topics were declared): a broker serves them all
+        declare_topics(self.root, queue_counts(self.queues))
         warm_up(self.table_encoder)
         self._last_ts = self.checkpoint.physic
         self._dispatch.last_timestamp = max(self._dispatch.last_timestamp, self.checkpoint.logics)

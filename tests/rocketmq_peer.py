@@ -53,18 +53,27 @@ def _tail(text: str, lines: int = 40) -> str:
 
 def build() -> Path:
     """Compile the peer (skipped when the jar is newer than the pom and the sources); the jar."""
-    sources = [PEER / "pom.xml", *PEER.joinpath("src").rglob("*.java")]
-    deps = TARGET / "dependency"
-    if (JAR.exists() and deps.is_dir()
-            and JAR.stat().st_mtime > max(p.stat().st_mtime for p in sources)):
-        return JAR
-    proc = subprocess.run(["mvn", "-q", "-f", str(PEER / "pom.xml"), "package",
-                           "dependency:copy-dependencies"],
-                          capture_output=True, text=True, timeout=1800)
-    if proc.returncode != 0 or not JAR.exists():
-        raise PeerError(f"mvn package of {PEER} failed (exit {proc.returncode}):\n"
-                        f"{_tail(proc.stdout + proc.stderr)}")
-    return JAR
+    return build_project(PEER, JAR)
+
+
+def build_project(project: Path, jar: Path, *options: str) -> Path:
+    """``mvn package dependency:copy-dependencies`` of the Maven project ``project`` (with
+    ``options``, e.g. ``-Dname=value``) unless ``jar`` is newer than its pom and sources and its
+    dependencies are copied beside it; offline first (everything already in the local Maven
+    repository), then online. The jar; PeerError when both fail."""
+    sources = [project / "pom.xml", *(p for p in project.joinpath("src").rglob("*") if p.is_file())]
+    deps = jar.parent / "dependency"
+    if (jar.exists() and deps.is_dir()
+            and jar.stat().st_mtime > max(p.stat().st_mtime for p in sources)):
+        return jar
+    for offline in (["-o"], []):
+        proc = subprocess.run(["mvn", "-q", *offline, "-f", str(project / "pom.xml"), *options,
+                               "package", "dependency:copy-dependencies"],
+                              capture_output=True, text=True, timeout=1800)
+        if proc.returncode == 0 and jar.exists():
+            return jar
+    raise PeerError(f"mvn package of {project} failed (exit {proc.returncode}):\n"
+                    f"{_tail(proc.stdout + proc.stderr)}")
 
 
 def size_args(commitlog: int, cq: int, index_slots: int, index_entries: int) -> list[str]:
@@ -76,21 +85,31 @@ def size_args(commitlog: int, cq: int, index_slots: int, index_entries: int) -> 
 
 def run(mode: str, store: str | os.PathLike[str], *args: object, timeout: float = 600) -> dict[str, Any]:
     """Run one peer mode on ``store`` and return its JSON result; PeerError on failure."""
-    build()
-    classpath = os.pathsep.join([str(JAR), str(TARGET / "dependency" / "*")])
-    cmd = ["java", *ADD_OPENS, *DISK_RATIOS, "-cp", classpath, MAIN, mode, str(store),
-           *(str(a) for a in args)]
+    stdout = java(build(), MAIN, mode, store, *args, timeout=timeout)
+    lines = stdout.splitlines()
+    if len(lines) != 1:
+        raise PeerError(f"peer {mode} {store}: expected one line on stdout, got {stdout[:200]!r}")
+    result: dict[str, Any] = json.loads(lines[0])
+    return result
+
+
+def java(jar: Path, main: str, *args: object, options: tuple[str, ...] = (),
+         timeout: float = 600) -> str:
+    """Run ``main`` of ``jar`` (its dependencies copied beside it) with ``args`` in a JVM set up
+    for RocketMQ (ADD_OPENS, DISK_RATIOS, then ``options``); its stdout. PeerError, with the
+    stderr tail, on a non-zero exit or no answer in ``timeout`` seconds."""
+    classpath = os.pathsep.join([str(jar), str(jar.parent / "dependency" / "*")])
+    cmd = ["java", *ADD_OPENS, *DISK_RATIOS, *options, "-cp", classpath, main, *(str(a) for a in args)]
+    what = f"{main} {' '.join(str(a) for a in args[:2])}"
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
         err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr or ""
-        raise PeerError(f"peer {mode} {store}: no answer in {timeout} s:\n{_tail(err)}") from None
-    lines = proc.stdout.splitlines()
-    if proc.returncode != 0 or len(lines) != 1:
-        raise PeerError(f"peer {mode} {store} failed (exit {proc.returncode}, stdout "
-                        f"{proc.stdout[:200]!r}):\n{_tail(proc.stderr)}")
-    result: dict[str, Any] = json.loads(lines[0])
-    return result
+        raise PeerError(f"{what}: no answer in {timeout} s:\n{_tail(err)}") from None
+    if proc.returncode != 0:
+        raise PeerError(f"{what} failed (exit {proc.returncode}, stdout {proc.stdout[:200]!r}):\n"
+                        f"{_tail(proc.stderr)}")
+    return proc.stdout
 
 
 def write_body(i: int, body_bytes: int) -> bytes:

@@ -157,7 +157,7 @@ def test_offsets_reset_on_a_full_disk_keeps_the_old_backup(small_fs: Path, capsy
     assert (config / "consumerOffset.json").read_bytes() == main_bytes
     assert (config / "consumerOffset.json.bak").read_bytes() == bak_bytes
     assert sorted(p.name for p in config.iterdir()) == ["consumerOffset.json",
-                                                        "consumerOffset.json.bak"]
+                                                        "consumerOffset.json.bak", "topics.json"]
 
 
 def test_replacing_a_config_file_on_a_full_disk_raises_store_full(small_fs: Path) -> None:
