@@ -90,7 +90,6 @@ _SEPARATORS = (codec.NAME_VALUE_SEPARATOR, codec.PROPERTY_SEPARATOR)
 
 class _Topic(NamedTuple):
     tail_prefix: bytes   # TOPICLEN + topic bytes
-    key_prefix: str      # "topic#"
     fixed: int           # record length without body and properties
 
 
@@ -122,8 +121,7 @@ class MessageEncoder:
                 b = codec.check_topic(topic)
             except ValueError as e:
                 raise MessageRejected(str(e)) from None
-            t = self._topics[topic] = _Topic(bytes((len(b),)) + b, topic + "#",
-                                             codec.record_length(0, 0, len(b), 0))
+            t = self._topics[topic] = _Topic(bytes((len(b),)) + b, codec.record_length(0, 0, len(b), 0))
         return t
 
     def _host(self, name: str, host: str | None, default: tuple[bytes, int]) -> tuple[bytes, int]:
@@ -176,20 +174,22 @@ class MessageEncoder:
                 or m.store_host is not None or self.v6_store):
             return self._prepare_general(m, t, body, keys)
         # The common message: TAGS and KEYS are its only properties.
+        given = {}
         if tags:
-            ps = f"TAGS\x01{tags}\x02KEYS\x01{keys}" if keys else "TAGS\x01" + tags
+            given[codec.PROPERTY_TAGS] = tags
             tags_code = self._tags.get(tags) or self._tags_code(tags)
         else:
-            ps = "KEYS\x01" + keys if keys else ""
             tags_code = 0
-        pairs = (tags is not None and tags != "") + (keys is not None and keys != "")
-        if ps.count("\x01") != pairs or ps.count("\x02") != max(0, pairs - 1):
+        if keys:
+            given[codec.PROPERTY_KEYS] = keys
+        ps = codec.properties_to_string(given)
+        pairs = len(given)
+        if ps.count(_SEPARATORS[0]) != pairs or ps.count(_SEPARATORS[1]) != max(0, pairs - 1):
             raise MessageRejected(f"tags/keys {tags!r} {keys!r} contain a \\x01 or \\x02 separator")
         pb = ps.encode()
         if len(pb) > codec.MAX_PROPERTIES_LENGTH:
             raise MessageRejected(f"properties are {len(pb)} bytes, over {codec.MAX_PROPERTIES_LENGTH}")
-        kp = t.key_prefix
-        index_keys = tuple([kp + k for k in keys.split(" ") if k]) if keys else ()
+        index_keys = codec.index_keys(topic, None, keys)
         length = t.fixed + len(body) + len(pb)
         flag, reconsume, prepared_offset = m.flag, m.reconsume_times, m.prepared_transaction_offset
         # Only a field off its default (exactly int 0 / None) needs the full check.
