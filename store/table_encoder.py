@@ -1,5 +1,5 @@
 """Messages as columns (a pyarrow Table or RecordBatch) validated and laid out for the encode
-kernel (``kernels.encode``): the columnar counterpart of ``commitlog.MessageEncoder``.
+kernel (``kernels.encode``): the columnar counterpart of ``message_encoder.MessageEncoder``.
 
 The rules and error texts are ``MessageEncoder.prepare``'s. Checks run over whole columns and
 mark the rows that may break a rule; each marked row, in order, is then checked by
@@ -21,10 +21,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from rocketlake.store import codec, kernels
-from rocketlake.store.commitlog import INT_FIELDS, MessageEncoder, Prepared
 from rocketlake.store.errors import MessageRejected
 from rocketlake.store.kernels import encode as ke
 from rocketlake.store.message import Message
+from rocketlake.store.message_encoder import INT_FIELDS, MessageEncoder, Prepared
 
 I64 = npt.NDArray[np.int64]
 Bytes = npt.NDArray[np.uint8]
