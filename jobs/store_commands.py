@@ -29,11 +29,12 @@ from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.printable import printable
 from rocketlake.store import Message, MessageRejected, MessageStore, Record, codec
 from rocketlake.store.codec import INDEX_HEADER
-from rocketlake.store.commitlog import CommitLog, MessageEncoder, Scan
+from rocketlake.store.commitlog import CommitLog, Scan
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.mapped_file import first_nonzero
+from rocketlake.store.message_encoder import MessageEncoder
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.table_encoder import TableEncoder, messages_to_table
 from rocketlake.store.verify import KINDS, Problem, VerifyReport, verify

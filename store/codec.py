@@ -19,15 +19,63 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store.errors import CorruptRecordError
+from rocketlake.store.kernels import hashing as kh
 from rocketlake.store.kernels import records as kr
+
+# the record layout (``store.layout``), re-exported
+from rocketlake.store.layout import (
+    BLANK_MAGIC as BLANK_MAGIC,
+)
+from rocketlake.store.layout import (
+    FLAG_BORNHOST_V6 as FLAG_BORNHOST_V6,
+)
+from rocketlake.store.layout import (
+    FLAG_STOREHOST_V6 as FLAG_STOREHOST_V6,
+)
+from rocketlake.store.layout import (
+    INDEX_KEY_SEPARATOR as INDEX_KEY_SEPARATOR,
+)
+from rocketlake.store.layout import (
+    IPV6_EXTRA as IPV6_EXTRA,
+)
+from rocketlake.store.layout import (
+    KEY_SEPARATOR as KEY_SEPARATOR,
+)
+from rocketlake.store.layout import (
+    MAGIC_V1 as MAGIC_V1,
+)
+from rocketlake.store.layout import (
+    MAGIC_V2 as MAGIC_V2,
+)
+from rocketlake.store.layout import (
+    MIN_RECORD_SIZE as MIN_RECORD_SIZE,
+)
+from rocketlake.store.layout import (
+    NAME_VALUE_SEPARATOR as NAME_VALUE_SEPARATOR,
+)
+from rocketlake.store.layout import (
+    OFF_PHYSICAL_OFFSET as OFF_PHYSICAL_OFFSET,
+)
+from rocketlake.store.layout import (
+    OFF_QUEUE_OFFSET as OFF_QUEUE_OFFSET,
+)
+from rocketlake.store.layout import (
+    PROPERTY_KEYS as PROPERTY_KEYS,
+)
+from rocketlake.store.layout import (
+    PROPERTY_SEPARATOR as PROPERTY_SEPARATOR,
+)
+from rocketlake.store.layout import (
+    PROPERTY_TAGS as PROPERTY_TAGS,
+)
+from rocketlake.store.layout import (
+    PROPERTY_UNIQ_KEY as PROPERTY_UNIQ_KEY,
+)
 
 # --- magic codes and sizes (docs/FORMAT.md §2) -----------------------------------------------
 #: Java's Integer.MAX_VALUE: the mask of BODYCRC (``UtilAll.crc32``), the size of a pre-blank
 #: ConsumeQueue unit, the cap of an index entry's timeDiff, the largest queue id.
 JAVA_INT_MAX = 0x7FFFFFFF
-MAGIC_V1 = 0xDAA320A7 - (1 << 32)  # as the signed int Java writes
-MAGIC_V2 = 0xDAA320AB - (1 << 32)
-BLANK_MAGIC = 0xCBD43194 - (1 << 32)
 END_FILE_MIN_BLANK_LENGTH = 8
 MAX_TOPIC_LENGTH = 127
 MAX_PROPERTIES_LENGTH = 32767
@@ -46,19 +94,11 @@ TRANSACTION_COMMIT = 0x8
 TRANSACTION_ROLLBACK = 0xC
 #: every transaction type, the values of ``sys_flag & TRANSACTION_MASK``
 TRANSACTION_TYPES = (TRANSACTION_NOT, TRANSACTION_PREPARED, TRANSACTION_COMMIT, TRANSACTION_ROLLBACK)
-FLAG_BORNHOST_V6 = 0x10
-FLAG_STOREHOST_V6 = 0x20
 
 # --- properties (docs/FORMAT.md §3) --------------------------------------------------------------
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
-PROPERTY_KEYS = "KEYS"
-PROPERTY_TAGS = "TAGS"
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 PROPERTY_DELAY = "DELAY"
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QID = "REAL_QID"
-KEY_SEPARATOR = " "
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 DELAY_LEVELS_MS = (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000,
                    420000, 480000, 540000, 600000, 1200000, 1800000, 3600000, 7200000)
@@ -108,8 +148,6 @@ def _head(born_v6: bool, store_v6: bool) -> struct.Struct:
 
 #: (born_v6, store_v6) -> Struct packing TOTALSIZE .. BODYLEN
 HEAD = {(b, s): _head(b, s) for b in (False, True) for s in (False, True)}
-OFF_QUEUE_OFFSET = 20
-OFF_PHYSICAL_OFFSET = 28
 BLANK = struct.Struct(">ii")
 PHYSICAL = struct.Struct(">q")  # PHYSICALOFFSET at OFF_PHYSICAL_OFFSET
 
@@ -117,63 +155,42 @@ PHYSICAL = struct.Struct(">q")  # PHYSICALOFFSET at OFF_PHYSICAL_OFFSET
 def record_length(sys_flag: int, body_len: int, topic_len: int, props_len: int,
                   magic: int = MAGIC_V1) -> int:
     """TOTALSIZE of a record: 91 + body + topic + properties, +12 per IPv6 host (+1 for v2)."""
-    n = 91 + body_len + topic_len + props_len
+    n = MIN_RECORD_SIZE + body_len + topic_len + props_len
     if sys_flag & FLAG_BORNHOST_V6:
-        n += 12
+        n += IPV6_EXTRA
     if sys_flag & FLAG_STOREHOST_V6:
-        n += 12
+        n += IPV6_EXTRA
     if magic == MAGIC_V2:
         n += 1
     return n
 
 
-# --- Java hashCode ----------------------------------------------------------------------------------
+# --- Java hashCode and index keys (``kernels.hashing``) ----------------------------------------------
+def _utf8(s: str) -> npt.NDArray[np.uint8]:
+    """The bytes the hash kernels read for ``s`` (a lone surrogate as one 3-byte sequence)."""
+    return np.frombuffer(s.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+
+
 def java_hash(s: str) -> int:
     """Java String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    b = s.encode("utf-16-be")
-    for (c,) in struct.iter_unpack(">H", b):
-        h = (31 * h + c) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-_POW31_CACHE: dict[int, npt.NDArray[np.uint64]] = {}
-
-
-def _pow31(n: int) -> npt.NDArray[np.uint64]:
-    p = _POW31_CACHE.get(n)
-    if p is None:
-        p = np.ones(n, dtype=np.uint64)
-        for i in range(n - 2, -1, -1):
-            p[i] = (int(p[i + 1]) * 31) & 0xFFFFFFFF
-        _POW31_CACHE[n] = p
-    return p
+    b = _utf8(s)
+    h: int = kh.signed32(kh.java_hash(b, 0, b.size, 0))
+    return h
 
 
 def java_hash_many(strings: list[str]) -> npt.NDArray[np.int32]:
-    """Vectorised Java String.hashCode of many strings, as int32."""
+    """Java String.hashCode of many strings, as int32."""
     n = len(strings)
-    if n == 0:
-        return np.zeros(0, dtype=np.int32)
     lens = np.fromiter(map(len, strings), dtype=np.int64, count=n)
-    joined = "".join(strings).encode("utf-16-be")
-    if len(joined) != 2 * int(lens.sum()):  # characters outside the BMP: two code units each
-        enc = [s.encode("utf-16-be") for s in strings]
-        lens = np.fromiter((len(e) >> 1 for e in enc), dtype=np.int64, count=n)
+    joined = "".join(strings).encode("utf-8", "surrogatepass")
+    if len(joined) != int(lens.sum()):  # not all ASCII: byte lengths differ from str lengths
+        enc = [s.encode("utf-8", "surrogatepass") for s in strings]
+        lens = np.fromiter(map(len, enc), dtype=np.int64, count=n)
         joined = b"".join(enc)
-    width = int(lens.max()) if n else 0
-    if width == 0:
-        return np.zeros(n, dtype=np.int32)
-    units = np.frombuffer(joined, dtype=">u2").astype(np.uint64)
-    # Right-align each string in a (n, width) matrix so column j always weighs 31^(width-1-j).
-    mat = np.zeros((n, width), dtype=np.uint64)
-    rows = np.repeat(np.arange(n), lens)
     starts = np.cumsum(lens) - lens
-    cols = np.arange(units.size) - np.repeat(starts, lens) + np.repeat(width - lens, lens)
-    mat[rows, cols] = units
-    h = (mat * _pow31(width)).sum(axis=1, dtype=np.uint64) & np.uint64(0xFFFFFFFF)
-    hashes: npt.NDArray[np.int32] = h.astype(np.uint32).view(np.int32)
-    return hashes
+    out = np.empty(n, dtype=np.int32)
+    kh.java_hashes(np.frombuffer(joined, dtype=np.uint8), starts, lens, out)
+    return out
 
 
 @overload
@@ -187,11 +204,19 @@ def index_key_hash(h: int) -> int: ...
 def index_key_hash(h: npt.NDArray[np.int32] | int) -> npt.NDArray[np.int32] | int:
     """IndexFile keyHash of a Java hashCode: abs(h), 0 for Integer.MIN_VALUE (docs/FORMAT.md §7)."""
     if isinstance(h, np.ndarray):
-        a = np.abs(h.astype(np.int64))
-        a[a > JAVA_INT_MAX] = 0
-        return a.astype(np.int32)
-    m = abs(h)
-    return 0 if m > JAVA_INT_MAX else m
+        out = np.empty(h.shape, dtype=np.int32)
+        kh.key_hashes(np.ascontiguousarray(h, dtype=np.int32).ravel(), out.ravel())
+        return out
+    return int(kh.key_hash(h))
+
+
+def index_keys(topic: str, uniq_key: str | None, keys: str | None) -> tuple[str, ...]:
+    """The index keys of a record of ``topic`` (RocketMQ's ``IndexService.buildIndex``): its
+    UNIQ_KEY, then each non-empty token of its KEYS, as "topic#key" (``kernels.hashing``)."""
+    prefix = topic + INDEX_KEY_SEPARATOR
+    out = [prefix + uniq_key] if uniq_key else []
+    out.extend(prefix + k for k in iter_keys(keys))
+    return tuple(out)
 
 
 def tags_code(tags: str | None) -> int:

@@ -42,10 +42,7 @@ def index_keys(topic: str, props: dict[str, str], sys_flag: int) -> tuple[str, .
     """Index keys "topic#key": UNIQ_KEY, then each KEYS token, none for ROLLBACK (docs/FORMAT.md §7)."""
     if sys_flag & codec.TRANSACTION_MASK == codec.TRANSACTION_ROLLBACK:
         return ()
-    uniq = props.get(codec.PROPERTY_UNIQ_KEY)
-    keys = [uniq] if uniq else []
-    keys.extend(codec.iter_keys(props.get(codec.PROPERTY_KEYS)))
-    return tuple(f"{topic}#{k}" for k in keys)
+    return codec.index_keys(topic, props.get(codec.PROPERTY_UNIQ_KEY), props.get(codec.PROPERTY_KEYS))
 
 
 def delay_of(props: dict[str, str], delay_levels_ms: tuple[int, ...]) -> int:

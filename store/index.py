@@ -60,6 +60,42 @@ def write_index_file(path: Path, slot_num: int, entry_num: int,
         os.close(fd)
 
 
+def header_problems(header: tuple[int, ...], slot_num: int,
+                    entries: npt.NDArray[np.void]) -> list[str]:
+    """What is wrong with an index file's header ``(beginTimestamp, endTimestamp, beginPhyOffset,
+    endPhyOffset, hashSlotCount, indexCount)``, checked against the file's geometry (``slot_num``
+    slots, ``entries`` its whole entry array) and the first and last entry it names (O(1)); empty
+    when the header is sound. The rule of recovery and of verify alike, from ``IndexFile.putKey``:
+    indexCount is 1 + the puts, each put fills at most one empty slot (hashSlotCount <=
+    min(slots, indexCount - 1)), the first put sets the begin fields from its record (a store
+    time is positive), every put the end fields. A tail of zeroed entries is not damage: that is
+    a torn write, which ``IndexFile.truncate`` handles. An empty file's header may still be all
+    zeros (it is first written with the first key)."""
+    begin_ts, end_ts, begin_phy, end_phy, slots, count = header
+    entry_num = entries.size
+    if not 0 <= count <= entry_num:
+        return [f"indexCount {count} outside [0, {entry_num}]"]
+    wrong = []
+    most = min(slot_num, max(0, count - 1))
+    if not 0 <= slots <= most:
+        wrong.append(f"hashSlotCount {slots} outside [0, {most}] for indexCount {count}")
+    if begin_ts < 0 or end_ts < begin_ts or (count > 1 and begin_ts == 0):
+        wrong.append(f"timestamps begin {begin_ts} / end {end_ts} out of order")
+    if begin_phy < 0 or end_phy < begin_phy:
+        wrong.append(f"phy offsets begin {begin_phy} / end {end_phy} out of order")
+    first = entries[1].tolist() if entry_num > 1 else (0, 0, 0, 0)
+    if count <= 1:
+        if any(first):
+            wrong.append("header says empty, but entries follow")
+        return wrong
+    if first[1] != begin_phy:
+        wrong.append(f"beginPhyOffset {begin_phy} is not the first entry's {first[1]}")
+    last = entries[count - 1].tolist()
+    if any(last) and last[1] != end_phy:
+        wrong.append(f"endPhyOffset {end_phy} is not the last entry's {last[1]}")
+    return wrong
+
+
 class DamagedIndexSkipped(UserWarning):
     """A query left out an index file whose header is damaged (a reader cannot rebuild it)."""
 
@@ -109,27 +145,9 @@ class IndexFile:
         self.index_count = max(self.index_count, 1)
 
     def _header_damage(self) -> str | None:
-        """What is wrong with the header read from disk, checked against the first and last entry
-        it names (O(1)). A tail of zeroed entries is not damage: that is a torn write, which
-        ``truncate`` handles. An empty file's header may still be all zeros (it is first written
-        with the first key)."""
-        count = self.index_count
-        if not 0 <= count <= self.entry_num:
-            return f"indexCount {count} outside [0, {self.entry_num}]"
-        if not 0 <= self.slot_count <= self.slot_num:
-            return f"hashSlotCount {self.slot_count} outside [0, {self.slot_num}]"
-        first = self.entries[1].tolist() if self.entry_num > 1 else (0, 0, 0, 0)
-        if count <= 1:
-            return "header says empty, but entries follow" if any(first) else None
-        if first[1] != self.begin_phy:
-            return f"beginPhyOffset {self.begin_phy} is not the first entry's {first[1]}"
-        last = self.entries[count - 1].tolist()
-        if any(last) and last[1] != self.end_phy:
-            return f"endPhyOffset {self.end_phy} is not the last entry's {last[1]}"
-        if not 0 < self.begin_ts <= self.end_ts or self.begin_phy > self.end_phy:
-            return (f"begin/end timestamps {self.begin_ts}/{self.end_ts} or phy offsets "
-                    f"{self.begin_phy}/{self.end_phy} out of order")
-        return None
+        """What is wrong with the header read from disk (``header_problems``), None when sound."""
+        wrong = header_problems(INDEX_HEADER.unpack_from(self.mm, 0), self.slot_num, self.entries)
+        return "; ".join(wrong) if wrong else None
 
     @property
     def full(self) -> bool:

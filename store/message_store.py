@@ -18,7 +18,7 @@ from rocketlake.store import codec, ingest_journal, swap_journal
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
 from rocketlake.store.codec import Record
-from rocketlake.store.commitlog import INT_FIELDS, CommitLog, MessageEncoder, check_int
+from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import read_consumer_offsets, write_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
@@ -43,6 +43,7 @@ from rocketlake.store.message import (
     StoredMessage,
     TablePutResult,
 )
+from rocketlake.store.message_encoder import INT_FIELDS, MessageEncoder, check_int
 from rocketlake.store.recovery import RecoveryReport, recover
 from rocketlake.store.safe_files import open_file
 from rocketlake.store.store_dir import check_store, create_store

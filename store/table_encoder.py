@@ -1,5 +1,5 @@
 """Messages as columns (a pyarrow Table or RecordBatch) validated and laid out for the encode
-kernel (``kernels.encode``): the columnar counterpart of ``commitlog.MessageEncoder``.
+kernel (``kernels.encode``): the columnar counterpart of ``message_encoder.MessageEncoder``.
 
 The rules and error texts are ``MessageEncoder.prepare``'s. Checks run over whole columns and
 mark the rows that may break a rule; each marked row, in order, is then checked by
@@ -21,10 +21,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from rocketlake.store import codec, kernels
-from rocketlake.store.commitlog import INT_FIELDS, MessageEncoder, Prepared
 from rocketlake.store.errors import MessageRejected
 from rocketlake.store.kernels import encode as ke
 from rocketlake.store.message import Message
+from rocketlake.store.message_encoder import INT_FIELDS, MessageEncoder, Prepared
 
 I64 = npt.NDArray[np.int64]
 Bytes = npt.NDArray[np.uint8]
@@ -71,7 +71,7 @@ class EncodedTable:
     to_queue: npt.NDArray[np.bool_]   # gets a queue offset and a ConsumeQueue unit
     key_counts: I64                   # index keys per row
     #: rows with whole properties (``PROPS_LEN >= 0``): their tagsCode (a delay for ``delayed``
-    #: ones: the delivery time is the store time plus it), and their index keys' Java hashes, flat
+    #: ones: the delivery time is the store time plus it), and their index keys' key hashes, flat
     tags_code: I64
     delayed: npt.NDArray[np.bool_]
     given_hashes: npt.NDArray[np.int32]
@@ -101,7 +101,7 @@ class EncodedTable:
         ke.dispatch_hashes(self.rows, self.topic_off, self.topic_data, self.tags, self.keys,
                            self.key_counts, self.given_hashes, tags_code, hashes)
         tags_code[self.delayed] += self.rows[self.delayed, ke.STORE_TS]
-        return tags_code, codec.index_key_hash(hashes)
+        return tags_code, hashes
 
     def encode_into(self, dst: Bytes, pos: int, base: int, lo: int, hi: int) -> int:
         """Write rows ``lo..hi`` into ``dst`` at ``pos`` (``dst[0]`` is CommitLog offset ``base``);
@@ -353,7 +353,7 @@ class _Encoding:
         return EncodedTable(rows, topics, topic_off, np.frombuffer(b"".join(names), dtype=np.uint8),
                             hosts, host_table, body.data, tags.data, keys.data,
                             np.frombuffer(props, dtype=np.uint8), to_queue, key_counts, tags_code,
-                            delayed, codec.java_hash_many(given))
+                            delayed, codec.index_key_hash(codec.java_hash_many(given)))
 
     def _prepare(self, suspects: I64, general: I64) -> dict[int, Prepared]:
         """``prepare`` the ``general`` rows; raise the MessageRejected (``index``: its row) of the
@@ -414,8 +414,8 @@ class _Encoding:
 
 def _built_props_len(tags_len: I64, keys_len: I64) -> I64:
     """``kernels.encode.built_props_len`` over columns."""
-    t, k = tags_len > 0, keys_len > 0
-    out: I64 = np.where(t, 5 + tags_len, 0) + np.where(k, 5 + keys_len, 0) + (t & k)
+    out = np.empty(tags_len.size, dtype=np.int64)
+    ke.built_props_lens(tags_len, keys_len, out)
     return out
 
 

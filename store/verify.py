@@ -21,7 +21,7 @@ from rocketlake.store.config_files import read_config, read_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue, read_units
 from rocketlake.store.dispatch import from_record
 from rocketlake.store.errors import ConfigFileError, StoreFormatError
-from rocketlake.store.index import IndexFile, IndexService
+from rocketlake.store.index import IndexFile, IndexService, header_problems
 from rocketlake.store.kernels import index as index_kernels
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import first_nonzero
@@ -360,21 +360,12 @@ class _Checker:
         """Check one index file's header against its geometry, its entries and the records it
         names (RocketMQ's IndexHeader, as IndexFile.putKey maintains it)."""
         begin_ts, end_ts, begin_phy, end_phy, slots, count = INDEX_HEADER.unpack_from(f.mm, 0)
-        wrong = []
-        if not 0 <= count <= f.entry_num:
-            wrong.append(f"indexCount {count} outside [0, {f.entry_num}]")
-        elif not 0 <= slots <= min(f.slot_num, max(0, count - 1)):
-            wrong.append(f"hashSlotCount {slots} outside [0, {min(f.slot_num, max(0, count - 1))}] "
-                         f"for indexCount {count}")
-        if begin_ts < 0 or end_ts < begin_ts:
-            wrong.append(f"timestamps begin {begin_ts} / end {end_ts} out of order")
-        if begin_phy < 0 or end_phy < begin_phy:
-            wrong.append(f"phy offsets begin {begin_phy} / end {end_phy} out of order")
+        wrong = header_problems((begin_ts, end_ts, begin_phy, end_phy, slots, count), f.slot_num,
+                                f.entries)
         if not wrong and count > 1:
-            last, first = (int(f.entries[count - 1]["phy_offset"]), int(f.entries[1]["phy_offset"]))
-            if (begin_phy, end_phy) != (first, last):
-                wrong.append(f"phy offsets begin {begin_phy} / end {end_phy}, but its entries run "
-                             f"from {first} to {last}")
+            last = int(f.entries[count - 1]["phy_offset"])
+            if last != end_phy:  # a torn last entry (recovery truncates it)
+                wrong.append(f"endPhyOffset {end_phy}, but the last entry holds {last}")
             for name, phy, ts in (("begin", begin_phy, begin_ts), ("end", end_phy, end_ts)):
                 r = records.at(phy)
                 if r is None and phy >= cl_min:

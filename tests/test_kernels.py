@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketlake.store.kernels import dispatch as kd
+from rocketlake.store.kernels import hashing as kh
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.record_walk import Walk
 from tests.reference import DELAYS_MS, jhash
@@ -68,17 +69,17 @@ def test_crc32_is_zlibs_crc(data, skip):
 @given(st.text(max_size=40))
 def test_java_hash_over_utf8_is_javas_over_utf16(s):
     buf = np.frombuffer(s.encode() or b"\0", dtype=np.uint8)
-    h = kd.java_hash(buf, 0, len(s.encode()), 0)
-    assert kd.signed32(h) == jhash(s)
+    h = kh.java_hash(buf, 0, len(s.encode()), 0)
+    assert kh.signed32(h) == jhash(s)
 
 
 def test_java_hash_vectors():
     for s, want in (("TagA", 2598919), ("TAG1", 2567159), ("\U0001F600", jhash("\U0001F600"))):
         b = np.frombuffer(s.encode(), dtype=np.uint8)
-        assert kd.signed32(kd.java_hash(b, 0, b.size, 0)) == want
+        assert kh.signed32(kh.java_hash(b, 0, b.size, 0)) == want
     # "polygenelubricants" hashes to Integer.MIN_VALUE: its index keyHash is 0 (docs/FORMAT.md §7)
     b = np.frombuffer(b"polygenelubricants", dtype=np.uint8)
-    assert kd.signed32(kd.java_hash(b, 0, b.size, 0)) == -(1 << 31)
+    assert kh.signed32(kh.java_hash(b, 0, b.size, 0)) == -(1 << 31)
 
 
 # --- the walk ---------------------------------------------------------------------------------------

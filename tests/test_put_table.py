@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from test_golden import _index_contents, _same_tree
 
 from rocketlake.store import Message, MessageRejected, MessageStore, StoreFullError, codec
-from rocketlake.store.commitlog import MessageEncoder
 from rocketlake.store.message import PutStatus
+from rocketlake.store.message_encoder import MessageEncoder
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,
              maxIndexNum=20)

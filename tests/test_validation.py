@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rocketlake.store import Message, MessageRejected, MessageStore, codec, load_config
-from rocketlake.store.commitlog import MessageEncoder
+from rocketlake.store.message_encoder import MessageEncoder
 
 INT32 = (-2 ** 31, 2 ** 31 - 1)
 INT64 = (-2 ** 63, 2 ** 63 - 1)

@@ -332,3 +332,31 @@ def test_one_damaged_index_file_does_not_hide_the_geometry_of_the_others(tmp_pat
     assert [json.loads(line)["body_b64"] for line in out.splitlines()] == \
         [base64.b64encode(b"body-5").decode()]
     assert f"warning: {files[1]}: header damaged" in err, err
+
+
+def test_an_index_header_verify_reports_is_one_recovery_rebuilds(tmp_path):
+    """One message with one key: indexCount 2, hashSlotCount 1 (IndexFile.putKey: one put, one
+    slot filled). A hashSlotCount of 5 (within the 32 slots, but more than the one put) is a
+    header verify reports and the index's open calls damaged, so a writer's recovery rebuilds
+    the file: hashSlotCount is 1 again and verify is clean."""
+    import struct
+
+    from rocketlake.store.index import IndexFile
+    root = tmp_path / "s"
+    with MessageStore(root, **SMALL) as ms:
+        ms.put(Message("t", b"x", 0, keys="k"))
+    path, = (root / "index").iterdir()
+    raw = bytearray(path.read_bytes())
+    assert struct.unpack_from(">ii", raw, 32) == (1, 2)  # hashSlotCount, indexCount
+    struct.pack_into(">i", raw, 32, 5)
+    path.write_bytes(bytes(raw))
+    assert [p.what for p in verify(root, **SMALL).problems] == \
+        ["header: hashSlotCount 5 outside [0, 1] for indexCount 2"]
+    f = IndexFile(path, SMALL["maxHashSlotNum"], SMALL["maxIndexNum"])
+    assert f.damage == "hashSlotCount 5 outside [0, 1] for indexCount 2"
+    f.close()
+    with MessageStore(root, **SMALL):
+        pass
+    path, = (root / "index").iterdir()
+    assert struct.unpack_from(">ii", path.read_bytes(), 32) == (1, 2)
+    assert verify(root, **SMALL).problems == []

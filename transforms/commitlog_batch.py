@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from rocketlake.store import codec
 from rocketlake.store.kernels import dispatch as kd
+from rocketlake.store.kernels import hashing as kh
 from rocketlake.store.kernels import kernel
 from rocketlake.store.kernels import records as kr
 
@@ -89,7 +90,7 @@ def _key_tokens(buf: Buffer, starts: I64, lens: I64, counts: I64, tstart: I64, t
         e = p + lens[i]
         c = 0
         while p < e:
-            t, p = kd.next_token(buf, p, e)
+            t, p = kh.next_token(buf, p, e)
             if p > t:
                 tstart[k] = t
                 tlen[k] = p - t

@@ -1,12 +1,12 @@
 """What walked records contribute to the ConsumeQueues and the index, in one compiled pass:
-property values, tagsCode, whether a record gets a unit, and its index key hashes.
+property values, tagsCode, whether a record gets a unit, and its index key hashes
+(``kernels.hashing``).
 
 The rules are ``store.dispatch``'s (docs/FORMAT.md §3, §5, §7): the last ``name\\x01value``
 segment with a non-empty name and value wins; tagsCode is the Java ``String.hashCode`` of TAGS
 (over UTF-16 code units), or the delivery time of a SCHEDULE_TOPIC_XXXX record with a DELAY
-level; PREPARED and ROLLBACK records get no unit; index keys are ``topic#UNIQ_KEY`` then
-``topic#token`` per non-empty KEYS token, none for ROLLBACK, each hashed and made non-negative
-(``IndexFile.indexKeyHashMethod``).
+level; PREPARED and ROLLBACK records get no unit; ROLLBACK records get no index keys, others
+``kernels.hashing``'s.
 """
 from __future__ import annotations
 
@@ -14,7 +14,20 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store import codec
+from rocketlake.store.codec import (
+    TRANSACTION_COMMIT,
+    TRANSACTION_MASK,
+    TRANSACTION_NOT,
+    TRANSACTION_ROLLBACK,
+)
 from rocketlake.store.kernels import kernel
+from rocketlake.store.kernels.hashing import (
+    count_tokens,
+    java_hash,
+    put_index_key_hashes,
+    signed32,
+    topic_prefix,
+)
 from rocketlake.store.kernels.records import (
     PROPS_LEN,
     PROPS_START,
@@ -24,6 +37,7 @@ from rocketlake.store.kernels.records import (
     TOPIC_START,
     byte,
 )
+from rocketlake.store.layout import NAME_VALUE_BYTE, PROPERTY_SEPARATOR_BYTE
 
 #: properties whose value spans ``property_spans`` finds, in this order
 NAMES = (codec.PROPERTY_TAGS, codec.PROPERTY_KEYS, codec.PROPERTY_UNIQ_KEY, codec.PROPERTY_DELAY,
@@ -46,37 +60,15 @@ def _is_name(buf: npt.NDArray[np.uint8], at: int, length: int, k: int) -> bool:
 
 
 @kernel
-def next_token(buf: npt.NDArray[np.uint8], p: int, end: int) -> tuple[int, int]:
-    """The next space-separated KEYS token at or after ``p`` (``codec.iter_keys``):
-    ``(start, stop)``; ``start == stop == end`` when none is left."""
-    while p < end and buf[p] == 32:
-        p += 1
-    start = p
-    while p < end and buf[p] != 32:
-        p += 1
-    return start, p
-
-
-@kernel
-def count_tokens(buf: npt.NDArray[np.uint8], p: int, end: int) -> int:
-    """How many KEYS tokens ``buf[p:end]`` holds."""
-    n = 0
-    while p < end:
-        start, p = next_token(buf, p, end)
-        n += p > start
-    return n
-
-
-@kernel
 def next_property(buf: npt.NDArray[np.uint8], p: int, end: int) -> tuple[int, int]:
     """The properties segment starting at ``p`` (docs/FORMAT.md §3): ``(sep, stop)``, the position
     of its first \\x01 (``stop`` when it has none) and of its end (the next \\x02 or ``end``). The
     segment is a property when ``p < sep < stop - 1``: a name, \\x01, a non-empty value."""
     stop = p
-    while stop < end and buf[stop] != 2:
+    while stop < end and buf[stop] != PROPERTY_SEPARATOR_BYTE:
         stop += 1
     sep = p
-    while sep < stop and buf[sep] != 1:
+    while sep < stop and buf[sep] != NAME_VALUE_BYTE:
         sep += 1
     return sep, stop
 
@@ -101,40 +93,6 @@ def property_spans(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
                         spans[i, k, 0] = sep + 1
                         spans[i, k, 1] = seg - sep - 1
             p = seg + 1
-
-
-@kernel
-def java_hash(buf: npt.NDArray[np.uint8], start: int, length: int, h: int) -> int:
-    """Continue Java's ``String.hashCode`` ``h`` (unsigned 32-bit) over UTF-8 bytes, one step per
-    UTF-16 code unit (a character above U+FFFF is a surrogate pair: two steps)."""
-    p = start
-    end = start + length
-    while p < end:
-        b = byte(buf, p)
-        if b < 0x80:
-            cp = b
-            p += 1
-        elif b < 0xE0:
-            cp = ((b & 0x1F) << 6) | (byte(buf, p + 1) & 0x3F)
-            p += 2
-        elif b < 0xF0:
-            cp = ((b & 0x0F) << 12) | ((byte(buf, p + 1) & 0x3F) << 6) | (byte(buf, p + 2) & 0x3F)
-            p += 3
-        else:
-            cp = (((b & 0x07) << 18) | ((byte(buf, p + 1) & 0x3F) << 12)
-                  | ((byte(buf, p + 2) & 0x3F) << 6) | (byte(buf, p + 3) & 0x3F))
-            p += 4
-        if cp >= 0x10000:
-            cp -= 0x10000
-            h = (h * 31 + (0xD800 + (cp >> 10))) & 0xFFFFFFFF
-            cp = 0xDC00 + (cp & 0x3FF)
-        h = (h * 31 + cp) & 0xFFFFFFFF
-    return h
-
-
-@kernel
-def signed32(h: int) -> int:
-    return h - (1 << 32) if h >= (1 << 31) else h
 
 
 @kernel
@@ -184,10 +142,10 @@ def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
     # Consecutive records mostly share their tags and topic: hash each only when it changes.
     last_tags_at, last_tags_len, last_tags_code = -1, -1, 0
     for i in range(n):
-        tx = rows[i, SYS_FLAG] & 0xC
-        to_queue[i] = tx == 0 or tx == 8
+        tx = rows[i, SYS_FLAG] & TRANSACTION_MASK
+        to_queue[i] = tx == TRANSACTION_NOT or tx == TRANSACTION_COMMIT
         c = 0
-        if tx != 0xC:
+        if tx != TRANSACTION_ROLLBACK:
             if spans[i, UNIQ_KEY, 0] >= 0:
                 c += 1
             c += count_tokens(buf, spans[i, KEYS, 0], spans[i, KEYS, 0] + spans[i, KEYS, 1])
@@ -218,28 +176,10 @@ def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
         at, n_topic = rows[i, TOPIC_START], rows[i, TOPIC_LEN]
         if n_topic != last_topic_len or not _same(buf, at, last_topic_at, n_topic):
             last_topic_at, last_topic_len = at, n_topic
-            prefix = java_hash(buf, at, n_topic, 0)
-            prefix = (prefix * 31 + 35) & 0xFFFFFFFF  # '#'
-        if spans[i, UNIQ_KEY, 0] >= 0:
-            hashes[k] = _key_hash(java_hash(buf, spans[i, UNIQ_KEY, 0], spans[i, UNIQ_KEY, 1], prefix))
-            k += 1
-        p = spans[i, KEYS, 0]
-        e = p + spans[i, KEYS, 1]
-        while p < e:
-            t, p = next_token(buf, p, e)
-            if p > t:
-                hashes[k] = _key_hash(java_hash(buf, t, p - t, prefix))
-                k += 1
+            prefix = topic_prefix(buf, at, n_topic)
+        k = put_index_key_hashes(prefix, buf, spans[i, UNIQ_KEY, 0], spans[i, UNIQ_KEY, 1],
+                                 buf, spans[i, KEYS, 0], spans[i, KEYS, 1], hashes, k)
     return hashes
-
-
-@kernel
-def _key_hash(h: int) -> np.int32:
-    """IndexFile keyHash: abs of the signed hash, 0 for Integer.MIN_VALUE."""
-    s = signed32(h)
-    if s < 0:
-        s = -s
-    return np.int32(0 if s > 0x7FFFFFFF else s)
 
 
 @kernel

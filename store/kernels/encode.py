@@ -21,8 +21,35 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store.kernels import kernel
-from rocketlake.store.kernels.dispatch import count_tokens, java_hash, next_token, signed32
+from rocketlake.store.kernels.hashing import (
+    count_tokens,
+    java_hash,
+    put_index_key_hashes,
+    signed32,
+    topic_prefix,
+)
 from rocketlake.store.kernels.records import crc32
+from rocketlake.store.layout import (
+    FLAG_BORNHOST_V6,
+    FLAG_STOREHOST_V6,
+    IPV4_ADDR_SIZE,
+    IPV6_ADDR_SIZE,
+    MAGIC_V1,
+    NAME_VALUE_BYTE,
+    NAME_VALUE_SEPARATOR,
+    OFF_BODY_CRC,
+    OFF_BORN_HOST,
+    OFF_BORN_TIMESTAMP,
+    OFF_FLAG,
+    OFF_MAGIC,
+    OFF_PHYSICAL_OFFSET,
+    OFF_QUEUE_ID,
+    OFF_QUEUE_OFFSET,
+    OFF_SYS_FLAG,
+    PROPERTY_KEYS,
+    PROPERTY_SEPARATOR_BYTE,
+    PROPERTY_TAGS,
+)
 
 COLUMNS = ("length", "queue_offset", "born_timestamp", "store_timestamp", "queue_id", "flag",
            "sys_flag", "reconsume_times", "prepared_offset", "born_host", "born_port",
@@ -33,11 +60,10 @@ COLUMNS = ("length", "queue_offset", "born_timestamp", "store_timestamp", "queue
  KEYS_START, KEYS_LEN, PROPS_START, PROPS_LEN) = range(len(COLUMNS))
 NCOLUMNS = len(COLUMNS)
 
-_MAGIC_V1 = 0xDAA320A7 - (1 << 32)
-_BORN_V6 = 0x10
-_STORE_V6 = 0x20
-_TAGS = np.frombuffer(b"TAGS\x01", dtype=np.uint8)
-_KEYS = np.frombuffer(b"KEYS\x01", dtype=np.uint8)
+#: the start of each property the kernel builds: its name and the name/value separator
+_TAGS = np.frombuffer((PROPERTY_TAGS + NAME_VALUE_SEPARATOR).encode(), dtype=np.uint8)
+_KEYS = np.frombuffer((PROPERTY_KEYS + NAME_VALUE_SEPARATOR).encode(), dtype=np.uint8)
+_TAGS_LEN, _KEYS_LEN = _TAGS.size, _KEYS.size
 
 
 @kernel
@@ -66,12 +92,20 @@ def built_props_len(tags_len: int, keys_len: int) -> int:
     """Length of the properties built from tags and keys of these lengths."""
     n = 0
     if tags_len > 0:
-        n += 5 + tags_len
+        n += _TAGS_LEN + tags_len
     if keys_len > 0:
-        n += 5 + keys_len
+        n += _KEYS_LEN + keys_len
     if tags_len > 0 and keys_len > 0:
         n += 1
     return n
+
+
+@kernel
+def built_props_lens(tags_len: npt.NDArray[np.int64], keys_len: npt.NDArray[np.int64],
+                     out: npt.NDArray[np.int64]) -> None:
+    """``out[i] = built_props_len(tags_len[i], keys_len[i])``."""
+    for i in range(tags_len.size):
+        out[i] = built_props_len(tags_len[i], keys_len[i])
 
 
 @kernel
@@ -88,18 +122,20 @@ def encode(dst: npt.NDArray[np.uint8], pos: int, base: int, lo: int, hi: int,
         sys_flag = rows[i, SYS_FLAG]
         bstart, blen = rows[i, BODY_START], rows[i, BODY_LEN]
         _put32(dst, p, rows[i, LENGTH])
-        _put32(dst, p + 4, _MAGIC_V1)
-        _put32(dst, p + 8, crc32(body, bstart, blen) & 0x7FFFFFFF)
-        _put32(dst, p + 12, rows[i, QUEUE_ID])
-        _put32(dst, p + 16, rows[i, FLAG])
-        _put64(dst, p + 20, rows[i, QUEUE_OFFSET])
-        _put64(dst, p + 28, base + p)
-        _put32(dst, p + 36, sys_flag)
-        _put64(dst, p + 40, rows[i, BORN_TS])
-        q = _copy(dst, p + 48, hosts, 16 * rows[i, BORN_HOST], 16 if sys_flag & _BORN_V6 else 4)
+        _put32(dst, p + OFF_MAGIC, MAGIC_V1)
+        _put32(dst, p + OFF_BODY_CRC, crc32(body, bstart, blen) & 0x7FFFFFFF)
+        _put32(dst, p + OFF_QUEUE_ID, rows[i, QUEUE_ID])
+        _put32(dst, p + OFF_FLAG, rows[i, FLAG])
+        _put64(dst, p + OFF_QUEUE_OFFSET, rows[i, QUEUE_OFFSET])
+        _put64(dst, p + OFF_PHYSICAL_OFFSET, base + p)
+        _put32(dst, p + OFF_SYS_FLAG, sys_flag)
+        _put64(dst, p + OFF_BORN_TIMESTAMP, rows[i, BORN_TS])
+        q = _copy(dst, p + OFF_BORN_HOST, hosts, IPV6_ADDR_SIZE * rows[i, BORN_HOST],
+                  IPV6_ADDR_SIZE if sys_flag & FLAG_BORNHOST_V6 else IPV4_ADDR_SIZE)
         _put32(dst, q, rows[i, BORN_PORT])
         _put64(dst, q + 4, rows[i, STORE_TS])
-        q = _copy(dst, q + 12, hosts, 16 * rows[i, STORE_HOST], 16 if sys_flag & _STORE_V6 else 4)
+        q = _copy(dst, q + 12, hosts, IPV6_ADDR_SIZE * rows[i, STORE_HOST],
+                  IPV6_ADDR_SIZE if sys_flag & FLAG_STOREHOST_V6 else IPV4_ADDR_SIZE)
         _put32(dst, q, rows[i, STORE_PORT])
         _put32(dst, q + 4, rows[i, RECONSUME])
         _put64(dst, q + 8, rows[i, PREPARED])
@@ -121,13 +157,13 @@ def encode(dst: npt.NDArray[np.uint8], pos: int, base: int, lo: int, hi: int,
             dst[q + 1] = plen & 0xFF
             q += 2
             if tl > 0:
-                q = _copy(dst, q, _TAGS, 0, 5)
+                q = _copy(dst, q, _TAGS, 0, _TAGS_LEN)
                 q = _copy(dst, q, tags, rows[i, TAGS_START], tl)
                 if kl > 0:
-                    dst[q] = 2
+                    dst[q] = PROPERTY_SEPARATOR_BYTE
                     q += 1
             if kl > 0:
-                q = _copy(dst, q, _KEYS, 0, 5)
+                q = _copy(dst, q, _KEYS, 0, _KEYS_LEN)
                 q = _copy(dst, q, keys, rows[i, KEYS_START], kl)
         p += rows[i, LENGTH]
     return p
@@ -140,7 +176,7 @@ def has_separator(data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64],
     for i in range(starts.size):
         found = False
         for p in range(starts[i], starts[i] + lens[i]):
-            if data[p] == 1 or data[p] == 2:
+            if data[p] == NAME_VALUE_BYTE or data[p] == PROPERTY_SEPARATOR_BYTE:
                 found = True
                 break
         out[i] = found
@@ -162,10 +198,10 @@ def dispatch_hashes(rows: npt.NDArray[np.int64], topic_off: npt.NDArray[np.int64
                     given: npt.NDArray[np.int32], tags_code: npt.NDArray[np.int64],
                     hashes: npt.NDArray[np.int32]) -> None:
     """The dispatch of records laid out from tags and keys (``PROPS_LEN < 0``): ``tags_code[i]``
-    (Java hashCode of TAGS, 0 without) and, into ``hashes``, the Java hashCode of "topic#token"
-    for each KEYS token (``kernels.dispatch.dispatch_columns``'s rules, before the index's
-    abs rule). The ``key_counts[i]`` hashes of a record with whole properties are taken, in
-    order, from ``given`` (its tags code is left as it is)."""
+    (Java hashCode of TAGS, 0 without) and, into ``hashes``, the key hash of each index key
+    (``kernels.hashing``: such a record has no UNIQ_KEY). The ``key_counts[i]`` key hashes of a
+    record with whole properties are taken, in order, from ``given`` (its tags code is left as
+    it is)."""
     k = 0
     g = 0
     for i in range(rows.shape[0]):
@@ -180,15 +216,9 @@ def dispatch_hashes(rows: npt.NDArray[np.int64], topic_off: npt.NDArray[np.int64
         if key_counts[i] == 0:
             continue
         t = rows[i, TOPIC]
-        prefix = java_hash(topics, topic_off[t], topic_off[t + 1] - topic_off[t], 0)
-        prefix = (prefix * 31 + 35) & 0xFFFFFFFF  # '#'
-        p = rows[i, KEYS_START]
-        e = p + rows[i, KEYS_LEN]
-        while p < e:
-            s, p = next_token(keys, p, e)
-            if p > s:
-                hashes[k] = signed32(java_hash(keys, s, p - s, prefix))
-                k += 1
+        prefix = topic_prefix(topics, topic_off[t], topic_off[t + 1] - topic_off[t])
+        k = put_index_key_hashes(prefix, keys, -1, 0, keys, rows[i, KEYS_START], rows[i, KEYS_LEN],
+                                 hashes, k)
 
 
 @kernel

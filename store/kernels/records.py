@@ -3,8 +3,8 @@
 The rules are ``codec.decode_record``'s (docs/FORMAT.md §2), applied to every record of a range in
 one compiled loop. A walk starts at a known record start and stops at the first byte that does not
 continue valid data, saying why (``STATUS``); ``find_start`` finds the first record start in any
-byte range (a Spark split): the magic at ``p+4`` and a PHYSICALOFFSET at ``p+28`` equal to ``p``'s
-own address.
+byte range (a Spark split): a magic at MAGIC and a PHYSICALOFFSET equal to its own address
+(offsets: ``store.layout``).
 """
 from __future__ import annotations
 
@@ -12,6 +12,28 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store.kernels import kernel
+from rocketlake.store.layout import (
+    AFTER_STORE_HOST,
+    BETWEEN_HOSTS,
+    BLANK_MAGIC,
+    FLAG_BORNHOST_V6,
+    FLAG_STOREHOST_V6,
+    IPV4_ADDR_SIZE,
+    IPV6_ADDR_SIZE,
+    MAGIC_V1,
+    MAGIC_V2,
+    MIN_RECORD_SIZE,
+    OFF_BODY_CRC,
+    OFF_BORN_HOST,
+    OFF_BORN_TIMESTAMP,
+    OFF_FLAG,
+    OFF_MAGIC,
+    OFF_PHYSICAL_OFFSET,
+    OFF_QUEUE_ID,
+    OFF_QUEUE_OFFSET,
+    OFF_SYS_FLAG,
+    PROPLEN_SIZE,
+)
 
 # --- output columns of `walk`, one int64 each (`RECORD_DTYPE` names them) ------------------------
 FIELDS = ("offset", "size", "magic", "body_crc", "queue_id", "flag", "queue_offset",
@@ -38,11 +60,13 @@ STATUS = {LIMIT: "limit", BLANK: "blank", ZEROS: "zeros", TRUNCATED: "truncated 
           BAD_CRC: "body CRC mismatch", BAD_UTF8: "topic/properties not UTF-8",
           BAD_NAME: "topic or queue id no writer stores"}
 
-_MAGIC_V1 = 0xDAA320A7 - (1 << 32)
-_MAGIC_V2 = 0xDAA320AB - (1 << 32)
-_BLANK_MAGIC = 0xCBD43194 - (1 << 32)
-_BORN_V6 = 0x10
-_STORE_V6 = 0x20
+#: the magic's first three bytes, shared by v1 and v2 (``find_start`` looks for them), and the last
+_MAGIC_HEAD = (MAGIC_V1 & 0xFFFFFF00) >> 8
+assert _MAGIC_HEAD == (MAGIC_V2 & 0xFFFFFF00) >> 8
+_MAGIC_B0, _MAGIC_B1, _MAGIC_B2 = _MAGIC_HEAD >> 16, (_MAGIC_HEAD >> 8) & 0xFF, _MAGIC_HEAD & 0xFF
+_MAGIC_V1_B3, _MAGIC_V2_B3 = MAGIC_V1 & 0xFF, MAGIC_V2 & 0xFF
+#: a walk reads up to PHYSICALOFFSET's end before it knows the record's size
+_HEAD_SIZE = OFF_PHYSICAL_OFFSET + 8
 
 
 def _crc_tables() -> npt.NDArray[np.uint32]:
@@ -182,43 +206,44 @@ def walk(buf: npt.NDArray[np.uint8], base: int, pos: int, limit: int, check_crc:
         if pos + 8 > size:
             return n, pos, TRUNCATED
         total = be_i32(buf, pos)
-        magic = be_i32(buf, pos + 4)
-        if magic == _BLANK_MAGIC:
+        magic = be_i32(buf, pos + OFF_MAGIC)
+        if magic == BLANK_MAGIC:
             detail[0] = total
             return n, pos, BLANK
-        if magic != _MAGIC_V1 and magic != _MAGIC_V2:
+        if magic != MAGIC_V1 and magic != MAGIC_V2:
             zero = True
             for k in range(8):
                 if buf[pos + k] != 0:
                     zero = False
             detail[0] = magic
             return n, pos, ZEROS if zero else BAD_MAGIC
-        if total < 91 or pos + total > size:
+        if total < MIN_RECORD_SIZE or pos + total > size:
             detail[0] = total
             return n, pos, BAD_SIZE
-        sys_flag = be_i32(buf, pos + 36)
-        born_len = 16 if sys_flag & _BORN_V6 else 4
-        store_len = 16 if sys_flag & _STORE_V6 else 4
-        tl_size = 2 if magic == _MAGIC_V2 else 1
-        if total < 91 + born_len - 4 + store_len - 4 + tl_size - 1:
+        sys_flag = be_i32(buf, pos + OFF_SYS_FLAG)
+        born_len = IPV6_ADDR_SIZE if sys_flag & FLAG_BORNHOST_V6 else IPV4_ADDR_SIZE
+        store_len = IPV6_ADDR_SIZE if sys_flag & FLAG_STOREHOST_V6 else IPV4_ADDR_SIZE
+        tl_size = 2 if magic == MAGIC_V2 else 1
+        if total < (MIN_RECORD_SIZE + born_len - IPV4_ADDR_SIZE + store_len - IPV4_ADDR_SIZE
+                     + tl_size - 1):
             detail[0] = total
             detail[1] = sys_flag
             return n, pos, SHORT_FOR_SYSFLAG
-        p = pos + 48
+        p = pos + OFF_BORN_HOST
         born_at = p
         born_port = be_i32(buf, p + born_len)
         p += born_len + 4
         store_ts = be_i64(buf, p)
-        p += 8
+        p += BETWEEN_HOSTS - 4
         store_at = p
         p += store_len
         store_port = be_i32(buf, p)
         reconsume = be_i32(buf, p + 4)
         prepared = be_i64(buf, p + 8)
         body_len = be_i32(buf, p + 16)
-        p += 20
+        p += AFTER_STORE_HOST
         rec_end = pos + total
-        if body_len < 0 or p + body_len + tl_size + 2 > rec_end:
+        if body_len < 0 or p + body_len + tl_size + PROPLEN_SIZE > rec_end:
             detail[0] = body_len
             return n, pos, BAD_BODY_LEN
         body_at = p
@@ -228,21 +253,21 @@ def walk(buf: npt.NDArray[np.uint8], base: int, pos: int, limit: int, check_crc:
         topic_len = be_i16(buf, p) if tl_size == 2 else (byte(buf, p) - 256 if buf[p] >= 128
                                                          else byte(buf, p))
         p += tl_size
-        if topic_len < 0 or p + topic_len + 2 > rec_end:
+        if topic_len < 0 or p + topic_len + PROPLEN_SIZE > rec_end:
             detail[0] = topic_len
             return n, pos, BAD_TOPIC_LEN
         topic_at = p
         p += topic_len
         props_len = be_i16(buf, p)
-        p += 2
+        p += PROPLEN_SIZE
         if props_len < 0 or p + props_len != rec_end:
             detail[0] = total
             return n, pos, BAD_PROPS_LEN
-        phys = be_i64(buf, pos + 28)
+        phys = be_i64(buf, pos + OFF_PHYSICAL_OFFSET)
         if phys != base + pos:
             detail[0] = phys
             return n, pos, BAD_PHYSICAL_OFFSET
-        stored_crc = be_i32(buf, pos + 8)
+        stored_crc = be_i32(buf, pos + OFF_BODY_CRC)
         if check_crc:
             crc = crc32(buf, body_at, body_len) & 0x7FFFFFFF
             if crc != stored_crc:
@@ -251,7 +276,7 @@ def walk(buf: npt.NDArray[np.uint8], base: int, pos: int, limit: int, check_crc:
                 return n, pos, BAD_CRC
         if not (utf8_ok(buf, topic_at, topic_len) and utf8_ok(buf, p, props_len)):
             return n, pos, BAD_UTF8
-        queue_id = be_i32(buf, pos + 12)
+        queue_id = be_i32(buf, pos + OFF_QUEUE_ID)
         if check_names and (queue_id < 0 or not topic_ok(buf, topic_at, topic_len)):
             detail[0] = queue_id
             detail[1] = topic_at
@@ -263,11 +288,11 @@ def walk(buf: npt.NDArray[np.uint8], base: int, pos: int, limit: int, check_crc:
         r[MAGIC] = magic
         r[BODY_CRC] = stored_crc
         r[QUEUE_ID] = queue_id
-        r[FLAG] = be_i32(buf, pos + 16)
-        r[QUEUE_OFFSET] = be_i64(buf, pos + 20)
+        r[FLAG] = be_i32(buf, pos + OFF_FLAG)
+        r[QUEUE_OFFSET] = be_i64(buf, pos + OFF_QUEUE_OFFSET)
         r[PHYSICAL_OFFSET] = phys
         r[SYS_FLAG] = sys_flag
-        r[BORN_TS] = be_i64(buf, pos + 40)
+        r[BORN_TS] = be_i64(buf, pos + OFF_BORN_TIMESTAMP)
         r[BORN_PORT] = born_port
         r[STORE_TS] = store_ts
         r[STORE_PORT] = store_port
@@ -318,11 +343,12 @@ def find_start(buf: npt.NDArray[np.uint8], base: int, lo: int, hi: int) -> int:
     """The first position ``p`` in ``[lo, hi)`` where a record starts: a v1/v2 magic at ``p+4``
     and PHYSICALOFFSET at ``p+28`` equal to ``base + p``; ``hi`` when there is none. (A BLANK
     carries no self offset: a range that starts inside a file's BLANK tail has no record.)"""
-    stop = min(hi, buf.size - 36)
+    stop = min(hi, buf.size - _HEAD_SIZE)
+    m = OFF_MAGIC
     for p in range(lo, stop):
-        if buf[p + 4] == 0xDA and buf[p + 5] == 0xA3 and buf[p + 6] == 0x20 and (
-                buf[p + 7] == 0xA7 or buf[p + 7] == 0xAB):
-            if be_i64(buf, p + 28) == base + p:
+        if buf[p + m] == _MAGIC_B0 and buf[p + m + 1] == _MAGIC_B1 and buf[p + m + 2] == _MAGIC_B2 and (
+                buf[p + m + 3] == _MAGIC_V1_B3 or buf[p + m + 3] == _MAGIC_V2_B3):
+            if be_i64(buf, p + OFF_PHYSICAL_OFFSET) == base + p:
                 return p
     return hi
 
@@ -334,9 +360,9 @@ def heads_at(buf: npt.NDArray[np.uint8], positions: npt.NDArray[np.int64],
     zeros where a head does not fit the buffer."""
     for i in range(positions.size):
         p = positions[i]
-        if p < 0 or p + 36 > buf.size:
+        if p < 0 or p + _HEAD_SIZE > buf.size:
             out[i, 0] = out[i, 1] = out[i, 2] = 0
         else:
             out[i, 0] = be_i32(buf, p)
-            out[i, 1] = be_i32(buf, p + 4)
-            out[i, 2] = be_i64(buf, p + 28)
+            out[i, 1] = be_i32(buf, p + OFF_MAGIC)
+            out[i, 2] = be_i64(buf, p + OFF_PHYSICAL_OFFSET)

@@ -1,0 +1,54 @@
+"""The store library's modules import each other without a cycle (a cycle makes the order of
+imports matter and hides which module owns a concept)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import rocketlake.store
+
+STORE = Path(rocketlake.store.__file__).parent
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The store modules ``path`` imports at any level (``TYPE_CHECKING`` imports included):
+    ``from pkg import name`` imports the module ``pkg.name`` when there is one, else ``pkg``."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                names.add(sub if sub in modules else node.module)
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names & modules
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {}
+    for path in STORE.rglob("*.py"):
+        rel = path.relative_to(STORE).with_suffix("")
+        parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+        paths[".".join(("rocketlake.store", *parts))] = path
+    return {m: _imports(p, set(paths)) - {m} for m, p in paths.items()}
+
+
+def test_store_modules_import_without_a_cycle():
+    graph = _graph()
+    assert {"rocketlake.store.commitlog", "rocketlake.store.table_encoder"} <= graph.keys()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles = []
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycles.append(path[path.index(n):] + [n] if n in path else [m, n])
+            elif n not in state:
+                visit(n, path + [n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []
