@@ -45,6 +45,7 @@ from rocketlake.store.cleanup import (  # noqa: E402
 )
 from rocketlake.store.config import load_config, parse_set_options  # noqa: E402
 from rocketlake.store.config_files import read_consumer_offsets  # noqa: E402
+from rocketlake.store.consumer_lag import consumer_lag as queue_lags  # noqa: E402
 from rocketlake.transforms.commitlog_batch import parse_range  # noqa: E402
 
 #: offsets_history columns the lag status reads
@@ -150,17 +151,12 @@ def lake_facts(lake: str | None, store: str) -> tuple[list[dict[str, Any]], list
 # --- what the page tells -------------------------------------------------------------------------
 def consumer_lag(queues: list[dict[str, Any]], committed: dict[tuple[str, str], dict[int, int]]
                  ) -> list[dict[str, Any]]:
-    """Lag per group, topic and queue now, as ``mqadmin consumerProgress`` shows it: every queue
-    of each (topic, group) in consumerOffset.json, committed offset 0 where the group has none,
-    ``lag = max(0, max offset - committed offset)``."""
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for q in queues:
-        by_topic.setdefault(q["topic"], []).append(q)
-    return [{"group": group, "topic": topic, "queue_id": q["queue_id"],
-             "committed": (c := offsets.get(q["queue_id"], 0)), "max": q["max"],
-             "lag": max(0, q["max"] - c)}
-            for (topic, group), offsets in sorted(committed.items(), key=lambda kv: kv[0][::-1])
-            for q in by_topic.get(topic, [])]
+    """Lag per group, topic and queue now, by ``store.consumer_lag`` (``mqadmin
+    consumerProgress``)."""
+    maxes = {(q["topic"], q["queue_id"]): q["max"] for q in queues}
+    return [{"group": r.group, "topic": r.topic, "queue_id": r.queue_id,
+             "committed": r.consumer_offset, "max": r.max_offset, "lag": r.lag}
+            for r in queue_lags(maxes, committed)]
 
 
 def retention_rows(files: list[tuple[str, int, int]], now_ms: int, policy: RetentionPolicy,

@@ -103,7 +103,9 @@ def test_lag_per_topic_and_queue_is_consumer_progress():
         {"group": "billing", "topic": "audit", "queue_id": 0, "committed": 9, "max": 7, "lag": 0},
         {"group": "billing", "topic": "orders", "queue_id": 0, "committed": 38, "max": 40, "lag": 2},
         # a queue the group never committed counts from 0
-        {"group": "billing", "topic": "orders", "queue_id": 1, "committed": 0, "max": 30, "lag": 30}]
+        {"group": "billing", "topic": "orders", "queue_id": 1, "committed": 0, "max": 30, "lag": 30},
+        # a committed queue the store does not have: max 0 (as `rocketlake lag` shows it)
+        {"group": "x", "topic": "gone", "queue_id": 0, "committed": 1, "max": 0, "lag": 0}]
 
 
 def test_retention_rows_say_when_each_file_expires_and_what_gates_deletion():
