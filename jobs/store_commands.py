@@ -32,7 +32,7 @@ from rocketlake.store.codec import INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog, MessageEncoder, Scan
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
-from rocketlake.store.file_sizes import config_from_files
+from rocketlake.store.file_sizes import reading_config
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.table_encoder import TableEncoder, messages_to_table
@@ -385,8 +385,7 @@ def _emit_messages(messages: Iterable[tuple[Record, dict[str, Any]]], a: argpars
 def _reading_config(a: argparse.Namespace) -> StoreConfig:
     """Settings to read ``a.store`` with: `--set` over store.conf, file sizes from the store's
     files (``store.file_sizes``; a `--set` the files contradict is an error naming both)."""
-    settings = parse_set_options(a.set)
-    return config_from_files(a.store, load_config(settings), explicit=settings)
+    return reading_config(a.store, parse_set_options(a.set))
 
 
 def cmd_dump(a: argparse.Namespace) -> int:
