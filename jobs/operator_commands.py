@@ -18,7 +18,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rocketlake.jobs.cli import to_datetime
 from rocketlake.jobs.printable import printable
 from rocketlake.store import MessageStore
 from rocketlake.store.config import load_config, parse_set_options
@@ -28,6 +27,7 @@ from rocketlake.store.errors import ConfigFileError, StoreLockedError
 from rocketlake.store.lockfile import StoreLock, is_locked
 from rocketlake.store.message import GetStatus
 from rocketlake.store.store_dir import check_store
+from rocketlake.store.store_time import format_time
 
 Row = dict[str, Any]
 _OFFSETS_FILE = "config/consumerOffset.json"
@@ -56,8 +56,7 @@ def store_time(ms: MessageStore, topic: str, queue_id: int, queue_offset: int) -
 
 def _time_fields(prefix: str, ms_time: int | None) -> Row:
     """``<prefix>_time`` (ISO-8601 UTC, millisecond precision) and ``<prefix>_timestamp`` (ms)."""
-    iso = None if ms_time is None else \
-        to_datetime(ms_time).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    iso = None if ms_time is None else format_time(ms_time)
     return {f"{prefix}_time": iso, f"{prefix}_timestamp": ms_time}
 
 

@@ -24,7 +24,6 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rocketlake.jobs.cli import to_datetime
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.printable import printable
 from rocketlake.store import Message, MessageRejected, MessageStore, Record, codec
@@ -35,6 +34,7 @@ from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.file_sizes import reading_config
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.store_dir import check_store
+from rocketlake.store.store_time import format_time
 from rocketlake.store.table_encoder import TableEncoder, messages_to_table
 from rocketlake.store.verify import KINDS, Problem, VerifyReport, verify
 
@@ -320,10 +320,7 @@ def _line_tables(f: BinaryIO, cfg: StoreConfig) -> Iterator[tuple[str, pa.Table]
 def iso_time(ms: int) -> str:
     """Epoch milliseconds as ISO-8601 UTC, ``2024-11-19T07:06:40.037Z`` (the number itself when
     no date has it)."""
-    try:
-        return to_datetime(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    except (ValueError, OverflowError, OSError):
-        return str(ms)
+    return format_time(ms)
 
 
 def body_text(body: bytes, max_body: int) -> str:
