@@ -20,21 +20,16 @@ from pathlib import Path
 from rocketlake import __version__
 from rocketlake.jobs.exit_codes import run
 from rocketlake.jobs.lake import DELETED_FILE_RETENTION_DAYS, lake_uri
+from rocketlake.store import store_time
 
 
 # --- times --------------------------------------------------------------------------------------
 def parse_time(text: str) -> int:
-    """A time option: epoch milliseconds (``1700000000000``) or ISO-8601 (``2026-11-22T10:00:00Z``,
-    no zone means UTC) -> epoch milliseconds."""
-    if re.fullmatch(r"-?\d+", text.strip()):
-        return int(text)
+    """A time option (``store.store_time.parse_time``) -> epoch milliseconds."""
     try:
-        ts = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"not a time: {text!r} (give ISO-8601 such as 2026-11-22T10:00:00Z, or epoch ms)") from None
-    ts = ts if ts.tzinfo else ts.replace(tzinfo=UTC)
-    return int(ts.timestamp()) * 1000 + ts.microsecond // 1000
+        return store_time.parse_time(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def to_datetime(ms: int) -> datetime:

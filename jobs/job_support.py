@@ -18,15 +18,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from rocketlake.store import swap_journal
-from rocketlake.store.config import StoreConfig, load_config, parse_set_options
+from rocketlake.store.config import StoreConfig, parse_set_options
 from rocketlake.store.errors import StoreLockedError
+from rocketlake.store.file_sizes import reading_config
 from rocketlake.store.lockfile import StoreLock
 from rocketlake.transforms.commitlog_scan import ScanEnd
 
 
 def store_config(args: argparse.Namespace) -> StoreConfig:
-    """Settings from `conf/store.conf` with the job's ``--set`` overrides."""
-    return load_config(parse_set_options(args.set))
+    """Settings from `conf/store.conf` with the job's ``--set`` overrides and the file sizes of
+    the store ``args.store`` (``store.file_sizes.reading_config``)."""
+    return reading_config(args.store, parse_set_options(args.set))
 
 
 

@@ -18,15 +18,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rocketlake.jobs.cli import to_datetime
 from rocketlake.jobs.printable import printable
 from rocketlake.store import MessageStore
 from rocketlake.store.config import load_config, parse_set_options
 from rocketlake.store.config_files import ConfigFallbackWarning, write_consumer_offsets
+from rocketlake.store.consumer_lag import consumer_lag
 from rocketlake.store.errors import ConfigFileError, StoreLockedError
 from rocketlake.store.lockfile import StoreLock, is_locked
 from rocketlake.store.message import GetStatus
 from rocketlake.store.store_dir import check_store
+from rocketlake.store.store_time import format_time
 
 Row = dict[str, Any]
 _OFFSETS_FILE = "config/consumerOffset.json"
@@ -55,8 +56,7 @@ def store_time(ms: MessageStore, topic: str, queue_id: int, queue_offset: int) -
 
 def _time_fields(prefix: str, ms_time: int | None) -> Row:
     """``<prefix>_time`` (ISO-8601 UTC, millisecond precision) and ``<prefix>_timestamp`` (ms)."""
-    iso = None if ms_time is None else \
-        to_datetime(ms_time).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    iso = None if ms_time is None else format_time(ms_time)
     return {f"{prefix}_time": iso, f"{prefix}_timestamp": ms_time}
 
 
@@ -91,23 +91,16 @@ LAG_COLUMNS = ("consumer_group", "topic", "queue_id", "consumer_offset", "max_of
 
 
 def lag_rows(ms: MessageStore, group: str | None = None, topic: str | None = None) -> list[Row]:
-    """One row per (consumer group, topic, queue), as ``mqadmin consumerProgress``: every queue
-    the group committed for the topic plus every other queue the store has for it (consumer
-    offset 0, as RocketMQ's getConsumeStats shows a queue without an offset). ``max_offset`` is
-    the queue's (0 when the store has no such queue); ``lag`` = max(0, max_offset -
-    consumer_offset); ``last_consumed_*`` the store time of the message at consumer_offset - 1
-    (None when consumer_offset is 0 or that message is gone). ValueError when the filters
-    match no committed offsets."""
-    ranges = ms.queue_ranges()
-    rows = []
-    for (t, g), committed in sorted(ms.consumer_offsets().items(), key=lambda e: (e[0][1], e[0][0])):
-        if (group is not None and g != group) or (topic is not None and t != topic):
-            continue
-        for q in sorted(set(committed) | {q for tt, q in ranges if tt == t}):
-            consumer, high = committed.get(q, 0), ranges.get((t, q), (0, 0))[1]
-            rows.append({"consumer_group": g, "topic": t, "queue_id": q, "consumer_offset": consumer,
-                         "max_offset": high, "lag": max(0, high - consumer),
-                         **_time_fields("last_consumed", store_time(ms, t, q, consumer - 1))})
+    """One row per (consumer group, topic, queue) by ``store.consumer_lag`` (``mqadmin
+    consumerProgress``), of the groups and topics the filters select; ``last_consumed_*`` the
+    store time of the message at consumer_offset - 1 (None when consumer_offset is 0 or that
+    message is gone). ValueError when the filters match no committed offsets."""
+    table = {k: v for k, v in ms.consumer_offsets().items()
+             if (group is None or k[1] == group) and (topic is None or k[0] == topic)}
+    rows = [{"consumer_group": r.group, "topic": r.topic, "queue_id": r.queue_id,
+             "consumer_offset": r.consumer_offset, "max_offset": r.max_offset, "lag": r.lag,
+             **_time_fields("last_consumed", store_time(ms, r.topic, r.queue_id, r.consumer_offset - 1))}
+            for r in consumer_lag({k: hi for k, (_, hi) in ms.queue_ranges().items()}, table)]
     if not rows and (group is not None or topic is not None):
         wanted = " and ".join(f"{k} {v}" for k, v in (("group", group), ("topic", topic)) if v is not None)
         raise ValueError(f"{ms.root / _OFFSETS_FILE}: no committed offsets for {wanted}")

@@ -44,6 +44,8 @@ from rocketlake.jobs.printable import printable
 from rocketlake.jobs.store_commands import event_to_message
 from rocketlake.store import MessageStore
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
+from rocketlake.store.config_files import write_config
+from rocketlake.store.consumer_lag import consumer_lag, lag_totals
 from rocketlake.store.store_dir import create_store
 from rocketlake.store.topic_config import declare_topics
 from rocketlake.store.verify import verify
@@ -197,10 +199,10 @@ def summary(store: Path, settings: dict) -> Table:
         for col in ("topic", "queues", "messages", "groups (lag)"):
             t.add_column(col, justify="left" if col == "topic" else "right")
         lag: dict[str, list[str]] = {}
-        for (topic, group), offs in sorted(ms.consumer_offsets().items()):
-            behind = sum(max(0, ms.max_offset(topic, q) - o) for q, o in offs.items())
-            lag.setdefault(topic, []).append(f"{group} ({behind:,})")
         table = ms.queue_ranges()
+        rows = consumer_lag({k: hi for k, (_, hi) in table.items()}, ms.consumer_offsets())
+        for (group, topic), behind in sorted(lag_totals(rows).items()):
+            lag.setdefault(topic, []).append(f"{group} ({behind:,})")
         for topic in sorted({t for t, _ in table}):
             qs = [(lo, hi) for (t, _), (lo, hi) in table.items() if t == topic]
             t.add_row(topic, str(len(qs)), f"{sum(hi - lo for lo, hi in qs):,}",

@@ -40,6 +40,7 @@ from rocketlake.jobs.spark_session import build_session
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
 from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.file_sizes import with_commitlog_size, with_consume_queue_size
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.swap_journal import refuse_unfinished
 from rocketlake.transforms.offset_units import UNIT_SCHEMA, read_queue_units
@@ -91,19 +92,13 @@ class Snapshot:
 
 
 # --- reading the store ----------------------------------------------------------------------------
-def _store_files(directory: Path, size: int, setting: str) -> list[int]:
-    """Start offsets of the 20-digit files in ``directory``, each checked to be ``size`` bytes."""
-    starts = []
-    for p in sorted(directory.iterdir()) if directory.is_dir() else ():
-        if len(p.name) == 20 and p.name.isdigit():
-            if p.stat().st_size != size:
-                raise StoreFormatError(f"{p}: file is {p.stat().st_size} bytes, expected {size} "
-                                       f"(set the store's size with --set {setting}=BYTES)")
-            starts.append(int(p.name))
-    return starts
+def _store_files(directory: Path) -> list[int]:
+    """Start offsets of the 20-digit files in ``directory`` (their sizes: ``store.file_sizes``)."""
+    return sorted(int(p.name) for p in (directory.iterdir() if directory.is_dir() else ())
+                  if len(p.name) == 20 and p.name.isdigit())
 
 
-def read_layout(root: Path, cfg: StoreConfig) -> StoreLayout:
+def read_layout(root: Path) -> StoreLayout:
     """List the store's queues and topics (ConsumeQueue directories and `config/topics.json`)."""
     refuse_unfinished(root)
     queues = []
@@ -112,10 +107,8 @@ def read_layout(root: Path, cfg: StoreConfig) -> StoreLayout:
         for qdir in sorted(tdir.iterdir()) if tdir.is_dir() else ():
             if not qdir.name.isdigit():
                 raise StoreFormatError(f"{qdir}: queue directory name is not a queue id")
-            _store_files(qdir, cfg.mappedFileSizeConsumeQueue, "mappedFileSizeConsumeQueue")
             queues.append((tdir.name, int(qdir.name)))
-    commitlog = _store_files(root / "commitlog", cfg.mappedFileSizeCommitLog,
-                             "mappedFileSizeCommitLog")
+    commitlog = _store_files(root / "commitlog")
     topics_json = read_config(root / "config" / "topics.json") or {}
     configured = topics_json.get("topicConfigTable", {}) if isinstance(topics_json, dict) else {}
     return StoreLayout(sorted(queues), frozenset({t for t, _ in queues} | set(configured)),
@@ -250,12 +243,13 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
     changed. ``database`` registers the lake's tables in that catalog database."""
     started = time.time_ns() // 1_000_000
     root = check_store(root)
+    cfg = with_consume_queue_size(root, with_commitlog_size(root, cfg))  # the files' sizes
     store = store or root.resolve().name
     ts = whole_ms(ts or datetime.now(UTC))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = read_consumer_offsets(root)
-        layout = read_layout(root, cfg)
+        layout = read_layout(root)
     for w in caught:
         print(f"{PROG}: warning: {w.message}", file=sys.stderr)
     check_topics(table, layout)

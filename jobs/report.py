@@ -45,6 +45,8 @@ from rocketlake.store.cleanup import (  # noqa: E402
 )
 from rocketlake.store.config import load_config, parse_set_options  # noqa: E402
 from rocketlake.store.config_files import read_consumer_offsets  # noqa: E402
+from rocketlake.store.consumer_lag import consumer_lag as queue_lags  # noqa: E402
+from rocketlake.store.store_time import format_time  # noqa: E402
 from rocketlake.transforms.commitlog_batch import parse_range  # noqa: E402
 
 #: offsets_history columns the lag status reads
@@ -150,17 +152,12 @@ def lake_facts(lake: str | None, store: str) -> tuple[list[dict[str, Any]], list
 # --- what the page tells -------------------------------------------------------------------------
 def consumer_lag(queues: list[dict[str, Any]], committed: dict[tuple[str, str], dict[int, int]]
                  ) -> list[dict[str, Any]]:
-    """Lag per group, topic and queue now, as ``mqadmin consumerProgress`` shows it: every queue
-    of each (topic, group) in consumerOffset.json, committed offset 0 where the group has none,
-    ``lag = max(0, max offset - committed offset)``."""
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for q in queues:
-        by_topic.setdefault(q["topic"], []).append(q)
-    return [{"group": group, "topic": topic, "queue_id": q["queue_id"],
-             "committed": (c := offsets.get(q["queue_id"], 0)), "max": q["max"],
-             "lag": max(0, q["max"] - c)}
-            for (topic, group), offsets in sorted(committed.items(), key=lambda kv: kv[0][::-1])
-            for q in by_topic.get(topic, [])]
+    """Lag per group, topic and queue now, by ``store.consumer_lag`` (``mqadmin
+    consumerProgress``)."""
+    maxes = {(q["topic"], q["queue_id"]): q["max"] for q in queues}
+    return [{"group": r.group, "topic": r.topic, "queue_id": r.queue_id,
+             "committed": r.consumer_offset, "max": r.max_offset, "lag": r.lag}
+            for r in queue_lags(maxes, committed)]
 
 
 def retention_rows(files: list[tuple[str, int, int]], now_ms: int, policy: RetentionPolicy,
@@ -168,8 +165,8 @@ def retention_rows(files: list[tuple[str, int, int]], now_ms: int, policy: Reten
     """What the broker's cleanup (``store.cleanup``, with its deleteWhen / disk gate) would do at
     ``now_ms``, and one row per CommitLog file: size, mtime, when it expires, and its fate."""
     decision = plan_commitlog_deletion([(n, m) for n, m, _ in files], now_ms, policy, disk_ratio)
-    rows = [{"file": name, "size": f"{size / 2**20:,.1f} MiB", "modified (UTC)": _utc(mtime),
-             "expires at (UTC)": _utc(mtime + policy.file_reserved_hours * HOUR_MS),
+    rows = [{"file": name, "size": f"{size / 2**20:,.1f} MiB", "modified (UTC)": format_time(mtime),
+             "expires at (UTC)": format_time(mtime + policy.file_reserved_hours * HOUR_MS),
              "at the next cleanup": (f"deleted ({_TRIGGERS.get(decision.reason or '', decision.reason)})"
                                      if name in decision.delete else f"kept: {decision.kept[name]}")}
             for name, mtime, size in files]
@@ -196,10 +193,6 @@ def explain_counts(records: RecordCounts, units: int) -> list[str]:
         out.append(f"The other {rest:,} {'records have no unit' if rest > 0 else 'units have no record'}: "
                    f"ConsumeQueue files cleaned up or not rebuilt yet (run verify).")
     return out
-
-
-def _utc(ms: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
 
 
 # --- charts ------------------------------------------------------------------------------------
@@ -245,7 +238,7 @@ def rate_figure(ts: np.ndarray, topics: np.ndarray) -> Figure:
         for t in sorted(set(topics.tolist())):
             counts, _ = np.histogram(ts[topics == t], bins=edges)
             ax.plot((edges[:-1] - edges[0]) / 1000, counts / (step / 1000), label=t, lw=1.2)
-        ax.set_xlabel(f"seconds since {_utc(int(edges[0]))} UTC")
+        ax.set_xlabel(f"seconds since {format_time(int(edges[0]))}")
         _legend_outside(ax)
     ax.set_ylabel("messages / s")
     ax.set_title("Message rate by store time")
@@ -357,7 +350,7 @@ td.OK {{ color: #1a7f37; font-weight: 600; }} td.WARNING, td.UNKNOWN {{ color: #
 td.STALLED, td.REWIND {{ color: #cf222e; font-weight: 600; }}
 </style></head><body>
 <h1>rocketlake report</h1>
-<p class=sub>store <code>{html.escape(str(p.root))}</code>, generated {_utc(p.now_ms)} UTC</p>
+<p class=sub>store <code>{html.escape(str(p.root))}</code>, generated {format_time(p.now_ms)}</p>
 <div class=cards>{card_html}</div>
 <h2>Consumer groups</h2>
 <p>Status over each queue's last {p.lag_window} snapshots, by Burrow's rules: OK when the lag
@@ -378,7 +371,7 @@ the committed offset goes back; UNKNOWN with one snapshot only.</p>
 <h2>Message rate</h2>
 <img alt="message rate over time" src="{_png(rate_figure(facts.timestamps, facts.topics))}">
 <h2>Retention</h2>
-<p>The broker's cleanup at {_utc(p.now_ms)} UTC ({html.escape(gate)}):
+<p>The broker's cleanup at {format_time(p.now_ms)} ({html.escape(gate)}):
 {html.escape('would delete ' + ', '.join(decision.delete) if decision.delete else 'deletes nothing')}.</p>
 {_table(retention, ["file", "size", "modified (UTC)", "expires at (UTC)", "at the next cleanup"])
  if retention else "<p>No CommitLog file.</p>"}

@@ -10,14 +10,15 @@ summary's top-level fields. Pure Python, no Spark.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rocketlake.store.store_time import format_time
+
 
 def when(ms: int) -> str:
-    """Epoch ms -> "2026-11-23 04:00 UTC"."""
-    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ms / 1000))
+    """Epoch ms -> "2026-11-23T04:00:00.000Z" (``store.store_time``)."""
+    return format_time(ms)
 
 
 def _n(count: int, noun: str) -> str:

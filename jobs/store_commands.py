@@ -24,7 +24,6 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rocketlake.jobs.cli import to_datetime
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.printable import printable
 from rocketlake.store import Message, MessageRejected, MessageStore, Record, codec
@@ -32,10 +31,11 @@ from rocketlake.store.codec import INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog, Scan
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
-from rocketlake.store.file_sizes import config_from_files
+from rocketlake.store.file_sizes import reading_config
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.message_encoder import MessageEncoder
 from rocketlake.store.store_dir import check_store
+from rocketlake.store.store_time import format_time
 from rocketlake.store.table_encoder import TableEncoder, messages_to_table
 from rocketlake.store.verify import KINDS, Problem, VerifyReport, verify
 
@@ -321,10 +321,7 @@ def _line_tables(f: BinaryIO, cfg: StoreConfig) -> Iterator[tuple[str, pa.Table]
 def iso_time(ms: int) -> str:
     """Epoch milliseconds as ISO-8601 UTC, ``2024-11-19T07:06:40.037Z`` (the number itself when
     no date has it)."""
-    try:
-        return to_datetime(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    except (ValueError, OverflowError, OSError):
-        return str(ms)
+    return format_time(ms)
 
 
 def body_text(body: bytes, max_body: int) -> str:
@@ -386,8 +383,7 @@ def _emit_messages(messages: Iterable[tuple[Record, dict[str, Any]]], a: argpars
 def _reading_config(a: argparse.Namespace) -> StoreConfig:
     """Settings to read ``a.store`` with: `--set` over store.conf, file sizes from the store's
     files (``store.file_sizes``; a `--set` the files contradict is an error naming both)."""
-    settings = parse_set_options(a.set)
-    return config_from_files(a.store, load_config(settings), explicit=settings)
+    return reading_config(a.store, parse_set_options(a.set))
 
 
 def cmd_dump(a: argparse.Namespace) -> int:

@@ -29,7 +29,7 @@ import dataclasses
 import os
 import re
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ from rocketlake.store.codec import (
     INDEX_HEADER_SIZE,
     INDEX_SLOT_SIZE,
 )
-from rocketlake.store.config import StoreConfig
+from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.errors import SettingError, StoreFormatError
 from rocketlake.store.paths import CONSUME_QUEUE_DIR
 
@@ -62,6 +62,13 @@ def config_from_files(root: str | os.PathLike[str], config: StoreConfig,
     cfg = with_commitlog_size(root, config, explicit)
     cfg = with_consume_queue_size(root, cfg, explicit)
     return with_index_geometry(root, cfg, explicit) if cfg.messageIndexEnable else cfg
+
+
+def reading_config(root: str | os.PathLike[str], settings: Mapping[str, str]) -> StoreConfig:
+    """The settings to read the store at ``root`` with: ``settings`` (the user's ``--set``) over
+    `store.conf`, with the file sizes taken from the store's files (``config_from_files``; a
+    setting the files contradict is a SettingError naming both)."""
+    return config_from_files(root, load_config(settings), explicit=settings)
 
 
 def with_commitlog_size(root: Path, config: StoreConfig, explicit: Collection[str] = ()) -> StoreConfig:

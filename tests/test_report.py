@@ -103,7 +103,9 @@ def test_lag_per_topic_and_queue_is_consumer_progress():
         {"group": "billing", "topic": "audit", "queue_id": 0, "committed": 9, "max": 7, "lag": 0},
         {"group": "billing", "topic": "orders", "queue_id": 0, "committed": 38, "max": 40, "lag": 2},
         # a queue the group never committed counts from 0
-        {"group": "billing", "topic": "orders", "queue_id": 1, "committed": 0, "max": 30, "lag": 30}]
+        {"group": "billing", "topic": "orders", "queue_id": 1, "committed": 0, "max": 30, "lag": 30},
+        # a committed queue the store does not have: max 0 (as `rocketlake lag` shows it)
+        {"group": "x", "topic": "gone", "queue_id": 0, "committed": 1, "max": 0, "lag": 0}]
 
 
 def test_retention_rows_say_when_each_file_expires_and_what_gates_deletion():
@@ -115,9 +117,9 @@ def test_retention_rows_say_when_each_file_expires_and_what_gates_deletion():
              ("00000000002147483648", now - 1 * HOUR_MS, 2**30)]    # the last file
     decision, rows = retention_rows(files, now, policy, disk_ratio=0.40)
     assert decision.delete == ()
-    assert [r["expires at (UTC)"] for r in rows] == ["2026-11-23 06:00:00", "2026-11-24 04:00:00",
-                                                     "2026-11-26 05:00:00"]
-    assert rows[0]["modified (UTC)"] == "2026-11-21 06:00:00" and rows[0]["size"] == "1,024.0 MiB"
+    assert [r["expires at (UTC)"] for r in rows] == ["2026-11-23T06:00:00.000Z", "2026-11-24T04:00:00.000Z",
+                                                     "2026-11-26T05:00:00.000Z"]
+    assert rows[0]["modified (UTC)"] == "2026-11-21T06:00:00.000Z" and rows[0]["size"] == "1,024.0 MiB"
     assert rows[0]["at the next cleanup"].startswith("kept: expired (72.0 h old) but deletion waits")
     assert rows[2]["at the next cleanup"].startswith("kept: the last file")
     decision, rows = retention_rows(files, now, policy, disk_ratio=0.80)  # above the disk ratio
@@ -158,7 +160,7 @@ def test_page_shows_group_status_runs_in_words_and_renders_without_history(tmp_p
     policy = RetentionPolicy(48, frozenset({4}), 75)
     page = render(PageInput(root, facts, history, runs, 1_795_392_000_000, policy, 0.5, lake=True))
     assert "<td>billing</td><td class=STALLED>STALLED</td><td>orders/0</td><td>8</td><td>3</td>" in page
-    assert ("<li>compact at 2026-11-23 04:00 UTC: deleted no CommitLog file (none expired), "
+    assert ("<li>compact at 2026-11-23T04:00:00.000Z: deleted no CommitLog file (none expired), "
             "compacted user-state: 17 keys kept (took 2.0 s)</li>") in page
     empty = render(PageInput(root, facts, [], [], 1_795_392_000_000, policy, 0.5))
     assert "No offsets history (no --lake given)" in empty and "No maintenance run recorded yet." in empty

@@ -21,7 +21,7 @@ def test_a_compact_run_in_words():
                            "consume_queue_files": ["orders/0/00000000000000000000"], "index_files": []},
                "compacted": {"user-state": {"kept": 17, "source_end": 5, "translated_offsets": 0}}}
     assert describe_run(_run("compact", summary)) == (
-        "compact at 2026-11-23 04:00 UTC: archived 2 files (1,234 messages), deleted 2 files "
+        "compact at 2026-11-23T04:00:00.000Z: archived 2 files (1,234 messages), deleted 2 files "
         "(CommitLog now from offset 2,147,483,648; 1 ConsumeQueue file, 0 index files with them), "
         "compacted user-state: 17 keys kept (took 12.5 s)")
 
@@ -39,24 +39,24 @@ def test_a_compact_run_that_deleted_nothing_says_why():
 def test_publish_offsets_and_unknown_jobs_in_words():
     pub = _run("publish-offsets", {"snapshot": "2026-11-23T04:00:00+00:00", "queues": 8,
                                    "consumer_rows": 1}, status="unchanged", seconds=3)
-    assert describe_run(pub) == ("publish-offsets at 2026-11-23 04:00 UTC [unchanged]: snapshot "
+    assert describe_run(pub) == ("publish-offsets at 2026-11-23T04:00:00.000Z [unchanged]: snapshot "
                                  "2026-11-23T04:00:00+00:00: 8 queues, 1 consumer row (took 3.0 s)")
     unknown = _run("rebalance", {"units": 12345, "queues": 3, "mode": "full", "files": ["a"]},
                    status="failed")
-    assert describe_run(unknown) == ("rebalance at 2026-11-23 04:00 UTC [failed]: mode full, "
+    assert describe_run(unknown) == ("rebalance at 2026-11-23T04:00:00.000Z [failed]: mode full, "
                                      "queues 3, units 12,345 (took 12.5 s)")
     assert describe_run({**unknown, "summary": "not json"}).startswith(
-        "rebalance at 2026-11-23 04:00 UTC [failed]: summary not json")
+        "rebalance at 2026-11-23T04:00:00.000Z [failed]: summary not json")
 
 
 def test_rebuild_and_verify_runs_in_words():
     rebuild = _run("rebuild-index", {"mode": "incremental", "target": "var/store/index",
                                      "wrote": {"noun": "keys", "per_topic": {"a": 2, "b": 1}}})
-    assert describe_run(rebuild) == ("rebuild-index at 2026-11-23 04:00 UTC: incremental rebuild wrote "
+    assert describe_run(rebuild) == ("rebuild-index at 2026-11-23T04:00:00.000Z: incremental rebuild wrote "
                                      "3 keys for 2 topics under var/store/index (took 12.5 s)")
     check = _run("check-consistency", {"records": 400, "errors": 2, "rebuild": ["index"]},
                  status="ok")
-    assert describe_run(check) == ("check-consistency at 2026-11-23 04:00 UTC: checked 400 records, "
+    assert describe_run(check) == ("check-consistency at 2026-11-23T04:00:00.000Z: checked 400 records, "
                                    "2 errors, to rebuild: index (took 12.5 s)")
     sound = _run("check-consistency", {"records": 1, "errors": 0, "rebuild": []})
     assert ": checked 1 record, 0 errors, nothing to rebuild " in describe_run(sound)

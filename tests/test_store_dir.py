@@ -58,3 +58,25 @@ def test_a_writer_makes_a_store_in_an_empty_directory_that_stays_one(tmp_path: P
     assert main(["verify", "--store", str(fresh), *SETS, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["records"] == 0
     MessageStore(fresh, read_only=True, mappedFileSizeCommitLog=4096).close()
+
+
+#: every command that reads a store, with the options it needs besides --store
+READERS = [["dump", "commitlog"], ["get", "--topic", "t", "--queue", "0", "--offset", "0"],
+           ["query", "--key", "k", "--topic", "t"], ["verify"], ["check-consistency", "--report", "R"],
+           ["report", "--out", "R"], ["rebuild"], ["rebuild-consumequeue"], ["rebuild-index"],
+           ["publish-offsets", "--lake", "L"], ["compact", "--lake", "L", "--dry-run"], ["lag"],
+           ["topic-status", "--topic", "t"],
+           ["offsets", "reset", "--group", "g", "--topic", "t", "--to-offset", "0", "--dry-run"]]
+
+
+@pytest.mark.parametrize("argv", READERS, ids=lambda a: " ".join(a[:2]))
+def test_every_command_refuses_a_non_store_the_same_way(tmp_path: Path, capsys, argv: list[str]) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    _config_only(project)
+    before = _tree(project)
+    args = [{"R": str(tmp_path / "out"), "L": str(tmp_path / "lake")}.get(a, a) for a in argv]
+    assert main([args[0], "--store", str(project), *args[1:]]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {project}: not a RocketMQ store (no commitlog/ directory; it holds config/)" in err
+    assert _tree(project) == before and not (tmp_path / "out").exists()

@@ -9,10 +9,9 @@ The chain ``jobs.publish_offsets`` runs::
     both --------------------------------- history_rows -----------------------> OFFSETS_HISTORY
 
 Offsets as in RocketMQ (docs/FORMAT.md §6): ``min_offset`` = the first unit whose message is still in the
-CommitLog, ``max_offset`` one past the last unit written. Consumer rows follow ``mqadmin
-consumerProgress``: every queue of a (group, topic) pair in the offset table, committed offset 0
-where the group has none, ``lag = max(0, max_offset - consumer_offset)``, and the last consumed
-message is the one at ``consumer_offset - 1``.
+CommitLog, ``max_offset`` one past the last unit written. Consumer rows and their lag are
+``store.consumer_lag``'s (``mqadmin consumerProgress``), and the last consumed message is the one
+at ``consumer_offset - 1``.
 """
 from __future__ import annotations
 
@@ -24,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from rocketlake.store.codec import CQ_BLANK_UNIT_SIZE
+from rocketlake.store.consumer_lag import consumer_lag
 
 _STR, _INT, _LONG, _TS = T.StringType(), T.IntegerType(), T.LongType(), T.TimestampType()
 
@@ -37,6 +37,8 @@ COMMITTED_SCHEMA = T.StructType([
     T.StructField("queue_id", _INT, False),
     T.StructField("consumer_offset", _LONG, False),
 ])
+_LAG_SCHEMA = T.StructType([*COMMITTED_SCHEMA.fields, T.StructField("max_offset", _LONG, False),
+                            T.StructField("lag", _LONG, False)])
 REQUESTS_SCHEMA = T.StructType([
     T.StructField("topic", _STR, False),
     T.StructField("queue_id", _INT, False),
@@ -155,27 +157,25 @@ def consumer_offsets(committed: DataFrame, queue_offsets: DataFrame, units: Data
     """Committed offsets + queue offsets + units -> one row per (group, topic, queue)
     (:data:`CONSUMER_OFFSETS_SCHEMA`), as ``mqadmin consumerProgress`` reports them.
 
-    Rows: every queue the group committed, plus every other queue of that topic in
-    ``queue_offsets`` (committed offset 0). ``max_offset`` is 0 for a queue the store does not
-    have. ``last_consumed_store_timestamp`` is the checked store time of the unit at
+    Rows, ``max_offset`` and ``lag`` are ``store.consumer_lag``'s (the one lag rule), applied on
+    the driver to the committed offsets and the queues' max offsets (both one row per queue:
+    collected). ``last_consumed_store_timestamp`` is the checked store time of the unit at
     ``consumer_offset - 1`` in ``units`` (null when there is none, as for ``consumer_offset`` 0).
     """
+    table: dict[tuple[str, str], dict[int, int]] = {}
+    for c in committed.collect():
+        table.setdefault((c.topic, c.consumer_group), {})[c.queue_id] = c.consumer_offset
+    maxes = {(q.topic, q.queue_id): q.max_offset
+             for q in queue_offsets.select("topic", "queue_id", "max_offset").collect()}
+    rows = committed.sparkSession.createDataFrame(
+        [(r.group, r.topic, r.queue_id, r.consumer_offset, r.max_offset, r.lag)
+         for r in consumer_lag(maxes, table)], _LAG_SCHEMA)
     keys = ["consumer_group", "topic", "queue_id"]
-    queues = queue_offsets.select("topic", "queue_id", "max_offset")
-    expanded = committed.select("consumer_group", "topic").distinct().join(
-        queues.select("topic", "queue_id"), "topic")
-    rows = (expanded.unionByName(committed.select(*keys)).distinct()
-            .join(committed, keys, "left")
-            .join(queues, ["topic", "queue_id"], "left")
-            .select(*keys, F.coalesce("consumer_offset", F.lit(0)).alias("consumer_offset"),
-                    F.coalesce("max_offset", F.lit(0)).alias("max_offset")))
     consumed = units.select("topic", "queue_id",
                             (F.col("queue_offset") + 1).alias("consumer_offset"),
                             F.timestamp_millis("store_timestamp").alias("last_consumed"))
     out = (rows.join(consumed, ["topic", "queue_id", "consumer_offset"], "left")
-           .select(F.lit(store).alias("store"), *keys, "consumer_offset", "max_offset",
-                   F.greatest(F.col("max_offset") - F.col("consumer_offset"),
-                              F.lit(0)).alias("lag"),
+           .select(F.lit(store).alias("store"), *keys, "consumer_offset", "max_offset", "lag",
                    F.col("last_consumed").alias("last_consumed_store_timestamp"),
                    F.lit(snapshot_ts).alias("snapshot_ts")))
     return conform(out, CONSUMER_OFFSETS_SCHEMA)

@@ -70,7 +70,8 @@ from pyspark.sql.types import (
 from rocketlake.store import codec
 from rocketlake.store.config import load_config
 from rocketlake.store.consume_queue import load_queues
-from rocketlake.store.errors import CorruptRecordError, StoreFormatError
+from rocketlake.store.errors import CorruptRecordError
+from rocketlake.store.file_sizes import with_commitlog_size, with_consume_queue_size
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.store_dir import check_store
 from rocketlake.transforms.commitlog_batch import (
@@ -161,27 +162,17 @@ class RocketMQDataSource(DataSource):
         return CommitLogReader(Path(root), schema, self.options)
 
 
-def _first_file_size(folder: Path, name: str) -> int | None:
-    """Size of the first store file (20-digit name) under ``folder``, searched depth-first, as
-    the setting ``name``; StoreFormatError naming the file when no store has files of that size
-    (empty, or not whole ConsumeQueue units: the file is damaged)."""
-    for p in sorted(folder.rglob("*")) if folder.is_dir() else ():
-        if p.is_file() and p.name.isdigit() and len(p.name) == 20:
-            size = p.stat().st_size
-            if size <= 0 or getattr(load_config({name: size}), name) != size:
-                raise StoreFormatError(
-                    f"{p}: file is {size} bytes, which no store file has (the source takes "
-                    f"{name} from the first file; give the option to read the store)")
-            return size
-    return None
+#: the store.file_sizes rule of each size option the source takes
+_SIZE_RULES = {"mappedFileSizeCommitLog": with_commitlog_size,
+               "mappedFileSizeConsumeQueue": with_consume_queue_size}
 
 
-def _file_size(options: Any, name: str, folder: Path) -> int | None:
-    """The file size setting ``name``: the option (checked as the store checks it), else the size
-    of the first file under ``folder`` (None: there is none)."""
+def _file_size(options: Any, name: str, root: Path) -> int:
+    """The store's ``name`` file size, from its files (``store.file_sizes``); the option, when
+    given, must agree with them (SettingError naming both) and stands when there are none."""
     given = options.get(name)
-    return getattr(load_config({name: given}), name) if given is not None else _first_file_size(
-        folder, name)
+    explicit = {name: given} if given is not None else {}
+    return int(getattr(_SIZE_RULES[name](root, load_config(explicit), explicit), name))
 
 
 class _BoundsReader(DataSourceReader):
@@ -238,18 +229,15 @@ class CommitLogReader(_BoundsReader):
 
     def __init__(self, root: Path, schema: StructType, options: Any) -> None:
         super().__init__(schema)
-        self.root = root
-        self.file_size = _file_size(options, "mappedFileSizeCommitLog", root / "commitlog")
+        self.root = check_store(root)
+        self.file_size = _file_size(options, "mappedFileSizeCommitLog", root)
         self.split_bytes = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
         self.check_crc = options.get("checkCRC", "true").lower() != "false"
         levels = options.get("messageDelayLevel")
         self.delay_levels_ms = (load_config({"messageDelayLevel": levels}).delay_levels_ms
                                 if levels else codec.DELAY_LEVELS_MS)
-        check_store(root)
 
     def partitions(self) -> list[InputPartition]:
-        if self.file_size is None:
-            return []
         lo, hi = self.bounds.get("commitlog_offset", _UNBOUNDED)
         return [InputPartition(r) for r in plan_ranges(self.root, self.file_size, self.split_bytes)
                 if r.file_start + r.hi > lo and r.file_start + r.lo < hi]
@@ -290,7 +278,6 @@ class CommitLogReader(_BoundsReader):
         """Valid data ends at ``pos`` of ``r``'s file (zeros, or ``error``): warn, or raise when
         records follow."""
         at = r.file_start + pos
-        assert self.file_size is not None  # partitions() planned ``r`` from it
         resume = record_after(commitlog_files(self.root, self.file_size), at)
         why = error or "zeros"
         if resume is not None:
@@ -310,12 +297,10 @@ class ConsumeQueueReader(_BoundsReader):
 
     def __init__(self, root: Path, schema: StructType, options: Any) -> None:
         super().__init__(schema)
-        self.root = root
-        self.file_size = _file_size(options, "mappedFileSizeConsumeQueue", root / "consumequeue")
+        self.root = check_store(root)
+        self.file_size = _file_size(options, "mappedFileSizeConsumeQueue", root)
 
     def partitions(self) -> list[InputPartition]:
-        if self.file_size is None:
-            return []
         queues = load_queues(self.root, self.file_size)
         try:
             return [InputPartition(QueuePartition(t, q, tuple((str(mf.path), mf.start)

@@ -1,0 +1,68 @@
+"""One consumer lag rule (store.consumer_lag) behind `rocketlake lag`, the report and the
+pipeline summary: on one store they give the same rows and totals, computed here by hand."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from rich.console import Console
+
+from rocketlake.jobs.operator_commands import lag_rows
+from rocketlake.jobs.pipeline import summary
+from rocketlake.jobs.report import consumer_lag as report_lag
+from rocketlake.jobs.report import store_facts
+from rocketlake.store import MessageStore
+from rocketlake.store.consumer_lag import QueueLag, consumer_lag, lag_totals
+
+#: the golden store's queue max offsets (orders 31 29 29 31, payments 30 31 29 29, audit-log
+#: 29 29 31 30); g1 committed orders 0..1 and a retry topic the store has no queue of; g2 is at
+#: the end of payments/1; g3 committed audit-log/2 past its end
+OFFSETS = ('{\n\t"offsetTable":{\n'
+           '\t\t"orders@g1":{0:3,1:0\n\t\t},\n'
+           '\t\t"payments@g2":{1:31\n\t\t},\n'
+           '\t\t"audit-log@g3":{2:40\n\t\t},\n'
+           '\t\t"%RETRY%g1@g1":{0:0\n\t\t}\n'
+           '\t}\n}')
+#: (group, topic, queue, committed, max, lag), by hand
+EXPECTED = [
+    ("g1", "%RETRY%g1", 0, 0, 0, 0),
+    ("g1", "orders", 0, 3, 31, 28), ("g1", "orders", 1, 0, 29, 29),
+    ("g1", "orders", 2, 0, 29, 29), ("g1", "orders", 3, 0, 31, 31),
+    ("g2", "payments", 0, 0, 30, 30), ("g2", "payments", 1, 31, 31, 0),
+    ("g2", "payments", 2, 0, 29, 29), ("g2", "payments", 3, 0, 29, 29),
+    ("g3", "audit-log", 0, 0, 29, 29), ("g3", "audit-log", 1, 0, 29, 29),
+    ("g3", "audit-log", 2, 40, 31, 0), ("g3", "audit-log", 3, 0, 30, 30),
+]
+TOTALS = {("g1", "%RETRY%g1"): 0, ("g1", "orders"): 117, ("g2", "payments"): 88,
+          ("g3", "audit-log"): 88}
+
+
+def test_rule_counts_uncommitted_missing_past_max_and_expired_queues() -> None:
+    maxes = {("t", 0): 10, ("t", 1): 7}
+    committed = {("t", "g"): {0: 2, 5: 4}, ("t", "h"): {1: 9}, ("r", "g"): {0: 1}}
+    rows = consumer_lag(maxes, committed)
+    assert rows == [QueueLag("g", "r", 0, 1, 0, 0),      # a queue the store does not have
+                    QueueLag("g", "t", 0, 2, 10, 8),     # below the queue's min: still lag
+                    QueueLag("g", "t", 1, 0, 7, 7),      # not committed: from 0
+                    QueueLag("g", "t", 5, 4, 0, 0),
+                    QueueLag("h", "t", 0, 0, 10, 10),
+                    QueueLag("h", "t", 1, 9, 7, 0)]      # past the max: 0, not -2
+    assert lag_totals(rows) == {("g", "r"): 0, ("g", "t"): 15, ("h", "t"): 10}
+
+
+def test_lag_report_and_pipeline_summary_agree(golden_store: Path, golden_settings: dict) -> None:
+    (golden_store / "config" / "consumerOffset.json").write_text(OFFSETS)
+    settings = {k: str(v) for k, v in golden_settings.items()}
+    with MessageStore(golden_store, read_only=True, **settings) as ms:
+        cli_rows = [tuple(r[c] for c in ("consumer_group", "topic", "queue_id", "consumer_offset",
+                                         "max_offset", "lag")) for r in lag_rows(ms)]
+    assert cli_rows == EXPECTED
+    facts = store_facts(golden_store, settings)
+    assert [tuple(r.values()) for r in report_lag(facts.queues, facts.committed)] == EXPECTED
+    out = io.StringIO()
+    Console(file=out, width=200).print(summary(golden_store, settings))
+    cells = {line.split("│")[1].strip(): line.split("│")[4].strip()
+             for line in out.getvalue().splitlines() if line.count("│") == 5}
+    assert cells["orders"] == "g1 (117)"
+    assert cells["payments"] == "g2 (88)"
+    assert cells["audit-log"] == "g3 (88)"
