@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rocketlake.jobs.cli import to_datetime
 from rocketlake.jobs.printable import printable
+from rocketlake.jobs.times import to_datetime
 from rocketlake.store import MessageStore
 from rocketlake.store.config import load_config, parse_set_options
 from rocketlake.store.config_files import ConfigFallbackWarning, write_consumer_offsets

@@ -37,8 +37,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-from rocketlake.jobs import sample
-from rocketlake.jobs.cli import job_main
+from rocketlake.jobs import cli, sample
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.printable import printable
 from rocketlake.jobs.store_commands import event_to_message
@@ -251,7 +250,8 @@ def run(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return job_main("pipeline", argv)
+    """``rocketlake pipeline [options]``; returns the exit code."""
+    return cli.main(["pipeline", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

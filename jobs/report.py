@@ -18,7 +18,6 @@ import base64
 import html
 import io
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,6 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from rocketlake.jobs.cli import job_main  # noqa: E402
 from rocketlake.jobs.lag_status import DEFAULT_WINDOW, group_statuses  # noqa: E402
 from rocketlake.jobs.run_words import describe_run  # noqa: E402
 from rocketlake.store import MessageStore, codec  # noqa: E402
@@ -411,10 +409,3 @@ def run(a: argparse.Namespace) -> int:
                                   a.lag_window)))
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    return job_main("report", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,9 +24,9 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rocketlake.jobs.cli import to_datetime
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.printable import printable
+from rocketlake.jobs.times import to_datetime
 from rocketlake.store import Message, MessageRejected, MessageStore, Record, codec
 from rocketlake.store.codec import INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog, MessageEncoder, Scan
