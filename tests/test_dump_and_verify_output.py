@@ -256,7 +256,7 @@ def test_dump_index_streams_a_large_index_in_bounded_memory(tmp_path, monkeypatc
 
     import pyarrow as pa
 
-    from rocketlake.jobs import store_commands
+    from rocketlake.jobs.cli import store_commands
     n = 100_000
     settings = dict(mappedFileSizeCommitLog=64 << 20, maxHashSlotNum=50_000, maxIndexNum=n + 10)
     with MessageStore(tmp_path / "s", **settings) as ms:
@@ -332,7 +332,7 @@ def test_text_output_escapes_control_characters(tmp_path, capsys):
 
 
 def test_verify_text_escapes_control_characters():
-    from rocketlake.jobs.store_commands import verify_summary
+    from rocketlake.jobs.cli.store_commands import verify_summary
     from rocketlake.store.verify import Problem, VerifyReport
     report = VerifyReport("s", problems=[Problem("error", "commitlog/0", 0, "topic 'a\x1b[31m'",
                                                  "commitlog-record")])

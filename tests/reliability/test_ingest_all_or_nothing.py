@@ -16,8 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rocketlake.jobs import store_commands
-from rocketlake.jobs.cli import main
+from rocketlake.jobs.cli import main, store_commands
 from rocketlake.store import MessageStore
 from rocketlake.store.ingest_journal import JOURNAL_NAME, PartialIngestDiscarded
 from rocketlake.store.verify import verify
@@ -96,7 +95,7 @@ def test_a_full_disk_part_way_through_stores_nothing(small_fs: Path, tmp_path: P
 # to be killed.
 INGEST_THEN_WAIT = r"""
 import sys, time
-from rocketlake.jobs import store_commands
+from rocketlake.jobs.cli import store_commands
 from rocketlake.jobs.cli import main
 from rocketlake.store import MessageStore
 store_commands.PARQUET_ROWS = 100

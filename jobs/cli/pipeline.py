@@ -37,10 +37,11 @@ from rich.text import Text
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-from rocketlake.jobs import cli, sample
+from rocketlake.jobs import cli
+from rocketlake.jobs.cli import sample
+from rocketlake.jobs.cli.store_commands import event_to_message
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.printable import printable
-from rocketlake.jobs.store_commands import event_to_message
 from rocketlake.store import MessageStore
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.config_files import write_config
@@ -183,7 +184,7 @@ def compact(store: Path, lake: str, cfg: StoreConfig) -> tuple[int, str]:
 
 
 def report(store: Path, lake: str, out: Path, settings: dict) -> tuple[int, str]:
-    from rocketlake.jobs.report import write_report
+    from rocketlake.jobs.cli.report import write_report
 
     write_report(store, lake, out, settings)
     return 0, f"{out}"

@@ -185,11 +185,11 @@ def _offsets(p: argparse.ArgumentParser) -> None:
     _json_rows(p)
 
 
-_S = "rocketlake.jobs.store_commands"
-_O = "rocketlake.jobs.operator_commands"
+_S = "rocketlake.jobs.cli.store_commands"
+_O = "rocketlake.jobs.cli.operator_commands"
 COMMANDS: dict[str, Command] = {
     "pipeline": Command("the main job: sample -> store -> checks -> Spark rebuild -> Delta -> summary",
-                        "rocketlake.jobs.pipeline:run", _pipeline,
+                        "rocketlake.jobs.cli.pipeline:run", _pipeline,
                         "rocketlake pipeline --messages 200000 --master 'local[2]'"),
     "ingest": Command("write JSON Lines or Parquet events into a store, all rows or none",
                       f"{_S}:cmd_ingest", _ingest,
@@ -207,7 +207,7 @@ COMMANDS: dict[str, Command] = {
                       "rocketlake verify --store var/store --json | jq .problems"),
     "check-consistency": JOBS["check-consistency"],
     "report": Command("write a self-contained HTML report of a store and its lake",
-                      "rocketlake.jobs.report:run", _report,
+                      "rocketlake.jobs.cli.report:run", _report,
                       "rocketlake report --store var/store --lake var/lake --out var/report.html"),
     **{name: job for name, job in JOBS.items() if name != "check-consistency"},
     "lag": Command("consumer offsets, max offsets and lag per group and queue (mqadmin consumerProgress)",
@@ -241,6 +241,3 @@ def main(argv: list[str] | None = None) -> int:
     target: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
     return int(run(f"rocketlake {args.command}", lambda: target(args)))
 
-
-if __name__ == "__main__":
-    sys.exit(main())
