@@ -185,25 +185,26 @@ def _offsets(p: argparse.ArgumentParser) -> None:
     _json_rows(p)
 
 
-_S = "rocketlake.jobs.cli.store_commands"
+_R = "rocketlake.jobs.cli.read_commands"
 _O = "rocketlake.jobs.cli.operator_commands"
 COMMANDS: dict[str, Command] = {
     "pipeline": Command("the main job: sample -> store -> checks -> Spark rebuild -> Delta -> summary",
                         "rocketlake.jobs.cli.pipeline:run", _pipeline,
                         "rocketlake pipeline --messages 200000 --master 'local[2]'"),
     "ingest": Command("write JSON Lines or Parquet events into a store, all rows or none",
-                      f"{_S}:cmd_ingest", _ingest,
+                      "rocketlake.jobs.cli.ingest:cmd_ingest", _ingest,
                       "echo '{\"topic\":\"orders\",\"body\":\"hi\",\"keys\":\"k1\"}' "
                       "| rocketlake ingest --store var/store -"),
     "dump": Command("print commitlog / consumequeue / index records as JSON Lines or text",
-                    f"{_S}:cmd_dump", _dump, "rocketlake dump consumequeue --store var/store --topic orders"),
-    "get": Command("read a queue from an offset (RocketMQ getMessage)", f"{_S}:cmd_get", _get,
+                    f"{_R}:cmd_dump", _dump, "rocketlake dump consumequeue --store var/store --topic orders"),
+    "get": Command("read a queue from an offset (RocketMQ getMessage)", f"{_R}:cmd_get", _get,
                    "rocketlake get --store var/store --topic orders --queue 0 --offset 0 "
                    "--tags 'TagA || TagB'"),
-    "query": Command("find messages by --key, --msg-id or --time", f"{_S}:cmd_query", _query,
+    "query": Command("find messages by --key, --msg-id or --time", f"{_R}:cmd_query", _query,
                      "rocketlake query --store var/store --topic orders --queue 0 "
                      "--time 2026-11-22T10:00:00Z"),
-    "verify": Command("check a whole store (fsck); exit 1 on any disagreement", f"{_S}:cmd_verify", _verify,
+    "verify": Command("check a whole store (fsck); exit 1 on any disagreement",
+                      "rocketlake.jobs.cli.verify_words:cmd_verify", _verify,
                       "rocketlake verify --store var/store --json | jq .problems"),
     "check-consistency": JOBS["check-consistency"],
     "report": Command("write a self-contained HTML report of a store and its lake",

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 from rocketlake.jobs import cli
 from rocketlake.jobs.cli import sample
-from rocketlake.jobs.cli.store_commands import event_to_message
+from rocketlake.jobs.cli.events import event_to_message
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.printable import printable
 from rocketlake.store import MessageStore
