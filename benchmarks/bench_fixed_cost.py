@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rocketlake.jobs import pipeline
+from rocketlake.jobs.cli import pipeline
 from rocketlake.jobs.spark_session import delta_submit_args
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rocketlake.jobs.cli import job_main
 from rocketlake.jobs.exit_codes import ExitCode
+from rocketlake.jobs.job_commands import job_main
 from rocketlake.store.config import load_config, parse_set_options
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.verify import VerifyReport, verify
@@ -64,7 +64,7 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``rocketlake check-consistency`` (options in :mod:`rocketlake.jobs.cli`)."""
+    """``rocketlake check-consistency`` (options in :mod:`rocketlake.jobs.job_commands`)."""
     started = time.time_ns() // 1_000_000
     settings = parse_set_options(args.set)
     check_store(args.store)
@@ -93,7 +93,8 @@ def record_verify_run(lake: str, store: Path, started_ms: int, report: dict[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    return job_main(PROG, argv)
+    """``spark-submit jobs/check_consistency.py [options]`` (the options of :data:`job_commands.JOBS`)."""
+    return job_main(PROG, run, argv)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rocketlake.jobs import job_support
-from rocketlake.jobs.cli import job_main
+from rocketlake.jobs.job_commands import job_main
 from rocketlake.jobs.lake import ensure_table, register, table_properties, table_uri
 from rocketlake.jobs.run_log import RUNS_TABLE, record_run
 from rocketlake.jobs.spark_progress import spark_progress
@@ -230,11 +230,12 @@ def maintain(root: Path, cfg: StoreConfig, lake: str, store_name: str | None = N
              now_ms: int | None = None, *, protect_unconsumed: bool = False, force: bool = False,
              respect_delete_when: bool = False, topics: list[str] | None = None,
              dry_run: bool = False, database: str | None = None,
-             change_data_feed: bool = False) -> dict:
+             change_data_feed: bool = False, master: str | None = None) -> dict:
     """The whole job on the store ``root`` (see the module doc) with the lake ``lake`` (a URI);
     returns its summary. Retention is evaluated at ``now_ms`` (default: now); ``topics`` are
     compacted besides the configured ones; ``dry_run`` only plans; ``database`` registers the
-    lake's archive and run log in that catalog database."""
+    lake's archive and run log in that catalog database; ``master`` is the Spark master of a
+    session this starts."""
     started = time.time_ns() // 1_000_000
     root = check_store(root)
     store_name = store_name or root.resolve().name
@@ -244,7 +245,7 @@ def maintain(root: Path, cfg: StoreConfig, lake: str, store_name: str | None = N
     if dry_run:
         summary["compact_topics"] = compact_topics
         return summary
-    spark = build_session(f"rocketlake-{PROG}")
+    spark = build_session(f"rocketlake-{PROG}", master=master)
     names = summary["plan"]["delete"]
     if names:
         summary["archived"] = archive(spark, root, lake, cfg, names, store_name, change_data_feed)
@@ -257,17 +258,18 @@ def maintain(root: Path, cfg: StoreConfig, lake: str, store_name: str | None = N
 
 
 def run(a: argparse.Namespace) -> int:
-    """``rocketlake compact`` (options in :mod:`rocketlake.jobs.cli`): prints the summary as JSON."""
+    """``rocketlake compact`` (options in :mod:`rocketlake.jobs.job_commands`): prints the summary as JSON."""
     print(json.dumps(maintain(a.store, job_support.store_config(a), a.lake, a.store_name, a.now,
                               protect_unconsumed=a.protect_unconsumed, force=a.force,
                               respect_delete_when=a.respect_delete_when, topics=a.topic,
                               dry_run=a.dry_run, database=a.database,
-                              change_data_feed=a.change_data_feed)))
+                              change_data_feed=a.change_data_feed, master=a.master)))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return job_main(PROG, argv)
+    """``spark-submit jobs/compact.py [options]`` (the options of :data:`job_commands.JOBS`)."""
+    return job_main(PROG, run, argv)
 
 
 if __name__ == "__main__":

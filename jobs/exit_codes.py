@@ -35,6 +35,15 @@ class ExitCode(IntEnum):
     UNUSABLE = 3
 
 
+#: the table above as the last lines of every command's ``--help``
+HELP = """exit codes:
+  0  ok
+  1  the check found problems (verify, a pipeline check)
+  2  bad usage or input (options, --set, an event line, a refused path, not a store)
+  3  the store is unusable (corrupt beyond reading, locked by a live writer, disk full)
+"""
+
+
 #: error class -> exit code, first match wins (subclasses before their bases)
 _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitCode], ...] = (
     (UnsafePathError, ExitCode.USAGE),  # a StoreFormatError, but the refusal of a path

@@ -2,7 +2,7 @@
 and the rebuild command.
 
 A job runs as ``spark-submit jobs/<name>.py --store DIR [--set NAME=VALUE ...]`` or as
-``rocketlake <command> ...``; its options are declared in :mod:`rocketlake.jobs.cli`.
+``rocketlake <command> ...``; its options are declared in :mod:`rocketlake.jobs.job_commands`.
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from rocketlake.jobs.cli import job_main
+from rocketlake.jobs.job_commands import job_main
 from rocketlake.jobs.lake import DELETED_FILE_RETENTION_DAYS, table_exists, table_uri
 from rocketlake.jobs.publish_offsets import TABLES as OFFSETS_TABLES
 from rocketlake.jobs.run_log import RUNS_TABLE
@@ -74,14 +74,15 @@ def optimize_lake(lake: str, retention_hours: int = MIN_RETENTION_HOURS,
 
 
 def run(a: argparse.Namespace) -> int:
-    """``rocketlake optimize-lake`` (options in :mod:`rocketlake.jobs.cli`): prints what was done
+    """``rocketlake optimize-lake`` (options in :mod:`rocketlake.jobs.job_commands`): prints what was done
     per table as JSON."""
     print(json.dumps(optimize_lake(a.lake, a.retention_hours, a.allow_short_retention)))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return job_main(PROG, argv)
+    """``spark-submit jobs/optimize_lake.py [options]`` (the options of :data:`job_commands.JOBS`)."""
+    return job_main(PROG, run, argv)
 
 
 if __name__ == "__main__":

@@ -32,11 +32,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from rocketlake.jobs import job_support
-from rocketlake.jobs.cli import job_main, to_datetime
+from rocketlake.jobs.job_commands import job_main
 from rocketlake.jobs.lake import ensure_table, register, table_properties, table_uri
 from rocketlake.jobs.run_log import RUNS_TABLE, record_run
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.jobs.spark_session import build_session
+from rocketlake.jobs.times import to_datetime
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
 from rocketlake.store.errors import StoreFormatError
@@ -237,10 +238,11 @@ def whole_ms(ts: datetime) -> datetime:
 
 def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = None,
                   ts: datetime | None = None, *, database: str | None = None,
-                  change_data_feed: bool = False) -> bool:
+                  change_data_feed: bool = False, master: str | None = None) -> bool:
     """Publish the store ``root`` (named ``store``, default its directory's name) into ``lake``
     (a URI) as the snapshot at ``ts`` (default: now) and record the run; False when nothing
-    changed. ``database`` registers the lake's tables in that catalog database."""
+    changed. ``database`` registers the lake's tables in that catalog database; ``master`` is the
+    Spark master of a session this starts."""
     started = time.time_ns() // 1_000_000
     root = check_store(root)
     cfg = with_consume_queue_size(root, with_commitlog_size(root, cfg))  # the files' sizes
@@ -253,7 +255,7 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
     for w in caught:
         print(f"{PROG}: warning: {w.message}", file=sys.stderr)
     check_topics(table, layout)
-    spark = build_session(PROG)
+    spark = build_session(PROG, master=master)
     with spark_progress(spark, "snapshot"):
         snap = read_snapshot(spark, root, cfg, layout, table, store, ts)
     if snap.commitlog_error_count:
@@ -278,15 +280,16 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
 
 
 def run(args: argparse.Namespace) -> int:
-    """``rocketlake publish-offsets`` (options in :mod:`rocketlake.jobs.cli`)."""
+    """``rocketlake publish-offsets`` (options in :mod:`rocketlake.jobs.job_commands`)."""
     ts = to_datetime(args.snapshot_time) if args.snapshot_time is not None else None
     publish_store(args.store, job_support.store_config(args), args.lake, args.store_name, ts,
-                  database=args.database, change_data_feed=args.change_data_feed)
+                  database=args.database, change_data_feed=args.change_data_feed, master=args.master)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return job_main(PROG, argv)
+    """``spark-submit jobs/publish_offsets.py [options]`` (the options of :data:`job_commands.JOBS`)."""
+    return job_main(PROG, run, argv)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from rocketlake.jobs import job_support
-from rocketlake.jobs.cli import job_main
+from rocketlake.jobs.job_commands import job_main
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.store import swap_journal
 from rocketlake.store.config import StoreConfig
@@ -210,7 +210,7 @@ def run_structures(prog: str, structures: tuple[str, ...], args: argparse.Namesp
     started = time.time_ns() // 1_000_000
     cfg = job_support.store_config(args)
     store = check_store(args.store)
-    spark = build_session(f"rocketlake {prog}", delta=args.lake is not None)
+    spark = build_session(f"rocketlake {prog}", master=args.master, delta=args.lake is not None)
     rebuilt = rebuild(spark, store, cfg, args.output, args.incremental,
                       args.split_bytes or DEFAULT_SPLIT_BYTES, structures, prog=prog)
     target = args.output or store
@@ -229,12 +229,13 @@ def run_structures(prog: str, structures: tuple[str, ...], args: argparse.Namesp
 
 
 def run(args: argparse.Namespace) -> int:
-    """``rocketlake rebuild`` (options in :mod:`rocketlake.jobs.cli`)."""
+    """``rocketlake rebuild`` (options in :mod:`rocketlake.jobs.job_commands`)."""
     return run_structures(PROG, tuple(args.structures), args)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return job_main(PROG, argv)
+    """``spark-submit jobs/rebuild.py [options]`` (the options of :data:`job_commands.JOBS`)."""
+    return job_main(PROG, run, argv)
 
 
 if __name__ == "__main__":

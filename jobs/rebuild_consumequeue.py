@@ -15,7 +15,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from rocketlake.jobs import rebuild
-from rocketlake.jobs.cli import job_main
+from rocketlake.jobs.job_commands import job_main
 from rocketlake.store.config import StoreConfig
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES
 
@@ -31,12 +31,13 @@ def rebuild_consumequeue(spark: SparkSession, store: Path, cfg: StoreConfig,
 
 
 def run(args: argparse.Namespace) -> int:
-    """``rocketlake rebuild-consumequeue`` (options in :mod:`rocketlake.jobs.cli`)."""
+    """``rocketlake rebuild-consumequeue`` (options in :mod:`rocketlake.jobs.job_commands`)."""
     return rebuild.run_structures(PROG, STRUCTURES, args)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return job_main(PROG, argv)
+    """``spark-submit jobs/rebuild_consumequeue.py [options]`` (the options of :data:`job_commands.JOBS`)."""
+    return job_main(PROG, run, argv)
 
 
 if __name__ == "__main__":

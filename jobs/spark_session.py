@@ -28,10 +28,8 @@ from pyspark.sql import SparkSession
 #: Where Ivy caches the Delta jars: ``$ROCKETLAKE_IVY_DIR``, else ``.ivy`` in the working directory
 #: (the checkout, for ``make run`` and the tests; git-ignored).
 IVY_DIR = Path(os.environ.get("ROCKETLAKE_IVY_DIR", ".ivy")).resolve()
+#: The master of sessions whose caller names none (outside spark-submit).
 DEFAULT_MASTER = "local[*]"
-#: The master of sessions whose caller names none (outside spark-submit): the `rocketlake`
-#: command's ``--master`` sets it.
-default_master = DEFAULT_MASTER
 LOG_LEVEL = "WARN"
 
 #: delta-spark wheel versions whose jars Maven Central does not carry, and the published jar
@@ -61,8 +59,8 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None,
                   master: str | None = None, delta: bool = True) -> SparkSession:
     """Get or create the SparkSession for ``app_name``, with Delta Lake unless ``delta=False``.
 
-    ``master`` applies only when no spark-submit chose one (default :data:`default_master`); ``conf`` entries
-    override the defaults. Python workers run ``spark.pyspark.python`` (from ``conf``) or
+    ``master`` applies only when no spark-submit chose one (default :data:`DEFAULT_MASTER`);
+    ``conf`` entries override the defaults. Python workers run ``spark.pyspark.python`` (from ``conf``) or
     ``$PYSPARK_PYTHON`` when either is set, else this interpreter (``sys.executable``), so they see
     the same packages (pyarrow, numpy) as the driver. On a master that is not ``local``, the
     executors get the rocketlake package from this session (:func:`_ship_package`).
@@ -78,7 +76,7 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None,
     IVY_DIR.mkdir(exist_ok=True)
     builder = SparkSession.builder.appName(app_name)
     if not under_spark_submit():
-        builder = builder.master(master or default_master)
+        builder = builder.master(master or DEFAULT_MASTER)
         if log4j2_file().is_file():  # not when imported from an archive
             settings.setdefault("spark.driver.extraJavaOptions",
                                 f"-Dlog4j2.configurationFile={log4j2_file()}")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from rocketlake.jobs.operator_commands import lag_rows
-from rocketlake.jobs.pipeline import summary
-from rocketlake.jobs.report import consumer_lag as report_lag
-from rocketlake.jobs.report import store_facts
+from rocketlake.jobs.cli.operator_commands import lag_rows
+from rocketlake.jobs.cli.pipeline import summary
+from rocketlake.jobs.cli.report import consumer_lag as report_lag
+from rocketlake.jobs.cli.report import store_facts
 from rocketlake.store import MessageStore
 from rocketlake.store.consumer_lag import QueueLag, consumer_lag, lag_totals
 

@@ -256,7 +256,7 @@ def test_dump_index_streams_a_large_index_in_bounded_memory(tmp_path, monkeypatc
 
     import pyarrow as pa
 
-    from rocketlake.jobs import store_commands
+    from rocketlake.jobs.cli import read_commands
     n = 100_000
     settings = dict(mappedFileSizeCommitLog=64 << 20, maxHashSlotNum=50_000, maxIndexNum=n + 10)
     with MessageStore(tmp_path / "s", **settings) as ms:
@@ -269,7 +269,7 @@ def test_dump_index_streams_a_large_index_in_bounded_memory(tmp_path, monkeypatc
             nonlocal lines
             lines += text.count("\n")
 
-    rows, peaks = store_commands._index_rows, []
+    rows, peaks = read_commands._index_rows, []
 
     def measured(ms, a):  # what the dump holds while it prints, the store opened before
         tracemalloc.start()
@@ -279,7 +279,7 @@ def test_dump_index_streams_a_large_index_in_bounded_memory(tmp_path, monkeypatc
             peaks.append(tracemalloc.get_traced_memory()[1])
             tracemalloc.stop()
 
-    monkeypatch.setattr(store_commands, "_index_rows", measured)
+    monkeypatch.setattr(read_commands, "_index_rows", measured)
     monkeypatch.setattr(sys, "stdout", Count())
     assert main(["dump", "index", "--store", str(tmp_path / "s")]) == 0
     assert lines == 1 + n  # the header, then every entry
@@ -332,7 +332,7 @@ def test_text_output_escapes_control_characters(tmp_path, capsys):
 
 
 def test_verify_text_escapes_control_characters():
-    from rocketlake.jobs.store_commands import verify_summary
+    from rocketlake.jobs.cli.verify_words import verify_summary
     from rocketlake.store.verify import Problem, VerifyReport
     report = VerifyReport("s", problems=[Problem("error", "commitlog/0", 0, "topic 'a\x1b[31m'",
                                                  "commitlog-record")])

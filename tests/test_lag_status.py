@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketlake.jobs.lag_status import (
+from rocketlake.jobs.cli.lag_status import (
     OK,
     REWIND,
     STALLED,

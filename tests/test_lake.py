@@ -70,7 +70,7 @@ def test_table_properties() -> None:
 
 
 def test_the_pipeline_makes_no_sample_lake_on_a_remote_filesystem(tmp_path: Path, capsys) -> None:
-    from rocketlake.jobs import pipeline
+    from rocketlake.jobs.cli import pipeline
 
     store = tmp_path / "store"
     assert pipeline.main(["--store", str(store), "--lake", "s3a://bucket/lake", "--messages", "5"]) == 2

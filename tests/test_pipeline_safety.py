@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketlake.jobs import pipeline
+from rocketlake.jobs.cli import pipeline
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.verify import verify
 

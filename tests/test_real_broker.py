@@ -133,7 +133,7 @@ def killed_store(tmp_path_factory: pytest.TempPathFactory, events_file: Path) ->
     root = tmp_path_factory.mktemp("killed") / "store"
     script = (
         "import json, sys, time\n"
-        "from rocketlake.jobs.store_commands import event_to_message\n"
+        "from rocketlake.jobs.cli.events import event_to_message\n"
         "from rocketlake.store import MessageStore\n"
         f"ms = MessageStore({str(root)!r}, **{SIZES!r})\n"
         f"msgs = [event_to_message(json.loads(line)) for line in open({str(events_file)!r})]\n"

@@ -14,7 +14,7 @@ import pytest
 from matplotlib import image
 
 from rocketlake.jobs.cli import main
-from rocketlake.jobs.report import (
+from rocketlake.jobs.cli.report import (
     PageInput,
     RecordCounts,
     consumer_lag,

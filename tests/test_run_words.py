@@ -1,9 +1,9 @@
-"""Maintenance runs told in words (jobs.run_words), from summaries shaped as the jobs write them."""
+"""Maintenance runs told in words (jobs.cli.run_words), from summaries shaped as the jobs write them."""
 from __future__ import annotations
 
 import json
 
-from rocketlake.jobs.run_words import describe_run
+from rocketlake.jobs.cli.run_words import describe_run
 
 START = 1_795_392_000_000  # 2026-11-23 00:00:00 UTC
 

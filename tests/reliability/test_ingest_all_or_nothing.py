@@ -16,8 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rocketlake.jobs import store_commands
-from rocketlake.jobs.cli import main
+from rocketlake.jobs.cli import ingest, main
 from rocketlake.store import MessageStore
 from rocketlake.store.ingest_journal import JOURNAL_NAME, PartialIngestDiscarded
 from rocketlake.store.verify import verify
@@ -79,7 +78,7 @@ def test_a_full_disk_part_way_through_stores_nothing(small_fs: Path, tmp_path: P
     # 4,000 rows of 1 KB: more than the 4 MiB file system holds; written 200 rows at a time, so
     # several chunks are stored before one needs a file the disk has no room for.
     src = _parquet(tmp_path / "big.parquet", 4000, 1020)
-    monkeypatch.setattr(store_commands, "PARQUET_ROWS", 200)
+    monkeypatch.setattr(ingest, "PARQUET_ROWS", 200)
     assert main(["ingest", "--store", str(root), *SET, str(src)]) == 3
     err = capsys.readouterr().err
     assert "no space left on device" in err and "nothing stored" in err and str(root) in err, err
@@ -96,10 +95,10 @@ def test_a_full_disk_part_way_through_stores_nothing(small_fs: Path, tmp_path: P
 # to be killed.
 INGEST_THEN_WAIT = r"""
 import sys, time
-from rocketlake.jobs import store_commands
+from rocketlake.jobs.cli import ingest
 from rocketlake.jobs.cli import main
 from rocketlake.store import MessageStore
-store_commands.PARQUET_ROWS = 100
+ingest.PARQUET_ROWS = 100
 put_table, calls = MessageStore.put_table, []
 def counted(self, table):
     r = put_table(self, table)

@@ -2,11 +2,11 @@
 
     rocketlake report --store DIR [--lake DIR|URI] [--store-name NAME] [--lag-window N] --out report.html
 
-Sections: consumer group status (Burrow's rules, ``jobs.lag_status``, over the lake's
+Sections: consumer group status (Burrow's rules, ``jobs.cli.lag_status``, over the lake's
 ``offsets_history`` of this store) and lag chart; lag per topic and queue now (the store's
 consumerOffset.json); store layout; why ConsumeQueue units and CommitLog records differ; message
 rate over store time; retention (``store.cleanup``'s plan for each CommitLog file); the last
-maintenance runs in words (``jobs.run_words``). Everything is read first (``store_facts``,
+maintenance runs in words (``jobs.cli.run_words``). Everything is read first (``store_facts``,
 ``lake_facts``: Spark only when there is a lake), then ``render`` builds the page from data alone.
 Charts are matplotlib PNGs embedded as data URIs; the page has no external references, so it can
 be mailed or archived as one file.
@@ -18,7 +18,6 @@ import base64
 import html
 import io
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +31,8 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from rocketlake.jobs.cli import job_main  # noqa: E402
-from rocketlake.jobs.lag_status import DEFAULT_WINDOW, group_statuses  # noqa: E402
-from rocketlake.jobs.run_words import describe_run  # noqa: E402
+from rocketlake.jobs.cli.lag_status import DEFAULT_WINDOW, group_statuses  # noqa: E402
+from rocketlake.jobs.cli.run_words import describe_run  # noqa: E402
 from rocketlake.store import MessageStore, codec  # noqa: E402
 from rocketlake.store.cleanup import (  # noqa: E402
     HOUR_MS,
@@ -404,10 +402,3 @@ def run(a: argparse.Namespace) -> int:
                                   a.lag_window)))
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    return job_main("report", argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -37,14 +37,13 @@ from rich.text import Text
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-from rocketlake.jobs import sample
-from rocketlake.jobs.cli import job_main
+from rocketlake.jobs import cli
+from rocketlake.jobs.cli import sample
+from rocketlake.jobs.cli.events import event_to_message
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.printable import printable
-from rocketlake.jobs.store_commands import event_to_message
 from rocketlake.store import MessageStore
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
-from rocketlake.store.config_files import write_config
 from rocketlake.store.consumer_lag import consumer_lag, lag_totals
 from rocketlake.store.store_dir import create_store
 from rocketlake.store.topic_config import declare_topics
@@ -186,7 +185,7 @@ def compact(store: Path, lake: str, cfg: StoreConfig) -> tuple[int, str]:
 
 
 def report(store: Path, lake: str, out: Path, settings: dict) -> tuple[int, str]:
-    from rocketlake.jobs.report import write_report
+    from rocketlake.jobs.cli.report import write_report
 
     write_report(store, lake, out, settings)
     return 0, f"{out}"
@@ -253,7 +252,8 @@ def run(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return job_main("pipeline", argv)
+    """``rocketlake pipeline [options]``; returns the exit code."""
+    return cli.main(["pipeline", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

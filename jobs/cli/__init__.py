@@ -1,0 +1,244 @@
+"""`rocketlake`: one command line over the store library and the Spark jobs.
+
+The command table below declares every command, its options and the function that runs it
+(``module:function``, called with the parsed arguments, returning an exit code); the Spark jobs
+declare theirs in :mod:`rocketlake.jobs.job_commands`, whose shared options (``add_store``,
+``add_settings``, ...) the commands here use too. Modules are imported only for the command that
+runs, so store commands never start (or import) Spark. A job script
+(``spark-submit jobs/<job>.py ...``) parses the same options itself.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from rocketlake import __version__
+from rocketlake.jobs.exit_codes import HELP as EXIT_CODES
+from rocketlake.jobs.exit_codes import run
+from rocketlake.jobs.job_commands import (
+    JOBS,
+    Command,
+    add_lake,
+    add_master,
+    add_settings,
+    add_store,
+    add_store_name,
+    count,
+)
+from rocketlake.jobs.times import parse_time, to_datetime
+
+__all__ = ["COMMANDS", "main", "parser", "parse_time", "to_datetime"]
+
+
+# --- options several commands share -------------------------------------------------------------
+def _topic_queue(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument("--topic", required=required, help="topic name")
+    p.add_argument("--queue", type=int, required=required, help="queue id")
+
+
+def _max(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max", type=int, default=32, help="most messages to return (default %(default)s)")
+
+
+def _format(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=["json", "text"], default="json",
+                   help="json: one JSON object a line (JSON Lines); text: one readable line a message "
+                        "(ISO-8601 UTC times, body as UTF-8, escaped) (default %(default)s)")
+    p.add_argument("--max-body", type=count, default=200, metavar="N",
+                   help="--format text: show at most N characters of a body (default %(default)s)")
+
+
+def _store_time_range(p: argparse.ArgumentParser, note: str) -> None:
+    p.add_argument("--begin", type=parse_time, default=0,
+                   help=f"earliest store time, inclusive (ISO-8601 or epoch ms){note}")
+    p.add_argument("--end", type=parse_time, default=2 ** 63 - 1,
+                   help=f"latest store time, inclusive (ISO-8601 or epoch ms){note}")
+
+
+#: how get and query end when they find nothing (a sentence of their --help)
+NOTHING_FOUND = "Finding nothing is not an error: a line on stderr says so and the exit code is 0."
+
+
+# --- the commands -------------------------------------------------------------------------------
+def _pipeline(p: argparse.ArgumentParser) -> None:
+    add_store(p, default=Path("var") / "store")
+    add_lake(p, required=False, default=str(Path("var") / "lake"))
+    add_settings(p)
+    add_master(p)
+    p.add_argument("--messages", type=int, default=50_000,
+                   help="sample events to ingest (default %(default)s)")
+    p.add_argument("--skip-ingest", action="store_true", help="use the store as it is (a real store)")
+    p.add_argument("--keep", action="store_true", help="keep an existing sample store and add to it")
+
+
+def _ingest(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    p.add_argument("file", help="JSON Lines file of events, or a Parquet file of put_table's "
+                                "columns (rows counted from 0), or - for stdin")
+
+
+def _dump(p: argparse.ArgumentParser) -> None:
+    p.add_argument("what", choices=["commitlog", "consumequeue", "index"], help="which records to print")
+    add_store(p)
+    add_settings(p)
+    p.add_argument("--topic", help="commitlog: records of this (stored) topic; consumequeue: this "
+                                   "topic's queues only (not for index)")
+    p.add_argument("--queue", type=int, help="records / queues of this queue id (not for index)")
+    p.add_argument("--from-offset", type=int, default=0, metavar="OFFSET",
+                   help="first offset, inclusive: commitlog and index: a CommitLog offset (the scan "
+                        "starts there); consumequeue: a queue offset (default %(default)s)")
+    p.add_argument("--to-offset", type=int, metavar="OFFSET",
+                   help="end offset, exclusive, in the same unit as --from-offset (default: the end)")
+    _store_time_range(p, "; consumequeue: of each unit's record; index: of each entry "
+                         "(beginTimestamp + timeDiff seconds)")
+    _format(p)
+
+
+def _get(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    _topic_queue(p, required=True)
+    p.add_argument("--offset", type=int, default=0, help="first queue offset to read (default %(default)s)")
+    _max(p)
+    p.add_argument("--tags", help="subscription expression, e.g. 'TagA || TagB'")
+    _format(p)
+    p.description = f"{p.description}. {NOTHING_FOUND}"
+
+
+def _query(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--key", help="message key (needs --topic)")
+    g.add_argument("--msg-id",
+                   help="offset msgId (32 or 56 hex digits) or UNIQ_KEY (with --topic: in that topic)")
+    g.add_argument("--time", type=parse_time,
+                   help="store time (ISO-8601 or epoch ms): the queue offset stored then "
+                        "(needs --topic, --queue)")
+    _topic_queue(p)
+    _max(p)
+    _store_time_range(p, "; --key only")
+    _format(p)
+    p.description = f"{p.description}. {NOTHING_FOUND}"
+
+
+def _verify(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON report on stdout, every problem with its file, offset and kind")
+    p.add_argument("--max-problems", type=count, default=20, metavar="N",
+                   help="text report: list the first N problems (all are counted by file and kind "
+                        "above them) (default %(default)s)")
+
+
+def _report(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    add_lake(p, required=False)
+    add_store_name(p)
+    p.add_argument("--out", type=Path, required=True, help="the HTML file to write")
+    p.add_argument("--lag-window", type=int, default=10,
+                   help="snapshots per queue a group's lag status is judged over (default %(default)s)")
+
+
+def _json_rows(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object per row, not a table")
+
+
+def _lag(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    p.add_argument("--group", help="only this consumer group")
+    p.add_argument("--topic", help="only this topic")
+    _json_rows(p)
+
+
+def _topic_status(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    p.add_argument("--topic", help="only this topic")
+    _json_rows(p)
+
+
+def _offsets(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["reset"], help="what to do with the group's offsets")
+    add_store(p)
+    add_settings(p)
+    p.add_argument("--group", required=True, help="consumer group")
+    p.add_argument("--topic", required=True, help="topic whose queues to reset")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-datetime", type=parse_time,
+                    help="the offset of the message stored at this time (ISO-8601 or epoch ms)")
+    to.add_argument("--to-offset", type=int, help="this offset, clamped to each queue's [min, max]")
+    to.add_argument("--shift-by", type=int,
+                    help="the committed offset plus this (negative: back), clamped to [min, max]")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--dry-run", action="store_true", help="print old and new offsets; write nothing")
+    mode.add_argument("--execute", action="store_true",
+                      help="write the new offsets to config/consumerOffset.json (refused while a "
+                           "writer holds the store)")
+    _json_rows(p)
+
+
+_R = "rocketlake.jobs.cli.read_commands"
+_O = "rocketlake.jobs.cli.operator_commands"
+COMMANDS: dict[str, Command] = {
+    "pipeline": Command("the main job: sample -> store -> checks -> Spark rebuild -> Delta -> summary",
+                        "rocketlake.jobs.cli.pipeline:run", _pipeline,
+                        "rocketlake pipeline --messages 200000 --master 'local[2]'"),
+    "ingest": Command("write JSON Lines or Parquet events into a store, all rows or none",
+                      "rocketlake.jobs.cli.ingest:cmd_ingest", _ingest,
+                      "echo '{\"topic\":\"orders\",\"body\":\"hi\",\"keys\":\"k1\"}' "
+                      "| rocketlake ingest --store var/store -"),
+    "dump": Command("print commitlog / consumequeue / index records as JSON Lines or text",
+                    f"{_R}:cmd_dump", _dump, "rocketlake dump consumequeue --store var/store --topic orders"),
+    "get": Command("read a queue from an offset (RocketMQ getMessage)", f"{_R}:cmd_get", _get,
+                   "rocketlake get --store var/store --topic orders --queue 0 --offset 0 "
+                   "--tags 'TagA || TagB'"),
+    "query": Command("find messages by --key, --msg-id or --time", f"{_R}:cmd_query", _query,
+                     "rocketlake query --store var/store --topic orders --queue 0 "
+                     "--time 2026-11-22T10:00:00Z"),
+    "verify": Command("check a whole store (fsck); exit 1 on any disagreement",
+                      "rocketlake.jobs.cli.verify_words:cmd_verify", _verify,
+                      "rocketlake verify --store var/store --json | jq .problems"),
+    "check-consistency": JOBS["check-consistency"],
+    "report": Command("write a self-contained HTML report of a store and its lake",
+                      "rocketlake.jobs.cli.report:run", _report,
+                      "rocketlake report --store var/store --lake var/lake --out var/report.html"),
+    **{name: job for name, job in JOBS.items() if name != "check-consistency"},
+    "lag": Command("consumer offsets, max offsets and lag per group and queue (mqadmin consumerProgress)",
+                   f"{_O}:cmd_lag", _lag, "rocketlake lag --store var/store --group billing --json"),
+    "topic-status": Command("min / max offset and last update per queue (mqadmin topicStatus)",
+                            f"{_O}:cmd_topic_status", _topic_status,
+                            "rocketlake topic-status --store var/store --topic orders"),
+    "offsets": Command("reset a group's offsets for a topic by time, offset or shift (dry run first)",
+                       f"{_O}:cmd_offsets", _offsets,
+                       "rocketlake offsets reset --store var/store --group billing --topic orders "
+                       "--to-datetime 2026-11-22T10:00:00Z --dry-run"),
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    """The `rocketlake` parser: one subcommand per entry of :data:`COMMANDS`."""
+    p = argparse.ArgumentParser(prog="rocketlake", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=EXIT_CODES,
+                                description="Write, read and maintain Apache RocketMQ 4.9 message stores.")
+    p.add_argument("--version", action="version", version=f"rocketlake {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="<command>", required=True)
+    for name, c in COMMANDS.items():
+        c.arguments(sub.add_parser(name, help=c.help, **c.parser_settings()))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``rocketlake <command> [options]``; returns the exit code (see :mod:`exit_codes`)."""
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    module, function = COMMANDS[args.command].target.split(":")
+    target: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+    return int(run(f"rocketlake {args.command}", lambda: target(args)))
+

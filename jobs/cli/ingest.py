@@ -1,0 +1,243 @@
+"""`rocketlake ingest`: JSON Lines or Parquet events into a store, all rows or none, by one of
+three paths: JSON blocks as columns (pyarrow's JSON reader), JSON line by line (what the columns
+cannot take exactly; it names a bad line), Parquet with ``put_table``'s columns. Options in
+:mod:`rocketlake.jobs.cli`; no Spark here."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from binascii import a2b_base64
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.json as pj
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from rocketlake.jobs.cli.events import EVENT_FIELDS, INT_EVENT_FIELDS, InputError, event_to_message
+from rocketlake.store import Message, MessageRejected, MessageStore
+from rocketlake.store.config import StoreConfig, load_config, parse_set_options
+from rocketlake.store.message_encoder import MessageEncoder
+from rocketlake.store.table_encoder import TableEncoder, messages_to_table
+
+BATCH = 1000
+_err = Console(stderr=True)
+
+
+def _progress(total: int | None) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=_err, transient=True,
+                    disable=not _err.is_terminal)
+
+
+def _events(f: BinaryIO, prepare: Callable[[Message], object] | None = None
+            ) -> Iterator[tuple[int, Message]]:
+    """(line number, Message) of every non-blank line of ``f`` from its start; InputError naming
+    the line at the first one that is not UTF-8 JSON of a valid event or that ``prepare``
+    (the store's own ``MessageEncoder.prepare``) refuses."""
+    f.seek(0)
+    for lineno, raw in enumerate(f, 1):
+        try:
+            line = raw.decode("utf-8")
+            if not line.strip():
+                continue
+            m = event_to_message(json.loads(line))
+            if prepare is not None:
+                prepare(m)
+        except (ValueError, TypeError, RecursionError) as e:  # JSON, UTF-8, InputError, MessageRejected
+            raise InputError(f"line {lineno}: {e}") from None
+        yield lineno, m
+
+
+def _open_input(src: str) -> BinaryIO:
+    """The input file, or stdin spooled to an anonymous temporary file (read twice, in bounded
+    memory)."""
+    if src != "-":
+        if not Path(src).is_file():
+            raise FileNotFoundError(f"{src}: no such input file")
+        return open(src, "rb")
+    spool = tempfile.TemporaryFile()
+    shutil.copyfileobj(sys.stdin.buffer, spool)
+    return spool
+
+
+#: bytes of JSON Lines parsed at a time (a longer line takes the line-by-line path)
+JSON_BLOCK = 16 << 20
+#: Parquet rows per chunk
+PARQUET_ROWS = 65536
+
+
+def _event_table(batch: pa.RecordBatch) -> pa.Table | None:
+    """A block of JSON events as a message table, or None when the block holds anything the
+    columns cannot take exactly as ``event_to_message`` would (properties, whose order a
+    column loses; nulls where a value is required; a value of another type): the line-by-line
+    path decides those."""
+    names = set(batch.schema.names)
+    if not names <= EVENT_FIELDS - {"properties"} or "topic" not in names \
+            or ("body" in names) == ("body_b64" in names):
+        return None
+    try:
+        batch.validate(full=True)  # pyarrow's JSON reader lets bytes that are not UTF-8 through
+    except pa.ArrowInvalid:
+        return None
+    cols: dict[str, pa.Array] = {}
+    for name in names:
+        arr, t = batch.column(name), batch.column(name).type
+        if name in ("body", "body_b64"):
+            if not pa.types.is_string(t) or arr.null_count:
+                return None
+            if name == "body":
+                cols["body"] = arr.cast(pa.binary())
+                continue
+            try:  # base64.b64decode(v, validate=True), without its per-call overhead
+                cols["body"] = pa.array([a2b_base64(v, strict_mode=True) for v in arr.to_pylist()],
+                                        type=pa.binary())
+            except ValueError:  # binascii.Error, or not ASCII
+                return None
+        elif name in INT_EVENT_FIELDS:
+            if not pa.types.is_integer(t) or arr.null_count:
+                return None
+            cols[name] = arr
+        elif name == "keys" and (pa.types.is_list(t) and pa.types.is_string(t.value_type)):
+            cols[name] = arr
+        elif pa.types.is_string(t) or pa.types.is_null(t):
+            cols[name] = arr.cast(pa.string())
+        else:
+            return None
+    return pa.table(cols)
+
+
+def _json_tables(f: BinaryIO) -> Iterator[pa.Table]:
+    """The events of ``f`` as message tables, block by block; ValueError when a block is not
+    one (``_event_table``) or pyarrow cannot read it."""
+    f.seek(0)
+    for batch in pj.open_json(f, read_options=pj.ReadOptions(block_size=JSON_BLOCK)):
+        table = _event_table(batch)
+        if table is None:
+            raise ValueError("not a plain message block")
+        yield table
+
+
+def _parquet_tables(f: BinaryIO) -> Iterator[pa.Table]:
+    """A Parquet file's rows as message tables (``MessageStore.put_table``'s columns; a string
+    ``body`` is its UTF-8)."""
+    f.seek(0)
+    for batch in pq.ParquetFile(f).iter_batches(batch_size=PARQUET_ROWS):
+        table = pa.Table.from_batches([batch])
+        if "body" in table.column_names and pa.types.is_string(table.schema.field("body").type):
+            table = table.set_column(table.column_names.index("body"), "body",
+                                     table.column("body").cast(pa.binary()))
+        yield table
+
+
+def _is_parquet(f: BinaryIO) -> bool:
+    f.seek(0)
+    return f.read(4) == b"PAR1"
+
+
+def _check_tables(tables: Iterable[pa.Table], cfg: StoreConfig, label: str) -> int:
+    """Validate every table with the store's own rules -> the number of rows; InputError naming
+    the ``label`` ("row") of the first bad one (counted over the whole input, from 0)."""
+    encoder = TableEncoder(MessageEncoder(cfg))
+    total = 0
+    with _progress(None) as bar:
+        task = bar.add_task("check", total=None)
+        for table in tables:
+            try:
+                encoder.encode(table)
+            except MessageRejected as e:
+                where = "" if e.index is None else f"{label} {total + e.index}: "
+                raise InputError(f"{where}{e}") from None
+            total += table.num_rows
+            bar.update(task, completed=total)
+    return total
+
+
+def cmd_ingest(a: argparse.Namespace) -> int:
+    """All rows or none: the whole input (JSON Lines, or Parquet with ``put_table``'s columns) is
+    checked, with the store's own validation, before the store is opened; a bad line or row
+    leaves the store untouched. The rows are then written inside ``MessageStore.all_or_nothing``:
+    a full disk, any other error or a kill stores none of them. The input must not change
+    meanwhile. Plain JSON events are read
+    by pyarrow's JSON reader; a block it cannot take exactly (properties, odd types, a bad line)
+    is read line by line, which names the bad line."""
+    cfg = load_config(parse_set_options(a.set))
+    t0 = time.perf_counter()
+    n = size = 0
+    queues: set[tuple[str, int]] = set()
+    with _open_input(a.file) as f:
+        tables: Callable[[], Iterable[tuple[str, pa.Table]]]
+        if _is_parquet(f):
+            try:
+                total = _check_tables(_parquet_tables(f), cfg, "row")
+            except (pa.ArrowException, OSError) as e:
+                raise InputError(f"{a.file}: not a readable Parquet file: {e}") from None
+            tables = partial(_numbered, _parquet_tables, f)
+        else:
+            try:
+                total = _check_tables(_json_tables(f), cfg, "row")
+                tables = partial(_numbered, _json_tables, f)
+            except (ValueError, pa.ArrowException):  # InputError included: the lines name it
+                total = _check_lines(f, cfg)
+                tables = partial(_line_tables, f, cfg)
+        with MessageStore(a.store, cfg) as ms, ms.all_or_nothing(), _progress(total) as bar:
+            task = bar.add_task("ingest", total=total)
+            for where, table in tables():
+                try:
+                    r = ms.put_table(table)
+                except MessageRejected as e:  # only when the input changed after it was checked
+                    raise InputError(f"{where}: {e} (the input changed while ingesting)") from None
+                n += len(r)
+                size += int(r.size.sum())
+                ids = np.unique(r.topic << 32 | r.queue_id)
+                queues.update((r.topics[int(k) >> 32], int(k) & 0xFFFFFFFF) for k in ids.tolist())
+                bar.advance(task, len(r))
+    dt = time.perf_counter() - t0
+    print(json.dumps({"messages": n, "bytes": size, "queues": len(queues),
+                      "topics": len({t for t, _ in queues}), "seconds": round(dt, 3),
+                      "messages_per_second": round(n / dt) if dt else None}))
+    return 0
+
+
+def _numbered(read: Callable[[BinaryIO], Iterator[pa.Table]], f: BinaryIO
+              ) -> Iterator[tuple[str, pa.Table]]:
+    """The tables ``read(f)`` yields, each with the rows it holds ("rows 0-999")."""
+    at = 0
+    for table in read(f):
+        yield f"rows {at}-{at + table.num_rows - 1}", table
+        at += table.num_rows
+
+
+def _check_lines(f: BinaryIO, cfg: StoreConfig) -> int:
+    """Check every line (``_events``) -> the number of events."""
+    encoder = MessageEncoder(cfg)
+    total = 0
+    with _progress(None) as bar:
+        task = bar.add_task("check", total=None)
+        for _ in _events(f, encoder.prepare):
+            total += 1
+            if total % BATCH == 0:
+                bar.update(task, completed=total)
+    return total
+
+
+def _line_tables(f: BinaryIO, cfg: StoreConfig) -> Iterator[tuple[str, pa.Table]]:
+    """The events line by line, ``BATCH`` at a time, as message tables."""
+    encoder = MessageEncoder(cfg)
+    batch: list[tuple[int, Message]] = []
+    for event in _events(f):
+        batch.append(event)
+        if len(batch) >= BATCH:
+            yield f"lines {batch[0][0]}-{batch[-1][0]}", messages_to_table([m for _, m in batch], encoder)
+            batch = []
+    if batch:
+        yield f"lines {batch[0][0]}-{batch[-1][0]}", messages_to_table([m for _, m in batch], encoder)

@@ -1,0 +1,231 @@
+"""`rocketlake dump`, `get` and `query`: a store's records, ConsumeQueue units and index entries,
+read-only, through the filters given; printed by :mod:`rocketlake.jobs.cli.output`. Options in
+:mod:`rocketlake.jobs.cli`; no Spark here."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from rocketlake.jobs.cli.events import InputError
+from rocketlake.jobs.cli.output import emit, emit_messages, row_text
+from rocketlake.jobs.exit_codes import ExitCode
+from rocketlake.store import MessageStore, Record, codec, file_sizes
+from rocketlake.store.codec import INDEX_HEADER
+from rocketlake.store.commitlog import CommitLog, Scan
+from rocketlake.store.config import StoreConfig, parse_set_options
+from rocketlake.store.errors import CorruptRecordError, StoreFormatError
+from rocketlake.store.mapped_file import first_nonzero
+from rocketlake.store.store_time import format_time
+
+#: index entries (or ConsumeQueue units) decoded at a time by `dump`: its memory is bounded by
+#: this, not by the size of a file
+DUMP_CHUNK = 8192
+#: the default store time range of the filters: everything
+_EARLIEST, _LATEST = 0, 2 ** 63 - 1
+
+
+def reading_config(a: argparse.Namespace) -> StoreConfig:
+    """Settings to read ``a.store`` with: `--set` over store.conf, file sizes from the store's
+    files (``store.file_sizes``; a `--set` the files contradict is an error naming both)."""
+    return file_sizes.reading_config(a.store, parse_set_options(a.set))
+
+
+def cmd_dump(a: argparse.Namespace) -> int:
+    """Print the records, units or index entries that pass every filter given (topic, queue,
+    offset range [--from-offset, --to-offset), store time range [--begin, --end])."""
+    if a.what == "index" and (a.topic is not None or a.queue is not None):
+        raise InputError("--topic and --queue do not apply to dump index (index entries hold key "
+                         "hashes, not topics); use query --key, or the offset and time filters")
+    with MessageStore(a.store, reading_config(a), read_only=True) as ms:
+        if a.what == "commitlog":
+            return _dump_commitlog(ms, a)
+        emit(_cq_rows(ms, a) if a.what == "consumequeue" else _index_rows(ms, a), a)
+    return 0
+
+
+def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
+    """The records in the offset range (the scan starts at the range, not at the first file)
+    that pass the filters; exit 3 when damage stops the scan before the range's end."""
+    log = ms.commitlog
+    stop = _LATEST if a.to_offset is None else a.to_offset  # no --to-offset: to the end of valid data
+    scan = log.scan(_scan_start(log, a.from_offset), check_crc=False, stop_at=stop)
+    n = 0
+
+    def read() -> Iterator[tuple[Record, dict[str, Any]]]:
+        nonlocal n
+        for r in scan:
+            n += 1
+            if (r.commitlog_offset >= a.from_offset and a.begin <= r.store_timestamp <= a.end
+                    and (a.topic is None or r.topic == a.topic)
+                    and (a.queue is None or r.queue_id == a.queue)):
+                yield r, {}
+
+    emit_messages(read(), a)
+    why = None if scan.end >= stop else _early_stop(ms, scan)
+    if why:
+        mf = log.files.find(scan.end)
+        where = f"file {mf.path.name} @{scan.end - mf.start}" if mf else "no file"
+        print(f"rocketlake dump: error: stopped after {n} records at commitlog offset "
+              f"{scan.end} ({where}): {why}", file=sys.stderr)
+        return ExitCode.UNUSABLE
+    return 0
+
+
+def _scan_start(log: CommitLog, offset: int) -> int:
+    """Where a scan for the records at or after ``offset`` starts: ``offset`` when a valid record
+    starts there, else the start of the file holding it (every CommitLog file starts with a
+    record, RocketMQ's ``CommitLog.doAppend`` rolls with a BLANK record)."""
+    if offset <= log.min_offset:
+        return log.min_offset
+    mf = log.files.find(offset)
+    if mf is None:
+        return offset  # past the end: nothing to read
+    try:  # not log.read: a read-only open ends the data at the first damage, maybe before offset
+        r = codec.decode_record(mf.mm, offset - mf.start, mf.start, True)
+    except CorruptRecordError:
+        return mf.start
+    return offset if isinstance(r, Record) and r.physical_offset == offset else mf.start
+
+
+def _early_stop(ms: MessageStore, scan: Scan) -> str | None:
+    """Why a finished CommitLog scan ended before the end of the data, None at the real end
+    (zeros with nothing but zeros after them)."""
+    if scan.error:
+        return scan.error
+    if scan.end < ms.commitlog.max_offset:
+        return f"zeros where a record should start, valid records follow up to {ms.commitlog.max_offset}"
+    mf = ms.commitlog.files.find(scan.end)
+    garbage = first_nonzero(mf, scan.end - mf.start) if mf is not None else None
+    if mf is not None and garbage is not None:
+        return f"zeros where a record should start, non-zero bytes follow at {mf.start + garbage}"
+    return None
+
+
+def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """The units of the selected queues in the queue offset range, ``DUMP_CHUNK`` at a time;
+    with a time range, those whose record was stored in it (each unit's record is read for its
+    store time)."""
+    timed = a.begin > _EARLIEST or a.end < _LATEST
+    for (t, q), cq in sorted(ms.queues.items()):
+        if (a.topic is not None and t != a.topic) or (a.queue is not None and q != a.queue):
+            continue
+        at = max(a.from_offset, cq.files.min_offset // codec.CQ_UNIT_SIZE)
+        stop = cq.max_offset if a.to_offset is None else min(a.to_offset, cq.max_offset)
+        while at < stop:
+            units = cq.units(at, min(stop - at, DUMP_CHUNK))
+            if not len(units):  # the rest of a file not written: go on at the next file
+                mf = cq.files.find(at * codec.CQ_UNIT_SIZE)
+                if mf is None:
+                    break
+                at = mf.end // codec.CQ_UNIT_SIZE
+                continue
+            for i, (off, size, tcode) in enumerate(units.tolist()):
+                if not timed or a.begin <= _store_time(ms, off) <= a.end:
+                    yield {"topic": t, "queue_id": q, "queue_offset": at + i,
+                           "commitlog_offset": off, "size": size, "tags_code": tcode}
+            at += len(units)
+
+
+def _store_time(ms: MessageStore, offset: int) -> int:
+    """The store time of the record at a CommitLog offset; -1 when no record is there."""
+    try:
+        return ms.commitlog.read(offset).store_timestamp
+    except CorruptRecordError:
+        return -1
+
+
+def _index_rows(ms: MessageStore, a: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """Each index file's header, then its entries in the CommitLog offset and time ranges (an
+    entry's time as RocketMQ's ``IndexFile.selectPhyOffset`` reads it: beginTimestamp +
+    timeDiff seconds), ``DUMP_CHUNK`` entries at a time. With a filter, a file without a
+    matching entry is left out. StoreFormatError naming the file for a header whose indexCount
+    is more than the file holds."""
+    if ms.index is None:
+        return
+    filtered = (a.from_offset > 0 or a.to_offset is not None
+                or a.begin > _EARLIEST or a.end < _LATEST)
+    stop = _LATEST if a.to_offset is None else a.to_offset
+    for f in ms.index.files:  # all headers first: no view on a map outlives the error (close)
+        count = INDEX_HEADER.unpack_from(f.mm, 0)[5]
+        if not 0 <= count <= f.entry_num:
+            raise StoreFormatError(f"{f.path}: the header's indexCount {count} is outside [0, "
+                                   f"{f.entry_num}], the entries the file holds: the header is "
+                                   f"damaged (rocketlake rebuild-index rebuilds the index)")
+    for f in ms.index.files:
+        bt, et, bp, ep, slots, count = INDEX_HEADER.unpack_from(f.mm, 0)
+        matching = partial(_matching_entries, f.entries, bt, a.from_offset, stop, a.begin, a.end)
+        chunks = [(lo, min(count, lo + DUMP_CHUNK)) for lo in range(1, count, DUMP_CHUNK)]
+        if filtered:  # skip to the first chunk with a match; none: the file is left out
+            chunks = chunks[next((i for i, c in enumerate(chunks) if matching(*c).size), len(chunks)):]
+            if not chunks:
+                continue
+        yield {"file": f.path.name, "begin_timestamp": bt, "end_timestamp": et,
+               "begin_phy_offset": bp, "end_phy_offset": ep, "hash_slot_count": slots,
+               "index_count": count}
+        for lo, hi in chunks:
+            at = matching(lo, hi)
+            for i, (h, phy, diff, prev) in zip(at.tolist(), f.entries[at].tolist()):
+                yield {"file": f.path.name, "position": i, "key_hash": h, "slot": h % f.slot_num,
+                       "phy_offset": phy, "time_diff": diff, "prev_index": prev}
+
+
+def _matching_entries(entries: np.ndarray, begin_ts: int, from_offset: int, to_offset: int,
+                      begin: int, end: int, lo: int, hi: int) -> np.ndarray:
+    """Positions in [lo, hi) of the index ``entries`` (of a file whose beginTimestamp is
+    ``begin_ts``) for CommitLog offsets in [from_offset, to_offset) stored in [begin, end]."""
+    e = entries[lo:hi]
+    phy, at = e["phy_offset"].astype(np.int64), begin_ts + e["time_diff"].astype(np.int64) * 1000
+    keep = (from_offset <= phy) & (phy < to_offset) & (begin <= at) & (at <= end)
+    return lo + np.flatnonzero(keep)
+
+
+def cmd_get(a: argparse.Namespace) -> int:
+    """The status line, then the messages; finding none is not an error (exit 0), but a line on
+    stderr says so."""
+    with MessageStore(a.store, reading_config(a), read_only=True) as ms:
+        g = ms.get(a.topic, a.queue, a.offset, a.max, a.tags)
+        status = {"status": g.status.value, "next_begin_offset": g.next_begin_offset,
+                  "min_offset": g.min_offset, "max_offset": g.max_offset, "count": len(g.messages)}
+        print(row_text(status) if a.format == "text" else json.dumps(status))
+        emit_messages(((m.record, {"queue_offset": m.queue_offset, "tags_code": m.tags_code})
+                        for m in g.messages), a)
+    if not g.messages:
+        tags = f" with tags '{a.tags}'" if a.tags else ""
+        _nothing(a, f"no message{tags} in queue {a.topic}/{a.queue} from queue offset {a.offset}: "
+                    f"{g.status.value} (the queue holds offsets [{g.min_offset}, {g.max_offset}))")
+    return 0
+
+
+def _nothing(a: argparse.Namespace, why: str) -> None:
+    """Say on stderr that a read found nothing (not an error: the command exits 0)."""
+    print(f"rocketlake {a.command}: {why}", file=sys.stderr)
+
+
+def cmd_query(a: argparse.Namespace) -> int:
+    """Finding nothing is not an error (exit 0), but a line on stderr says so."""
+    with MessageStore(a.store, reading_config(a), read_only=True) as ms:
+        if a.msg_id:
+            emit_messages([(ms.lookup(a.msg_id, a.topic or None), {})], a)
+        elif a.key is not None:
+            if not a.topic:
+                raise InputError("--key needs --topic")
+            found = ms.query(a.topic, a.key, a.max, a.begin, a.end)
+            if not emit_messages(((r, {}) for r in found), a):
+                stored = ("" if (a.begin, a.end) == (_EARLIEST, _LATEST)
+                          else f" stored in [{format_time(a.begin)}, {format_time(a.end)}]")
+                _nothing(a, f"no message with key '{a.key}' in topic '{a.topic}'{stored}")
+        else:
+            if not a.topic or a.queue is None:
+                raise InputError("--time needs --topic and --queue")
+            off = ms.offset_by_time(a.topic, a.queue, a.time)
+            row = {"topic": a.topic, "queue_id": a.queue, "timestamp": a.time, "queue_offset": off}
+            print(row_text(row) if a.format == "text" else json.dumps(row))
+            if ms.max_offset(a.topic, a.queue) == 0:
+                _nothing(a, f"no message in queue {a.topic}/{a.queue}")
+    return 0

@@ -1,0 +1,82 @@
+"""`rocketlake verify`: the whole-store check, as one JSON report or in words: the verdict, the
+problems counted by file and kind, the first ones, and what to run next. Options in
+:mod:`rocketlake.jobs.cli`; no Spark here."""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from pathlib import Path
+
+from rocketlake.jobs.cli.read_commands import reading_config
+from rocketlake.jobs.exit_codes import ExitCode
+from rocketlake.jobs.printable import printable
+from rocketlake.store.store_dir import check_store
+from rocketlake.store.verify import KINDS, Problem, VerifyReport, verify
+
+
+def cmd_verify(a: argparse.Namespace) -> int:
+    check_store(a.store)
+    report = verify(a.store, reading_config(a))
+    if a.json:
+        print(json.dumps(report.as_dict()))
+    else:
+        for line in verify_summary(report, a.max_problems, _repair_steps(report, a.store, a.set)):
+            print(line)  # never wrapped: a pipe or a log gets whole lines
+    return ExitCode.OK if report.ok else ExitCode.PROBLEMS
+
+
+def verify_summary(report: VerifyReport, max_problems: int, steps: list[str]) -> list[str]:
+    """The `verify` text report: the verdict, the problems counted by (file, kind), the first
+    ``max_problems`` problems, then what to do."""
+    errors = sum(p.severity == "error" for p in report.problems)
+    lines = [f"{'OK' if report.ok else 'FAILED'}: {report.records} records, {report.units} "
+             f"ConsumeQueue units, {report.keys_checked} index keys checked; {errors} errors, "
+             f"{len(report.problems) - errors} warnings"]
+    if not report.problems:
+        return lines
+    groups: dict[tuple[str, str], list[Problem]] = {}
+    for p in report.problems:
+        groups.setdefault((p.file, p.kind), []).append(p)
+    width = max(len(file) for file, _ in groups)
+    lines.append("problems by file and kind:")
+    for (file, kind), ps in groups.items():
+        severity = "error" if any(p.severity == "error" for p in ps) else "warning"
+        lines.append(f"  {len(ps):>8}  {severity:<7}  {file:<{width}}  {kind}: {KINDS.get(kind, kind)}")
+    shown = report.problems[:max_problems]
+    lines.append(f"problems (the first {len(shown)} of {len(report.problems)}):" if shown else "")
+    for p in shown:
+        where = p.file + (f" @{p.offset}" if p.offset is not None else "")
+        lines.append(f"  {p.severity}: {where}: {p.what}")
+    if len(report.problems) > len(shown):
+        lines.append(f"  ... and {len(report.problems) - len(shown)} more "
+                     f"(--max-problems N shows more, --json shows all)")
+    if steps:
+        lines.append("next:")
+        lines.extend(f"  {step}" for step in steps)
+    return [printable(line) for line in lines if line]
+
+
+def _repair_steps(report: VerifyReport, store: Path, settings: list[str]) -> list[str]:
+    """What to run next for the errors found, by the part of the store they are in."""
+    args = f"--store {shlex.quote(str(store))}" + "".join(f" --set {shlex.quote(s)}" for s in settings)
+    first = {p.kind.split("-")[0]: p for p in reversed(report.problems) if p.severity == "error"}
+    steps = []
+    if "commitlog" in first:
+        p = first["commitlog"]
+        name = Path(p.file).name
+        at = (f" (commitlog offset {int(name) + p.offset})"
+              if name.isdigit() and p.offset is not None else "")
+        steps.append(f"CommitLog damage, first at {p.file} @{p.offset}{at}: the next writable open "
+                     f"(e.g. rocketlake ingest) recovers the store and cuts the CommitLog at the "
+                     f"first invalid record its scan meets (the last three files; after a crash, "
+                     f"from the checkpoint), zeroing what follows. Copy the store (cp -a) before "
+                     f"writing to it; `rocketlake dump commitlog {args} --to-offset N` prints the "
+                     f"records before offset N.")
+    if "consumequeue" in first:
+        steps.append(f"ConsumeQueue damage: rocketlake rebuild-consumequeue {args}  (rebuilt from the "
+                     f"CommitLog; --output DIR writes the files elsewhere first)")
+    if "index" in first:
+        steps.append(f"index damage: rocketlake rebuild-index {args}  (rebuilt from the CommitLog; "
+                     f"--output DIR writes the files elsewhere first)")
+    return steps

@@ -1,0 +1,22 @@
+"""Times on the command line: a time option (``store.store_time``: ISO-8601 or epoch ms) as an
+argparse type, and epoch milliseconds as an aware UTC datetime for Spark."""
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime
+
+from rocketlake.store import store_time
+
+
+def parse_time(text: str) -> int:
+    """A time option (``store.store_time.parse_time``) -> epoch milliseconds; an argparse error
+    naming the text otherwise."""
+    try:
+        return store_time.parse_time(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def to_datetime(ms: int) -> datetime:
+    """Epoch milliseconds -> an aware UTC datetime (exact to the millisecond)."""
+    return datetime.fromtimestamp(ms // 1000, UTC).replace(microsecond=ms % 1000 * 1000)
