@@ -1,5 +1,5 @@
 """The exit codes of every `rocketlake` command (and of ``spark-submit jobs/<job>.py``), and
-which error gets which code. The README's "Exit codes" section documents the same table."""
+which error gets which code. docs/user-guide.md's "Exit codes" section documents the same table."""
 from __future__ import annotations
 
 import errno

@@ -1,5 +1,5 @@
 """Store times for people: the one format every human-readable output shows a store time in
-(ISO-8601 UTC with milliseconds, ``2026-11-22T11:06:14.078Z``, as the README says) and the one
+(ISO-8601 UTC with milliseconds, ``2026-11-22T11:06:14.078Z``, as docs/user-guide.md says) and the one
 parser of a time a person gives (that format, any ISO-8601, or epoch milliseconds). JSON outputs
 keep their own fields (epoch ms next to the formatted time)."""
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Every command the README documents.
+#: Every command docs/user-guide.md and docs/operator-guide.md document.
 COMMANDS = ["pipeline", "ingest", "dump", "get", "query", "report", "verify", "check-consistency",
             "rebuild-consumequeue", "rebuild-index", "publish-offsets", "compact", "lag",
             "topic-status", "offsets", "optimize-lake"]

@@ -48,7 +48,7 @@ def main_python(code: str, *args: str) -> str:
 
 
 def create_store_pool(store: str) -> None:
-    """Create store ``store``'s one-slot pool with the Airflow CLI, as the README tells users to."""
+    """Create store ``store``'s one-slot pool with the Airflow CLI, as docs/spark-guide.md tells users to."""
     subprocess.run([sys.executable, "-m", "airflow", "pools", "set", f"rocketlake_store_{store}", "1",
                     f"rocketlake: one writer of store {store} at a time"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
