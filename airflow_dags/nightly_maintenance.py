@@ -2,8 +2,9 @@
 optimize the lake.
 
 `check_consistency` verifies the ConsumeQueues and index against the CommitLog and writes a report;
-`choose_rebuilds` starts only the rebuilds of the structures the report names; `compact` (expire,
-archive to Delta, key-compact) runs after them, or straight after the check when nothing drifted;
+`choose_rebuilds` starts `rebuild` (`jobs/rebuild.py`: one CommitLog scan) for only the structures
+the report names, or skips it; `compact` (expire, archive to Delta, key-compact) runs after it, or
+straight after the check when nothing drifted;
 `optimize_lake` (OPTIMIZE and VACUUM of the store's Delta tables; `[nightly] optimize`) runs last.
 One DAG per store, one run at a time; the tasks that write the store take its one-slot pool, so a
 triggered rebuild never overlaps them. Every job records its run in the store's lake
@@ -13,9 +14,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from airflow.sdk import CronTriggerTimetable, TriggerRule, dag, task
-from rocketlake_airflow import ARCHIVE_TABLE, REBUILD_JOBS, RUNS_TABLE, START_DATE, Store, load_settings
+from rocketlake_airflow import (
+    ARCHIVE_TABLE,
+    REBUILD_JOB,
+    RUNS_TABLE,
+    START_DATE,
+    Store,
+    load_settings,
+    rebuild_args,
+    structures_arg,
+)
 
 settings = load_settings()
 nightly = settings.section("nightly")
@@ -36,20 +47,25 @@ def nightly_dag(store: Store) -> None:
                                    ["--report", report, *lake], delta=True, outlets=runs)
 
         @task.branch
-        def choose_rebuilds(report_file: str) -> list[str]:
-            """The rebuild tasks of the structures the check found drifted (maybe none)."""
-            return [f"rebuild_{s}" for s in json.loads(Path(report_file).read_text())["rebuild"]]
+        def choose_rebuilds(report_file: str, ti: Any = None) -> list[str]:
+            """``rebuild`` when the check found structures drifted (pushed, comma-separated, as
+            XCom ``structures`` for its ``--structures``); else nothing."""
+            drifted = json.loads(Path(report_file).read_text())["rebuild"]
+            if not drifted:
+                return []
+            ti.xcom_push(key="structures", value=structures_arg(drifted))
+            return [REBUILD_JOB]
 
-        rebuilds = [settings.spark_job(f"rebuild_{structure}", job, store,
-                                       [*settings.rebuild_mode_args(nightly["rebuild_mode"]), *lake],
-                                       delta=True, outlets=runs, **store.writer_kwargs)
-                    for structure, job in REBUILD_JOBS.items()]
+        drifted = "{{ ti.xcom_pull(task_ids='choose_rebuilds', key='structures') }}"
+        rebuild = settings.spark_job(REBUILD_JOB, REBUILD_JOB, store,
+                                     [*rebuild_args(drifted, nightly["rebuild_mode"]), *lake],
+                                     delta=True, outlets=runs, **store.writer_kwargs)
         protect = ["--protect-unconsumed"] if nightly["protect_unconsumed"] else []
         compact = settings.spark_job("compact", "compact", store, [*lake, *protect], delta=True,
                                      trigger_rule=TriggerRule.NONE_FAILED,
                                      outlets=settings.assets(store, ARCHIVE_TABLE, RUNS_TABLE),
                                      **store.writer_kwargs)
-        check >> choose_rebuilds(report) >> rebuilds >> compact
+        check >> choose_rebuilds(report) >> rebuild >> compact
         if nightly.get("optimize", True):
             retention = nightly.get("optimize_retention_hours")
             compact >> settings.submit_job(

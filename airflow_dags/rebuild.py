@@ -3,9 +3,9 @@
 Trigger with params: `store` (a configured store), `structures` (`consumequeue`, `index`) and
 `mode` (`full`: write aside and swap in; `incremental`: append what is missing). Each configured
 store has a `plan_<store>` -> `rebuild_<store>` pair: the chosen store's plan turns the params into
-one `jobs/rebuild_<structure>.py` submission each, the others plan none (their `rebuild_<store>`
-is skipped). The submissions run one after the other in the store's one-slot pool, so never
-beside the store's nightly rebuilds or compaction.
+one `jobs/rebuild.py` submission (one CommitLog scan for every structure asked for), the others
+plan none (their `rebuild_<store>` is skipped). It runs in the store's one-slot pool, so never
+beside the store's nightly rebuild or compaction.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, Variable, dag, task
-from rocketlake_airflow import REBUILD_JOBS, REBUILD_MODE_ARGS, START_DATE, load_settings
+from rocketlake_airflow import REBUILD_MODE_ARGS, REBUILD_STRUCTURES, START_DATE, load_settings
 
 settings = load_settings()
 
@@ -24,8 +24,8 @@ settings = load_settings()
      params={
          "store": Param(next(iter(settings.stores)), enum=list(settings.stores),
                         description="the store to rebuild (conf/airflow.toml [stores.*])"),
-         "structures": Param(list(REBUILD_JOBS), type="array", minItems=1, uniqueItems=True,
-                             items={"type": "string", "enum": list(REBUILD_JOBS)},
+         "structures": Param(list(REBUILD_STRUCTURES), type="array", minItems=1, uniqueItems=True,
+                             items={"type": "string", "enum": list(REBUILD_STRUCTURES)},
                              description="what to rebuild from the CommitLog"),
          "mode": Param("full", enum=list(REBUILD_MODE_ARGS),
                        description="full: rebuild aside and swap in; incremental: append in place"),
@@ -33,15 +33,14 @@ settings = load_settings()
 def rebuild() -> None:
     @task
     def plan(store_name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """The submissions of store ``store_name``: if it is the chosen store, one per requested
-        structure, in rebuild order; else none."""
+        """The submissions of store ``store_name``: if it is the chosen store, the one rebuild of
+        the requested structures; else none."""
         assert params is not None
         if params["store"] != store_name:
             return []
         store = settings.stores[store_name]
         path = Variable.get(store.variable, default=store.path)
-        return [settings.rebuild_request(store, path, s, params["mode"])
-                for s in REBUILD_JOBS if s in params["structures"]]
+        return [settings.rebuild_request(store, path, params["structures"], params["mode"])]
 
     for store in settings.stores.values():
         requests = plan.override(task_id=f"plan_{store.name}")(store.name)

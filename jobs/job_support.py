@@ -14,9 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
 from rocketlake.store import swap_journal
 from rocketlake.store.config import StoreConfig, parse_set_options
 from rocketlake.store.errors import StoreLockedError
@@ -77,15 +74,6 @@ def target_dir(store: Path, name: str, output: Path | None, incremental: bool) -
     if incremental:
         return store / name
     return swap_journal.aside(store, name)
-
-
-@contextmanager
-def progress_bars(totals: dict[str, int]) -> Iterator[Callable[[str, int], None]]:
-    """One progress bar per name (on stderr); yields ``advance(name, n)``."""
-    columns = (TextColumn("{task.description:<24}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, console=Console(stderr=True)) as bar:
-        tasks = {t: bar.add_task(t, total=n) for t, n in sorted(totals.items())}
-        yield lambda name, n: bar.advance(tasks[name], n)
 
 
 def report_scan(prog: str, end: ScanEnd) -> None:

@@ -19,45 +19,13 @@ import numpy.typing as npt
 from rocketlake.store import codec
 from rocketlake.store.codec import (
     INDEX_ENTRY_DTYPE,
-    INDEX_ENTRY_SIZE,
     INDEX_HEADER,
     INDEX_HEADER_SIZE,
-    INDEX_SLOT_SIZE,
 )
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.kernels import index as kernels
 from rocketlake.store.safe_files import create_file, open_file
 from rocketlake.store.swap_journal import refuse_unfinished
-
-
-def write_index_file(path: Path, slot_num: int, entry_num: int,
-                     header: tuple[int, int, int, int, int, int], slots: np.ndarray,
-                     values: np.ndarray, entries: np.ndarray, first_pos: int) -> None:
-    """Write into the index file at ``path`` with plain file writes (for writers that place the
-    entries themselves, like the Spark rebuild): the header ``(beginTimestamp, endTimestamp,
-    beginPhyOffset, endPhyOffset, hashSlotCount, indexCount)`` (RocketMQ's ``IndexHeader``),
-    hash slot ``slots[i]`` set to ``values[i]``, and ``entries`` (``INDEX_ENTRY_DTYPE``) from
-    entry position ``first_pos`` on; every other slot and entry is left as it is. A missing file
-    is created at its full size; an existing one (a file being continued) must have that size
-    (StoreFormatError otherwise); a link at ``path`` is refused (LinkedFileError)."""
-    size = codec.index_file_size(slot_num, entry_num)
-    try:
-        fd = open_file(path, os.O_RDWR)
-    except FileNotFoundError:
-        fd = create_file(path, size)
-    try:
-        if os.fstat(fd).st_size != size:
-            raise StoreFormatError(f"{path}: index file is {os.fstat(fd).st_size} bytes, expected "
-                                   f"{size} (maxHashSlotNum={slot_num}, maxIndexNum={entry_num})")
-        slots_at = INDEX_HEADER_SIZE
-        table = np.frombuffer(os.pread(fd, INDEX_SLOT_SIZE * slot_num, slots_at), dtype=">i4").copy()
-        table[slots] = values
-        os.pwrite(fd, INDEX_HEADER.pack(*header), 0)
-        os.pwrite(fd, table.tobytes(), slots_at)
-        os.pwrite(fd, entries.astype(INDEX_ENTRY_DTYPE, copy=False).tobytes(),
-                  slots_at + INDEX_SLOT_SIZE * slot_num + first_pos * INDEX_ENTRY_SIZE)
-    finally:
-        os.close(fd)
 
 
 def header_problems(header: tuple[int, ...], slot_num: int,

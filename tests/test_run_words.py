@@ -60,3 +60,15 @@ def test_rebuild_and_verify_runs_in_words():
                                    "2 errors, to rebuild: index (took 12.5 s)")
     sound = _run("check-consistency", {"records": 1, "errors": 0, "rebuild": []})
     assert ": checked 1 record, 0 errors, nothing to rebuild " in describe_run(sound)
+
+
+def test_a_one_scan_rebuild_run_in_words():
+    """``jobs/rebuild.py`` records one run per structure under the job name ``rebuild``."""
+    units = _run("rebuild", {"mode": "full", "target": "var/store/consumequeue",
+                             "wrote": {"noun": "units", "per_topic": {"orders": 10, "audit": 1}}})
+    assert describe_run(units) == ("rebuild at 2026-11-23T04:00:00.000Z: full rebuild wrote 11 units "
+                                   "for 2 topics under var/store/consumequeue (took 12.5 s)")
+    keys = _run("rebuild", {"mode": "output", "target": "var/rebuilt/index",
+                            "wrote": {"noun": "index keys", "per_topic": {"orders": 1}}})
+    assert describe_run(keys) == ("rebuild at 2026-11-23T04:00:00.000Z: output rebuild wrote 1 index key "
+                                  "for 1 topic under var/rebuilt/index (took 12.5 s)")

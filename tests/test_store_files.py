@@ -1,5 +1,6 @@
-"""The read-only handle on a store's files, and the plain-file writers of ConsumeQueue and index
-files that the Spark rebuilds use: same bytes as the library's own writers."""
+"""The read-only handle on a store's files, and the plain-file ConsumeQueue writer that the Spark
+rebuild uses: same bytes as the library's own writer (its index files are written by
+``IndexFile`` itself: tests/test_store_rebuild.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -12,7 +13,6 @@ from rocketlake.store import MessageStore, codec
 from rocketlake.store.config import load_config
 from rocketlake.store.consume_queue import ConsumeQueue, write_consume_queue_files
 from rocketlake.store.errors import StoreFormatError
-from rocketlake.store.index import IndexService, write_index_file
 from rocketlake.store.message import Message
 from rocketlake.store.store_files import StoreFiles
 
@@ -90,33 +90,3 @@ def test_consume_queue_writer_refuses_a_gap(tmp_path: Path) -> None:
         write_consume_queue_files(tmp_path / "q", np.array([0, 2]), units, 100)
 
 
-def test_index_writer_writes_the_library_bytes(tmp_path: Path) -> None:
-    keys = [f"t#k{i % 5}" for i in range(7)]
-    phy = [i * 100 for i in range(7)]
-    ts = [1_700_000_000_000 + i * 1500 for i in range(7)]
-    svc = IndexService(tmp_path / "lib", 8, 10)
-    svc.add_many([(k,) for k in keys], phy, ts)
-    svc.build()
-    (f,) = svc.files
-    want, name = bytes(f.mm), f.path.name
-    header = (f.begin_ts, f.end_ts, f.begin_phy, f.end_phy, f.slot_count, f.index_count)
-    entries = f.entries[1:f.index_count].copy()
-    slots = np.flatnonzero(np.asarray(f.slots))
-    values = np.asarray(f.slots)[slots].copy()
-    svc.close()
-    path = tmp_path / "job" / name
-    path.parent.mkdir()
-    # Written in two steps, as an incremental rebuild continues a file.
-    write_index_file(path, 8, 10, header, slots, values, entries[:3], 1)
-    write_index_file(path, 8, 10, header, slots, values, entries[3:], 4)
-    assert path.read_bytes() == want
-    assert codec.INDEX_HEADER.unpack_from(want, 0)[5] == 8  # indexCount: 7 keys + the unused 0
-
-
-def test_index_writer_refuses_a_file_of_another_size(tmp_path: Path) -> None:
-    path = tmp_path / "20240101000000000"
-    path.write_bytes(b"\0" * 10)
-    with pytest.raises(StoreFormatError, match="index file is 10 bytes"):
-        write_index_file(path, 8, 10, (0,) * 6, np.zeros(0, int), np.zeros(0, int),
-                         np.zeros(0, dtype=codec.INDEX_ENTRY_DTYPE), 1)
-    assert path.read_bytes() == b"\0" * 10

@@ -1,16 +1,14 @@
 """CommitLog records -> Arrow columns, built by compiled kernels straight from the file's bytes.
 
-Pure numpy + pyarrow + numba, no Spark: the scan's ``mapInArrow`` tasks call :func:`parse_range`,
-the ``rocketmq`` data source calls :func:`walk_range` and :func:`message_columns`. Records are
-decoded by ``store.kernels.records.walk`` (``codec.decode_record``'s rules) and their property
-values found by ``store.kernels.dispatch``; every string column is a copy of byte spans of the
-file into one Arrow data buffer (no Python object per record). Only the columns asked for are
+Pure numpy + pyarrow + numba, no Spark: the ``rocketmq`` data source calls :func:`walk_range` and
+:func:`message_columns`, the rebuild's scan tasks :func:`walk_range` and :func:`find_record_start`.
+Records are decoded by ``store.kernels.records.walk`` (``codec.decode_record``'s rules) and their
+property values found by ``store.kernels.dispatch``; every string column is a copy of byte spans of
+the file into one Arrow data buffer (no Python object per record). Only the columns asked for are
 built.
 
 A range ``[lo, hi)`` owns the records that *start* in it: the walk begins at the first record start
-in it (``kernels.records.find_start``) and reads a record running past ``hi`` whole. Each row of
-:func:`parse_range` carries what the driver needs to find the end of valid data across ranges
-(``next_offset``, ``break_at``, ``break_reason``, ``crc_ok``): see ``transforms.commitlog_scan``.
+in it (``kernels.records.find_start``) and reads a record running past ``hi`` whole.
 """
 from __future__ import annotations
 
@@ -41,35 +39,7 @@ WALK_ROWS = 1 << 15
 #: zero bytes skipped per numpy check before looking for a record start
 _ZERO_CHUNK = 4 << 20
 
-#: Columns of a parsed batch, in order.
-MESSAGE_FIELDS: list[pa.Field] = [
-    pa.field("commitlog_offset", pa.int64(), False),
-    pa.field("size", pa.int32(), False),
-    pa.field("topic", pa.string()),
-    pa.field("queue_id", pa.int32(), False),
-    pa.field("queue_offset", pa.int64(), False),
-    pa.field("sys_flag", pa.int32(), False),
-    pa.field("store_timestamp", pa.int64(), False),
-    pa.field("born_timestamp", pa.int64(), False),
-    pa.field("tags_code", pa.int64(), False),
-    pa.field("keys", pa.list_(pa.string())),
-    pa.field("uniq_key", pa.string()),
-    pa.field("properties", pa.string()),
-]
-#: Bookkeeping columns for the end-of-valid-data check across ranges.
-CHAIN_FIELDS: list[pa.Field] = [
-    pa.field("range_start", pa.int64(), False),
-    pa.field("next_offset", pa.int64(), False),
-    pa.field("break_at", pa.int64()),
-    pa.field("break_reason", pa.string()),
-    pa.field("crc_ok", pa.bool_(), False),
-]
-def batch_schema() -> pa.Schema:
-    """The Arrow schema :func:`parse_range` returns."""
-    return pa.schema(MESSAGE_FIELDS + CHAIN_FIELDS)
 
-
-# --- kernels: byte spans -> Arrow buffers -----------------------------------------------------------
 @kernel
 def _copy_spans(buf: Buffer, starts: I64, offsets: I64, out: Buffer) -> None:
     """``out[offsets[i]:offsets[i+1]] = buf[starts[i]:...]`` for every span."""
@@ -409,80 +379,3 @@ def find_record_start(buf: Buffer, base: int, lo: int, hi: int) -> int:
 def blank_at(buf: Buffer, pos: int) -> bool:
     """Whether a BLANK (end-of-file filler) record starts at ``pos``."""
     return pos + 8 <= buf.size and bool((buf[pos + 4:pos + 8] == _BLANK).all())
-
-
-def _scatter(values: pa.Array, rows: I64, n: int) -> pa.Array:
-    """An array of ``n`` nulls with ``values[i]`` at row ``rows[i]``."""
-    idx = np.full(n, -1, dtype=np.int64)
-    idx[rows] = np.arange(rows.size)
-    return values.take(pa.array(idx, mask=idx < 0))
-
-
-# --- the scan's range parser ------------------------------------------------------------------------
-def parse_range(buf: Buffer, file_start: int, lo: int, hi: int, check_crc: bool = True,
-                delay_levels_ms: Sequence[int] = codec.DELAY_LEVELS_MS,
-                columns: Collection[str] | None = None) -> pa.RecordBatch:
-    """Parse the records starting in ``[lo, hi)`` of one CommitLog file (``buf``: its bytes).
-
-    Returns one row per structurally valid record (see :func:`batch_schema`); ``columns`` names
-    the string columns to build (default: all), the others (``properties``, ``keys``, ...) are
-    null, never built. A row's
-    ``next_offset`` is where the next record should start (the next file after a BLANK);
-    ``break_at`` is set when valid data provably ends at or right after this row: at the row
-    itself for a body CRC mismatch, else at ``next_offset`` when no valid record starts there
-    (``break_reason`` says why; none for zeros, the normal end). Past damage the parser resumes
-    at the next record start, so every CRC mismatch of the range is counted.
-    """
-    parts: list[I64] = []
-    crc_ok: list[npt.NDArray[np.bool_]] = []
-    breaks: dict[int, tuple[int, str | None]] = {}  # row -> (break_at, reason)
-    tail = -1                                          # next_offset of the last row, when not its end
-    rows = 0
-    pos = find_record_start(buf, file_start, lo, hi)
-    while pos < hi:
-        for s in walk_range(buf, file_start, pos, hi, check_crc, max_bytes=hi):
-            parts.append(s.raw)
-            crc_ok.append(np.ones(len(s.raw), dtype=np.bool_))
-            rows += len(s.raw)
-        pos, status = s.end, s.status
-        if status == kr.BAD_CRC:  # keep the record, marked; valid data ends at it
-            (bad,) = walk_range(buf, file_start, pos, pos + 1, False)
-            if len(bad.raw):
-                parts.append(bad.raw)
-                crc_ok.append(np.zeros(1, dtype=np.bool_))
-                breaks[rows] = (file_start + pos, s.error)
-                rows += 1
-                pos = bad.end
-                continue
-            status, s = bad.status, bad
-        if status == kr.BLANK or (status == kr.LIMIT and blank_at(buf, pos)):
-            tail = buf.size
-        elif status != kr.LIMIT:
-            if rows and (rows - 1) not in breaks:
-                breaks[rows - 1] = (file_start + pos, s.error)
-            if status == kr.ZEROS:
-                break
-            pos = find_record_start(buf, file_start, pos + 1, hi)
-            continue
-        break
-    raw = np.concatenate(parts) if parts else np.zeros((0, kr.NFIELDS), dtype=np.int64)
-    schema = batch_schema()
-    chain = {c.name for c in CHAIN_FIELDS}
-    skip = {f.name for f in schema if f.nullable and columns is not None and f.name not in columns}
-    names = [f.name for f in schema if f.name not in chain | skip]
-    cols = message_columns(buf, raw, names, {"properties": pa.string()}, delay_levels_ms)
-    cols.update({n: pa.nulls(rows, schema.field(n).type) for n in skip - chain})
-    next_offset = raw[:, kr.OFFSET] + raw[:, kr.SIZE]
-    if tail >= 0 and rows:
-        next_offset[-1] = file_start + tail
-    break_at = np.full(rows, -1, dtype=np.int64)
-    break_at[list(breaks)] = [at for at, _ in breaks.values()]
-    reasons = pa.array([why for _, why in breaks.values()], pa.string())
-    cols.update({
-        "range_start": pa.array(np.full(rows, file_start + lo, dtype=np.int64)),
-        "next_offset": pa.array(next_offset),
-        "break_at": pa.array(break_at, mask=break_at < 0),
-        "break_reason": _scatter(reasons, np.asarray(list(breaks), dtype=np.int64), rows),
-        "crc_ok": pa.array(np.concatenate(crc_ok) if crc_ok else np.zeros(0, dtype=np.bool_)),
-    })
-    return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)

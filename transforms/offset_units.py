@@ -2,7 +2,7 @@
 
 What ``jobs.publish_offsets`` reads from the store: :func:`read_queue_units` maps Arrow batches of
 one row per queue (``topic``, ``queue_id``, ``wanted``: queue offsets whose units are asked for)
-to units (a ``mapInArrow``-shaped function; the job runs it on the driver, the rows being few). No
+to units (the job runs it on the driver, the rows being few). No
 Spark here: the store library maps the files, numpy parses them.
 
 Per queue it loads the ConsumeQueue as the store does (``store.consume_queue``: the units of the

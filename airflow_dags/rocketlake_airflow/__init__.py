@@ -14,7 +14,7 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -24,15 +24,19 @@ import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset
 
+from rocketlake_airflow.java_properties import read_java_properties
+
 #: Environment variable naming the config file to read instead of `conf/airflow.toml`.
 CONFIG_ENV = "ROCKETLAKE_AIRFLOW_CONFIG"
 #: The project root: relative paths in the config file are relative to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "airflow.toml"
 STORE_CONF = PROJECT_ROOT / "conf" / "store.conf"
-#: Derived structures a rebuild job exists for, in rebuild order: structure -> job.
-REBUILD_JOBS: dict[str, str] = {"consumequeue": "rebuild_consumequeue", "index": "rebuild_index"}
-#: Rebuild mode -> the jobs' arguments for it.
+#: The rebuild job (`jobs/rebuild.py`): one CommitLog scan rebuilds every structure asked for.
+REBUILD_JOB = "rebuild"
+#: The structures it rebuilds (its ``--structures``), in the job's order.
+REBUILD_STRUCTURES = ("consumequeue", "index")
+#: Rebuild mode -> the job's arguments for it.
 REBUILD_MODE_ARGS: dict[str, list[str]] = {"full": [], "incremental": ["--incremental"]}
 LAKE_VARIABLE = "rocketlake_lake"
 #: First possible run of every DAG (none catches up on runs before it was deployed).
@@ -80,17 +84,6 @@ def _callable(dotted: str, where: str) -> Callable[..., Any]:
 def _jinja_str(value: str) -> str:
     """A Jinja string literal for ``value``."""
     return json.dumps(value)
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """``NAME=VALUE`` lines of a Java properties file (comments and blank lines skipped)."""
-    out: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith(("#", "!")) and "=" in line:
-            name, _, value = line.partition("=")
-            out[name.strip()] = value.strip()
-    return out
 
 
 @dataclass(frozen=True)
@@ -210,19 +203,29 @@ class Settings:
                                ["--store", store.path_template, *args, *store.set_args],
                                delta=delta, **kwargs)
 
-    def rebuild_mode_args(self, mode: str) -> list[str]:
-        """The rebuild jobs' arguments for ``mode`` (``full`` or ``incremental``)."""
-        if mode not in REBUILD_MODE_ARGS:
-            raise ValueError(f"rebuild mode {mode!r}: expected one of {', '.join(REBUILD_MODE_ARGS)}")
-        return REBUILD_MODE_ARGS[mode]
-
-    def rebuild_request(self, store: Store, path: str, structure: str, mode: str) -> dict[str, Any]:
-        """The per-job :class:`SparkSubmitOperator` arguments that rebuild ``structure`` of the
-        store at ``path``."""
-        job = REBUILD_JOBS[structure]
-        return {"application": self.application(job), "name": f"rocketlake-{job}-{store.name}",
-                "application_args": ["--store", path, *self.rebuild_mode_args(mode),
+    def rebuild_request(self, store: Store, path: str, structures: list[str],
+                        mode: str) -> dict[str, Any]:
+        """The :class:`SparkSubmitOperator` arguments of the one rebuild job that rebuilds
+        ``structures`` of the store at ``path`` in ``mode``."""
+        return {"application": self.application(REBUILD_JOB),
+                "name": f"rocketlake-{REBUILD_JOB}-{store.name}",
+                "application_args": ["--store", path, *rebuild_args(structures_arg(structures), mode),
                                      *store.set_args]}
+
+
+def structures_arg(structures: Iterable[str]) -> str:
+    """``structures`` as the rebuild job's ``--structures`` value: comma-separated, in
+    :data:`REBUILD_STRUCTURES` order."""
+    wanted = set(structures)
+    return ",".join(s for s in REBUILD_STRUCTURES if s in wanted)
+
+
+def rebuild_args(structures: str, mode: str) -> list[str]:
+    """The rebuild job's arguments: ``--structures`` (a :func:`structures_arg`, or a template
+    rendering to one) and those of ``mode`` (``full`` or ``incremental``)."""
+    if mode not in REBUILD_MODE_ARGS:
+        raise ValueError(f"rebuild mode {mode!r}: expected one of {', '.join(REBUILD_MODE_ARGS)}")
+    return ["--structures", structures, *REBUILD_MODE_ARGS[mode]]
 
 
 def load_settings(path: str | Path | None = None) -> Settings:
@@ -230,7 +233,7 @@ def load_settings(path: str | Path | None = None) -> Settings:
     path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
     with open(path, "rb") as f:
         raw = tomllib.load(f)
-    delete_when = read_properties(STORE_CONF).get("deleteWhen", "04")
+    delete_when = read_java_properties(STORE_CONF).get("deleteWhen", "04")
     stores = {}
     for name, s in raw.get("stores", {}).items():
         settings = {k: str(v) for k, v in s.get("set", {}).items()}

@@ -41,11 +41,13 @@ from rocketlake.store.cleanup import (  # noqa: E402
     disk_used_ratio,
     plan_commitlog_deletion,
 )
+from rocketlake.store.commitlog import CommitLog  # noqa: E402
 from rocketlake.store.config import load_config, parse_set_options  # noqa: E402
 from rocketlake.store.config_files import read_consumer_offsets  # noqa: E402
 from rocketlake.store.consumer_lag import consumer_lag as queue_lags  # noqa: E402
+from rocketlake.store.kernels import records as kr  # noqa: E402
+from rocketlake.store.record_walk import RecordBatch  # noqa: E402
 from rocketlake.store.store_time import format_time  # noqa: E402
-from rocketlake.transforms.commitlog_batch import parse_range  # noqa: E402
 
 #: offsets_history columns the lag status reads
 LAG_COLUMNS = ("consumer_group", "topic", "queue_id", "snapshot_ts", "consumer_offset", "lag")
@@ -75,45 +77,47 @@ class RecordCounts:
     delayed: dict[str, int]
 
 
-def count_records(topics: np.ndarray, sys_flags: np.ndarray, properties: list[str | None]) -> RecordCounts:
-    """:class:`RecordCounts` of records given by column (``properties`` are read only for
-    SCHEDULE_TOPIC_XXXX records, for their REAL_TOPIC)."""
+def count_records(topics: np.ndarray, sys_flags: np.ndarray, delayed_properties: list[str]) -> RecordCounts:
+    """:class:`RecordCounts` of records given by column; ``delayed_properties`` are the properties
+    strings of the SCHEDULE_TOPIC_XXXX records, in order (for their REAL_TOPIC)."""
     tx = sys_flags & codec.TRANSACTION_MASK
     delayed: dict[str, int] = {}
-    for i in np.flatnonzero(topics == codec.SCHEDULE_TOPIC):
-        real = codec.string_to_properties(properties[i] or "").get(codec.PROPERTY_REAL_TOPIC, "?")
+    for props in delayed_properties:
+        real = codec.string_to_properties(props).get(codec.PROPERTY_REAL_TOPIC, "?")
         delayed[real] = delayed.get(real, 0) + 1
     return RecordCounts(int(topics.size), int((tx == codec.TRANSACTION_PREPARED).sum()),
                         int((tx == codec.TRANSACTION_ROLLBACK).sum()), dict(sorted(delayed.items())))
 
 
+def _record_columns(log: CommitLog) -> tuple[np.ndarray, np.ndarray, RecordCounts]:
+    """(store time, topic) of every valid record, and their :class:`RecordCounts`, from one walk
+    of the CommitLog (``CommitLog.walk``, CRCs not checked: recovery found the valid data)."""
+    ts, topics, flags, delayed = [], [], [], []
+    for batch in log.walk(check_crc=False):
+        ids, names = batch.topics
+        batch_topics = np.asarray(names, dtype=object)[ids]
+        ts.append(batch.column(kr.STORE_TS).copy())
+        topics.append(batch_topics)
+        flags.append(batch.column(kr.SYS_FLAG).copy())
+        scheduled = RecordBatch(batch.buf, batch.raw[batch_topics == codec.SCHEDULE_TOPIC])
+        delayed += scheduled.strings(kr.PROPS_START, kr.PROPS_LEN)
+    all_topics = np.concatenate(topics) if topics else np.zeros(0, object)
+    return (np.concatenate(ts) if ts else np.zeros(0, np.int64), all_topics,
+            count_records(all_topics, np.concatenate(flags) if flags else np.zeros(0, np.int64), delayed))
+
+
 def store_facts(root: Path, settings: dict[str, str]) -> StoreFacts:
-    """Layout from the store's files; store timestamps from a vectorised CommitLog parse."""
+    """Layout from the store's files; store timestamps, topics and counts from a CommitLog walk."""
     with MessageStore(root, load_config(settings), read_only=True) as ms:
         queues = [{"topic": t, "queue_id": q, "min": lo, "max": hi, "messages": hi - lo}
                   for (t, q), (lo, hi) in ms.queue_ranges().items()]
         end = ms.commitlog.max_offset
-        ts, topics, flags, props = [], [], [], []
-        for mf in ms.commitlog.files.files:
-            if mf.start >= end:
-                break
-            buf = np.frombuffer(mf.mm, dtype=np.uint8)
-            batch = parse_range(buf, mf.start, 0, min(mf.size, end - mf.start), check_crc=False)
-            ok = batch.column("commitlog_offset").to_numpy() < end
-            ts.append(batch.column("store_timestamp").to_numpy()[ok].copy())
-            topics.append(np.asarray(batch.column("topic").to_pylist(), dtype=object)[ok])
-            flags.append(batch.column("sys_flag").to_numpy()[ok].copy())
-            props += [p for p, k in zip(batch.column("properties").to_pylist(), ok) if k]
-            del buf, batch  # views on the mapped file must go before it is closed
+        timestamps, topics, records = _record_columns(ms.commitlog)
         index_files = len(ms.index.files) if ms.index is not None else 0
         files = [(mf.path.name, mf.path.stat().st_mtime_ns // 1_000_000, mf.size)
                  for mf in ms.commitlog.files.files]
-        all_topics = np.concatenate(topics) if topics else np.zeros(0, object)
         return StoreFacts(files, end - ms.commitlog.min_offset, index_files, queues,
-                          read_consumer_offsets(root),
-                          np.concatenate(ts) if ts else np.zeros(0, np.int64), all_topics,
-                          count_records(all_topics, np.concatenate(flags) if flags else np.zeros(0, np.int32),
-                                        props))
+                          read_consumer_offsets(root), timestamps, topics, records)
 
 
 def lake_facts(lake: str | None, store: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -4,8 +4,8 @@
     compacted user-state: 17 keys kept
 
 Each job's summary JSON has its own shape (``jobs.compact.maintain``,
-``jobs.publish_offsets.publish_store``); a job this module does not know is told as its
-summary's top-level fields. Pure Python, no Spark.
+``jobs.publish_offsets.publish_store``, ``jobs.rebuild.run_structures``); a job this module does
+not know is told as its summary's top-level fields. Pure Python, no Spark.
 """
 from __future__ import annotations
 
@@ -76,8 +76,8 @@ def _any(s: Mapping[str, Any]) -> list[str]:
 
 #: job name -> its summary told as phrases
 TELLERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
-    "compact": _compact, "publish-offsets": _publish_offsets, "rebuild-consumequeue": _rebuild,
-    "rebuild-index": _rebuild, "check-consistency": _check_consistency}
+    "compact": _compact, "publish-offsets": _publish_offsets, "rebuild": _rebuild,
+    "rebuild-consumequeue": _rebuild, "rebuild-index": _rebuild, "check-consistency": _check_consistency}
 
 
 def describe_run(run: Mapping[str, Any]) -> str:

@@ -24,9 +24,11 @@ def dag_bag() -> Any:
 
 
 def render_command(task: Any, *, run_id: str = "scheduled__2026-01-02T04:00:00+00:00",
-                   when: Any = None, params: dict[str, Any] | None = None) -> list[str]:
+                   when: Any = None, params: dict[str, Any] | None = None,
+                   xcom: dict[tuple[str, str], str] | None = None) -> list[str]:
     """The spark-submit command ``task`` would run for a run ``run_id`` at ``when``, its
-    templates rendered (Variables read as a worker reads them) and the connection resolved."""
+    templates rendered (Variables read as a worker reads them, XComs pulled from ``xcom``:
+    (task id, key) -> value) and the connection resolved."""
     import pendulum
     from airflow.sdk.execution_time.context import VariableAccessor
 
@@ -36,6 +38,7 @@ def render_command(task: Any, *, run_id: str = "scheduled__2026-01-02T04:00:00+0
         "var": {"value": VariableAccessor(False), "json": VariableAccessor(True)},
         "run_id": run_id, "logical_date": when, "dag_run": SimpleNamespace(run_after=when),
         "params": params or {},
+        "ti": SimpleNamespace(xcom_pull=lambda task_ids, key: (xcom or {})[(task_ids, key)]),
     })
     return task._get_hook()._build_spark_submit_command(task.application)
 

@@ -142,8 +142,7 @@ def test_nightly_run_rebuilds_only_the_drifted_index_then_compacts(site: Path) -
     assert verify(store)["ok"] is False
     states = run_dag("rocketlake_nightly_e2e")
     assert states == {"run": "success", "check_consistency": "success",
-                      "choose_rebuilds": "success", "rebuild_consumequeue": "skipped",
-                      "rebuild_index": "success", "compact": "success"}
+                      "choose_rebuilds": "success", "rebuild": "success", "compact": "success"}
     reports = list((site / "reports" / "e2e").glob("*.json"))
     assert len(reports) == 1
     assert json.loads(reports[0].read_text())["rebuild"] == ["index"]
@@ -152,11 +151,13 @@ def test_nightly_run_rebuilds_only_the_drifted_index_then_compacts(site: Path) -
     assert after["keys_checked"] == len(EVENTS)
     runs = json.loads(main_python(READ_TABLES, str(site / "lake" / "e2e"), "maintenance_runs")
                       .splitlines()[-1])["maintenance_runs"]
-    assert sorted(r["job"] for r in runs) == ["check-consistency", "compact", "rebuild-index"]
+    assert sorted(r["job"] for r in runs) == ["check-consistency", "compact", "rebuild"]
+    assert [json.loads(r["summary"])["target"] for r in runs if r["job"] == "rebuild"] == [
+        str(store / "index")]  # only the drifted structure was rebuilt
     lake = (site / "lake" / "e2e").as_uri()
     assert asset_events("rocketlake_nightly_e2e") == [
         ("check_consistency", f"{lake}/maintenance_runs"), ("compact", f"{lake}/maintenance_runs"),
-        ("compact", f"{lake}/messages_archive"), ("rebuild_index", f"{lake}/maintenance_runs")]
+        ("compact", f"{lake}/messages_archive"), ("rebuild", f"{lake}/maintenance_runs")]
 
 
 def test_rebuild_run_rebuilds_only_the_chosen_store(site: Path) -> None:

@@ -80,12 +80,12 @@ def test_nightly_runs_at_delete_when_and_rebuilds_only_after_the_branch(dagbag: 
     assert dag.timetable.expression == "0 4 * * *"  # deleteWhen=04 in conf/store.conf
     assert str(dag.timetable.timezone) == "UTC"
     tasks = dag.task_dict
-    assert set(tasks) == {"check_consistency", "choose_rebuilds", "rebuild_consumequeue",
-                          "rebuild_index", "compact", "optimize_lake"}
+    assert set(tasks) == {"check_consistency", "choose_rebuilds", "rebuild", "compact",
+                          "optimize_lake"}
     assert tasks["check_consistency"].downstream_task_ids == {"choose_rebuilds"}
-    assert tasks["choose_rebuilds"].downstream_task_ids == {"rebuild_consumequeue", "rebuild_index"}
-    assert tasks["compact"].upstream_task_ids == {"rebuild_consumequeue", "rebuild_index"}
-    assert tasks["compact"].trigger_rule == "none_failed"  # runs when both rebuilds were skipped
+    assert tasks["choose_rebuilds"].downstream_task_ids == {"rebuild"}
+    assert tasks["compact"].upstream_task_ids == {"rebuild"}
+    assert tasks["compact"].trigger_rule == "none_failed"  # runs when the rebuild was skipped
     assert tasks["optimize_lake"].upstream_task_ids == {"compact"}
     assert tasks["optimize_lake"].downstream_task_ids == set()
     assert tasks["optimize_lake"].trigger_rule == "none_failed"
@@ -100,12 +100,13 @@ def test_nightly_commands(dagbag: Any) -> None:
     assert render_command(tasks["check_consistency"], run_id=run_id) == [
         *SPARK_DELTA, "--name", "rocketlake-check_consistency-main", str(JOBS / "check_consistency.py"),
         "--store", STORE, "--report", report, "--lake", LAKE]
-    assert render_command(tasks["rebuild_consumequeue"]) == [
-        *SPARK_DELTA, "--name", "rocketlake-rebuild_consumequeue-main",
-        str(JOBS / "rebuild_consumequeue.py"), "--store", STORE, "--lake", LAKE]
-    assert render_command(tasks["rebuild_index"]) == [
-        *SPARK_DELTA, "--name", "rocketlake-rebuild_index-main", str(JOBS / "rebuild_index.py"),
-        "--store", STORE, "--lake", LAKE]
+    # one rebuild job, one CommitLog scan, for the structures the branch chose
+    drifted = {("choose_rebuilds", "structures"): "consumequeue,index"}
+    assert render_command(tasks["rebuild"], xcom=drifted) == [
+        *SPARK_DELTA, "--name", "rocketlake-rebuild-main", str(JOBS / "rebuild.py"),
+        "--store", STORE, "--structures", "consumequeue,index", "--lake", LAKE]
+    cmd = render_command(tasks["rebuild"], xcom={("choose_rebuilds", "structures"): "index"})
+    assert cmd[cmd.index("--structures") + 1] == "index"
     assert render_command(tasks["compact"]) == [
         *SPARK_DELTA, "--name", "rocketlake-compact-main", str(JOBS / "compact.py"),
         "--store", STORE, "--lake", LAKE, "--protect-unconsumed"]
@@ -114,17 +115,20 @@ def test_nightly_commands(dagbag: Any) -> None:
         "--lake", LAKE]
 
 
-@pytest.mark.parametrize("drifted, chosen", [
-    ([], []),
-    (["index"], ["rebuild_index"]),
-    (["consumequeue", "index"], ["rebuild_consumequeue", "rebuild_index"]),
+@pytest.mark.parametrize("drifted, chosen, structures", [
+    ([], [], {}),
+    (["index"], ["rebuild"], {"structures": "index"}),
+    (["index", "consumequeue"], ["rebuild"], {"structures": "consumequeue,index"}),
 ])
 def test_branch_follows_the_report(dagbag: Any, tmp_path: Path, drifted: list[str],
-                                   chosen: list[str]) -> None:
+                                   chosen: list[str], structures: dict[str, str]) -> None:
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"ok": not drifted, "problems": [], "rebuild": drifted}))
     branch = dagbag.dags["rocketlake_nightly_main"].task_dict["choose_rebuilds"]
-    assert branch.python_callable(str(report)) == chosen
+    pushed: dict[str, str] = {}
+    ti = SimpleNamespace(xcom_push=lambda key, value: pushed.__setitem__(key, value))
+    assert branch.python_callable(str(report), ti=ti) == chosen
+    assert pushed == structures
 
 
 def test_rebuild_dag_params_and_plan(dagbag: Any) -> None:
@@ -138,16 +142,13 @@ def test_rebuild_dag_params_and_plan(dagbag: Any) -> None:
     assert rebuild.partial_kwargs["max_active_tis_per_dagrun"] == 1
     plan = dag.task_dict["plan_main"].python_callable
     assert plan("main", params={"store": "main", "structures": ["index", "consumequeue"],
-                                "mode": "incremental"}) == [
-        {"application": str(JOBS / "rebuild_consumequeue.py"),
-         "name": "rocketlake-rebuild_consumequeue-main",
-         "application_args": ["--store", STORE, "--incremental"]},
-        {"application": str(JOBS / "rebuild_index.py"), "name": "rocketlake-rebuild_index-main",
-         "application_args": ["--store", STORE, "--incremental"]},
-    ]
+                                "mode": "incremental"}) == [  # one job, one scan
+        {"application": str(JOBS / "rebuild.py"), "name": "rocketlake-rebuild-main",
+         "application_args": ["--store", STORE, "--structures", "consumequeue,index",
+                              "--incremental"]}]
     assert plan("main", params={"store": "main", "structures": ["index"], "mode": "full"}) == [
-        {"application": str(JOBS / "rebuild_index.py"), "name": "rocketlake-rebuild_index-main",
-         "application_args": ["--store", STORE]}]
+        {"application": str(JOBS / "rebuild.py"), "name": "rocketlake-rebuild-main",
+         "application_args": ["--store", STORE, "--structures", "index"]}]
 
 
 @pytest.mark.parametrize("bad", [{"store": "nope"}, {"structures": ["commitlog"]},
@@ -206,8 +207,8 @@ def test_tasks_declare_the_delta_tables_they_write_as_assets(dagbag: Any) -> Non
     runs = f"{LAKE_URI}/maintenance_runs"
     nightly = dagbag.dags["rocketlake_nightly_main"].task_dict
     assert {t: outlets(task) for t, task in nightly.items()} == {
-        "check_consistency": [runs], "choose_rebuilds": [], "rebuild_consumequeue": [runs],
-        "rebuild_index": [runs], "compact": [f"{LAKE_URI}/messages_archive", runs],
+        "check_consistency": [runs], "choose_rebuilds": [], "rebuild": [runs],
+        "compact": [f"{LAKE_URI}/messages_archive", runs],
         "optimize_lake": []}  # rewrites files of the tables, adds no data
     assert {a.group for task in nightly.values() for a in task.outlets} == {"rocketlake"}
 
@@ -225,8 +226,7 @@ def test_asset_tables_are_the_ones_the_jobs_write() -> None:
 def test_tasks_that_write_a_store_share_its_one_slot_pool(dagbag: Any, airflow_db: None) -> None:
     nightly = dagbag.dags["rocketlake_nightly_main"].task_dict
     rebuild = dagbag.dags["rocketlake_rebuild"].task_dict
-    writers = [nightly["rebuild_consumequeue"], nightly["rebuild_index"], nightly["compact"],
-               rebuild["rebuild_main"]]
+    writers = [nightly["rebuild"], nightly["compact"], rebuild["rebuild_main"]]
     assert {(t.pool, t.pool_slots) for t in writers} == {("rocketlake_store_main", 1)}
     readers = [t for dag in dagbag.dags.values() for t in dag.tasks if t not in writers]
     assert {t.pool for t in readers} == {"default_pool"}
@@ -248,8 +248,8 @@ def test_rebuild_dag_has_a_task_per_store_in_its_pool(
     params = {"store": "other", "structures": ["index"], "mode": "full"}
     assert tasks["plan_main"].python_callable("main", params=params) == []
     assert tasks["plan_other"].python_callable("other", params=params) == [
-        {"application": str(JOBS / "rebuild_index.py"), "name": "rocketlake-rebuild_index-other",
-         "application_args": ["--store", "/srv/other"]}]
+        {"application": str(JOBS / "rebuild.py"), "name": "rocketlake-rebuild-other",
+         "application_args": ["--store", "/srv/other", "--structures", "index"]}]
 
 
 @pytest.mark.parametrize("lake", ["s3a://bucket/lake", "file:///srv/lake", "file:///srv/lake/"])
@@ -263,8 +263,8 @@ def test_lake_uris_are_passed_through(tmp_path: Path, monkeypatch: pytest.Monkey
     assert cmd[cmd.index("--lake") + 1] == store_lake
     assert publish.outlets[0].uri == f"{store_lake}/queue_offsets"
     nightly = bag.dags["rocketlake_nightly_main"].task_dict
-    for task in ("check_consistency", "rebuild_index", "compact", "optimize_lake"):
-        cmd = render_command(nightly[task])
+    for task in ("check_consistency", "rebuild", "compact", "optimize_lake"):
+        cmd = render_command(nightly[task], xcom={("choose_rebuilds", "structures"): "index"})
         assert cmd[cmd.index("--lake") + 1] == store_lake, task
     assert nightly["compact"].outlets[0].uri == f"{store_lake}/messages_archive"
 

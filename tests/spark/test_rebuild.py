@@ -16,8 +16,6 @@ from goldens import GOLDEN_498
 
 from rocketlake.jobs import cli
 from rocketlake.jobs.rebuild import rebuild as rebuild_both
-from rocketlake.jobs.rebuild_consumequeue import rebuild_consumequeue
-from rocketlake.jobs.rebuild_index import rebuild_index
 from rocketlake.store import Message, MessageStore, codec
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import load_config
@@ -58,8 +56,8 @@ def test_golden_store_rebuilds_byte_identical(spark, golden_store: Path, golden_
                                               tmp_path: Path) -> None:
     cfg = load_config(golden_settings)
     out = tmp_path / "out"
-    rebuild_consumequeue(spark, golden_store, cfg, output=out, split_bytes=20000)
-    rebuild_index(spark, golden_store, cfg, output=out, split_bytes=20000)
+    for structure in ("consumequeue", "index"):  # one structure per run, as the one-structure jobs
+        rebuild_both(spark, golden_store, cfg, output=out, split_bytes=20000, structures=(structure,))
     assert tree_bytes(out / "consumequeue") == tree_bytes(GOLDEN_STORE / "consumequeue")
     # RocketMQ named its index files by wall clock: compare contents in order.
     assert list(tree_bytes(out / "index").values()) == list(tree_bytes(GOLDEN_STORE / "index").values())
@@ -98,8 +96,8 @@ def test_incremental_continues_where_the_files_stop(spark, tmp_path: Path,
         shutil.rmtree(full / name)
         shutil.copytree(half / name, full / name)
     cfg = load_config(SMALL)
-    rebuild_consumequeue(spark, full, cfg, incremental=True, split_bytes=20000)
-    rebuild_index(spark, full, cfg, incremental=True, split_bytes=20000)
+    for structure in ("consumequeue", "index"):
+        rebuild_both(spark, full, cfg, incremental=True, split_bytes=20000, structures=(structure,))
     assert tree_bytes(full / "consumequeue") == tree_bytes(library_store / "consumequeue")
     assert tree_bytes(full / "index") == tree_bytes(library_store / "index")
 
