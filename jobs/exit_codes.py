@@ -60,7 +60,12 @@ _TASK_ERRORS = {c.__name__: c for c in (
     *(c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.RocketlakeError)),
     *(c for group, _ in _CODES for c in (group if isinstance(group, tuple) else (group,))),
     OSError)}
-#: the last "[module.]Name: message" line of a Python traceback
+#: the last "[module.]Name: message" line of a Python traceback. The one place an error is read
+#: back from text, because Spark keeps no structured form of it: a Python worker sends the JVM
+#: only its formatted traceback (``pyspark.util.handle_worker_exception``), so PySpark 4's
+#: ``PythonException`` has the condition PYTHON_EXCEPTION for every Python error and message
+#: parameters ``msg`` (a fixed sentence) and ``traceback`` (that text); a ``Py4JJavaError`` or
+#: ``AnalysisException`` wraps the same text.
 _TRACEBACK_LAST = re.compile(r"^(?:\w+\.)*(\w+): (.+)$", re.MULTILINE)
 #: how an OSError with an errno prints
 _ERRNO = re.compile(r"^\[Errno (\d+)\] ")

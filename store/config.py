@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import javaproperties
+
 from rocketlake import default_file
 from rocketlake.store.errors import SettingError
 
@@ -91,22 +93,24 @@ class StoreConfig:
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """Read a Java-style `name=value` file (`#` comments)."""
-    return parse_properties(path.read_text(), path.name)
+    """The settings of a Java ``.properties`` file (UTF-8), read as ``java.util.Properties.load``
+    reads them (by ``javaproperties``): ``=``, ``:`` or blanks between name and value, ``#`` and
+    ``!`` comments, backslash escapes and line continuations; a later name wins. Values keep
+    their trailing blanks, as in Java. A file that cannot be decoded or has a bad ``\\u`` escape
+    is a :class:`SettingError` naming ``path``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise SettingError(f"{path}: not UTF-8 text ({e})") from None
+    return parse_properties(text, str(path))
 
 
-def parse_properties(text: str, name: str) -> dict[str, str]:
-    """Parse Java-style `name=value` lines (`#` comments); ``name`` names the source in errors."""
-    out: dict[str, str] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        name, sep, value = line.partition("=")
-        if not sep:
-            raise SettingError(f"{name}:{n}: expected NAME=VALUE, got {line!r}")
-        out[name.strip()] = value.strip()
-    return out
+def parse_properties(text: str, source: str) -> dict[str, str]:
+    """:func:`read_properties` of a file's text; ``source`` names the file in errors."""
+    try:
+        return javaproperties.loads(text)
+    except ValueError as e:  # javaproperties.InvalidUEscapeError
+        raise SettingError(f"{source}: {e}") from None
 
 
 def _coerce(name: str, kind: type, value: Any) -> Any:
@@ -141,9 +145,9 @@ def load_config(overrides: Mapping[str, Any] | None = None, conf_file: Path | No
             return base
         source, values = "the base config", base.as_dict()
     elif conf_file is None:
-        source, values = "store.conf", dict(parse_properties(default_file("store.conf"), "store.conf"))
+        source, values = "store.conf", _trimmed(parse_properties(default_file("store.conf"), "store.conf"))
     else:
-        source, values = conf_file.name, dict(read_properties(conf_file))
+        source, values = conf_file.name, _trimmed(read_properties(conf_file))
     for name, value in (overrides or {}).items():
         if name not in kinds:
             raise SettingError(f"unknown store setting {name!r}; known: {', '.join(sorted(kinds))}")
@@ -153,6 +157,11 @@ def load_config(overrides: Mapping[str, Any] | None = None, conf_file: Path | No
         raise SettingError(f"{source} lacks settings: {', '.join(sorted(missing))}")
     types = {"int": int, "bool": bool, "str": str}
     return StoreConfig(**{n: _coerce(n, types[kinds[n]], values[n]) for n in kinds})
+
+
+def _trimmed(values: dict[str, str]) -> dict[str, Any]:
+    """File values without their trailing blanks (Java keeps them; no store setting has any)."""
+    return {name: value.rstrip() for name, value in values.items()}
 
 
 def parse_set_options(items: list[str] | None) -> dict[str, str]:

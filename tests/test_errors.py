@@ -28,6 +28,7 @@ from rocketlake.store import (
     load_config,
 )
 from rocketlake.store.compaction import KeptRecord, segment_path, write_segment
+from rocketlake.store.config import read_properties
 from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.verify import verify
 
@@ -82,6 +83,40 @@ def test_a_bad_setting_is_a_setting_error():
 
 
 # --- whole config objects ---------------------------------------------------------------------------
+def test_a_properties_file_is_read_as_java_reads_it(tmp_path):
+    conf = tmp_path / "broker.properties"
+    conf.write_text("# hash comment\n"
+                    "! bang comment\n"
+                    "deleteWhen : 03\n"
+                    "  brokerIP1=10.0.0.1\n"
+                    "listenPort 10912\n"
+                    "messageDelayLevel = 1s 5s \\\n"
+                    "    10s 30s\n"
+                    "key\\ with\\ spaces = a\\tb\n"
+                    "path\\:name=c\\:\\\\temp\n"
+                    "cafe=caf\\u00e9\n"
+                    "trailing=x  \n"
+                    "bare\n", encoding="utf-8")
+    assert read_properties(conf) == {
+        "deleteWhen": "03", "brokerIP1": "10.0.0.1", "listenPort": "10912",
+        "messageDelayLevel": "1s 5s 10s 30s", "key with spaces": "a\tb", "path:name": "c:\\temp",
+        "cafe": "caf\u00e9", "trailing": "x  ", "bare": ""}
+    conf.write_text("bad=\\u00zz\n", encoding="utf-8")
+    with pytest.raises(SettingError, match=f"{conf}: .*u00zz"):
+        read_properties(conf)
+
+
+def test_a_conf_file_with_colons_and_continuations_gives_the_same_settings(tmp_path):
+    default = load_config()
+    conf = tmp_path / "store.conf"
+    conf.write_text("".join(f"{name}: {str(value).lower() if isinstance(value, bool) else value} \n"
+                            for name, value in default.as_dict().items()
+                            if name != "messageDelayLevel")
+                    + "messageDelayLevel=" + " \\\n  ".join(default.messageDelayLevel.split()) + "\n",
+                    encoding="utf-8")
+    assert load_config(conf_file=conf) == default
+
+
 def test_load_config_applies_overrides_to_a_base_config():
     base = load_config({"flushDiskType": "SYNC_FLUSH", **SMALL})
     cfg = load_config({"syncFlushTimeout": "750"}, base=base)

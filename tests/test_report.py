@@ -28,6 +28,7 @@ from rocketlake.jobs.cli.report import (
 )
 from rocketlake.store import Message, MessageStore, codec
 from rocketlake.store.cleanup import HOUR_MS, RetentionPolicy
+from rocketlake.store.config_files import write_consumer_offsets
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -165,3 +166,19 @@ def test_page_shows_group_status_runs_in_words_and_renders_without_history(tmp_p
     empty = render(PageInput(root, facts, [], [], 1_795_392_000_000, policy, 0.5))
     assert "No offsets history (no --lake given)" in empty and "No maintenance run recorded yet." in empty
     assert empty.count("data:image/png;base64,") == 3
+
+
+def test_names_from_the_store_and_the_lake_are_escaped_in_the_page(tmp_path):
+    root = tmp_path / "store"
+    with MessageStore(root) as ms:
+        ms.put_batch([Message("orders", b"x", 0) for _ in range(4)])
+    group, topic = "<script>alert(1)</script>", "<script>t</script>"
+    write_consumer_offsets(root, {("orders", group): {0: 1}})
+    history = [{"consumer_group": group, "topic": topic, "queue_id": 0,
+                "snapshot_ts": datetime(2026, 11, 23, h), "consumer_offset": 1, "lag": 3} for h in range(2)]
+    page = render(PageInput(root, store_facts(root, {}), history, [], 1_795_392_000_000,
+                            RetentionPolicy(48, frozenset({4}), 75), 0.5, lake=True))
+    assert "<script" not in page
+    assert "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td><td>orders</td>" in page  # lag now
+    assert "<td>&lt;script&gt;t&lt;/script&gt;/0</td>" in page  # status
+    assert "<div class=k>group &lt;script&gt;alert(1)&lt;/script&gt;</div>" in page

@@ -74,6 +74,15 @@ def test_every_command_is_listed_and_answers_help(installed: Path, tmp_path: Pat
         assert done.returncode == 0 and "usage:" in done.stdout, (command, done.stderr)
 
 
+def test_the_report_page_is_drawn_from_the_shipped_template(installed: Path, tmp_path: Path) -> None:
+    subprocess.run([str(installed / "python"), "-c", WRITE_SMALL], cwd=tmp_path, check=True)
+    sets = [arg for s in SMALL for arg in ("--set", s)]
+    subprocess.run([str(installed / "rocketlake"), "report", "--store", "store", "--out", "r.html", *sets],
+                   cwd=tmp_path, check=True, capture_output=True)
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<div class=v>100</div><div class=k>messages</div>" in page and page.endswith("</html>\n")
+
+
 def test_a_job_script_runs_from_the_wheel_alone(installed: Path, wheel: Path, tmp_path: Path) -> None:
     # Last in this module: it leaves the virtualenv with the dependencies but without rocketlake,
     # as on a cluster whose Python has the dependencies and gets the package with --py-files.

@@ -7,7 +7,8 @@ Sections: consumer group status (Burrow's rules, ``jobs.cli.lag_status``, over t
 consumerOffset.json); store layout; why ConsumeQueue units and CommitLog records differ; message
 rate over store time; retention (``store.cleanup``'s plan for each CommitLog file); the last
 maintenance runs in words (``jobs.cli.run_words``). Everything is read first (``store_facts``,
-``lake_facts``: Spark only when there is a lake), then ``render`` builds the page from data alone.
+``lake_facts``: Spark only when there is a lake), then ``page_view`` turns them into what the page
+shows and ``render`` draws it with the autoescaped jinja2 template ``templates/report.html``.
 Charts are matplotlib PNGs embedded as data URIs; the page has no external references, so it can
 be mailed or archived as one file.
 """
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import html
 import io
 import json
 import time
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import matplotlib
 
 matplotlib.use("Agg")
@@ -282,20 +283,27 @@ def lag_figure(rows: list[dict[str, Any]]) -> Figure:
 
 
 # --- page ----------------------------------------------------------------------------------------
-def _table(rows: list[dict[str, Any]], cols: list[str], cls: dict[str, str] | None = None) -> str:
-    """An HTML table of ``rows``; ``cls`` names a column whose value is also the cell's class."""
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(
-        f"<td{' class=' + html.escape(str(r.get(c, ''))) if cls and c in cls else ''}>"
-        f"{_cell(r.get(c, ''))}</td>" for c in cols) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+#: the page's template (``templates/report.html``, package data), autoescaped
+_PAGES = jinja2.Environment(loader=jinja2.PackageLoader("rocketlake.jobs.cli"), autoescape=True,
+                            keep_trailing_newline=True,
+                            undefined=jinja2.StrictUndefined)
 
 
 def _cell(v: Any) -> str:
-    """A table cell: integers from 10,000 up with thousands separators."""
+    """A table cell's text: integers from 10,000 up with thousands separators."""
     if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10_000:
         return f"{v:,}"
-    return html.escape(str(v))
+    return str(v)
+
+
+_PAGES.filters["cell"] = _cell
+
+
+def _table(rows: list[dict[str, Any]], cols: list[str], class_col: str | None = None) -> dict[str, Any]:
+    """A table for the template: ``cols`` of ``rows``; the value of column ``class_col`` is also
+    its cell's class."""
+    return {"cols": cols, "rows": [[r.get(c, "") for c in cols] for r in rows],
+            "class_col": cols.index(class_col) if class_col else None}
 
 
 @dataclass(frozen=True)
@@ -312,11 +320,10 @@ class PageInput:
     lake: bool = False                 # whether a lake was given
 
 
-def render(p: PageInput) -> str:
-    """The whole page as one HTML string."""
+def page_view(p: PageInput) -> dict[str, Any]:
+    """What the page shows, as plain values and tables for ``templates/report.html``."""
     facts = p.facts
     units = sum(q["messages"] for q in facts.queues)
-    lag_now = consumer_lag(facts.queues, facts.committed)
     statuses = group_statuses(p.history, p.lag_window)
     decision, retention = retention_rows(facts.commitlog_files, p.now_ms, p.policy, p.disk_ratio)
     cards = [("messages", f"{units:,}"), ("topics", len({q['topic'] for q in facts.queues})),
@@ -324,63 +331,31 @@ def render(p: PageInput) -> str:
              ("CommitLog files", len(facts.commitlog_files)), ("index files", facts.index_files),
              ("disk used", f"{p.disk_ratio:.0%}")]
     cards += [(f"group {s.group}", s.status) for s in statuses]
-    card_html = "".join(f"<div class=card><div class=v>{html.escape(str(v))}</div>"
-                        f"<div class=k>{html.escape(k)}</div></div>" for k, v in cards)
-    status_html = (_table([{"group": s.group, "status": s.status, "decided by queue": s.worst,
-                            "lag now": s.lag, "snapshots": s.samples} for s in statuses],
-                          ["group", "status", "decided by queue", "lag now", "snapshots"], {"status": ""})
-                   if statuses else
-                   f"<p>No offsets history {'in the lake' if p.lake else '(no --lake given)'}: a "
-                   f"group's status needs publish-offsets snapshots.</p>")
     gate = (f"deleteWhen {';'.join(f'{h:02d}' for h in sorted(p.policy.delete_hours))} (local time), "
             f"diskMaxUsedSpaceRatio {p.policy.disk_max_used_ratio}% (disk now {p.disk_ratio:.0%} used), "
             f"fileReservedTime {p.policy.file_reserved_hours} h")
-    runs_html = ("<ul class=runs>" + "".join(f"<li>{html.escape(describe_run(r))}</li>" for r in p.runs)
-                 + "</ul>") if p.runs else "<p>No maintenance run recorded yet.</p>"
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>rocketlake report: {html.escape(p.root.name)}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; color: #1d2733; }}
-h1 {{ margin-bottom: .2rem; }} .sub {{ color: #5b6b7c; margin-top: 0; }}
-.cards {{ display: flex; gap: .8rem; flex-wrap: wrap; margin: 1rem 0; }}
-.card {{ background: #eef3f8; border-radius: 8px; padding: .7rem 1rem; min-width: 120px; }}
-.card .v {{ font-size: 1.4rem; font-weight: 600; }} .card .k {{ color: #5b6b7c; font-size: .85rem; }}
-table {{ border-collapse: collapse; width: 100%; font-size: .85rem; margin: .5rem 0 1.5rem; }}
-th, td {{ border-bottom: 1px solid #d8e0e8; padding: .3rem .5rem; text-align: left; }}
-th {{ background: #f6f8fa; }} img {{ max-width: 100%; }}
-td.OK {{ color: #1a7f37; font-weight: 600; }} td.WARNING, td.UNKNOWN {{ color: #9a6700; font-weight: 600; }}
-td.STALLED, td.REWIND {{ color: #cf222e; font-weight: 600; }}
-</style></head><body>
-<h1>rocketlake report</h1>
-<p class=sub>store <code>{html.escape(str(p.root))}</code>, generated {format_time(p.now_ms)}</p>
-<div class=cards>{card_html}</div>
-<h2>Consumer groups</h2>
-<p>Status over each queue's last {p.lag_window} snapshots, by Burrow's rules: OK when the lag
-is 0 at some point or shrinks between two snapshots; WARNING when the group commits but its lag
-never shrinks; STALLED when its committed offset does not move while it has lag; REWIND when
-the committed offset goes back; UNKNOWN with one snapshot only.</p>
-{status_html}
-<img alt="consumer lag per group over time" src="{_png(lag_figure(p.history))}">
-<h2>Consumer lag per topic and queue</h2>
-<p>Now, from the store's config/consumerOffset.json (as mqadmin consumerProgress).</p>
-{_table(lag_now, ["group", "topic", "queue_id", "committed", "max", "lag"]) if lag_now
- else "<p>No consumer offsets in this store.</p>"}
-<h2>Store layout</h2>
-<img alt="messages per topic and queue" src="{_png(layout_figure(facts.queues))}">
-{_table(facts.queues, ["topic", "queue_id", "min", "max", "messages"])}
-<h2>ConsumeQueue units and CommitLog records</h2>
-{"".join(f"<p>{html.escape(s)}</p>" for s in explain_counts(facts.records, units))}
-<h2>Message rate</h2>
-<img alt="message rate over time" src="{_png(rate_figure(facts.timestamps, facts.topics))}">
-<h2>Retention</h2>
-<p>The broker's cleanup at {format_time(p.now_ms)} ({html.escape(gate)}):
-{html.escape('would delete ' + ', '.join(decision.delete) if decision.delete else 'deletes nothing')}.</p>
-{_table(retention, ["file", "size", "modified (UTC)", "expires at (UTC)", "at the next cleanup"])
- if retention else "<p>No CommitLog file.</p>"}
-<h2>Last maintenance runs</h2>
-{runs_html}
-</body></html>
-"""
+    return {
+        "name": p.root.name, "root": str(p.root), "generated": format_time(p.now_ms), "cards": cards,
+        "lag_window": p.lag_window, "lake": p.lake,
+        "statuses": _table([{"group": s.group, "status": s.status, "decided by queue": s.worst,
+                             "lag now": s.lag, "snapshots": s.samples} for s in statuses],
+                           ["group", "status", "decided by queue", "lag now", "snapshots"], "status"),
+        "lag_now": _table(consumer_lag(facts.queues, facts.committed),
+                          ["group", "topic", "queue_id", "committed", "max", "lag"]),
+        "queues": _table(facts.queues, ["topic", "queue_id", "min", "max", "messages"]),
+        "counts": explain_counts(facts.records, units),
+        "gate": gate, "deleted": list(decision.delete),
+        "retention": _table(retention, ["file", "size", "modified (UTC)", "expires at (UTC)",
+                                        "at the next cleanup"]),
+        "runs": [describe_run(r) for r in p.runs],
+        "charts": {"lag": _png(lag_figure(p.history)), "layout": _png(layout_figure(facts.queues)),
+                   "rate": _png(rate_figure(facts.timestamps, facts.topics))},
+    }
+
+
+def render(p: PageInput) -> str:
+    """The whole page as one HTML string (``templates/report.html`` over :func:`page_view`)."""
+    return _PAGES.get_template("report.html").render(page_view(p))
 
 
 def write_report(store: Path, lake: str | None, out: Path, settings: dict[str, str],
