@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,10 +22,11 @@ from rocketlake.store.lockfile import StoreLock
 from rocketlake.transforms.commitlog_scan import ScanEnd
 
 
-def store_config(args: argparse.Namespace) -> StoreConfig:
+def store_config(args: argparse.Namespace, replacing: Collection[str] = ()) -> StoreConfig:
     """Settings from `conf/store.conf` with the job's ``--set`` overrides and the file sizes of
-    the store ``args.store`` (``store.file_sizes.reading_config``)."""
-    return reading_config(args.store, parse_set_options(args.set))
+    the store ``args.store`` (``store.file_sizes.reading_config``; ``replacing``: the structures
+    the job writes anew)."""
+    return reading_config(args.store, parse_set_options(args.set), replacing)
 
 
 

@@ -208,7 +208,8 @@ def run_structures(prog: str, structures: tuple[str, ...], args: argparse.Namesp
     from rocketlake.jobs.spark_session import build_session
 
     started = time.time_ns() // 1_000_000
-    cfg = job_support.store_config(args)
+    # a full or --output rebuild writes its structures anew: their damaged sizes do not stop it
+    cfg = job_support.store_config(args, () if args.incremental else structures)
     store = check_store(args.store)
     spark = build_session(f"rocketlake {prog}", master=args.master, delta=args.lake is not None)
     rebuilt = rebuild(spark, store, cfg, args.output, args.incremental,

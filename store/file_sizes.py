@@ -28,8 +28,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import warnings
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,22 +54,39 @@ _CHUNK = 1 << 20  # candidate geometries checked per numpy pass
 
 
 def config_from_files(root: str | os.PathLike[str], config: StoreConfig,
-                      explicit: Collection[str] = ()) -> StoreConfig:
+                      explicit: Collection[str] = (), replacing: Collection[str] = ()) -> StoreConfig:
     """``config`` with its CommitLog, ConsumeQueue and (when ``messageIndexEnable``) index file
     sizes taken from the store at ``root`` (rules: the module docstring). ``explicit`` names
     the settings the user gave; one that the files contradict is a SettingError. Files of one
-    kind with different lengths are a StoreFormatError naming them."""
+    kind with different lengths are a StoreFormatError naming them.
+
+    ``replacing`` names the structures (``"consumequeue"``, ``"index"``) the caller writes anew
+    (a rebuild): their files give the size only where no setting was given and they agree; files
+    that disagree (the damage a rebuild repairs) leave the configured size, with a warning."""
     root = Path(root)
     cfg = with_commitlog_size(root, config, explicit)
-    cfg = with_consume_queue_size(root, cfg, explicit)
-    return with_index_geometry(root, cfg, explicit) if cfg.messageIndexEnable else cfg
+    rules: list[tuple[str, Callable[[Path, StoreConfig, Collection[str]], StoreConfig],
+                      tuple[str, ...]]] = [
+        ("consumequeue", with_consume_queue_size, ("mappedFileSizeConsumeQueue",))]
+    if cfg.messageIndexEnable:
+        rules.append(("index", with_index_geometry, ("maxHashSlotNum", "maxIndexNum")))
+    for kind, rule, names in rules:
+        if kind not in replacing:
+            cfg = rule(root, cfg, explicit)
+        elif not any(n in explicit for n in names):
+            try:
+                cfg = rule(root, cfg, explicit)
+            except (StoreFormatError, SettingError) as e:
+                warnings.warn(f"{e}; the rebuilt {kind} takes the configured size", stacklevel=2)
+    return cfg
 
 
-def reading_config(root: str | os.PathLike[str], settings: Mapping[str, str]) -> StoreConfig:
+def reading_config(root: str | os.PathLike[str], settings: Mapping[str, str],
+                   replacing: Collection[str] = ()) -> StoreConfig:
     """The settings to read the store at ``root`` with: ``settings`` (the user's ``--set``) over
     `store.conf`, with the file sizes taken from the store's files (``config_from_files``; a
-    setting the files contradict is a SettingError naming both)."""
-    return config_from_files(root, load_config(settings), explicit=settings)
+    setting the files contradict is a SettingError naming both; ``replacing`` as there)."""
+    return config_from_files(root, load_config(settings), explicit=settings, replacing=replacing)
 
 
 def with_commitlog_size(root: Path, config: StoreConfig, explicit: Collection[str] = ()) -> StoreConfig:

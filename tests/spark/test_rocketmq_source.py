@@ -239,11 +239,13 @@ def test_zeroed_record_with_records_after_it_fails(golden_store: Path, victim) -
 
 def test_file_sizes_no_store_has_are_one_line_naming_the_file(spark, store_copy: Path,
                                                               tmp_path: Path, capsys) -> None:
-    """The source takes the file sizes from the first file unless given: a 0-byte CommitLog
-    file or a ConsumeQueue file of 7 bytes (not whole 20-byte units) is damage, named; a size
-    of 0 given as an option is a bad setting."""
+    """The source takes the file sizes from the files (``store.file_sizes``): a 0-byte CommitLog
+    file beside a full one, or a ConsumeQueue file of 7 bytes (not whole 20-byte units), is
+    damage, named; a size of 0 given as an option is a bad setting."""
     first = store_copy / "commitlog" / "00000000000000000000"
     first.write_bytes(b"")
+    second = store_copy / "commitlog" / f"{SMALL['mappedFileSizeCommitLog']:020d}"
+    assert second.stat().st_size == SMALL["mappedFileSizeCommitLog"]
     one = tmp_path / "one"
     with MessageStore(one, **SMALL) as ms:
         ms.put(Message("t", b"m", 0))
@@ -256,10 +258,10 @@ def test_file_sizes_no_store_has_are_one_line_naming_the_file(spark, store_copy:
 
     assert codes == [ExitCode.UNUSABLE, ExitCode.USAGE, ExitCode.UNUSABLE]
     assert capsys.readouterr().err.splitlines() == [
-        f"rocketlake x: error: in a Spark task: {first}: file is 0 bytes, which no store file has "
-        f"(the source takes mappedFileSizeCommitLog from the first file; give the option to read "
-        f"the store)",
+        f"rocketlake x: error: in a Spark task: {store_copy / 'commitlog'}: CommitLog files differ "
+        f"in size: 1 of 0 bytes ({first}); 1 of {SMALL['mappedFileSizeCommitLog']} bytes "
+        f"({second}); a store's files of one kind share one size",
         "rocketlake x: error: in a Spark task: mappedFileSizeCommitLog must be positive, got 0",
-        f"rocketlake x: error: in a Spark task: {cq}: file is 7 bytes, which no store file has "
-        f"(the source takes mappedFileSizeConsumeQueue from the first file; give the option to "
-        f"read the store)"]
+        f"rocketlake x: error: in a Spark task: {cq}: ConsumeQueue file is 7 bytes, not a multiple "
+        f"of the 20-byte unit: mappedFileSizeConsumeQueue is a whole number of units, so the file "
+        f"is damaged or not a ConsumeQueue file"]
