@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from store_helpers import record_bytes
 
 from rocketlake.store import Message, MessageRejected, MessageStore, codec
 from rocketlake.store.compaction import KeptRecord, compaction_topics, segment_path, write_segment
@@ -137,9 +138,7 @@ def test_library_rebuild_refuses_a_record_with_a_hostile_topic(tmp_path: Path, v
 # --- compaction segments ------------------------------------------------------------------------
 def _one_record(root: Path, topic: str = "state") -> bytes:
     with MessageStore(root, **SMALL) as ms:
-        p = ms.put(Message(topic, b"v1", keys="k"))
-        mf = ms.commitlog.files.find(p.commitlog_offset)
-        return bytes(mf.mm[p.commitlog_offset - mf.start:p.commitlog_offset - mf.start + p.size])
+        return record_bytes(ms, ms.put(Message(topic, b"v1", keys="k")).commitlog_offset)
 
 
 @pytest.mark.parametrize("topic", ["../../victim", "../../victim_dir", "abc\n"])
