@@ -3,6 +3,7 @@ public API only (``from store_helpers import ...``; tests/ is on sys.path, see g
 from __future__ import annotations
 
 import filecmp
+import os
 from pathlib import Path
 
 from rocketlake.store import MessageStore, codec
@@ -30,3 +31,33 @@ def same_tree(a: Path, b: Path, sub: str) -> list[str]:
 def index_contents(root: Path) -> list[bytes]:
     """The bytes of the store's index files, in name order."""
     return [p.read_bytes() for p in sorted((root / "index").iterdir())]
+
+
+def retopic(root: Path, old: str, new: str) -> int:
+    """Overwrite the topic ``old`` with ``new`` (same length) in every CommitLog record of
+    ``root``: TOTALSIZE stays right and the body CRC does not cover the topic, so each record stays
+    well formed. Returns how many records were changed."""
+    assert len(old.encode()) == len(new.encode())
+    n = 0
+    for f in (root / "commitlog").iterdir():
+        data = f.read_bytes()
+        n += data.count(bytes([len(old)]) + old.encode())
+        f.write_bytes(data.replace(bytes([len(old)]) + old.encode(), bytes([len(new)]) + new.encode()))
+    return n
+
+
+def outside(tmp_path: Path, store: Path) -> dict[str, bytes | str]:
+    """Every path under ``tmp_path`` but outside ``store``, with its bytes (files) or link target."""
+    out: dict[str, bytes | str] = {}
+    for dirpath, dirnames, filenames in os.walk(tmp_path):
+        here = Path(dirpath)
+        if here == store:
+            dirnames.clear()
+            continue
+        for name in dirnames + filenames:
+            p = here / name
+            if p == store:
+                continue
+            out[str(p.relative_to(tmp_path))] = (os.readlink(p) if p.is_symlink() else
+                                                  p.read_bytes() if p.is_file() else "dir")
+    return out
