@@ -25,15 +25,21 @@ class FlushService:
     calls ``flush_logics()`` (ConsumeQueues, index, checkpoint) once ``logics_pending()`` bytes
     reach ``logics_least_pages`` pages, or ``logics_thorough_ms`` has passed since the last
     thorough one (RocketMQ's FlushConsumeQueueService.doFlush).
+
+    ``clock`` (seconds, monotonic) decides every deadline and interval rule: each background
+    round is one ``tick()``, and a producer stops waiting once ``clock()`` has reached its
+    deadline (read whenever it wakes: a flush ended, or the time the clock gave it passed), so a
+    test can substitute a clock it advances.
     """
 
     def __init__(self, flush_commitlog: Callable[[], int], written: Callable[[], int],
                  flush_logics: Callable[[], None], logics_pending: Callable[[], int], *,
                  sync: bool, interval_ms: int, least_pages: int, thorough_ms: int,
                  logics_interval_ms: int, logics_least_pages: int, logics_thorough_ms: int,
-                 sync_timeout_ms: int) -> None:
+                 sync_timeout_ms: int, clock: Callable[[], float] = time.monotonic) -> None:
         self._flush_commitlog, self._written, self._flush_logics = flush_commitlog, written, flush_logics
         self._logics_pending = logics_pending
+        self._clock = clock
         self.sync = sync
         self.sync_timeout = sync_timeout_ms / 1000
         self.interval = interval_ms / 1000
@@ -49,6 +55,7 @@ class FlushService:
         self.last_error: BaseException | None = None
         self._cond = threading.Condition()
         self._flushing = False
+        self._last_thorough = self._last_logics = self._last_logics_thorough = clock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rocketlake-flush", daemon=True)
 
@@ -99,39 +106,52 @@ class FlushService:
         leads always completes; the bytes are still written when it returns False."""
         if self.durable >= offset:
             return True
-        deadline = time.monotonic() + self.sync_timeout
+        deadline = self._clock() + self.sync_timeout
         with self._cond:
             while self.durable < offset:
                 if not self._flushing:
                     self._lead()
-                elif not self._cond.wait(deadline - time.monotonic()):
+                elif not self._wait_until(deadline):
                     return self.durable >= offset
             return True
 
+    def _wait_until(self, deadline: float) -> bool:
+        """Wait (holding ``_cond``) for the running flush to end; False once the clock reached
+        ``deadline``."""
+        remaining = deadline - self._clock()
+        if remaining <= 0:
+            return False
+        self._cond.wait(remaining)
+        return self._clock() < deadline
+
+    def tick(self) -> None:
+        """One round of the background thread at ``clock()``: flush what the rules above call
+        due. The thread runs one every ``interval_ms``; an error stays in ``last_error``."""
+        try:
+            now = self._clock()
+            pending = self._written() - self.durable
+            if self.sync:
+                if pending > 0:  # left by producers that gave up waiting (FLUSH_DISK_TIMEOUT)
+                    self.flush()
+            else:
+                thorough = now - self._last_thorough >= self.thorough
+                if pending > 0 and (pending >= self.least_bytes or thorough):
+                    self.flush()
+                if thorough:
+                    self._last_thorough = now
+            if now - self._last_logics >= self.logics_interval:
+                thorough = now - self._last_logics_thorough >= self.logics_thorough
+                if thorough or self._logics_pending() >= self.logics_least_bytes:
+                    self._flush_logics()
+                if thorough:
+                    self._last_logics_thorough = now
+                self._last_logics = now
+        except Exception as e:  # keep flushing; the error stays visible on the service
+            self.last_error = e
+
     def _run(self) -> None:
-        last_thorough = last_logics = last_logics_thorough = time.monotonic()
         while not self._stop.wait(self.interval):
-            try:
-                now = time.monotonic()
-                pending = self._written() - self.durable
-                if self.sync:
-                    if pending > 0:  # left by producers that gave up waiting (FLUSH_DISK_TIMEOUT)
-                        self.flush()
-                else:
-                    thorough = now - last_thorough >= self.thorough
-                    if pending > 0 and (pending >= self.least_bytes or thorough):
-                        self.flush()
-                    if thorough:
-                        last_thorough = now
-                if now - last_logics >= self.logics_interval:
-                    thorough = now - last_logics_thorough >= self.logics_thorough
-                    if thorough or self._logics_pending() >= self.logics_least_bytes:
-                        self._flush_logics()
-                    if thorough:
-                        last_logics_thorough = now
-                    last_logics = now
-            except Exception as e:  # keep flushing; the error stays visible on the service
-                self.last_error = e
+            self.tick()
 
     def stop(self) -> None:
         """Stop the background thread (the owner does the final flush)."""

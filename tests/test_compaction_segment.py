@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from store_helpers import record_bytes
 
 from rocketlake.store import GetStatus, Message, MessageRejected, MessageStore
 from rocketlake.store.compaction import (
@@ -16,12 +17,6 @@ from rocketlake.store.config_files import read_consumer_offsets, write_config
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200)
 
 
-def _raw(ms: MessageStore, offset: int) -> bytes:
-    rec = ms.read(offset)
-    mf = ms.commitlog.files.find(offset)
-    return bytes(mf.mm[offset - mf.start: offset - mf.start + rec.size])
-
-
 def test_segment_keeps_latest_per_key_and_translates_offsets(tmp_path):
     root = tmp_path / "s"
     # queue 0: keys a b a c b a -> latest: c@3, b@4, a@5 (by original queue offset)
@@ -31,7 +26,7 @@ def test_segment_keeps_latest_per_key_and_translates_offsets(tmp_path):
                              for i, k in enumerate(keys)])
         ms.commit_offsets("g1", "state", {0: 2})   # had read a0, b1
         ms.commit_offsets("g2", "state", {0: 6})   # read everything
-        raws = {p.queue_offset: _raw(ms, p.commitlog_offset) for p in puts}
+        raws = {p.queue_offset: record_bytes(ms, p.commitlog_offset) for p in puts}
     kept = [KeptRecord(0, q, raws[q]) for q in (3, 4, 5)]
     report = write_segment(root, "state", kept, source_end=puts[-1].commitlog_offset + puts[-1].size, **SMALL)
     assert report.kept == 3
@@ -45,7 +40,7 @@ def test_segment_keeps_latest_per_key_and_translates_offsets(tmp_path):
         assert [m.queue_offset for m in g.messages] == [0, 1, 2]
         # bytes equal the originals except QUEUEOFFSET (@20) and PHYSICALOFFSET (@28)
         for m, q in zip(g.messages, (3, 4, 5)):
-            mine = _raw(s, m.record.commitlog_offset)
+            mine = record_bytes(s, m.record.commitlog_offset)
             assert mine[:20] + mine[36:] == raws[q][:20] + raws[q][36:]
         assert [r.body for r in s.query("state", "a")] == [b"a5"]
     assert read_consumer_offsets(seg) == {("state", "g1"): {0: 0}, ("state", "g2"): {0: 3}}
@@ -56,7 +51,7 @@ def test_new_segment_swaps_in_and_removes_the_old(tmp_path):
     root = tmp_path / "s"
     with MessageStore(root, **SMALL) as ms:
         p = ms.put(Message("state", b"v1", keys="k"))
-        raw = _raw(ms, p.commitlog_offset)
+        raw = record_bytes(ms, p.commitlog_offset)
     write_segment(root, "state", [KeptRecord(0, 0, raw)], 100, **SMALL)
     first = segment_path(root, "state").resolve()
     write_segment(root, "state", [KeptRecord(0, 0, raw)], 200, **SMALL)
@@ -68,7 +63,7 @@ def test_new_segment_swaps_in_and_removes_the_old(tmp_path):
 def test_put_records_rejects_garbage_and_writes_nothing(tmp_path):
     with MessageStore(tmp_path / "s") as ms:
         p = ms.put(Message("t", b"hello"))
-        good = _raw(ms, p.commitlog_offset)
+        good = record_bytes(ms, p.commitlog_offset)
         bad = bytearray(good)
         bad[-10] ^= 0xFF  # in the properties/topic area -> length or UTF-8 check, or CRC if body
         corrupt_body = bytearray(good)

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import ast
 import errno
-import struct
 import threading
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from store_helpers import record_bytes
 
 import rocketlake.store as store_pkg
 from rocketlake.store import (
@@ -29,6 +31,7 @@ from rocketlake.store import (
 )
 from rocketlake.store.compaction import KeptRecord, segment_path, write_segment
 from rocketlake.store.config import read_properties
+from rocketlake.store.flush import FlushService
 from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.verify import verify
 
@@ -143,9 +146,7 @@ def test_segment_verify_and_rebuild_take_the_whole_config(tmp_path):
     cfg = load_config({"messageIndexEnable": False, **SMALL})
     with MessageStore(root, cfg) as ms:
         p = ms.put(Message("state", b"v", keys="k"))
-        raw = ms.commitlog.read(p.commitlog_offset)
-        mf = ms.commitlog.files.find(p.commitlog_offset)
-        raw = bytes(mf.mm[p.commitlog_offset - mf.start: p.commitlog_offset - mf.start + raw.size])
+        raw = record_bytes(ms, p.commitlog_offset)
     write_segment(root, "state", [KeptRecord(0, 0, raw)], p.commitlog_offset + p.size, cfg)
     seg = segment_path(root, "state")
     assert (seg / "commitlog").is_dir() and not (seg / "index").exists()
@@ -157,29 +158,33 @@ def test_segment_verify_and_rebuild_take_the_whole_config(tmp_path):
 
 
 # --- syncFlushTimeout acts --------------------------------------------------------------------------
-def _hold_flusher(ms: MessageStore, seconds: float) -> threading.Thread:
-    """Hold off every flush of ``ms`` for ``seconds`` from another thread; returns once held."""
-    held = threading.Event()
+@contextmanager
+def _flushes_held(ms: MessageStore) -> Iterator[None]:
+    """Hold off every flush of ``ms`` from another thread while the block runs."""
+    held, done = threading.Event(), threading.Event()
 
     def hold() -> None:
         with ms.flusher.exclusive():
             held.set()
-            time.sleep(seconds)
+            done.wait()
     t = threading.Thread(target=hold)
     t.start()
-    assert held.wait(5)
-    return t
+    try:
+        assert held.wait(5)
+        yield
+    finally:
+        done.set()
+        t.join()
 
 
 @pytest.mark.parametrize("how", ["put", "put_batch", "put_records"])
 def test_sync_put_that_cannot_flush_in_time_reports_flush_disk_timeout(tmp_path, how):
-    """SYNC_FLUSH waits at most syncFlushTimeout (200 ms) for durability (CommitLog.handleDiskFlush);
-    the message is stored all the same and readable."""
+    """SYNC_FLUSH waits at most syncFlushTimeout for durability (CommitLog.handleDiskFlush; how
+    long the FlushService tests below measure by their clock); the message is stored all the same
+    and readable."""
     with MessageStore(tmp_path / "src", **SMALL) as src:
-        src_put = src.put(Message("T", b"copied"))
-        mf = src.commitlog.files.find(src_put.commitlog_offset)
-        raw = bytes(mf.mm[:src_put.size])
-    with MessageStore(tmp_path / "s", flushDiskType="SYNC_FLUSH", syncFlushTimeout=200, **SMALL) as ms:
+        raw = record_bytes(src, src.put(Message("T", b"copied")).commitlog_offset)
+    with MessageStore(tmp_path / "s", flushDiskType="SYNC_FLUSH", syncFlushTimeout=1, **SMALL) as ms:
         def do_put() -> list:
             if how == "put":
                 return [ms.put(Message("T", b"copied"))]
@@ -187,66 +192,178 @@ def test_sync_put_that_cannot_flush_in_time_reports_flush_disk_timeout(tmp_path,
                 return ms.put_batch([Message("T", b"copied"), Message("T", b"copied")])
             return ms.put_records([raw])
         assert [r.status for r in do_put()] == [PutStatus.PUT_OK] * (2 if how == "put_batch" else 1)
-        holder = _hold_flusher(ms, 1.5)
-        t0 = time.monotonic()
-        results = do_put()
-        waited = time.monotonic() - t0
-        holder.join()
+        with _flushes_held(ms):
+            results = do_put()
         assert all(r.status is PutStatus.FLUSH_DISK_TIMEOUT for r in results)
-        assert 0.2 <= waited < 1.4
         got = ms.get("T", 0, results[0].queue_offset)
         assert got.status is GetStatus.FOUND and got.messages[0].record.body == b"copied"
-        ms.flush()
-        assert ms.flusher.durable >= results[-1].commitlog_offset + results[-1].size
         assert ms.put(Message("T", b"later")).status is PutStatus.PUT_OK
 
 
-def test_timed_out_bytes_are_flushed_by_the_background_thread(tmp_path):
-    """What a producer gave up waiting for becomes durable without another put or a close."""
-    with MessageStore(tmp_path / "s", flushDiskType="SYNC_FLUSH", syncFlushTimeout=100,
-                      flushIntervalCommitLog=50, **SMALL) as ms:
-        holder = _hold_flusher(ms, 0.5)
-        r = ms.put(Message("T", b"x"))
-        holder.join()
-        assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
-        deadline = time.monotonic() + 5
-        while ms.flusher.durable < r.commitlog_offset + r.size and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert ms.flusher.durable >= r.commitlog_offset + r.size
+# --- FlushService rules, by a clock the test moves ---------------------------------------------------
+class FakeClock:
+    """Seconds that pass only when told: ``advance()``, and ``step`` more after every read."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.step = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            now, self.now = self.now, self.now + self.step
+            return now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+class Disk:
+    """What a FlushService flushes: ``written`` CommitLog bytes (a flush covers what was written
+    when it began, and runs until ``release`` is set) and ``logics`` ConsumeQueue bytes pending;
+    counts the flushes of each."""
+
+    def __init__(self) -> None:
+        self.written = self.logics = 0
+        self.commitlog_flushes = self.logics_flushes = 0
+        self.flushing, self.release = threading.Event(), threading.Event()
+        self.release.set()
+
+    def flush_commitlog(self) -> int:
+        end = self.written
+        self.flushing.set()
+        assert self.release.wait(5)
+        self.commitlog_flushes += 1
+        return end
+
+    def flush_logics(self) -> None:
+        self.logics_flushes += 1
+        self.logics = 0
+
+
+def _service(disk: Disk, clock: FakeClock, **settings: Any) -> FlushService:
+    """A FlushService over ``disk`` (ASYNC_FLUSH unless ``sync=True``); the intervals are binary
+    fractions of a second so that the clock's sums are exact."""
+    given: dict[str, Any] = dict(sync=False, interval_ms=250, least_pages=4, thorough_ms=1000,
+                                 logics_interval_ms=250, logics_least_pages=2,
+                                 logics_thorough_ms=60_000, sync_timeout_ms=250)
+    return FlushService(disk.flush_commitlog, lambda: disk.written, disk.flush_logics,
+                        lambda: disk.logics, clock=clock, **{**given, **settings})
+
+
+def test_a_producer_waits_for_another_flush_until_the_clock_passes_sync_flush_timeout():
+    """GroupCommitRequest.waitForFlush: bytes a running flush does not cover wait for it at most
+    syncFlushTimeout (250 ms) by the clock, then the wait reports False; SYNC_FLUSH's background
+    round flushes what was left."""
+    clock, disk = FakeClock(), Disk()
+    fs = _service(disk, clock, sync=True)
+    disk.written = 100
+    disk.release.clear()
+    leader = threading.Thread(target=fs.wait_durable, args=(100,))
+    leader.start()
+    assert disk.flushing.wait(5)  # the leader's flush covers bytes 0-100 and runs on
+    disk.written = 150
+    clock.step = 0.25  # each read of the clock finds 250 ms more passed
+    assert fs.wait_durable(150) is False
+    clock.step = 0
+    disk.release.set()
+    leader.join()
+    assert (fs.durable, disk.commitlog_flushes) == (100, 1)
+    fs.tick()
+    assert (fs.durable, disk.commitlog_flushes) == (150, 2)
+
+
+def test_a_producer_within_sync_flush_timeout_is_covered_by_the_next_flush():
+    """The clock stands still: however long the running flush takes, the waiting producer is
+    made durable (by the next flush, which it leads) and the wait reports True."""
+    clock, disk = FakeClock(), Disk()
+    fs = _service(disk, clock, sync=True)
+    disk.written = 100
+    disk.release.clear()
+    leader = threading.Thread(target=fs.wait_durable, args=(100,))
+    leader.start()
+    assert disk.flushing.wait(5)
+    disk.written = 150
+    waited: list[bool] = []
+    follower = threading.Thread(target=lambda: waited.append(fs.wait_durable(150)))
+    follower.start()
+    disk.release.set()
+    leader.join()
+    follower.join()
+    assert waited == [True] and (fs.durable, disk.commitlog_flushes) == (150, 2)
+
+
+def test_the_background_thread_flushes_what_timed_out_producers_left():
+    """SYNC_FLUSH: every flushIntervalCommitLog the thread flushes any pending byte, without
+    another put or a close."""
+    disk = Disk()
+    fs = _service(disk, FakeClock(), sync=True, interval_ms=1)
+    disk.written = 150
+    fs.start(100)
+    try:
+        assert disk.flushing.wait(5)
+    finally:
+        fs.stop()
+    assert fs.durable == 150
+
+
+def test_commitlog_flushes_once_least_pages_are_pending_or_the_thorough_interval_passed():
+    """ASYNC_FLUSH: flushCommitLogLeastPages (4 pages of 4096 bytes), or every pending byte once
+    flushCommitLogThoroughInterval (1000 ms) passed since the last thorough round."""
+    clock, disk = FakeClock(), Disk()
+    fs = _service(disk, clock, least_pages=4, thorough_ms=1000)
+    disk.written = 4 * 4096 - 1
+    clock.advance(0.5)
+    fs.tick()
+    assert disk.commitlog_flushes == 0
+    disk.written = 4 * 4096
+    fs.tick()
+    assert (fs.durable, disk.commitlog_flushes) == (4 * 4096, 1)
+    disk.written += 1
+    clock.advance(0.25)
+    fs.tick()
+    assert disk.commitlog_flushes == 1
+    clock.advance(0.25)  # 1000 ms since the start
+    fs.tick()
+    assert (fs.durable, disk.commitlog_flushes) == (4 * 4096 + 1, 2)
 
 
 # --- flushConsumeQueueLeastPages / flushConsumeQueueThoroughInterval act ----------------------------
-def _checkpoint_logics(root: Path) -> int:
-    """logicsMsgTimestamp as saved on disk (StoreCheckpoint: physic, logics, index longs)."""
-    path = root / "checkpoint"
-    return struct.unpack_from(">q", path.read_bytes(), 8)[0] if path.exists() else 0
-
-
-def _wait_for(cond, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return cond()
-
-
-def test_consume_queues_flush_once_least_pages_are_pending(tmp_path):
-    """FlushConsumeQueueService: every flushIntervalConsumeQueue, flush only when
+def test_consume_queues_flush_once_least_pages_are_pending():
+    """FlushConsumeQueueService: every flushIntervalConsumeQueue (250 ms), flush only when
     flushConsumeQueueLeastPages pages (2 x 4096 bytes = 410 units of 20 bytes) are pending."""
-    root = tmp_path / "s"
-    with MessageStore(root, flushIntervalCommitLog=10, flushIntervalConsumeQueue=20,
-                      flushConsumeQueueLeastPages=2, flushConsumeQueueThoroughInterval=600_000,
-                      mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=20 * 1000) as ms:
-        ms.put_batch([Message("T", b"x")] * 400)   # 8000 bytes of units: under 2 pages
-        time.sleep(0.3)
-        assert _checkpoint_logics(root) == 0
-        last = ms.put_batch([Message("T", b"x")] * 10)[-1]   # 8200 bytes: 2 pages
-        assert _wait_for(lambda: _checkpoint_logics(root) == last.store_timestamp, 5)
+    clock, disk = FakeClock(), Disk()
+    fs = _service(disk, clock, logics_interval_ms=250, logics_least_pages=2,
+                  logics_thorough_ms=600_000)
+    disk.logics = 400 * 20  # 8000 bytes: under 2 pages
+    clock.advance(0.25)
+    fs.tick()
+    assert disk.logics_flushes == 0
+    disk.logics = 410 * 20  # 8200 bytes: 2 pages
+    clock.advance(0.125)  # the interval has not passed since the last round
+    fs.tick()
+    assert disk.logics_flushes == 0
+    clock.advance(0.125)
+    fs.tick()
+    assert (disk.logics_flushes, disk.logics) == (1, 0)
 
 
-def test_consume_queues_flush_whole_once_the_thorough_interval_passed(tmp_path):
-    root = tmp_path / "s"
-    with MessageStore(root, flushIntervalCommitLog=10, flushIntervalConsumeQueue=20,
-                      flushConsumeQueueLeastPages=2, flushConsumeQueueThoroughInterval=300,
-                      **SMALL) as ms:
-        r = ms.put(Message("T", b"x"))
-        assert _wait_for(lambda: _checkpoint_logics(root) == r.store_timestamp, 5)
+def test_consume_queues_flush_whole_once_the_thorough_interval_passed():
+    """Under flushConsumeQueueLeastPages, pending units are flushed once
+    flushConsumeQueueThoroughInterval (1000 ms) passed since the last thorough flush."""
+    clock, disk = FakeClock(), Disk()
+    fs = _service(disk, clock, logics_interval_ms=250, logics_least_pages=2,
+                  logics_thorough_ms=1000)
+    disk.logics = 20
+    for _ in range(3):
+        clock.advance(0.25)
+        fs.tick()
+    assert disk.logics_flushes == 0
+    clock.advance(0.25)  # 1000 ms
+    fs.tick()
+    assert disk.logics_flushes == 1
+    disk.logics = 20
+    clock.advance(0.25)
+    fs.tick()
+    assert disk.logics_flushes == 1

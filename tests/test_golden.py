@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import base64
-import filecmp
 from pathlib import Path
 
 import pytest
 from goldens import GOLDEN, GOLDEN_498, read_jsonl
+from store_helpers import index_contents, record_bytes, same_tree
 
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.codec import MAGIC_V1
@@ -63,17 +63,6 @@ def _replay(root: Path, settings: dict) -> list:
     return out
 
 
-def _same_tree(a: Path, b: Path, sub: str) -> list[str]:
-    names_a = sorted(p.relative_to(a) for p in (a / sub).rglob("*") if p.is_file())
-    names_b = sorted(p.relative_to(b) for p in (b / sub).rglob("*") if p.is_file())
-    assert names_a == names_b
-    return [str(n) for n in names_a if not filecmp.cmp(a / n, b / n, shallow=False)]
-
-
-def _index_contents(root: Path) -> list[bytes]:
-    return [p.read_bytes() for p in sorted((root / "index").iterdir())]
-
-
 def test_replaying_golden_messages_writes_rocketmq_bytes(tmp_path, golden_settings):
     """Every CommitLog, ConsumeQueue and index byte equals what RocketMQ 4.9.8 wrote."""
     root = tmp_path / "replay"
@@ -83,10 +72,10 @@ def test_replaying_golden_messages_writes_rocketmq_bytes(tmp_path, golden_settin
             want["msg_id"], want["wrote_offset"], want["wrote_bytes"], want["logics_offset"],
             want["topic"], want["queue_id"])
     gold = GOLDEN_498 / "store"
-    assert _same_tree(gold, root, "commitlog") == []
-    assert _same_tree(gold, root, "consumequeue") == []
+    assert same_tree(gold, root, "commitlog") == []
+    assert same_tree(gold, root, "consumequeue") == []
     # Index names are RocketMQ's wall clock at creation; ours are the opening message's store time.
-    assert _index_contents(root) == _index_contents(gold)
+    assert index_contents(root) == index_contents(gold)
     index_names = sorted(p.name for p in (root / "index").iterdir())
     gold_names = sorted(p.name for p in (gold / "index").iterdir())
     assert [n[:14] for n in index_names] == [n[:14] for n in gold_names]  # same second
@@ -119,9 +108,8 @@ def test_reopened_golden_store_serves_what_rocketmq_served(golden_store, golden_
                 want["born_timestamp"], want["store_timestamp"], want["msg_id"], want["tags_code"],
                 want["properties"])
             assert base64.b64encode(r.body).decode() == want["body_b64"]
-            raw = ms.commitlog.files.find(r.commitlog_offset)
-            pos = r.commitlog_offset - raw.start
-            assert base64.b64encode(raw.mm[pos:pos + r.size]).decode() == want["record_b64"]
+            raw = record_bytes(ms, r.commitlog_offset)
+            assert base64.b64encode(raw).decode() == want["record_b64"]
 
 
 def test_key_query_matches_rocketmq(golden_store, golden_settings):
@@ -164,5 +152,5 @@ def test_rebuild_from_golden_commitlog_is_byte_identical(tmp_path, golden_settin
     out = tmp_path / "out"
     stats = rebuild(GOLDEN_498 / "store", out, **golden_settings)
     assert stats.records == 400 and stats.stop_reason is None
-    assert _same_tree(GOLDEN_498 / "store", out, "consumequeue") == []
-    assert _index_contents(out) == _index_contents(GOLDEN_498 / "store")
+    assert same_tree(GOLDEN_498 / "store", out, "consumequeue") == []
+    assert index_contents(out) == index_contents(GOLDEN_498 / "store")

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import DELAYS_MS, jhash
 
 from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import hashing as kh
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.record_walk import Walk
-from tests.reference import DELAYS_MS, jhash
 
 GOLDEN = Path(__file__).parent / "golden" / "rocketmq-4.9.8" / "store" / "commitlog"
 _crc32 = crcmod.predefined.mkCrcFun("crc-32")

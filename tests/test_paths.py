@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from store_helpers import outside, record_bytes, retopic
 
 from rocketlake.store import Message, MessageRejected, MessageStore, codec
 from rocketlake.store.compaction import KeptRecord, compaction_topics, segment_path, write_segment
@@ -21,36 +22,6 @@ from rocketlake.store.single_process_rebuild import rebuild
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200)
 HOSTILE = ["../../victim", "..", ".", "a/b", "abc\n", "\nabc", "", "x" * 128, "中文", "a\x00b"]
-
-
-def retopic(root: Path, old: str, new: str) -> int:
-    """Overwrite the topic ``old`` with ``new`` (same length) in every CommitLog record of
-    ``root``: TOTALSIZE stays right and the body CRC does not cover the topic, so each record stays
-    well formed. Returns how many records were changed."""
-    assert len(old.encode()) == len(new.encode())
-    n = 0
-    for f in (root / "commitlog").iterdir():
-        data = f.read_bytes()
-        n += data.count(bytes([len(old)]) + old.encode())
-        f.write_bytes(data.replace(bytes([len(old)]) + old.encode(), bytes([len(new)]) + new.encode()))
-    return n
-
-
-def outside(tmp_path: Path, store: Path) -> dict[str, bytes | str]:
-    """Every path under ``tmp_path`` but outside ``store``, with its bytes (files) or link target."""
-    out: dict[str, bytes | str] = {}
-    for dirpath, dirnames, filenames in os.walk(tmp_path):
-        here = Path(dirpath)
-        if here == store:
-            dirnames.clear()
-            continue
-        for name in dirnames + filenames:
-            p = here / name
-            if p == store:
-                continue
-            out[str(p.relative_to(tmp_path))] = (os.readlink(p) if p.is_symlink() else
-                                                  p.read_bytes() if p.is_file() else "dir")
-    return out
 
 
 @pytest.fixture()
@@ -137,9 +108,7 @@ def test_library_rebuild_refuses_a_record_with_a_hostile_topic(tmp_path: Path, v
 # --- compaction segments ------------------------------------------------------------------------
 def _one_record(root: Path, topic: str = "state") -> bytes:
     with MessageStore(root, **SMALL) as ms:
-        p = ms.put(Message(topic, b"v1", keys="k"))
-        mf = ms.commitlog.files.find(p.commitlog_offset)
-        return bytes(mf.mm[p.commitlog_offset - mf.start:p.commitlog_offset - mf.start + p.size])
+        return record_bytes(ms, ms.put(Message(topic, b"v1", keys="k")).commitlog_offset)
 
 
 @pytest.mark.parametrize("topic", ["../../victim", "../../victim_dir", "abc\n"])

@@ -14,7 +14,7 @@ import pytest
 from goldens import GOLDEN_498, read_jsonl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_golden import _index_contents, _same_tree
+from store_helpers import index_contents, same_tree
 
 from rocketlake.store import Message, MessageRejected, MessageStore, StoreFullError, codec
 from rocketlake.store.message import PutStatus
@@ -70,9 +70,9 @@ def test_golden_messages_through_put_table_write_rocketmq_bytes(tmp_path, golden
     assert [q for g in got for q in g.queue_offset.tolist()] == [r["logics_offset"] for r in results]
     assert [i for g in got for i in g.msg_ids()] == [r["msg_id"] for r in results]
     gold = GOLDEN_498 / "store"
-    assert _same_tree(gold, root, "commitlog") == []
-    assert _same_tree(gold, root, "consumequeue") == []
-    assert _index_contents(root) == _index_contents(gold)
+    assert same_tree(gold, root, "commitlog") == []
+    assert same_tree(gold, root, "consumequeue") == []
+    assert index_contents(root) == index_contents(gold)
 
 
 # --- the same bytes as put ----------------------------------------------------------------------
@@ -125,7 +125,7 @@ def test_put_table_writes_the_bytes_put_writes(tmp_path_factory, rows, chunks):
     assert [q for g in got for q in g.queue_offset.tolist()] == [w.queue_offset for w in want]
     assert [m for g in got for m in g.msg_ids()] == [w.msg_id for w in want]
     for sub in ("commitlog", "consumequeue", "index"):
-        assert _same_tree(a / "s", b / "s", sub) == []
+        assert same_tree(a / "s", b / "s", sub) == []
 
 
 def test_keys_as_a_list_and_as_a_string_give_the_same_record(tmp_path):
@@ -308,7 +308,7 @@ def test_slices_chunked_tables_and_record_batches_store_the_same_bytes(tmp_path)
             for f in whole.schema])))
     for other in ("parts", "views"):
         for sub in ("commitlog", "consumequeue", "index"):
-            assert _same_tree(tmp_path / "whole", tmp_path / other, sub) == []
+            assert same_tree(tmp_path / "whole", tmp_path / other, sub) == []
 
 
 def test_a_full_disk_fails_the_table_before_a_byte_is_written(small_fs):

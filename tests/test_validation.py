@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from store_helpers import record_bytes
 
 from rocketlake.store import Message, MessageRejected, MessageStore, codec, load_config
 from rocketlake.store.message_encoder import MessageEncoder
@@ -172,8 +173,7 @@ def test_put_records_refuses_a_record_whose_store_time_an_index_file_cannot_name
     """A copied record is checked like a put: its store time must fit an IndexFile name."""
     src = tmp_path / "src"
     with MessageStore(src, **SMALL) as ms:
-        ms.put(Message("t", b"x", keys="k"))
-        raw = bytes(ms.commitlog.files.last.mm[:ms.commitlog.max_offset])
+        raw = record_bytes(ms, ms.put(Message("t", b"x", keys="k")).commitlog_offset)
     far = bytearray(raw)
     codec.PHYSICAL.pack_into(far, 56, 2 ** 62)  # STORETIMESTAMP of an IPv4/IPv4 record
     root = tmp_path / "s"

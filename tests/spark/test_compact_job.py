@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from store_helpers import outside
 
 from rocketlake.jobs import compact
 from rocketlake.jobs.spark_session import delta_submit_args
@@ -247,7 +248,6 @@ def test_spark_submit_compact(tmp_path):
 
 @pytest.mark.parametrize("topic", ["../../victim", "../../victim_link", "user-state\n"])
 def test_hostile_topic_is_refused_and_nothing_outside_changes(tmp_path, topic, capsys):
-    from test_paths import outside  # tests/ is on sys.path (see goldens.py)
     root = tmp_path / "s"
     _store(root, 30)
     (tmp_path / "victim").write_bytes(b"precious")

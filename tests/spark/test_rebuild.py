@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from goldens import GOLDEN_498
+from store_helpers import outside, retopic
 
 from rocketlake.jobs import cli
 from rocketlake.jobs.rebuild import rebuild as rebuild_both
@@ -204,7 +205,6 @@ def test_bad_store_paths_are_named(spark, tmp_path: Path, make, message, capsys)
 @pytest.mark.parametrize("mode", [[], ["--incremental"], ["--output", "OUT"]])
 def test_a_record_with_a_hostile_topic_is_refused_and_nothing_outside_changes(
         spark, tmp_path: Path, mode: list[str], capsys) -> None:
-    from test_paths import outside, retopic  # tests/ is on sys.path (see goldens.py)
     store = tmp_path / "a" / "b" / "c" / "store"  # "../../../x" from any rebuild dir stays under tmp_path
     (tmp_path / "victim").write_bytes(b"precious")
     with MessageStore(store, **SMALL) as s:

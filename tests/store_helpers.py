@@ -1,0 +1,63 @@
+"""What several test modules need to look at a store from outside, through its files and its
+public API only (``from store_helpers import ...``; tests/ is on sys.path, see goldens.py)."""
+from __future__ import annotations
+
+import filecmp
+import os
+from pathlib import Path
+
+from rocketlake.store import MessageStore, codec
+
+
+def record_bytes(ms: MessageStore, offset: int) -> bytes:
+    """The bytes of the record at CommitLog ``offset`` as its file holds them (a CommitLog file
+    is named by its start offset, a multiple of ``mappedFileSizeCommitLog``)."""
+    size = ms.read(offset).size
+    start = offset - offset % ms.config.mappedFileSizeCommitLog
+    with open(ms.root / "commitlog" / codec.format_file_name(start), "rb") as f:
+        f.seek(offset - start)
+        return f.read(size)
+
+
+def same_tree(a: Path, b: Path, sub: str) -> list[str]:
+    """The files under ``sub`` whose bytes differ between stores ``a`` and ``b`` (both must hold
+    the same file names)."""
+    names_a = sorted(p.relative_to(a) for p in (a / sub).rglob("*") if p.is_file())
+    names_b = sorted(p.relative_to(b) for p in (b / sub).rglob("*") if p.is_file())
+    assert names_a == names_b
+    return [str(n) for n in names_a if not filecmp.cmp(a / n, b / n, shallow=False)]
+
+
+def index_contents(root: Path) -> list[bytes]:
+    """The bytes of the store's index files, in name order."""
+    return [p.read_bytes() for p in sorted((root / "index").iterdir())]
+
+
+def retopic(root: Path, old: str, new: str) -> int:
+    """Overwrite the topic ``old`` with ``new`` (same length) in every CommitLog record of
+    ``root``: TOTALSIZE stays right and the body CRC does not cover the topic, so each record stays
+    well formed. Returns how many records were changed."""
+    assert len(old.encode()) == len(new.encode())
+    n = 0
+    for f in (root / "commitlog").iterdir():
+        data = f.read_bytes()
+        n += data.count(bytes([len(old)]) + old.encode())
+        f.write_bytes(data.replace(bytes([len(old)]) + old.encode(), bytes([len(new)]) + new.encode()))
+    return n
+
+
+def outside(tmp_path: Path, store: Path) -> dict[str, bytes | str]:
+    """Every path under ``tmp_path`` but outside ``store``, with its bytes (files) or link target."""
+    out: dict[str, bytes | str] = {}
+    for dirpath, dirnames, filenames in os.walk(tmp_path):
+        here = Path(dirpath)
+        if here == store:
+            dirnames.clear()
+            continue
+        for name in dirnames + filenames:
+            p = here / name
+            if p == store:
+                continue
+            out[str(p.relative_to(tmp_path))] = (os.readlink(p) if p.is_symlink() else
+                                                  p.read_bytes() if p.is_file() else "dir")
+    return out
