@@ -21,7 +21,6 @@ the files that existed back to their bytes before the write.
 from __future__ import annotations
 
 import json
-import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.index import IndexService
 from rocketlake.store.recovery import cut_after
-from rocketlake.store.safe_files import create_temporary, disk_error, fsync_dir
+from rocketlake.store.safe_files import disk_error, fsync_dir, write_whole
 
 JOURNAL_NAME = "ingest.pending"
 
@@ -75,19 +74,7 @@ def begin(root: Path, commitlog_end: int, queues: Queues) -> IngestJournal:
     for topic, queue_id in sorted(queues):
         topics.setdefault(topic, []).append(queue_id)
     data = json.dumps({"commitlog_end": commitlog_end, "queues": topics}).encode()
-    tmp = path.with_name(f".{JOURNAL_NAME}.tmp")
-    try:
-        fd = create_temporary(tmp)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, path)
-        fsync_dir(path.parent)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise disk_error(e, path, "writing the ingest journal") from None
+    write_whole(path, data, "writing the ingest journal")
     return IngestJournal(path, commitlog_end, frozenset(queues))
 
 

@@ -180,6 +180,25 @@ def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> Non
         os.close(dfd)
 
 
+def write_whole(path: Path, data: bytes, doing: str) -> None:
+    """Write the small file ``path`` whole and durably: to ``.<name>.tmp`` next to it (created
+    ``O_EXCL|O_NOFOLLOW``), fsync, rename over ``path``, fsync the directory. A failure leaves no
+    temporary and raises ``disk_error`` naming ``path`` and what was being done (``doing``)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        fd = create_temporary(tmp)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+        fsync_dir(path.parent)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise disk_error(e, path, doing) from None
+
+
 def read_file(path: Path) -> bytes:
     """The bytes of the store file ``path``, never read through a link (LinkedFileError): for a
     writer about to replace or rewrite it."""

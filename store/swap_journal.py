@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rocketlake.store.errors import StoreFormatError
-from rocketlake.store.safe_files import create_temporary, disk_error, fsync_dir, fsync_tree
+from rocketlake.store.safe_files import disk_error, fsync_dir, fsync_tree, write_whole
 
 JOURNAL_NAME = "rebuild.pending"
 #: the structures a rebuild swaps in, by their directory in the store
@@ -103,19 +103,7 @@ class Swap:
         for m in self.moves:
             fsync_tree(self.root / m.new)
         data = json.dumps({"moves": [vars(m) for m in self.moves]}).encode()
-        tmp = self.root / _JOURNAL_TMP
-        try:
-            fd = create_temporary(tmp)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.rename(tmp, self.journal)
-            fsync_dir(self.root)
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise disk_error(e, self.journal, "writing the rebuild's swap journal") from None
+        write_whole(self.journal, data, "writing the rebuild's swap journal")
 
     def _live_aside(self, m: Move) -> None:
         live, new, old = self.root / m.name, self.root / m.new, self.root / m.old
