@@ -32,9 +32,10 @@ class Command:
     example: str
 
     def parser_settings(self) -> dict[str, Any]:
-        """The description, formatter and epilog (example, exit codes) of the command's parser."""
+        """The description, formatter and epilog (example, exit codes) of the command's parser;
+        no abbreviated options (``--max`` must never be taken for ``--max-body``)."""
         return {"description": self.help, "formatter_class": argparse.RawDescriptionHelpFormatter,
-                "epilog": f"example:\n  {self.example}\n\n{exit_codes.HELP}"}
+                "epilog": f"example:\n  {self.example}\n\n{exit_codes.HELP}", "allow_abbrev": False}
 
 
 # --- options several commands share -------------------------------------------------------------

@@ -154,3 +154,15 @@ def test_error_and_warning_lines_escape_control_characters(capsys) -> None:
         "rocketlake: warning: group \\x1b]0;owned\\x07 skipped",
         "rocketlake: error: topic \\x1b[2Jx\\nrocketlake: ok: fake",
     ]
+
+
+@pytest.mark.parametrize("argv, unknown", [
+    (["dump", "commitlog", "--store", "s", "--max", "1"], "--max 1"),  # was taken as --max-body
+    (["verify", "--store", "s", "--max-p", "3"], "--max-p 3"),  # was taken as --max-problems
+    (["rebuild", "--store", "s", "--struct", "index"], "--struct index"),  # was --structures
+])
+def test_options_are_never_abbreviated(argv: list[str], unknown: str, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    assert f"unrecognized arguments: {unknown}" in capsys.readouterr().err

@@ -226,7 +226,7 @@ COMMANDS: dict[str, Command] = {
 def parser() -> argparse.ArgumentParser:
     """The `rocketlake` parser: one subcommand per entry of :data:`COMMANDS`."""
     p = argparse.ArgumentParser(prog="rocketlake", formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=EXIT_CODES,
+                                epilog=EXIT_CODES, allow_abbrev=False,
                                 description="Write, read and maintain Apache RocketMQ 4.9 message stores.")
     p.add_argument("--version", action="version", version=f"rocketlake {__version__}")
     sub = p.add_subparsers(dest="command", metavar="<command>", required=True)
