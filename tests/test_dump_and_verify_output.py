@@ -339,3 +339,21 @@ def test_verify_text_escapes_control_characters():
     lines = verify_summary(report, 10, [])
     assert any("topic 'a\\x1b[31m'" in line for line in lines)
     assert not any("\x1b" in line for line in lines)
+
+
+@pytest.mark.parametrize("what", ["index", "consumequeue", "commitlog"])
+def test_dump_into_a_closed_pipe_is_a_quiet_exit(tmp_path: Path, what: str) -> None:
+    """`dump ... | head -1`: the reader goes away after one line; dump stops with exit 0 and
+    says nothing (it printed a BufferError traceback, exit 1, for the index: views on the maps
+    outlived the store's close)."""
+    store = tmp_path / "s"
+    with MessageStore(store, mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=6000 * 20,
+                      maxHashSlotNum=1024, maxIndexNum=8192) as ms:
+        ms.put_batch([Message("t", b"x" * 32, 0, keys=[f"k{i}"]) for i in range(3000)])
+    proc = subprocess.Popen([sys.executable, "-m", "rocketlake.jobs.cli", "dump", what, "--store",
+                             str(store)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert json.loads(proc.stdout.readline())  # one whole line, then the pipe closes
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert (proc.wait(timeout=120), err) == (0, "")

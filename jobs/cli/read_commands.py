@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from functools import partial
 from typing import Any
 
@@ -45,7 +45,11 @@ def cmd_dump(a: argparse.Namespace) -> int:
     with MessageStore(a.store, reading_config(a), read_only=True) as ms:
         if a.what == "commitlog":
             return _dump_commitlog(ms, a)
-        emit(_cq_rows(ms, a) if a.what == "consumequeue" else _index_rows(ms, a), a)
+        rows = _cq_rows(ms, a) if a.what == "consumequeue" else _index_rows(ms, a)
+        try:
+            emit(rows, a)
+        finally:
+            rows.close()  # its views on the maps go before the store closes (also on a closed pipe)
     return 0
 
 
@@ -107,7 +111,7 @@ def _early_stop(ms: MessageStore, scan: Scan) -> str | None:
     return None
 
 
-def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Iterator[dict[str, Any]]:
+def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Generator[dict[str, Any], None, None]:
     """The units of the selected queues in the queue offset range, ``DUMP_CHUNK`` at a time;
     with a time range, those whose record was stored in it (each unit's record is read for its
     store time)."""
@@ -140,7 +144,7 @@ def _store_time(ms: MessageStore, offset: int) -> int:
         return -1
 
 
-def _index_rows(ms: MessageStore, a: argparse.Namespace) -> Iterator[dict[str, Any]]:
+def _index_rows(ms: MessageStore, a: argparse.Namespace) -> Generator[dict[str, Any], None, None]:
     """Each index file's header, then its entries in the CommitLog offset and time ranges (an
     entry's time as RocketMQ's ``IndexFile.selectPhyOffset`` reads it: beginTimestamp +
     timeDiff seconds), ``DUMP_CHUNK`` entries at a time. With a filter, a file without a
