@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import filecmp
 import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from rocketlake.store import MessageStore, codec
@@ -61,3 +65,16 @@ def outside(tmp_path: Path, store: Path) -> dict[str, bytes | str]:
             out[str(p.relative_to(tmp_path))] = (os.readlink(p) if p.is_symlink() else
                                                   p.read_bytes() if p.is_file() else "dir")
     return out
+
+
+def kill_when_ready(args: list[str], ready: str, env: Mapping[str, str] | None = None) -> None:
+    """Run ``python -c <args...>``, wait until it prints the line ``ready``, then kill it with
+    SIGKILL: a writer killed at a point the test chose. AssertionError when it ends or prints
+    something else first."""
+    proc = subprocess.Popen([sys.executable, "-c", *args], stdout=subprocess.PIPE, text=True,
+                            env=None if env is None else dict(env))
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == f"{ready}\n"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()

@@ -15,9 +15,6 @@ import base64
 import ipaddress
 import json
 import shutil
-import signal
-import subprocess
-import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,6 +22,7 @@ from typing import Any
 import pytest
 import rocketmq_broker
 import rocketmq_peer
+from store_helpers import kill_when_ready
 
 from rocketlake.jobs.cli import main
 
@@ -141,12 +139,7 @@ def killed_store(tmp_path_factory: pytest.TempPathFactory, events_file: Path) ->
         "    ms.put_batch(msgs[i:i + 500])\n"
         "print('put', flush=True)\n"
         "time.sleep(120)\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "put\n"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    kill_when_ready([script], "put")
     assert (root / "abort").exists()
     return root
 

@@ -3,13 +3,11 @@ merged with what a broker declared (store/topic_config.py; a real broker serving
 tests/test_real_broker.py)."""
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from store_helpers import kill_when_ready
 
 from rocketlake.store import ConfigFileError, Message, MessageStore
 from rocketlake.store.config_files import read_config
@@ -120,12 +118,7 @@ def test_a_killed_writer_leaves_every_queue_declared(tmp_path: Path) -> None:
               "mappedFileSizeConsumeQueue=200, maxHashSlotNum=16, maxIndexNum=20)\n"
               "ms.put_batch([Message(f't{i % 3}', b'x', queue_id=i % 5) for i in range(40)])\n"
               "print('put', flush=True)\ntime.sleep(60)\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "put\n"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    kill_when_ready([script], "put")
     assert (root / "abort").exists()  # killed, not closed
     table = read_config(root / TOPICS_JSON)["topicConfigTable"]
     assert {t: tc["readQueueNums"] for t, tc in table.items()} == {"t0": 5, "t1": 5, "t2": 5}

@@ -7,14 +7,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from store_helpers import kill_when_ready
 
 from rocketlake.jobs.cli import ingest, main
 from rocketlake.store import MessageStore
@@ -122,13 +120,8 @@ def test_kill9_part_way_through_is_rolled_back_and_a_retry_stores_every_row_once
         served, end = _messages(ms), ms.commitlog.max_offset
     src = _parquet(tmp_path / "rows.parquet", 1000, 100)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-c", INGEST_THEN_WAIT, "ingest", "--store", str(root),
-                             *SET, str(src)], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "PARTIAL\n"
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    kill_when_ready([INGEST_THEN_WAIT, "ingest", "--store", str(root), *SET, str(src)], "PARTIAL",
+                    env)
     assert (root / JOURNAL_NAME).exists()
     pending = [p for p in verify(root, **SETTINGS).problems if p.kind == "ingest-pending"]
     assert [(p.severity, p.file, p.offset) for p in pending] == [("warning", JOURNAL_NAME, end)]
