@@ -207,17 +207,23 @@ class ConsumeQueue:
         if not self.files.files:
             return 0
         first = self.files.files[0]
-        u = read_units(first, 0, first.wrote // CQ_UNIT_SIZE)
-        blank = ((u["commitlog_offset"] == 0) & (u["size"] == CQ_BLANK_UNIT_SIZE)
-                 & (u["tags_code"] == 0))
-        lead = int(np.argmin(blank)) if not blank.all() else u.size
-        return first.start // CQ_UNIT_SIZE + lead
+        written = first.wrote // CQ_UNIT_SIZE
+        lo, step = 0, 1  # most queues have none: their first unit tells
+        while lo < written:
+            u = read_units(first, lo, min(step, written - lo))
+            blank = ((u["commitlog_offset"] == 0) & (u["size"] == CQ_BLANK_UNIT_SIZE)
+                     & (u["tags_code"] == 0))
+            if not blank.all():
+                return first.start // CQ_UNIT_SIZE + lo + int(np.argmin(blank))
+            lo, step = lo + u.size, SCAN_UNITS
+        return first.start // CQ_UNIT_SIZE + written
 
     def _units_within(self, mf: MappedFile, commitlog_end: int) -> int:
         """How many of ``mf``'s written units come before the first whose record reaches past
         ``commitlog_end`` (units are in CommitLog order; pre-blank units are no record's)."""
         u = read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE)
-        lead = max(0, min(u.size, self.pre_blank_end() - mf.start // CQ_UNIT_SIZE))
+        first = mf is self.files.files[0]  # pre-blank units lead the first file only
+        lead = max(0, min(u.size, self.pre_blank_end() - mf.start // CQ_UNIT_SIZE)) if first else 0
         bad = np.flatnonzero(u["commitlog_offset"] + u["size"] > commitlog_end)
         bad = bad[bad >= lead]
         return int(bad[0]) if bad.size else u.size
