@@ -5,7 +5,8 @@ sizes only; each task maps its files and builds Arrow batches with the compiled 
 (``transforms.commitlog_batch``), so no Python object is made per message and a column nobody
 asked for is never built.
 
-Options (names are case-insensitive):
+Options (names are case-insensitive; parsed and checked by ``transforms.source_options``, where
+an unknown one is an error listing the known ones):
 
 - ``kind``: ``messages`` (default; one row per CommitLog record, partitions are byte ranges of
   the CommitLog files) or ``consumequeue`` (one row per ConsumeQueue unit, a partition per queue).
@@ -13,8 +14,9 @@ Options (names are case-insensitive):
   projection push-down, so a job that needs no bodies says so here).
 - ``checkCRC``: ``true`` (default) checks every body CRC; ``false`` reads past CRC mismatches.
 - ``splitBytes``: CommitLog range size (default 64 MiB); ``mappedFileSizeCommitLog`` /
-  ``mappedFileSizeConsumeQueue``: file sizes (default: the size of the first file found; a
-  first file no store has, empty or not whole ConsumeQueue units, is named as damage);
+  ``mappedFileSizeConsumeQueue``: file sizes (default: the size of the files, which must agree
+  with each other and with the option when given; a file no store has, empty or not whole
+  ConsumeQueue units, is named as damage);
   ``messageDelayLevel``: the broker's delay levels, for ``tags_code`` of delayed messages.
 
 Filters on ``commitlog_offset`` (=, <, <=, >, >=) are pushed down and skip whole ranges and
@@ -39,7 +41,6 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -70,7 +71,7 @@ from pyspark.sql.types import (
 from rocketlake.store import codec
 from rocketlake.store.config import load_config
 from rocketlake.store.consume_queue import load_queues
-from rocketlake.store.errors import CorruptRecordError
+from rocketlake.store.errors import CorruptRecordError, SettingError
 from rocketlake.store.file_sizes import with_commitlog_size, with_consume_queue_size
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.store_dir import check_store
@@ -81,13 +82,13 @@ from rocketlake.transforms.commitlog_batch import (
     walk_range,
 )
 from rocketlake.transforms.commitlog_scan import (
-    DEFAULT_SPLIT_BYTES,
     ScanRange,
     commitlog_files,
     open_on_executor,
     plan_ranges,
     record_after,
 )
+from rocketlake.transforms.source_options import SourceOptions, parse
 
 log = logging.getLogger(__name__)
 
@@ -139,27 +140,21 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> StructType:
-        kind = self.options.get("kind", "messages").lower()
-        if kind not in KINDS:
-            raise ValueError(f"rocketmq source: kind {kind!r} is none of {', '.join(KINDS)}")
-        full = KINDS[kind]
-        wanted = self.options.get("columns")
-        if wanted is None:
+        opts = parse(self.options, streaming=None)
+        full = KINDS[opts.kind]
+        if opts.columns is None:
             return full
-        names = [c.strip() for c in wanted.split(",") if c.strip()]
-        unknown = [c for c in names if c not in full.fieldNames()]
-        if unknown or not names:
-            raise ValueError(f"rocketmq source: columns {unknown or wanted!r} not among "
-                             f"{', '.join(full.fieldNames())}")
-        return StructType([full[c] for c in names])
+        unknown = [c for c in opts.columns if c not in full.fieldNames()]
+        if unknown:
+            raise SettingError(f"rocketmq source: option columns: {', '.join(unknown)} not among "
+                               f"{', '.join(full.fieldNames())}")
+        return StructType([full[c] for c in opts.columns])
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        root = self.options.get("path")
-        if not root:
-            raise ValueError("rocketmq source: give the store root: .load(store_root)")
-        if self.options.get("kind", "messages").lower() == "consumequeue":
-            return ConsumeQueueReader(Path(root), schema, self.options)
-        return CommitLogReader(Path(root), schema, self.options)
+        opts = parse(self.options, streaming=False)
+        if opts.kind == "consumequeue":
+            return ConsumeQueueReader(schema, opts)
+        return CommitLogReader(schema, opts)
 
 
 #: the store.file_sizes rule of each size option the source takes
@@ -167,12 +162,11 @@ _SIZE_RULES = {"mappedFileSizeCommitLog": with_commitlog_size,
                "mappedFileSizeConsumeQueue": with_consume_queue_size}
 
 
-def _file_size(options: Any, name: str, root: Path) -> int:
+def file_size(opts: SourceOptions, name: str) -> int:
     """The store's ``name`` file size, from its files (``store.file_sizes``); the option, when
     given, must agree with them (SettingError naming both) and stands when there are none."""
-    given = options.get(name)
-    explicit = {name: given} if given is not None else {}
-    return int(getattr(_SIZE_RULES[name](root, load_config(explicit), explicit), name))
+    given = opts.size_settings()
+    return int(getattr(_SIZE_RULES[name](Path(opts.path), load_config(given), given), name))
 
 
 class _BoundsReader(DataSourceReader):
@@ -227,15 +221,13 @@ class CommitLogReader(_BoundsReader):
 
     bounded = FILTER_COLUMNS
 
-    def __init__(self, root: Path, schema: StructType, options: Any) -> None:
+    def __init__(self, schema: StructType, opts: SourceOptions) -> None:
         super().__init__(schema)
-        self.root = check_store(root)
-        self.file_size = _file_size(options, "mappedFileSizeCommitLog", root)
-        self.split_bytes = int(options.get("splitBytes", DEFAULT_SPLIT_BYTES))
-        self.check_crc = options.get("checkCRC", "true").lower() != "false"
-        levels = options.get("messageDelayLevel")
-        self.delay_levels_ms = (load_config({"messageDelayLevel": levels}).delay_levels_ms
-                                if levels else codec.DELAY_LEVELS_MS)
+        self.root = check_store(Path(opts.path))
+        self.file_size = file_size(opts, "mappedFileSizeCommitLog")
+        self.split_bytes = opts.split_bytes
+        self.check_crc = opts.check_crc
+        self.delay_levels_ms = opts.delay_levels_ms
 
     def partitions(self) -> list[InputPartition]:
         lo, hi = self.bounds.get("commitlog_offset", _UNBOUNDED)
@@ -295,10 +287,10 @@ class ConsumeQueueReader(_BoundsReader):
 
     bounded = ("commitlog_offset",)
 
-    def __init__(self, root: Path, schema: StructType, options: Any) -> None:
+    def __init__(self, schema: StructType, opts: SourceOptions) -> None:
         super().__init__(schema)
-        self.root = check_store(root)
-        self.file_size = _file_size(options, "mappedFileSizeConsumeQueue", root)
+        self.root = check_store(Path(opts.path))
+        self.file_size = file_size(opts, "mappedFileSizeConsumeQueue")
 
     def partitions(self) -> list[InputPartition]:
         queues = load_queues(self.root, self.file_size)

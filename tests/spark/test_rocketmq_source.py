@@ -261,7 +261,8 @@ def test_file_sizes_no_store_has_are_one_line_naming_the_file(spark, store_copy:
         f"rocketlake x: error: in a Spark task: {store_copy / 'commitlog'}: CommitLog files differ "
         f"in size: 1 of 0 bytes ({first}); 1 of {SMALL['mappedFileSizeCommitLog']} bytes "
         f"({second}); a store's files of one kind share one size",
-        "rocketlake x: error: in a Spark task: mappedFileSizeCommitLog must be positive, got 0",
+        "rocketlake x: error: in a Spark task: rocketmq source: option mappedFileSizeCommitLog='0' "
+        "is not accepted: expected a positive integer",
         f"rocketlake x: error: in a Spark task: {cq}: ConsumeQueue file is 7 bytes, not a multiple "
         f"of the 20-byte unit: mappedFileSizeConsumeQueue is a whole number of units, so the file "
         f"is damaged or not a ConsumeQueue file"]
