@@ -94,12 +94,27 @@ TRANSACTION_COMMIT = 0x8
 TRANSACTION_ROLLBACK = 0xC
 #: every transaction type, the values of ``sys_flag & TRANSACTION_MASK``
 TRANSACTION_TYPES = (TRANSACTION_NOT, TRANSACTION_PREPARED, TRANSACTION_COMMIT, TRANSACTION_ROLLBACK)
+#: RocketMQ's name of each transaction type (``MessageSysFlag.TRANSACTION_*_TYPE``)
+TRANSACTION_NAMES = {TRANSACTION_NOT: "NOT_TYPE", TRANSACTION_PREPARED: "PREPARED",
+                     TRANSACTION_COMMIT: "COMMIT", TRANSACTION_ROLLBACK: "ROLLBACK"}
 
 # --- properties (docs/FORMAT.md §3) --------------------------------------------------------------
 PROPERTY_DELAY = "DELAY"
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QID = "REAL_QID"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+#: 5.x's timer wheel topic (``TimerMessageStore.TIMER_TOPIC``): a timed message's copy before
+#: delivery, with REAL_TOPIC / REAL_QID as in SCHEDULE_TOPIC_XXXX and the delivery time (ms) in
+#: TIMER_OUT_MS
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+#: topics of copies that are delivered later under their REAL_TOPIC / REAL_QID
+DELAY_TOPICS = (SCHEDULE_TOPIC, TIMER_TOPIC)
+#: transaction half messages and their op records (``TopicValidator``): broker bookkeeping
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+#: prefix of 5.x's internal topics (``TopicValidator.SYSTEM_TOPIC_PREFIX``: timer wheel, pop
+#: revive logs, broker member sync)
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 DELAY_LEVELS_MS = (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000,
                    420000, 480000, 540000, 600000, 1200000, 1800000, 3600000, 7200000)
 

@@ -38,6 +38,15 @@ def goes_to_consume_queue(sys_flag: int) -> bool:
     return sys_flag & codec.TRANSACTION_MASK in (codec.TRANSACTION_NOT, codec.TRANSACTION_COMMIT)
 
 
+def served_as_such(topic: str) -> bool:
+    """Whether consumers are served ``topic``'s ConsumeQueue records as messages of that topic:
+    not the broker's own copies and bookkeeping (SCHEDULE_TOPIC_XXXX copies before delivery,
+    transaction half and op records, 5.x's ``rmq_sys_`` topics such as the timer wheel). A delayed
+    or committed message is served under its real topic by a record of its own."""
+    return (topic not in (codec.SCHEDULE_TOPIC, codec.TRANS_HALF_TOPIC, codec.TRANS_OP_HALF_TOPIC)
+            and not topic.startswith(codec.SYSTEM_TOPIC_PREFIX))
+
+
 def index_keys(topic: str, props: dict[str, str], sys_flag: int) -> tuple[str, ...]:
     """Index keys "topic#key": UNIQ_KEY, then each KEYS token, none for ROLLBACK (docs/FORMAT.md §7)."""
     if sys_flag & codec.TRANSACTION_MASK == codec.TRANSACTION_ROLLBACK:

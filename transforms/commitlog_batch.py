@@ -12,7 +12,7 @@ in it (``kernels.records.find_start``) and reads a record running past ``hi`` wh
 """
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -267,8 +267,57 @@ def msg_id_array(buf: Buffer, raw: I64) -> pa.Array:
     return pa.Array.from_buffers(pa.string(), n, [None, _offsets_buffer(offsets), pa.py_buffer(out)])
 
 
+@kernel
+def _span_ints(buf: Buffer, starts: I64, lens: I64, out: I64, valid: npt.NDArray[np.bool_]) -> None:
+    """``kernels.dispatch.java_int`` of each span (``valid`` False where absent or not a number)."""
+    for i in range(starts.size):
+        ok, v = False, 0
+        if starts[i] >= 0:
+            ok, v = kd.java_int(buf, starts[i], lens[i])
+        out[i] = v
+        valid[i] = ok
+
+
+def topic_mask(buf: Buffer, raw: I64, rule: Callable[[str], bool]) -> npt.NDArray[np.bool_]:
+    """``rule(topic)`` of each walked row, called once per distinct topic
+    (``kernels.dispatch.topic_ids``)."""
+    if not raw.shape[0]:
+        return np.zeros(0, dtype=np.bool_)
+    ids, first = kd.topic_ids(buf, raw)
+    starts, lens = raw[first, kr.TOPIC_START], raw[first, kr.TOPIC_LEN]
+    verdicts = [rule(bytes(buf[s:s + n]).decode()) for s, n in zip(starts, lens)]
+    return np.array(verdicts, dtype=np.bool_)[ids]
+
+
+def _span_strings(buf: Buffer, span: I64, valid: npt.NDArray[np.bool_] | None = None) -> pa.Array:
+    """Property values (``span``: (n, 2) start, length; start -1 when absent) as strings, null
+    where absent or not ``valid``."""
+    starts = np.ascontiguousarray(span[:, 0])
+    present = starts >= 0 if valid is None else (starts >= 0) & valid
+    return span_array(buf, np.where(present, starts, -1), np.ascontiguousarray(span[:, 1]),
+                      valid=present)
+
+
+def _span_int_array(buf: Buffer, span: I64, valid: npt.NDArray[np.bool_]) -> pa.Array:
+    """Property values as Java ints (int32), null where absent, not a number or not ``valid``."""
+    n = span.shape[0]
+    out, ok = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.bool_)
+    _span_ints(buf, np.ascontiguousarray(span[:, 0]), np.ascontiguousarray(span[:, 1]), out, ok)
+    ok &= valid
+    return pa.array(out.astype(np.int32), type=pa.int32(), mask=None if ok.all() else ~ok)
+
+
+#: epoch-ms columns also given as TIMESTAMPs (microseconds, UTC)
+TIME_COLUMNS = {"store_time": kr.STORE_TS, "born_time": kr.BORN_TS}
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+#: the largest epoch ms whose microseconds fit a long
+_MAX_MS = ((1 << 63) - 1) // 1000
+#: ``codec.TRANSACTION_NAMES`` indexed by ``sys_flag & TRANSACTION_MASK``
+_TRANSACTION_NAMES = pa.array([codec.TRANSACTION_NAMES.get(t)
+                               for t in range(codec.TRANSACTION_MASK + 1)], STRING)
 #: message columns that need the property spans (``kernels.dispatch.property_spans``)
-_NEEDS_SPANS = frozenset({"tags_code", "keys", "uniq_key"})
+_NEEDS_SPANS = frozenset({"tags_code", "keys", "uniq_key", "tags", "real_topic", "real_queue_id",
+                          "delay_level"})
 _INT_COLUMNS = {
     "commitlog_offset": (kr.OFFSET, pa.int64()), "size": (kr.SIZE, pa.int32()),
     "queue_id": (kr.QUEUE_ID, pa.int32()), "queue_offset": (kr.QUEUE_OFFSET, pa.int64()),
@@ -286,16 +335,43 @@ def message_columns(buf: Buffer, raw: I64, names: Collection[str], types: dict[s
     of Arrow type ``types[name]`` where the name allows a choice (``properties``: string or map).
 
     Columns: the head's integer fields, ``magic`` (unsigned), ``topic``, ``tags_code``, ``keys``,
-    ``uniq_key``, ``properties``, ``body``, ``born_host``, ``store_host``, ``msg_id``."""
+    ``uniq_key``, ``properties``, ``body``, ``born_host``, ``store_host``, ``msg_id``;
+    ``store_time`` / ``born_time`` (TIMESTAMP of the epoch ms; null past a long's microseconds),
+    ``tags`` (TAGS, null when absent), ``real_topic`` / ``real_queue_id`` (REAL_TOPIC / REAL_QID of
+    a ``codec.DELAY_TOPICS`` copy, else null), ``delay_level`` (DELAY of a SCHEDULE_TOPIC_XXXX
+    copy, else null), ``transaction_state`` (``codec.TRANSACTION_NAMES`` of the SYSFLAG)."""
     cols: dict[str, pa.Array] = {}
     spans = None
     if _NEEDS_SPANS & set(names):
         spans = np.empty((raw.shape[0], len(kd.NAMES), 2), dtype=np.int64)
         kd.property_spans(buf, raw, spans)
+    delay_copy = None
+    if {"real_topic", "real_queue_id"} & set(names):
+        delay_copy = topic_mask(buf, raw, codec.DELAY_TOPICS.__contains__)
     for name in names:
         if name in _INT_COLUMNS:
             col, kind = _INT_COLUMNS[name]
             cols[name] = pa.array(raw[:, col].astype(kind.to_pandas_dtype()), type=kind)
+        elif name in TIME_COLUMNS:
+            ms = raw[:, TIME_COLUMNS[name]]
+            fits = np.abs(ms) <= _MAX_MS
+            cols[name] = pa.array(np.where(fits, ms, 0) * 1000, type=types.get(name, TIMESTAMP),
+                                  mask=None if fits.all() else ~fits)
+        elif name == "transaction_state":
+            cols[name] = _TRANSACTION_NAMES.take(pa.array(raw[:, kr.SYS_FLAG] & codec.TRANSACTION_MASK))
+        elif name == "tags":
+            assert spans is not None
+            cols[name] = _span_strings(buf, spans[:, kd.TAGS])
+        elif name == "real_topic":
+            assert spans is not None and delay_copy is not None
+            cols[name] = _span_strings(buf, spans[:, kd.REAL_TOPIC], delay_copy)
+        elif name == "real_queue_id":
+            assert spans is not None and delay_copy is not None
+            cols[name] = _span_int_array(buf, spans[:, kd.REAL_QID], delay_copy)
+        elif name == "delay_level":
+            assert spans is not None
+            cols[name] = _span_int_array(buf, spans[:, kd.DELAY],
+                                         topic_mask(buf, raw, codec.SCHEDULE_TOPIC.__eq__))
         elif name == "magic":
             cols[name] = pa.array(raw[:, kr.MAGIC] & 0xFFFFFFFF, type=pa.int64())
         elif name == "topic":
@@ -321,9 +397,7 @@ def message_columns(buf: Buffer, raw: I64, names: Collection[str], types: dict[s
             cols[name] = keys_array(buf, spans[:, kd.KEYS], types.get(name, pa.list_(pa.string())))
         elif name == "uniq_key":
             assert spans is not None
-            s = spans[:, kd.UNIQ_KEY]
-            cols[name] = span_array(buf, np.ascontiguousarray(s[:, 0]), np.ascontiguousarray(s[:, 1]),
-                                    valid=s[:, 0] >= 0)
+            cols[name] = _span_strings(buf, spans[:, kd.UNIQ_KEY])
         elif name in ("born_host", "store_host"):
             cols[name] = hosts_array(buf, raw, name.split("_")[0])
         elif name == "msg_id":

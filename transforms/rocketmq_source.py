@@ -18,10 +18,22 @@ an unknown one is an error listing the known ones):
   with each other and with the option when given; a file no store has, empty or not whole
   ConsumeQueue units, is named as damage);
   ``messageDelayLevel``: the broker's delay levels, for ``tags_code`` of delayed messages.
+- ``consumable``: ``true`` keeps only what consumers are served: records with a ConsumeQueue
+  unit (no PREPARED or ROLLBACK, ``store.dispatch.goes_to_consume_queue``) of topics served as
+  such (``store.dispatch.served_as_such``: no SCHEDULE_TOPIC_XXXX copies, transaction half / op
+  records or 5.x ``rmq_sys_`` topics). A delayed message is a row under its real topic once the
+  broker re-put it; ``false`` (default) gives every record.
+
+Columns of ``messages`` (``MESSAGE_SCHEMA``): the record's fields, then ``store_time`` /
+``born_time`` (TIMESTAMP of the epoch ms), ``tags``, ``real_topic`` / ``real_queue_id`` of
+SCHEDULE_TOPIC_XXXX and ``rmq_sys_wheel_timer`` copies, ``delay_level`` of SCHEDULE_TOPIC_XXXX
+copies, ``transaction_state`` (``transforms.commitlog_batch.message_columns``).
 
 Filters on ``commitlog_offset`` (=, <, <=, >, >=) are pushed down and skip whole ranges and
-files; filters on ``store_timestamp`` are pushed down and applied to the walked records before
-any column is built (store times are not ordered by offset, so no file is skipped on them).
+files; filters on ``store_timestamp`` and ``store_time`` (its TIMESTAMP, exact to the
+microsecond) are pushed down and applied to the walked records before any column is built (store
+times are not ordered by offset, so no file is skipped on them). ``store_timestamp`` is a long:
+compare it with epoch ms; a time string needs ``store_time``.
 
 Torn or corrupt data: rows stop where valid data ends, as the library's scan does. A task whose
 walk meets zeros or damage checks whether any record follows (later in the file, or at the head
@@ -40,6 +52,7 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -66,9 +79,10 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampType,
 )
 
-from rocketlake.store import codec
+from rocketlake.store import codec, dispatch
 from rocketlake.store.config import load_config
 from rocketlake.store.consume_queue import load_queues
 from rocketlake.store.errors import CorruptRecordError, SettingError
@@ -79,6 +93,7 @@ from rocketlake.transforms.commitlog_batch import (
     blank_at,
     find_record_start,
     message_columns,
+    topic_mask,
     walk_range,
 )
 from rocketlake.transforms.commitlog_scan import (
@@ -104,7 +119,10 @@ MESSAGE_SCHEMA = StructType([
     StructField("body", BinaryType()), StructField("msg_id", _STR),
     StructField("magic", _LONG, False), StructField("body_crc", _INT, False),
     StructField("reconsume_times", _INT, False),
-    StructField("prepared_transaction_offset", _LONG, False)])
+    StructField("prepared_transaction_offset", _LONG, False),
+    StructField("store_time", TimestampType()), StructField("born_time", TimestampType()),
+    StructField("tags", _STR), StructField("real_topic", _STR), StructField("real_queue_id", _INT),
+    StructField("delay_level", _INT), StructField("transaction_state", _STR, False)])
 CONSUME_QUEUE_SCHEMA = StructType([
     StructField("topic", _STR, False), StructField("queue_id", _INT, False),
     StructField("queue_offset", _LONG, False), StructField("commitlog_offset", _LONG, False),
@@ -113,7 +131,11 @@ KINDS = {"messages": MESSAGE_SCHEMA, "consumequeue": CONSUME_QUEUE_SCHEMA}
 #: CommitLog bytes walked per Arrow batch (plus one record)
 BATCH_BYTES = 16 << 20
 _UNBOUNDED = (-(1 << 63), 1 << 63)
-FILTER_COLUMNS = ("commitlog_offset", "store_timestamp")
+FILTER_COLUMNS = ("commitlog_offset", "store_timestamp", "store_time")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+#: transaction types whose records get a ConsumeQueue unit (``store.dispatch``)
+_QUEUED_TYPES = [t for t in codec.TRANSACTION_TYPES if dispatch.goes_to_consume_queue(t)]
 
 
 def register(spark: SparkSession) -> None:
@@ -170,9 +192,13 @@ def file_size(opts: SourceOptions, name: str) -> int:
 
 
 class _BoundsReader(DataSourceReader):
-    """Half-open bounds ``[lo, hi)`` on integer columns, from pushed-down comparisons."""
+    """Half-open bounds ``[lo, hi)`` on integer columns, from pushed-down comparisons. A
+    TIMESTAMP column (Spark hands the filter an aware ``datetime``) is bounded in microseconds and
+    applied to the epoch-ms column it is built from (:data:`TIMESTAMP_OF`)."""
 
     bounded: tuple[str, ...] = ()
+    #: TIMESTAMP column -> the epoch-ms column it is built from
+    TIMESTAMP_OF = {"store_time": "store_timestamp"}
 
     def __init__(self, schema: StructType) -> None:
         self.schema = schema
@@ -188,7 +214,9 @@ class _BoundsReader(DataSourceReader):
         if len(column) != 1 or column[0] not in self.bounded:
             return False
         v = getattr(f, "value", None)
-        if v.__class__ is not int:
+        if column[0] in self.TIMESTAMP_OF and isinstance(v, datetime) and v.tzinfo is not None:
+            v = (v - _EPOCH) // _MICROSECOND
+        elif column[0] in self.TIMESTAMP_OF or v.__class__ is not int:
             return False
         lo, hi = self.bounds.get(column[0], _UNBOUNDED)
         if isinstance(f, EqualTo):
@@ -210,6 +238,8 @@ class _BoundsReader(DataSourceReader):
         """Rows within every bound (None: all rows)."""
         mask = None
         for name, (lo, hi) in self.bounds.items():
+            if name in self.TIMESTAMP_OF:  # ms * 1000 in [lo, hi) <=> ms in [ceil(lo/1000), ceil(hi/1000))
+                name, lo, hi = self.TIMESTAMP_OF[name], -(-lo // 1000), -(-hi // 1000)
             col = columns[name]
             m = (col >= lo) & (col < hi)
             mask = m if mask is None else mask & m
@@ -228,6 +258,7 @@ class CommitLogReader(_BoundsReader):
         self.split_bytes = opts.split_bytes
         self.check_crc = opts.check_crc
         self.delay_levels_ms = opts.delay_levels_ms
+        self.consumable = opts.consumable
 
     def partitions(self) -> list[InputPartition]:
         lo, hi = self.bounds.get("commitlog_offset", _UNBOUNDED)
@@ -248,6 +279,9 @@ class CommitLogReader(_BoundsReader):
             raw = s.raw
             mask = self._mask({"commitlog_offset": raw[:, kr.OFFSET],
                                "store_timestamp": raw[:, kr.STORE_TS]})
+            if self.consumable:
+                served = self._served(buf, raw)
+                mask = served if mask is None else mask & served
             if mask is not None:
                 raw = raw[mask]
             if len(raw):
@@ -265,6 +299,13 @@ class CommitLogReader(_BoundsReader):
         if status in (kr.LIMIT, kr.BLANK):
             return
         self._ended(r, end, error)
+
+    @staticmethod
+    def _served(buf: np.ndarray, raw: np.ndarray) -> np.ndarray:
+        """Rows consumers are served: a ConsumeQueue unit (``dispatch.goes_to_consume_queue``) of
+        a topic served as such (``dispatch.served_as_such``)."""
+        return (np.isin(raw[:, kr.SYS_FLAG] & codec.TRANSACTION_MASK, _QUEUED_TYPES)
+                & topic_mask(buf, raw, dispatch.served_as_such))
 
     def _ended(self, r: ScanRange, pos: int, error: str | None) -> None:
         """Valid data ends at ``pos`` of ``r``'s file (zeros, or ``error``): warn, or raise when

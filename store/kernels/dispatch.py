@@ -96,8 +96,9 @@ def property_spans(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
 
 
 @kernel
-def _parse_level(buf: npt.NDArray[np.uint8], start: int, length: int) -> int:
-    """Java's ``Integer.parseInt`` of a DELAY value; 0 where it would throw."""
+def java_int(buf: npt.NDArray[np.uint8], start: int, length: int) -> tuple[bool, int]:
+    """Java's ``Integer.parseInt`` of ``buf[start:start + length]`` (decimal, optional sign):
+    ``(True, value)``, or ``(False, 0)`` where it would throw."""
     p = start
     end = start + length
     neg = False
@@ -105,19 +106,27 @@ def _parse_level(buf: npt.NDArray[np.uint8], start: int, length: int) -> int:
         neg = buf[p] == 45
         p += 1
     if p == end:
-        return 0
+        return False, 0
     v = 0
     while p < end:
         d = byte(buf, p) - 48
         if d < 0 or d > 9:
-            return 0
+            return False, 0
         v = v * 10 + d
         if v > (1 << 31):
-            return 0
+            return False, 0
         p += 1
     if neg:
         v = -v
-    return 0 if v > (1 << 31) - 1 else v
+    if v > (1 << 31) - 1:
+        return False, 0
+    return True, v
+
+
+@kernel
+def _parse_level(buf: npt.NDArray[np.uint8], start: int, length: int) -> int:
+    """Java's ``Integer.parseInt`` of a DELAY value; 0 where it would throw."""
+    return java_int(buf, start, length)[1]
 
 
 @kernel

@@ -8,9 +8,11 @@ import os
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 from store_helpers import outside
 
 from rocketlake.jobs import compact
@@ -179,6 +181,40 @@ def test_rerun_after_crash_between_archive_and_delete(spark, tmp_path, capsys):
     assert summary["plan"]["delete"] == names
     assert spark.read.format("delta").load(str(lake / "messages_archive")).count() == n  # no duplicates
     assert not any((root / "commitlog" / f).exists() for f in names)
+
+
+#: the archive table as compact created it before the source had TIMESTAMP columns
+OLD_ARCHIVE_SCHEMA = (
+    "store string NOT NULL, commitlog_file string, commitlog_offset bigint NOT NULL, "
+    "size int NOT NULL, magic bigint NOT NULL, body_crc int NOT NULL, queue_id int NOT NULL, "
+    "flag int NOT NULL, queue_offset bigint NOT NULL, sys_flag int NOT NULL, "
+    "born_timestamp bigint NOT NULL, born_host string, store_timestamp bigint NOT NULL, "
+    "store_host string, reconsume_times int NOT NULL, prepared_transaction_offset bigint NOT NULL, "
+    "body binary, topic string, properties map<string,string>, msg_id string, keys array<string>, "
+    "tags string, store_date date NOT NULL, born_ts timestamp NOT NULL, store_ts timestamp NOT NULL")
+
+
+def test_an_archive_from_before_the_timestamp_columns_takes_appends(spark, tmp_path, capsys):
+    """A lake whose archive table compact created before tags / born_ts / store_ts came from the
+    source's columns: the next compact appends to it, its schema unchanged, the times exact."""
+    root, lake = tmp_path / "s", tmp_path / "lake"
+    _store(root)
+    names = compact.plan(root, load_config(SIZES), int(time.time() * 1000), True, False)["delete"]
+    records = _records(root, names)
+    uri = str(lake / "messages_archive")
+    spark.sql(f"CREATE TABLE delta.`{uri}` ({OLD_ARCHIVE_SCHEMA}) USING DELTA "
+              f"PARTITIONED BY (topic, store_date)")
+    before = spark.read.format("delta").load(uri).schema
+    assert compact.main(["--store", str(root), "--lake", str(lake), "--force", *SETS]) == 0
+    assert json.loads(capsys.readouterr().out)["plan"]["delete"] == names
+    archive = spark.read.format("delta").load(uri)
+    assert archive.schema == before
+    got = archive.select("commitlog_offset", "tags", F.unix_millis("born_ts"), F.unix_millis("store_ts"),
+                         F.date_format("store_date", "yyyy-MM-dd")).collect()
+    utc_day = {o: datetime.fromtimestamp(r.store_timestamp / 1000, UTC).strftime("%Y-%m-%d")
+               for o, r in records.items()}
+    assert sorted(tuple(r) for r in got) == sorted(
+        (o, r.tags, r.born_timestamp, r.store_timestamp, utc_day[o]) for o, r in records.items())
 
 
 def test_a_bad_crc_in_a_file_to_expire_archives_and_deletes_nothing(spark, tmp_path, capsys):

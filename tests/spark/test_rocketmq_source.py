@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -42,10 +43,35 @@ def library_scan(root: Path, settings: dict) -> tuple[list[dict], int, str | Non
                  "properties": r.properties, "body": r.body, "msg_id": r.msg_id,
                  "magic": r.magic & 0xFFFFFFFF, "body_crc": r.body_crc,
                  "reconsume_times": r.reconsume_times,
-                 "prepared_transaction_offset": r.prepared_transaction_offset} for r in scan]
+                 "prepared_transaction_offset": r.prepared_transaction_offset,
+                 **derived_columns(r)} for r in scan]
         return rows, scan.end, scan.error
     finally:
         log.close()
+
+
+#: sys_flag & 0xC -> RocketMQ's MessageSysFlag name (docs/FORMAT.md §5)
+TRANSACTION_STATES = {0x0: "NOT_TYPE", 0x4: "PREPARED", 0x8: "COMMIT", 0xC: "ROLLBACK"}
+#: topics whose records are copies served later under REAL_TOPIC / REAL_QID (4.x, 5.x)
+DELAY_COPY_TOPICS = ("SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer")
+
+
+def local_time(ms: int) -> datetime:
+    """Epoch ms as ``collect()`` gives a TIMESTAMP: a naive datetime in this process's zone."""
+    return datetime.fromtimestamp(ms // 1000).replace(microsecond=ms % 1000 * 1000)
+
+
+def derived_columns(r: codec.Record) -> dict:
+    """The columns the source derives from a decoded record's fields and properties."""
+    props = r.properties
+    copy = r.topic in DELAY_COPY_TOPICS
+    return {"store_time": local_time(r.store_timestamp), "born_time": local_time(r.born_timestamp),
+            "tags": props.get("TAGS"),
+            "real_topic": props.get("REAL_TOPIC") if copy else None,
+            "real_queue_id": int(props["REAL_QID"]) if copy and "REAL_QID" in props else None,
+            "delay_level": (int(props["DELAY"]) if r.topic == "SCHEDULE_TOPIC_XXXX" and "DELAY" in props
+                            else None),
+            "transaction_state": TRANSACTION_STATES[r.sys_flag & 0xC]}
 
 
 def source_rows(df) -> list[dict]:
