@@ -18,6 +18,11 @@ an unknown one is an error listing the known ones):
   with each other and with the option when given; a file no store has, empty or not whole
   ConsumeQueue units, is named as damage);
   ``messageDelayLevel``: the broker's delay levels, for ``tags_code`` of delayed messages.
+- ``topics`` (Kafka's ``subscribe``; a comma list) or ``topicPattern`` (``subscribePattern``; a
+  regular expression a whole topic name matches): only those topics' rows, of either kind.
+- ``startingOffsets`` / ``endingOffsets`` (``earliest``, ``latest``, or JSON ``{"commitlogOffset":
+  N}``) and ``startingTimestamp`` / ``endingTimestamp`` (epoch ms): the records starting in a
+  CommitLog range ``[start, end)`` (``transforms.commitlog_positions`` has the exact rules).
 
 Filters on ``commitlog_offset`` (=, <, <=, >, >=) are pushed down and skip whole ranges and
 files; filters on ``store_timestamp`` are pushed down and applied to the walked records before
@@ -69,18 +74,18 @@ from pyspark.sql.types import (
 )
 
 from rocketlake.store import codec
-from rocketlake.store.config import load_config
 from rocketlake.store.consume_queue import load_queues
 from rocketlake.store.errors import CorruptRecordError, SettingError
-from rocketlake.store.file_sizes import with_commitlog_size, with_consume_queue_size
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.store_dir import check_store
 from rocketlake.transforms.commitlog_batch import (
     blank_at,
     find_record_start,
     message_columns,
+    span_array,
     walk_range,
 )
+from rocketlake.transforms.commitlog_positions import UNBOUNDED, offset_range
 from rocketlake.transforms.commitlog_scan import (
     ScanRange,
     commitlog_files,
@@ -112,7 +117,6 @@ CONSUME_QUEUE_SCHEMA = StructType([
 KINDS = {"messages": MESSAGE_SCHEMA, "consumequeue": CONSUME_QUEUE_SCHEMA}
 #: CommitLog bytes walked per Arrow batch (plus one record)
 BATCH_BYTES = 16 << 20
-_UNBOUNDED = (-(1 << 63), 1 << 63)
 FILTER_COLUMNS = ("commitlog_offset", "store_timestamp")
 
 
@@ -157,26 +161,19 @@ class RocketMQDataSource(DataSource):
         return CommitLogReader(schema, opts)
 
 
-#: the store.file_sizes rule of each size option the source takes
-_SIZE_RULES = {"mappedFileSizeCommitLog": with_commitlog_size,
-               "mappedFileSizeConsumeQueue": with_consume_queue_size}
-
-
-def file_size(opts: SourceOptions, name: str) -> int:
-    """The store's ``name`` file size, from its files (``store.file_sizes``); the option, when
-    given, must agree with them (SettingError naming both) and stands when there are none."""
-    given = opts.size_settings()
-    return int(getattr(_SIZE_RULES[name](Path(opts.path), load_config(given), given), name))
-
-
 class _BoundsReader(DataSourceReader):
     """Half-open bounds ``[lo, hi)`` on integer columns, from pushed-down comparisons."""
 
     bounded: tuple[str, ...] = ()
 
-    def __init__(self, schema: StructType) -> None:
+    def __init__(self, schema: StructType, opts: SourceOptions) -> None:
         self.schema = schema
+        self.opts = opts
+        self.root = check_store(Path(opts.path))
         self.bounds: dict[str, tuple[int, int]] = {}
+        lo, hi = offset_range(opts)
+        if (lo, hi) != UNBOUNDED:
+            self.bounds["commitlog_offset"] = (lo, hi)
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 (Spark's name)
         for f in filters:
@@ -190,7 +187,7 @@ class _BoundsReader(DataSourceReader):
         v = getattr(f, "value", None)
         if v.__class__ is not int:
             return False
-        lo, hi = self.bounds.get(column[0], _UNBOUNDED)
+        lo, hi = self.bounds.get(column[0], UNBOUNDED)
         if isinstance(f, EqualTo):
             lo, hi = max(lo, v), min(hi, v + 1)
         elif isinstance(f, GreaterThan):
@@ -222,15 +219,14 @@ class CommitLogReader(_BoundsReader):
     bounded = FILTER_COLUMNS
 
     def __init__(self, schema: StructType, opts: SourceOptions) -> None:
-        super().__init__(schema)
-        self.root = check_store(Path(opts.path))
-        self.file_size = file_size(opts, "mappedFileSizeCommitLog")
+        super().__init__(schema, opts)
+        self.file_size = opts.file_size("mappedFileSizeCommitLog")
         self.split_bytes = opts.split_bytes
         self.check_crc = opts.check_crc
         self.delay_levels_ms = opts.delay_levels_ms
 
     def partitions(self) -> list[InputPartition]:
-        lo, hi = self.bounds.get("commitlog_offset", _UNBOUNDED)
+        lo, hi = self.bounds.get("commitlog_offset", UNBOUNDED)
         return [InputPartition(r) for r in plan_ranges(self.root, self.file_size, self.split_bytes)
                 if r.file_start + r.hi > lo and r.file_start + r.lo < hi]
 
@@ -248,6 +244,9 @@ class CommitLogReader(_BoundsReader):
             raw = s.raw
             mask = self._mask({"commitlog_offset": raw[:, kr.OFFSET],
                                "store_timestamp": raw[:, kr.STORE_TS]})
+            topics = self._topic_mask(buf, raw)
+            if topics is not None:
+                mask = topics if mask is None else mask & topics
             if mask is not None:
                 raw = raw[mask]
             if len(raw):
@@ -265,6 +264,16 @@ class CommitLogReader(_BoundsReader):
         if status in (kr.LIMIT, kr.BLANK):
             return
         self._ended(r, end, error)
+
+    def _topic_mask(self, buf: np.ndarray, raw: np.ndarray) -> np.ndarray | None:
+        """Rows of the topics the ``topics`` / ``topicPattern`` option selects (None: all rows);
+        each distinct topic of the batch is tested once."""
+        if self.opts.topics is None and self.opts.topic_pattern is None:
+            return None
+        names = span_array(buf, raw[:, kr.TOPIC_START], raw[:, kr.TOPIC_LEN]).dictionary_encode()
+        keep = np.array([self.opts.topic_selected(t) for t in names.dictionary.to_pylist()],
+                        dtype=np.bool_)
+        return keep[names.indices.to_numpy()]
 
     def _ended(self, r: ScanRange, pos: int, error: str | None) -> None:
         """Valid data ends at ``pos`` of ``r``'s file (zeros, or ``error``): warn, or raise when
@@ -288,16 +297,15 @@ class ConsumeQueueReader(_BoundsReader):
     bounded = ("commitlog_offset",)
 
     def __init__(self, schema: StructType, opts: SourceOptions) -> None:
-        super().__init__(schema)
-        self.root = check_store(Path(opts.path))
-        self.file_size = file_size(opts, "mappedFileSizeConsumeQueue")
+        super().__init__(schema, opts)
+        self.file_size = opts.file_size("mappedFileSizeConsumeQueue")
 
     def partitions(self) -> list[InputPartition]:
         queues = load_queues(self.root, self.file_size)
         try:
             return [InputPartition(QueuePartition(t, q, tuple((str(mf.path), mf.start)
                                                               for mf in cq.files.files)))
-                    for (t, q), cq in sorted(queues.items())]
+                    for (t, q), cq in sorted(queues.items()) if self.opts.topic_selected(t)]
         finally:
             for cq in queues.values():
                 cq.close()
