@@ -57,6 +57,7 @@ from pyspark.sql.datasource import (
     Filter,
     GreaterThan,
     GreaterThanOrEqual,
+    In,
     InputPartition,
     LessThan,
     LessThanOrEqual,
@@ -77,7 +78,9 @@ from rocketlake.store import codec
 from rocketlake.store.consume_queue import load_queues
 from rocketlake.store.errors import CorruptRecordError, SettingError
 from rocketlake.store.kernels import records as kr
+from rocketlake.store.paths import CONSUME_QUEUE_DIR
 from rocketlake.store.store_dir import check_store
+from rocketlake.transforms import topic_reads
 from rocketlake.transforms.commitlog_batch import (
     blank_at,
     find_record_start,
@@ -94,6 +97,7 @@ from rocketlake.transforms.commitlog_scan import (
     record_after,
 )
 from rocketlake.transforms.source_options import SourceOptions, parse
+from rocketlake.transforms.topic_reads import is_system_topic
 
 log = logging.getLogger(__name__)
 
@@ -220,22 +224,59 @@ class CommitLogReader(_BoundsReader):
 
     def __init__(self, schema: StructType, opts: SourceOptions) -> None:
         super().__init__(schema, opts)
+        #: topics of pushed-down ``topic = x`` / ``topic IN (...)`` filters (None: none)
+        self.pushed_topics: frozenset[str] | None = None
         self.file_size = opts.file_size("mappedFileSizeCommitLog")
         self.split_bytes = opts.split_bytes
         self.check_crc = opts.check_crc
         self.delay_levels_ms = opts.delay_levels_ms
 
+    def _push(self, f: Filter) -> bool:
+        """Also ``topic = 'x'`` and ``topic IN (...)``: rows of those topics (and the
+        ConsumeQueue path, ``transforms.topic_reads``)."""
+        if getattr(f, "attribute", ()) == ("topic",) and isinstance(f, (EqualTo, In)):
+            values = tuple(f.value) if isinstance(f, In) else (f.value,)
+            if all(isinstance(t, str) for t in values):
+                kept = frozenset(values)
+                self.pushed_topics = kept if self.pushed_topics is None else self.pushed_topics & kept
+                return True
+        return super()._push(f)
+
+    def _topics(self) -> frozenset[str] | None:
+        """The topics whose rows are read (None: all), from the options and pushed filters."""
+        chosen = self.opts.topics
+        if self.opts.topic_pattern is not None:
+            chosen = frozenset(d.name for d in (self.root / CONSUME_QUEUE_DIR).glob("*")
+                               if self.opts.topic_selected(d.name))
+        if self.pushed_topics is not None:
+            chosen = self.pushed_topics if chosen is None else chosen & self.pushed_topics
+        return chosen
+
     def partitions(self) -> list[InputPartition]:
         lo, hi = self.bounds.get("commitlog_offset", UNBOUNDED)
-        return [InputPartition(r) for r in plan_ranges(self.root, self.file_size, self.split_bytes)
-                if r.file_start + r.hi > lo and r.file_start + r.lo < hi]
+        topics, start, plan = self._topics(), None, None
+        files = commitlog_files(self.root, self.file_size)
+        if self.opts.consumable and topics is not None and files and \
+                not any(is_system_topic(t) for t in topics):
+            plan = topic_reads.plan(self.root, self.opts.file_size("mappedFileSizeConsumeQueue"),
+                                    files[0][1], topics, lo, hi, self.split_bytes)
+        if plan is not None:
+            start = max(plan.watermark, files[0][1])
+        walked = [InputPartition(r)
+                  for r in plan_ranges(self.root, self.file_size, self.split_bytes, start)
+                  if r.file_start + r.hi > lo and r.file_start + r.lo < hi]
+        return [InputPartition(s) for s in (plan.slices if plan else ())] + walked
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        r: ScanRange | None = partition.value
+        r: ScanRange | topic_reads.UnitSlice | None = partition.value
         if r is None:  # Spark reads one empty partition when there are none
             return
-        buf = open_on_executor(r.path)
         arrow = to_arrow_schema(self.schema, timezone="UTC")
+        if isinstance(r, topic_reads.UnitSlice):
+            yield from topic_reads.read_slice(r, self.root / "commitlog", self.file_size,
+                                              self.check_crc, arrow, self.delay_levels_ms)
+            return
+        buf = open_on_executor(r.path)
         types = {f.name: f.type for f in arrow}
         pos = 0 if r.lo == 0 else find_record_start(buf, r.file_start, r.lo, r.hi)
         if pos >= r.hi:
@@ -268,11 +309,13 @@ class CommitLogReader(_BoundsReader):
     def _topic_mask(self, buf: np.ndarray, raw: np.ndarray) -> np.ndarray | None:
         """Rows of the topics the ``topics`` / ``topicPattern`` option selects (None: all rows);
         each distinct topic of the batch is tested once."""
-        if self.opts.topics is None and self.opts.topic_pattern is None:
+        if self.opts.topics is None and self.opts.topic_pattern is None and \
+                self.pushed_topics is None:
             return None
         names = span_array(buf, raw[:, kr.TOPIC_START], raw[:, kr.TOPIC_LEN]).dictionary_encode()
-        keep = np.array([self.opts.topic_selected(t) for t in names.dictionary.to_pylist()],
-                        dtype=np.bool_)
+        keep = np.array([self.opts.topic_selected(t) and (self.pushed_topics is None
+                                                          or t in self.pushed_topics)
+                         for t in names.dictionary.to_pylist()], dtype=np.bool_)
         return keep[names.indices.to_numpy()]
 
     def _ended(self, r: ScanRange, pos: int, error: str | None) -> None:
