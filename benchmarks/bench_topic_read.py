@@ -77,8 +77,8 @@ def in_process(store: Path, topic: str, runs: int) -> tuple[float, float, int]:
         plan = topic_reads.plan(store, reader.opts.file_size("mappedFileSizeConsumeQueue"), cl[0][1],
                                 {topic}, -(1 << 63), 1 << 63, 64 << 20, max_share=1.0)
         assert plan is not None
-        return sum(b.num_rows for s in plan.slices for b in topic_reads.read_slice(
-            s, store / "commitlog", reader.file_size, True, arrow, reader.delay_levels_ms))
+        return sum(b.num_rows for part in plan.parts for b in topic_reads.read_part(
+            part, store / "commitlog", reader.file_size, True, arrow, reader.delay_levels_ms))
 
     walk_s, n = best(walk, runs)
     cq_s, m = best(through_cq, runs)

@@ -95,6 +95,7 @@ from rocketlake.transforms.commitlog_scan import (
     open_on_executor,
     plan_ranges,
     record_after,
+    zeros_at,
 )
 from rocketlake.transforms.source_options import SourceOptions, parse
 from rocketlake.transforms.topic_reads import is_system_topic
@@ -262,19 +263,21 @@ class CommitLogReader(_BoundsReader):
                                     files[0][1], topics, lo, hi, self.split_bytes)
         if plan is not None:
             start = max(plan.watermark, files[0][1])
+            if zeros_at(start, files):  # the CommitLog ends there: nothing to walk
+                hi = min(hi, start)
         walked = [InputPartition(r)
                   for r in plan_ranges(self.root, self.file_size, self.split_bytes, start)
                   if r.file_start + r.hi > lo and r.file_start + r.lo < hi]
-        return [InputPartition(s) for s in (plan.slices if plan else ())] + walked
+        return [InputPartition(p) for p in (plan.parts if plan else ())] + walked
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        r: ScanRange | topic_reads.UnitSlice | None = partition.value
+        r: ScanRange | tuple[topic_reads.UnitSlice, ...] | None = partition.value
         if r is None:  # Spark reads one empty partition when there are none
             return
         arrow = to_arrow_schema(self.schema, timezone="UTC")
-        if isinstance(r, topic_reads.UnitSlice):
-            yield from topic_reads.read_slice(r, self.root / "commitlog", self.file_size,
-                                              self.check_crc, arrow, self.delay_levels_ms)
+        if isinstance(r, tuple):
+            yield from topic_reads.read_part(r, self.root / "commitlog", self.file_size,
+                                             self.check_crc, arrow, self.delay_levels_ms)
             return
         buf = open_on_executor(r.path)
         types = {f.name: f.type for f in arrow}

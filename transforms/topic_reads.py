@@ -75,8 +75,9 @@ class UnitSlice:
 
 @dataclass(frozen=True)
 class TopicPlan:
-    """Partitions of the ConsumeQueue path, and where the walk takes over (the watermark)."""
-    slices: tuple[UnitSlice, ...]
+    """Partitions of the ConsumeQueue path (each a few slices, about ``splitBytes`` of records),
+    and where the walk takes over (the watermark)."""
+    parts: tuple[tuple[UnitSlice, ...], ...]
     watermark: int
 
 
@@ -96,8 +97,8 @@ def plan(root: Path, cq_file_size: int, commitlog_start: int, topics: Collection
         watermark = max((cq.max_physic_offset for cq in queues.values()), default=-1)
         lo, hi = max(lo, commitlog_start), min(hi, watermark)
         budget = max_share * max(0, watermark - commitlog_start)
-        slices: list[UnitSlice] = []
-        chosen = 0
+        parts: list[list[UnitSlice]] = [[]]
+        chosen = filled = 0
         for (topic, qid), cq in sorted(queues.items()):
             if topic not in topics:
                 continue
@@ -107,15 +108,16 @@ def plan(root: Path, cq_file_size: int, commitlog_start: int, topics: Collection
                 chosen += int(sizes.sum())
                 if chosen > budget:
                     return None
-                ends = np.cumsum(sizes)
-                # cut before the unit that would take a slice past split_bytes
-                cuts = np.searchsorted(ends, np.arange(split_bytes, int(ends[-1]) if ends.size else 0,
-                                                       split_bytes), side="right")
-                bounds = [0, *sorted(set(cuts.tolist()) - {0, units.size}), units.size]
-                slices += [UnitSlice(str(mf.path), topic, qid, a, b - a, lo, hi)
-                           for a, b in zip(bounds, bounds[1:], strict=False)
-                           if sizes[a:b].any()]
-        return TopicPlan(tuple(slices), watermark)
+                ends = filled + np.cumsum(sizes)
+                # a new partition where the running total passes a multiple of split_bytes
+                cuts = np.flatnonzero(np.diff(ends // split_bytes, prepend=filled // split_bytes))
+                for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), units.size], strict=True):
+                    if a > 0:
+                        parts.append([])
+                    if sizes[a:b].any():
+                        parts[-1].append(UnitSlice(str(mf.path), topic, qid, a, b - a, lo, hi))
+                filled = int(ends[-1]) if ends.size else filled
+        return TopicPlan(tuple(tuple(p) for p in parts if p), watermark)
     finally:
         for cq in queues.values():
             cq.close()
@@ -136,20 +138,30 @@ def _decode_at(buf: npt.NDArray[np.uint8], base: int, starts: npt.NDArray[np.int
     return starts.size
 
 
-def read_slice(s: UnitSlice, commitlog: Path, commitlog_file_size: int, check_crc: bool,
-               arrow: pa.Schema, delay_levels_ms: tuple[int, ...]) -> Iterator[pa.RecordBatch]:
-    """The records of ``s``'s units as Arrow batches of ``arrow``'s columns (rules: the module
-    docstring); ``commitlog``: the store's `commitlog/` directory."""
-    units = np.memmap(s.path, dtype=codec.CQ_UNIT_DTYPE, mode="r")[s.first:s.first + s.count]
-    keep = np.flatnonzero(_valid(units, s.lo, s.hi))
-    offsets = units["commitlog_offset"][keep].astype(np.int64)
-    sizes = units["size"][keep].astype(np.int64)
+def read_part(part: tuple[UnitSlice, ...], commitlog: Path, commitlog_file_size: int,
+              check_crc: bool, arrow: pa.Schema,
+              delay_levels_ms: tuple[int, ...]) -> Iterator[pa.RecordBatch]:
+    """The records of the units of ``part``'s slices, in CommitLog order, as Arrow batches of
+    ``arrow``'s columns (rules: the module docstring); ``commitlog``: the store's `commitlog/`
+    directory."""
+    got = []
+    for k, s in enumerate(part):
+        units = np.memmap(s.path, dtype=codec.CQ_UNIT_DTYPE, mode="r")[s.first:s.first + s.count]
+        keep = np.flatnonzero(_valid(units, s.lo, s.hi))
+        got.append((units["commitlog_offset"][keep].astype(np.int64),
+                    units["size"][keep].astype(np.int64),
+                    keep + int(Path(s.path).name) // codec.CQ_UNIT_SIZE + s.first,
+                    np.full(keep.size, k, dtype=np.int64)))
+    if not got:
+        return
+    offsets, sizes, queue_offsets, slice_of = (np.concatenate(c) for c in zip(*got, strict=True))
     order = np.argsort(offsets, kind="stable")
-    first_unit = int(Path(s.path).name) // codec.CQ_UNIT_SIZE + s.first
-    offsets, sizes, queue_offsets = offsets[order], sizes[order], keep[order] + first_unit
+    offsets, sizes, queue_offsets, slice_of = (offsets[order], sizes[order], queue_offsets[order],
+                                               slice_of[order])
+    topics = pa.array([s.topic for s in part], pa.string())
+    queue_ids = np.array([s.queue_id for s in part], dtype=np.int64)
     file_of = offsets // commitlog_file_size
     types = {f.name: f.type for f in arrow}
-    topic = pa.scalar(s.topic, pa.string())
     for a in range(0, offsets.size, BATCH_UNITS):
         b = min(offsets.size, a + BATCH_UNITS)
         for f in np.unique(file_of[a:b]):
@@ -161,18 +173,24 @@ def read_slice(s: UnitSlice, commitlog: Path, commitlog_file_size: int, check_cr
             detail, status = np.zeros(3, dtype=np.int64), np.zeros(1, dtype=np.int64)
             n = _decode_at(buf, start, offsets[at] - start, check_crc, raw, detail, status)
             names = span_array(buf, raw[:n, kr.TOPIC_START], raw[:n, kr.TOPIC_LEN])
+            named = topics.take(pa.array(slice_of[at[:n]]))
             wrong = np.flatnonzero((raw[:n, kr.SIZE] != sizes[at[:n]])
-                                   | (raw[:n, kr.QUEUE_ID] != s.queue_id)
-                                   | ~pc.equal(names, topic).to_numpy(zero_copy_only=False))
+                                   | (raw[:n, kr.QUEUE_ID] != queue_ids[slice_of[at[:n]]])
+                                   | ~pc.equal(names, named).to_numpy(zero_copy_only=False))
             if n < at.size or wrong.size:
                 i = int(wrong[0]) if wrong.size else n
-                why = (kr.describe(int(status[0]), int(offsets[at[i]]), detail, buf)
-                       if i == n else f"the record there is {int(raw[i, kr.SIZE])} bytes of queue "
-                                      f"{int(raw[i, kr.QUEUE_ID])}")
-                raise CorruptRecordError(
-                    f"{s.path}: unit {int(queue_offsets[at[i]])} of {s.topic}/{s.queue_id} names "
-                    f"the record of {int(sizes[at[i]])} bytes at CommitLog offset "
-                    f"{int(offsets[at[i]])} in {path}, but {why}: the ConsumeQueue is out of step "
-                    f"with the CommitLog (rebuild-consumequeue repairs it)")
+                _out_of_step(part[int(slice_of[at[i]])], int(queue_offsets[at[i]]),
+                             int(offsets[at[i]]), int(sizes[at[i]]), path,
+                             kr.describe(int(status[0]), int(offsets[at[i]]), detail, buf) if i == n
+                             else f"the record there is {int(raw[i, kr.SIZE])} bytes of queue "
+                                  f"{int(raw[i, kr.QUEUE_ID])}")
             cols = message_columns(buf, raw, arrow.names, types, delay_levels_ms)
             yield pa.RecordBatch.from_arrays([cols[c] for c in arrow.names], schema=arrow)
+
+
+def _out_of_step(s: UnitSlice, queue_offset: int, offset: int, size: int, path: Path,
+                 why: str) -> None:
+    raise CorruptRecordError(
+        f"{s.path}: unit {queue_offset} of {s.topic}/{s.queue_id} names the record of {size} bytes "
+        f"at CommitLog offset {offset} in {path}, but {why}: the ConsumeQueue is out of step with "
+        f"the CommitLog (rebuild-consumequeue repairs it)")
