@@ -256,11 +256,12 @@ class CommitLogReader(_BoundsReader):
     def partitions(self) -> list[InputPartition]:
         lo, hi = self.bounds.get("commitlog_offset", UNBOUNDED)
         topics, start, plan = self._topics(), None, None
-        files = commitlog_files(self.root, self.file_size)
-        if self.opts.consumable and topics is not None and files and \
+        if self.opts.consumable and topics is not None and \
                 not any(is_system_topic(t) for t in topics):
-            plan = topic_reads.plan(self.root, self.opts.file_size("mappedFileSizeConsumeQueue"),
-                                    files[0][1], topics, lo, hi, self.split_bytes)
+            files = commitlog_files(self.root, self.file_size)
+            plan = topic_reads.plan(
+                self.root, self.opts.file_size("mappedFileSizeConsumeQueue"), files[0][1], topics,
+                lo, hi, self.split_bytes) if files else None
         if plan is not None:
             start = max(plan.watermark, files[0][1])
             if zeros_at(start, files):  # the CommitLog ends there: nothing to walk

@@ -214,6 +214,7 @@ _OPTIONS = (
 #: Kafka's names, taken as ours
 ALIASES = {"subscribe": "topics", "subscribePattern": "topicPattern"}
 _BY_NAME = {o.name.lower(): o for o in _OPTIONS}
+_ALIASES = {a.lower(): n for a, n in ALIASES.items()}
 KNOWN = tuple(o.name for o in _OPTIONS) + tuple(f"{a} (= {n})" for a, n in ALIASES.items())
 
 
@@ -226,8 +227,7 @@ def parse(options: Mapping[str, Any], streaming: bool | None) -> SourceOptions:
     given: dict[str, str] = {}  # documented name -> the name as the user gave it
     for raw_name, value in options.items():
         name = str(raw_name)
-        alias = {a.lower(): n for a, n in ALIASES.items()}.get(name.lower())
-        opt = _BY_NAME.get((alias or name).lower())
+        opt = _BY_NAME.get(_ALIASES.get(name.lower(), name).lower())
         if opt is None:
             raise SettingError(f"rocketmq source: unknown option {name!r}; known options: "
                                f"{', '.join(KNOWN)}")
