@@ -23,7 +23,8 @@ from typing import Any
 
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.job_commands import job_main
-from rocketlake.store.config import load_config, parse_set_options
+from rocketlake.store.config import parse_set_options
+from rocketlake.store.file_sizes import reading_config
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.verify import VerifyReport, verify
 
@@ -49,8 +50,10 @@ def commitlog_ok(report: VerifyReport) -> bool:
 
 
 def consistency_report(store: Path, settings: dict[str, str]) -> dict[str, Any]:
-    """The verify report of ``store`` with ``commitlog_ok`` and ``rebuild`` added."""
-    report = verify(store, load_config(settings))
+    """The verify report of ``store`` with ``commitlog_ok`` and ``rebuild`` added; file sizes
+    come from the files, and a ``settings`` size they contradict is a SettingError naming both
+    (``store.file_sizes.reading_config``, as ``verify``)."""
+    report = verify(store, reading_config(store, settings))
     return {**report.as_dict(), "commitlog_ok": commitlog_ok(report),
             "rebuild": structures_to_rebuild(report)}
 

@@ -335,3 +335,14 @@ def test_lag_escapes_control_characters_of_group_names(tmp_path: Path, capsys, m
     shown = tty.getvalue()  # rich draws its own styles; the group's bytes come out escaped
     assert "[bold]x" in shown and "\x1b]0" not in shown and "\x07" not in shown
     assert "\x9b" not in shown and "\u202e" not in shown
+
+
+def test_a_set_size_the_files_contradict_is_refused_naming_both(store: Path, capsys) -> None:
+    """Sizes come from the files (65536-byte CommitLog files here): a --set that disagrees is an
+    error naming the setting and the files, as dump and verify (was silently overridden)."""
+    for command in (["lag"], ["topic-status"]):
+        code, _, err = _run(capsys, *command, "--store", str(store), "--set",
+                            "mappedFileSizeCommitLog=1048576")
+        assert code == 2, command
+        assert (f"mappedFileSizeCommitLog=1048576 was given, but the CommitLog files under "
+                f"{store / 'commitlog'} are 65536 bytes") in err

@@ -360,3 +360,18 @@ def test_an_index_header_verify_reports_is_one_recovery_rebuilds(tmp_path):
     path, = (root / "index").iterdir()
     assert struct.unpack_from(">ii", path.read_bytes(), 32) == (1, 2)
     assert verify(root, **SMALL).problems == []
+
+
+def test_check_consistency_takes_sizes_from_the_files_and_refuses_a_contradicting_set(
+        store: Path, tmp_path: Path, capsys) -> None:
+    """The store's CommitLog files are 8192 bytes (not the default): no --set is needed, and a
+    --set that disagrees with the files is an error naming both (as verify and dump)."""
+    report = tmp_path / "report.json"
+    assert check_consistency.main(["--store", str(store), "--report", str(report)]) == 0
+    assert json.loads(report.read_text())["records"] == 200
+    report.unlink()
+    assert check_consistency.main(["--store", str(store), "--report", str(report),
+                                   "--set", "mappedFileSizeCommitLog=16384"]) == 2
+    assert (f"check-consistency: error: mappedFileSizeCommitLog=16384 was given, but the CommitLog "
+            f"files under {store / 'commitlog'} are 8192 bytes") in capsys.readouterr().err
+    assert not report.exists()

@@ -28,6 +28,11 @@ Columns of ``messages`` (``MESSAGE_SCHEMA``): the record's fields, then ``store_
 ``born_time`` (TIMESTAMP of the epoch ms), ``tags``, ``real_topic`` / ``real_queue_id`` of
 SCHEDULE_TOPIC_XXXX and ``rmq_sys_wheel_timer`` copies, ``delay_level`` of SCHEDULE_TOPIC_XXXX
 copies, ``transaction_state`` (``transforms.commitlog_batch.message_columns``).
+- ``topics`` (Kafka's ``subscribe``; a comma list) or ``topicPattern`` (``subscribePattern``; a
+  regular expression a whole topic name matches): only those topics' rows, of either kind.
+- ``startingOffsets`` / ``endingOffsets`` (``earliest``, ``latest``, or JSON ``{"commitlogOffset":
+  N}``) and ``startingTimestamp`` / ``endingTimestamp`` (epoch ms): the records starting in a
+  CommitLog range ``[start, end)`` (``transforms.commitlog_positions`` has the exact rules).
 
 Filters on ``commitlog_offset`` (=, <, <=, >, >=) are pushed down and skip whole ranges and
 files; filters on ``store_timestamp`` and ``store_time`` (its TIMESTAMP, exact to the
@@ -65,6 +70,7 @@ from pyspark.sql.datasource import (
     Filter,
     GreaterThan,
     GreaterThanOrEqual,
+    In,
     InputPartition,
     LessThan,
     LessThanOrEqual,
@@ -83,25 +89,28 @@ from pyspark.sql.types import (
 )
 
 from rocketlake.store import codec, dispatch
-from rocketlake.store.config import load_config
 from rocketlake.store.consume_queue import load_queues
 from rocketlake.store.errors import CorruptRecordError, SettingError
-from rocketlake.store.file_sizes import with_commitlog_size, with_consume_queue_size
 from rocketlake.store.kernels import records as kr
+from rocketlake.store.paths import CONSUME_QUEUE_DIR
 from rocketlake.store.store_dir import check_store
+from rocketlake.transforms import topic_reads
 from rocketlake.transforms.commitlog_batch import (
     blank_at,
     find_record_start,
     message_columns,
+    span_array,
     topic_mask,
     walk_range,
 )
+from rocketlake.transforms.commitlog_positions import UNBOUNDED, offset_range
 from rocketlake.transforms.commitlog_scan import (
     ScanRange,
     commitlog_files,
     open_on_executor,
     plan_ranges,
     record_after,
+    zeros_at,
 )
 from rocketlake.transforms.source_options import SourceOptions, parse
 
@@ -130,7 +139,6 @@ CONSUME_QUEUE_SCHEMA = StructType([
 KINDS = {"messages": MESSAGE_SCHEMA, "consumequeue": CONSUME_QUEUE_SCHEMA}
 #: CommitLog bytes walked per Arrow batch (plus one record)
 BATCH_BYTES = 16 << 20
-_UNBOUNDED = (-(1 << 63), 1 << 63)
 FILTER_COLUMNS = ("commitlog_offset", "store_timestamp", "store_time")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -179,18 +187,6 @@ class RocketMQDataSource(DataSource):
         return CommitLogReader(schema, opts)
 
 
-#: the store.file_sizes rule of each size option the source takes
-_SIZE_RULES = {"mappedFileSizeCommitLog": with_commitlog_size,
-               "mappedFileSizeConsumeQueue": with_consume_queue_size}
-
-
-def file_size(opts: SourceOptions, name: str) -> int:
-    """The store's ``name`` file size, from its files (``store.file_sizes``); the option, when
-    given, must agree with them (SettingError naming both) and stands when there are none."""
-    given = opts.size_settings()
-    return int(getattr(_SIZE_RULES[name](Path(opts.path), load_config(given), given), name))
-
-
 class _BoundsReader(DataSourceReader):
     """Half-open bounds ``[lo, hi)`` on integer columns, from pushed-down comparisons. A
     TIMESTAMP column (Spark hands the filter an aware ``datetime``) is bounded in microseconds and
@@ -200,9 +196,14 @@ class _BoundsReader(DataSourceReader):
     #: TIMESTAMP column -> the epoch-ms column it is built from
     TIMESTAMP_OF = {"store_time": "store_timestamp"}
 
-    def __init__(self, schema: StructType) -> None:
+    def __init__(self, schema: StructType, opts: SourceOptions) -> None:
         self.schema = schema
+        self.opts = opts
+        self.root = check_store(Path(opts.path))
         self.bounds: dict[str, tuple[int, int]] = {}
+        lo, hi = offset_range(opts)
+        if (lo, hi) != UNBOUNDED:
+            self.bounds["commitlog_offset"] = (lo, hi)
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 (Spark's name)
         for f in filters:
@@ -218,7 +219,7 @@ class _BoundsReader(DataSourceReader):
             v = (v - _EPOCH) // _MICROSECOND
         elif column[0] in self.TIMESTAMP_OF or v.__class__ is not int:
             return False
-        lo, hi = self.bounds.get(column[0], _UNBOUNDED)
+        lo, hi = self.bounds.get(column[0], UNBOUNDED)
         if isinstance(f, EqualTo):
             lo, hi = max(lo, v), min(hi, v + 1)
         elif isinstance(f, GreaterThan):
@@ -252,25 +253,64 @@ class CommitLogReader(_BoundsReader):
     bounded = FILTER_COLUMNS
 
     def __init__(self, schema: StructType, opts: SourceOptions) -> None:
-        super().__init__(schema)
-        self.root = check_store(Path(opts.path))
-        self.file_size = file_size(opts, "mappedFileSizeCommitLog")
+        super().__init__(schema, opts)
+        #: topics of pushed-down ``topic = x`` / ``topic IN (...)`` filters (None: none)
+        self.pushed_topics: frozenset[str] | None = None
+        self.file_size = opts.file_size("mappedFileSizeCommitLog")
         self.split_bytes = opts.split_bytes
         self.check_crc = opts.check_crc
         self.delay_levels_ms = opts.delay_levels_ms
         self.consumable = opts.consumable
 
+    def _push(self, f: Filter) -> bool:
+        """Also ``topic = 'x'`` and ``topic IN (...)``: rows of those topics (and the
+        ConsumeQueue path, ``transforms.topic_reads``)."""
+        if getattr(f, "attribute", ()) == ("topic",) and isinstance(f, (EqualTo, In)):
+            values = tuple(f.value) if isinstance(f, In) else (f.value,)
+            if all(isinstance(t, str) for t in values):
+                kept = frozenset(values)
+                self.pushed_topics = kept if self.pushed_topics is None else self.pushed_topics & kept
+                return True
+        return super()._push(f)
+
+    def _topics(self) -> frozenset[str] | None:
+        """The topics whose rows are read (None: all), from the options and pushed filters."""
+        chosen = self.opts.topics
+        if self.opts.topic_pattern is not None:
+            chosen = frozenset(d.name for d in (self.root / CONSUME_QUEUE_DIR).glob("*")
+                               if self.opts.topic_selected(d.name))
+        if self.pushed_topics is not None:
+            chosen = self.pushed_topics if chosen is None else chosen & self.pushed_topics
+        return chosen
+
     def partitions(self) -> list[InputPartition]:
-        lo, hi = self.bounds.get("commitlog_offset", _UNBOUNDED)
-        return [InputPartition(r) for r in plan_ranges(self.root, self.file_size, self.split_bytes)
-                if r.file_start + r.hi > lo and r.file_start + r.lo < hi]
+        lo, hi = self.bounds.get("commitlog_offset", UNBOUNDED)
+        topics, start, plan = self._topics(), None, None
+        if self.opts.consumable and topics is not None and \
+                all(dispatch.served_as_such(t) for t in topics):
+            files = commitlog_files(self.root, self.file_size)
+            plan = topic_reads.plan(
+                self.root, self.opts.file_size("mappedFileSizeConsumeQueue"), files[0][1], topics,
+                lo, hi, self.split_bytes) if files else None
+        if plan is not None:
+            start = max(plan.watermark, files[0][1])
+            if zeros_at(start, files):  # the CommitLog ends there: nothing to walk
+                hi = min(hi, start)
+        walked = [InputPartition(r)
+                  for r in plan_ranges(self.root, self.file_size, self.split_bytes, start)
+                  if r.file_start + r.hi > lo and r.file_start + r.lo < hi]
+        return [InputPartition(p) for p in (plan.parts if plan else ())] + walked
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        r: ScanRange | None = partition.value
+        r: ScanRange | tuple[topic_reads.UnitSlice, ...] | None = partition.value
         if r is None:  # Spark reads one empty partition when there are none
             return
-        buf = open_on_executor(r.path)
         arrow = to_arrow_schema(self.schema, timezone="UTC")
+        if isinstance(r, tuple):
+            yield from topic_reads.read_part(r, self.root / "commitlog", self.file_size,
+                                             self.check_crc, arrow, self.delay_levels_ms)
+            return
+        buf = open_on_executor(r.path)
         types = {f.name: f.type for f in arrow}
         pos = 0 if r.lo == 0 else find_record_start(buf, r.file_start, r.lo, r.hi)
         if pos >= r.hi:
@@ -282,6 +322,9 @@ class CommitLogReader(_BoundsReader):
             if self.consumable:
                 served = self._served(buf, raw)
                 mask = served if mask is None else mask & served
+            topics = self._topic_mask(buf, raw)
+            if topics is not None:
+                mask = topics if mask is None else mask & topics
             if mask is not None:
                 raw = raw[mask]
             if len(raw):
@@ -307,6 +350,18 @@ class CommitLogReader(_BoundsReader):
         return (np.isin(raw[:, kr.SYS_FLAG] & codec.TRANSACTION_MASK, _QUEUED_TYPES)
                 & topic_mask(buf, raw, dispatch.served_as_such))
 
+    def _topic_mask(self, buf: np.ndarray, raw: np.ndarray) -> np.ndarray | None:
+        """Rows of the topics the ``topics`` / ``topicPattern`` option selects (None: all rows);
+        each distinct topic of the batch is tested once."""
+        if self.opts.topics is None and self.opts.topic_pattern is None and \
+                self.pushed_topics is None:
+            return None
+        names = span_array(buf, raw[:, kr.TOPIC_START], raw[:, kr.TOPIC_LEN]).dictionary_encode()
+        keep = np.array([self.opts.topic_selected(t) and (self.pushed_topics is None
+                                                          or t in self.pushed_topics)
+                         for t in names.dictionary.to_pylist()], dtype=np.bool_)
+        return keep[names.indices.to_numpy()]
+
     def _ended(self, r: ScanRange, pos: int, error: str | None) -> None:
         """Valid data ends at ``pos`` of ``r``'s file (zeros, or ``error``): warn, or raise when
         records follow."""
@@ -329,16 +384,15 @@ class ConsumeQueueReader(_BoundsReader):
     bounded = ("commitlog_offset",)
 
     def __init__(self, schema: StructType, opts: SourceOptions) -> None:
-        super().__init__(schema)
-        self.root = check_store(Path(opts.path))
-        self.file_size = file_size(opts, "mappedFileSizeConsumeQueue")
+        super().__init__(schema, opts)
+        self.file_size = opts.file_size("mappedFileSizeConsumeQueue")
 
     def partitions(self) -> list[InputPartition]:
         queues = load_queues(self.root, self.file_size)
         try:
             return [InputPartition(QueuePartition(t, q, tuple((str(mf.path), mf.start)
                                                               for mf in cq.files.files)))
-                    for (t, q), cq in sorted(queues.items())]
+                    for (t, q), cq in sorted(queues.items()) if self.opts.topic_selected(t)]
         finally:
             for cq in queues.values():
                 cq.close()

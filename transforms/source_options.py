@@ -21,10 +21,12 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from rocketlake.store.config import load_config
 from rocketlake.store.errors import SettingError
+from rocketlake.store.file_sizes import with_commitlog_size, with_consume_queue_size
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES
 
 EARLIEST: Literal["earliest"] = "earliest"
@@ -78,6 +80,15 @@ class SourceOptions:
         given = {"mappedFileSizeCommitLog": self.mapped_file_size_commitlog,
                  "mappedFileSizeConsumeQueue": self.mapped_file_size_consume_queue}
         return {k: v for k, v in given.items() if v is not None}
+
+    def file_size(self, name: str) -> int:
+        """The store's ``name`` (``mappedFileSizeCommitLog`` / ``mappedFileSizeConsumeQueue``)
+        from its files (``store.file_sizes``); the option, when given, must agree with them
+        (SettingError naming both) and stands when there are none."""
+        given = self.size_settings()
+        rule = {"mappedFileSizeCommitLog": with_commitlog_size,
+                "mappedFileSizeConsumeQueue": with_consume_queue_size}[name]
+        return int(getattr(rule(Path(self.path), load_config(given), given), name))
 
     def topic_selected(self, topic: str) -> bool:
         """Whether the ``topics`` / ``topicPattern`` option keeps rows of ``topic`` (True when
@@ -203,6 +214,7 @@ _OPTIONS = (
 #: Kafka's names, taken as ours
 ALIASES = {"subscribe": "topics", "subscribePattern": "topicPattern"}
 _BY_NAME = {o.name.lower(): o for o in _OPTIONS}
+_ALIASES = {a.lower(): n for a, n in ALIASES.items()}
 KNOWN = tuple(o.name for o in _OPTIONS) + tuple(f"{a} (= {n})" for a, n in ALIASES.items())
 
 
@@ -215,8 +227,7 @@ def parse(options: Mapping[str, Any], streaming: bool | None) -> SourceOptions:
     given: dict[str, str] = {}  # documented name -> the name as the user gave it
     for raw_name, value in options.items():
         name = str(raw_name)
-        alias = {a.lower(): n for a, n in ALIASES.items()}.get(name.lower())
-        opt = _BY_NAME.get((alias or name).lower())
+        opt = _BY_NAME.get(_ALIASES.get(name.lower(), name).lower())
         if opt is None:
             raise SettingError(f"rocketmq source: unknown option {name!r}; known options: "
                                f"{', '.join(KNOWN)}")

@@ -20,10 +20,11 @@ from rich.text import Text
 
 from rocketlake.jobs.printable import printable
 from rocketlake.store import MessageStore
-from rocketlake.store.config import load_config, parse_set_options
+from rocketlake.store.config import parse_set_options
 from rocketlake.store.config_files import ConfigFallbackWarning, write_consumer_offsets
 from rocketlake.store.consumer_lag import consumer_lag
 from rocketlake.store.errors import ConfigFileError, StoreLockedError
+from rocketlake.store.file_sizes import reading_config
 from rocketlake.store.lockfile import StoreLock, is_locked
 from rocketlake.store.message import GetStatus
 from rocketlake.store.store_dir import check_store
@@ -39,7 +40,7 @@ def _open(a: argparse.Namespace) -> Iterator[MessageStore]:
     """The ``--store`` opened read-only with the ``--set`` settings; NotAStoreError (exit 2) for a
     path that is not a store."""
     settings = parse_set_options(a.set)
-    with MessageStore(a.store, load_config(settings), read_only=True) as ms:
+    with MessageStore(a.store, reading_config(a.store, settings), read_only=True) as ms:
         yield ms
 
 

@@ -46,6 +46,7 @@ from rocketlake.store.commitlog import CommitLog  # noqa: E402
 from rocketlake.store.config import load_config, parse_set_options  # noqa: E402
 from rocketlake.store.config_files import read_consumer_offsets  # noqa: E402
 from rocketlake.store.consumer_lag import consumer_lag as queue_lags  # noqa: E402
+from rocketlake.store.file_sizes import reading_config  # noqa: E402
 from rocketlake.store.kernels import records as kr  # noqa: E402
 from rocketlake.store.record_walk import RecordBatch  # noqa: E402
 from rocketlake.store.store_time import format_time  # noqa: E402
@@ -109,7 +110,7 @@ def _record_columns(log: CommitLog) -> tuple[np.ndarray, np.ndarray, RecordCount
 
 def store_facts(root: Path, settings: dict[str, str]) -> StoreFacts:
     """Layout from the store's files; store timestamps, topics and counts from a CommitLog walk."""
-    with MessageStore(root, load_config(settings), read_only=True) as ms:
+    with MessageStore(root, reading_config(root, settings), read_only=True) as ms:
         queues = [{"topic": t, "queue_id": q, "min": lo, "max": hi, "messages": hi - lo}
                   for (t, q), (lo, hi) in ms.queue_ranges().items()]
         end = ms.commitlog.max_offset
