@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketlake.jobs import exit_codes
+from rocketlake.jobs.console_log import add_verbosity
 from rocketlake.jobs.lake import DELETED_FILE_RETENTION_DAYS, lake_uri
 from rocketlake.jobs.times import parse_time
 
@@ -36,6 +37,12 @@ class Command:
         no abbreviated options (``--max`` must never be taken for ``--max-body``)."""
         return {"description": self.help, "formatter_class": argparse.RawDescriptionHelpFormatter,
                 "epilog": f"example:\n  {self.example}\n\n{exit_codes.HELP}", "allow_abbrev": False}
+
+    def declare(self, p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        """Declare the command's options on ``p``, and ``-q`` / ``-v`` (every command's)."""
+        self.arguments(p)
+        add_verbosity(p)
+        return p
 
 
 # --- options several commands share -------------------------------------------------------------
@@ -225,7 +232,6 @@ def job_main(name: str, run: Callable[[argparse.Namespace], int], argv: list[str
     """``spark-submit jobs/<job>.py [options]``: parse the options of the job ``name`` (as
     ``rocketlake <name>`` does) and ``run`` it; returns the exit code (see :mod:`exit_codes`)."""
     job = JOBS[name]
-    p = argparse.ArgumentParser(prog=f"rocketlake {name}", **job.parser_settings())
-    job.arguments(p)
+    p = job.declare(argparse.ArgumentParser(prog=f"rocketlake {name}", **job.parser_settings()))
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    return int(exit_codes.run(f"rocketlake {name}", lambda: run(args)))
+    return int(exit_codes.run(f"rocketlake {name}", lambda: run(args), args.log_level))

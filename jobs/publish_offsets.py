@@ -16,6 +16,7 @@ snapshot, also after a killed run, never writes it twice. ``offsets_history`` is
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 import warnings
@@ -61,6 +62,7 @@ from rocketlake.transforms.offsets import (
 )
 
 PROG = "publish-offsets"
+log = logging.getLogger(__name__)
 APP_ID = "rocketlake.publish-offsets"
 #: table name -> (schema, merge keys (None: append-only), partition columns)
 TABLES = {
@@ -253,16 +255,15 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
         table = read_consumer_offsets(root)
         layout = read_layout(root)
     for w in caught:
-        print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+        log.warning("%s: warning: %s", PROG, w.message)
     check_topics(table, layout)
     spark = build_session(PROG, master=master)
     with spark_progress(spark, "snapshot"):
         snap = read_snapshot(spark, root, cfg, layout, table, store, ts)
     if snap.commitlog_error_count:
-        print(f"{PROG}: warning: {snap.commitlog_error_count} ConsumeQueue unit(s) disagree with "
-              f"the CommitLog (published without their store times):", file=sys.stderr)
-        for e in snap.commitlog_errors:
-            print(f"  {e}", file=sys.stderr)
+        log.warning("%s: warning: %d ConsumeQueue unit(s) disagree with the CommitLog (published "
+                    "without their store times): %s", PROG, snap.commitlog_error_count,
+                    "; ".join(map(str, snap.commitlog_errors)))
     queues, consumers = snap.queue_rows.count(), snap.consumer_rows.count()
     counts = f"{queues} queues, {consumers} consumer rows"
     with spark_progress(spark, "publish"):

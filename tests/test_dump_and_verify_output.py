@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from goldens import GOLDEN_498, read_jsonl
+from stderr_lines import said
 
 from rocketlake.jobs.cli import main
 from rocketlake.store import Message, MessageStore
@@ -150,16 +151,16 @@ def test_text_bodies_are_escaped_and_cut(tmp_path, capsys):
 
 # --- finding nothing -------------------------------------------------------------------------------
 def test_query_and_get_that_find_nothing_say_so_and_exit_0(run):
-    assert run("query", "--topic", "orders", "--key", "nope") == (
-        0, [], "rocketlake query: no message with key 'nope' in topic 'orders'\n")
+    rc, out, err = run("query", "--topic", "orders", "--key", "nope")
+    assert (rc, out, said(err)) == (0, [], ["rocketlake query: no message with key 'nope' in topic 'orders'"])
     rc, out, err = run("query", "--topic", "orders", "--key", "cust-3", "--end", "2020-01-01T00:00:00Z")
-    assert (rc, out) == (0, []) and err == (
+    assert (rc, out) == (0, []) and said(err) == [
         "rocketlake query: no message with key 'cust-3' in topic 'orders' stored in "
-        "[1970-01-01T00:00:00.000Z, 2020-01-01T00:00:00.000Z]\n")
+        "[1970-01-01T00:00:00.000Z, 2020-01-01T00:00:00.000Z]"]
     rc, out, err = run("get", "--topic", "orders", "--queue", "3", "--offset", "31")
     assert (rc, len(out)) == (0, 1) and json.loads(out[0])["status"] == "OFFSET_OVERFLOW_ONE"
-    assert err == ("rocketlake get: no message in queue orders/3 from queue offset 31: "
-                   "OFFSET_OVERFLOW_ONE (the queue holds offsets [0, 31))\n")
+    assert said(err) == ["rocketlake get: no message in queue orders/3 from queue offset 31: "
+                         "OFFSET_OVERFLOW_ONE (the queue holds offsets [0, 31))"]
     rc, out, err = run("query", "--topic", "orders", "--key", "cust-3")
     assert (rc, err) == (0, "") and _offsets(out) == [  # RocketMQ's own answer
         row["commitlog_offset"] for row in read_jsonl(GOLDEN_498 / "query-orders-cust-3.jsonl")
