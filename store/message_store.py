@@ -402,6 +402,14 @@ class MessageStore:
         self.flusher.flush()
         self._flush_logics()
 
+    @contextmanager
+    def flushes_held(self) -> Iterator[None]:
+        """Hold off every CommitLog flush while the block runs (after a running one ends): to a
+        producer, a disk that stalls. A SYNC_FLUSH put meanwhile waits syncFlushTimeout, then
+        answers FLUSH_DISK_TIMEOUT with its message stored (RocketMQ's answer to a slow disk)."""
+        with self.flusher.exclusive():
+            yield
+
     # --- reading ------------------------------------------------------------------------------------
     def _visible(self) -> None:
         """Apply queued dispatch so reads see every message put so far."""
