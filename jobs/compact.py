@@ -38,13 +38,6 @@ from rocketlake.jobs.run_log import RUNS_TABLE, record_run
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.store import codec
-from rocketlake.store.cleanup import (
-    CommitLogDecision,
-    RetentionPolicy,
-    apply_deletion,
-    disk_used_ratio,
-    plan_commitlog_deletion,
-)
 from rocketlake.store.compaction import (
     KeptRecord,
     SegmentMeta,
@@ -58,6 +51,13 @@ from rocketlake.store.consumer_guard import Hold, guard, holds
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.lockfile import is_locked
 from rocketlake.store.message_store import MessageStore
+from rocketlake.store.retention import (
+    CommitLogDecision,
+    RetentionPolicy,
+    apply_deletion,
+    disk_used_ratio,
+    plan_commitlog_deletion,
+)
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.archive import (

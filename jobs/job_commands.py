@@ -177,15 +177,16 @@ def _compact(p: argparse.ArgumentParser) -> None:
     _lake_tables(p)
     add_store_name(p)
     p.add_argument("--protect-unconsumed", action="store_true",
-                   help="keep files holding messages a consumer group has not read")
-    p.add_argument("--dry-run", action="store_true", help="print what would be deleted; change nothing")
+                   help="never expire a CommitLog file holding messages a consumer group has not read")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what would expire and which topics would be compacted; change nothing")
     p.add_argument("--respect-delete-when", action="store_true",
                    help="expire only at a deleteWhen hour or above diskMaxUsedSpaceRatio, as the "
                         "broker does (default: whenever the job runs; its schedule picks the hour)")
     p.add_argument("--force", action="store_true",
                    help="with --respect-delete-when: expire now, whatever the hour")
     p.add_argument("--now", type=parse_time,
-                   help="evaluate retention at this time (ISO-8601 or epoch ms), not now")
+                   help="decide what has expired at this time (ISO-8601 or epoch ms), not now")
     p.add_argument("--topic", action="append", default=[], help="also compact this topic (repeatable)")
 
 

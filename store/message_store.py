@@ -16,7 +16,6 @@ import pyarrow as pa
 
 from rocketlake.store import codec, ingest_journal, swap_journal
 from rocketlake.store.checkpoint import Checkpoint
-from rocketlake.store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
 from rocketlake.store.codec import Record
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig, load_config
@@ -45,6 +44,7 @@ from rocketlake.store.message import (
 )
 from rocketlake.store.message_encoder import INT_FIELDS, MessageEncoder, check_int
 from rocketlake.store.recovery import RecoveryReport, recover
+from rocketlake.store.retention import ExpiryReport, RetentionPolicy, delete_expired_files
 from rocketlake.store.safe_files import open_file
 from rocketlake.store.store_dir import check_store, create_store
 from rocketlake.store.table_encoder import EncodedTable, TableEncoder, messages_to_table, warm_up
@@ -602,8 +602,8 @@ class MessageStore:
         write_consumer_offsets(self.root, table)
 
     # --- retention ----------------------------------------------------------------------------------
-    def delete_expired_files(self, now: int | None = None, force: bool = False) -> CleanupReport:
-        """Retention (``store.cleanup``): at ``now`` (ms; default the clock), delete expired
+    def delete_expired_files(self, now: int | None = None, force: bool = False) -> ExpiryReport:
+        """Retention (``store.retention``): at ``now`` (ms; default the clock), delete expired
         CommitLog files if it is a ``deleteWhen`` hour, the disk is fuller than
         ``diskMaxUsedSpaceRatio`` or ``force``; then the ConsumeQueue and index files below the new
         minimum. Reads below a queue's new minimum answer OFFSET_TOO_SMALL."""
