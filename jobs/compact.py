@@ -34,9 +34,10 @@ from pyspark.sql import functions as F
 from rocketlake.jobs import job_support
 from rocketlake.jobs.job_commands import job_main
 from rocketlake.jobs.lake import ensure_table, register, table_properties, table_uri
-from rocketlake.jobs.run_log import RUNS_TABLE, record_run
+from rocketlake.jobs.run_log import record_run
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.jobs.spark_session import build_session
+from rocketlake.jobs.table_names import ARCHIVE_TABLE, RUNS_TABLE
 from rocketlake.store import codec
 from rocketlake.store.compaction import (
     KeptRecord,
@@ -61,7 +62,6 @@ from rocketlake.store.retention import (
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.archive import (
-    ARCHIVE_TABLE,
     PARTITION_COLUMNS,
     SOURCE_COLUMNS,
     archive_rows,

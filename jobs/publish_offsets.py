@@ -35,9 +35,10 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from rocketlake.jobs import job_support
 from rocketlake.jobs.job_commands import job_main
 from rocketlake.jobs.lake import ensure_table, register, table_properties, table_uri
-from rocketlake.jobs.run_log import RUNS_TABLE, record_run
+from rocketlake.jobs.run_log import record_run
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.jobs.spark_session import build_session
+from rocketlake.jobs.table_names import CONSUMER_OFFSETS, OFFSETS_HISTORY, QUEUE_OFFSETS, RUNS_TABLE
 from rocketlake.jobs.times import to_datetime
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
@@ -66,9 +67,9 @@ log = logging.getLogger(__name__)
 APP_ID = "rocketlake.publish-offsets"
 #: table name -> (schema, merge keys (None: append-only), partition columns)
 TABLES = {
-    "queue_offsets": (QUEUE_OFFSETS_SCHEMA, QUEUE_KEYS, ()),
-    "consumer_offsets": (CONSUMER_OFFSETS_SCHEMA, CONSUMER_KEYS, ()),
-    "offsets_history": (HISTORY_SCHEMA, None, ("snapshot_date",)),
+    QUEUE_OFFSETS: (QUEUE_OFFSETS_SCHEMA, QUEUE_KEYS, ()),
+    CONSUMER_OFFSETS: (CONSUMER_OFFSETS_SCHEMA, CONSUMER_KEYS, ()),
+    OFFSETS_HISTORY: (HISTORY_SCHEMA, None, ("snapshot_date",)),
 }
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -180,7 +181,7 @@ def append_history(lake: str, snap: Snapshot, app_id: str, version: int) -> None
     """Append the snapshot to ``offsets_history`` once per (app id, version)."""
     (history_rows(snap.queue_rows, snap.consumer_rows).write.format("delta").mode("append")
      .option("txnAppId", app_id).option("txnVersion", version)
-     .save(table_uri(lake, "offsets_history")))
+     .save(table_uri(lake, OFFSETS_HISTORY)))
 
 
 def merge_current(spark: SparkSession, lake: str, name: str, rows: DataFrame, snap: Snapshot,
@@ -208,8 +209,8 @@ def publish(spark: SparkSession, lake: str, snap: Snapshot, change_data_feed: bo
     """Write the snapshot: history first, then the current tables. False when the current tables
     already hold these rows (nothing written). Refuses a snapshot older than the published one."""
     ensure_tables(spark, lake, change_data_feed)
-    cur_q = _current(spark, lake, "queue_offsets", snap.store)
-    cur_c = _current(spark, lake, "consumer_offsets", snap.store)
+    cur_q = _current(spark, lake, QUEUE_OFFSETS, snap.store)
+    cur_c = _current(spark, lake, CONSUMER_OFFSETS, snap.store)
     if same_state(cur_q, snap.queue_rows) and same_state(cur_c, snap.consumer_rows):
         return False
     latest = F.max("snapshot_ts")
@@ -222,8 +223,8 @@ def publish(spark: SparkSession, lake: str, snap: Snapshot, change_data_feed: bo
                          f"snapshot {published.ts} of store {snap.store}; nothing written")
     app_id, version = f"{APP_ID}/{snap.store}", epoch_ms(snap.ts)
     append_history(lake, snap, app_id, version)
-    merge_current(spark, lake, "queue_offsets", snap.queue_rows, snap, app_id, version)
-    merge_current(spark, lake, "consumer_offsets", snap.consumer_rows, snap, app_id, version)
+    merge_current(spark, lake, QUEUE_OFFSETS, snap.queue_rows, snap, app_id, version)
+    merge_current(spark, lake, CONSUMER_OFFSETS, snap.consumer_rows, snap, app_id, version)
     return True
 
 

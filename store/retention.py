@@ -41,24 +41,13 @@ class RetentionPolicy:
 
     @classmethod
     def from_config(cls, cfg: StoreConfig) -> RetentionPolicy:
-        return cls(cfg.fileReservedTime, parse_delete_when(cfg.deleteWhen), cfg.diskMaxUsedSpaceRatio)
+        return cls(cfg.fileReservedTime, cfg.delete_hours, cfg.diskMaxUsedSpaceRatio)
 
     def __post_init__(self) -> None:
         if self.file_reserved_hours < 0:
             raise ValueError(f"fileReservedTime must be >= 0 hours, got {self.file_reserved_hours}")
         if not 0 <= self.disk_max_used_ratio <= 100:
             raise ValueError(f"diskMaxUsedSpaceRatio must be a percentage, got {self.disk_max_used_ratio}")
-
-
-def parse_delete_when(value: str) -> frozenset[int]:
-    """``deleteWhen`` ("04", "03;04") -> the hours of the day it names."""
-    hours = set()
-    for tok in value.split(";"):
-        tok = tok.strip()
-        if not tok.isdigit() or not 0 <= int(tok) <= 23:
-            raise ValueError(f"deleteWhen: {tok!r} is not an hour of the day (expected e.g. 04 or 03;04)")
-        hours.add(int(tok))
-    return frozenset(hours)
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from rocketlake.store import GetStatus, Message, MessageStore
+from rocketlake.store.config import parse_delete_when
 from rocketlake.store.retention import (
     RetentionPolicy,
     consume_queue_files_below,
     expired_files,
-    parse_delete_when,
     plan_commitlog_deletion,
     trigger,
 )

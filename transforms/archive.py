@@ -13,7 +13,6 @@ from pyspark.sql import functions as F
 
 from rocketlake.store import codec
 
-ARCHIVE_TABLE = "messages_archive"
 PARTITION_COLUMNS = ("topic", "store_date")
 ARCHIVE_COLUMNS = (
     "store", "commitlog_file", "commitlog_offset", "size", "magic", "body_crc", "queue_id", "flag",

@@ -34,6 +34,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from rocketlake.jobs.cli.lag_status import DEFAULT_WINDOW, group_statuses  # noqa: E402
 from rocketlake.jobs.cli.run_words import describe_run  # noqa: E402
+from rocketlake.jobs.table_names import OFFSETS_HISTORY  # noqa: E402
 from rocketlake.store import MessageStore, codec  # noqa: E402
 from rocketlake.store.commitlog import CommitLog  # noqa: E402
 from rocketlake.store.config import load_config, parse_set_options  # noqa: E402
@@ -139,7 +140,7 @@ def lake_facts(lake: str | None, store: str) -> tuple[list[dict[str, Any]], list
     spark = build_session("rocketlake-report", conf={"spark.ui.enabled": "false"})
     lag_rows: list[dict[str, Any]] = []
     run_rows: list[dict[str, Any]] = []
-    history = table_uri(lake, "offsets_history")
+    history = table_uri(lake, OFFSETS_HISTORY)
     if table_exists(spark, history):
         df = spark.read.format("delta").load(history)
         if set(LAG_COLUMNS) | {"kind", "store"} <= set(df.columns):
