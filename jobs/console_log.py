@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.logging import RichHandler
@@ -37,8 +37,20 @@ def add_verbosity(p: argparse.ArgumentParser) -> None:
                    help="also log debug lines on stderr (an expected error's traceback, ...)")
 
 
-class _PlainLines(logging.Formatter):
-    """``<time> <LEVEL> <logger> <message>``: the store's time format (UTC, ms), printable text."""
+class _Printable(logging.Formatter):
+    """A record's message and traceback with what is not printable escaped (a message stays one
+    line); ``fmt`` around them."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802
+        record.message = printable(record.message)
+        return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:  # noqa: N802
+        return "\n".join(map(printable, super().formatException(ei).splitlines()))
+
+
+class _PlainLines(_Printable):
+    """``<time> <LEVEL> <logger> <message>``, the time as the store writes it (UTC, ms)."""
 
     def __init__(self) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -47,28 +59,16 @@ class _PlainLines(logging.Formatter):
         return format_time(int(record.created * 1000))
 
 
-class _Printable(logging.Filter):
-    """Escape what is not printable in a record's message and traceback text."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = printable(record.getMessage()), None
-        if record.exc_info:
-            record.exc_text = "\n".join(map(printable, logging.Formatter().formatException(
-                record.exc_info).splitlines()))
-            record.exc_info = None
-        return True
-
-
 def _handler(stream: TextIO) -> logging.Handler:
-    """Rich's handler on a terminal, plain lines otherwise."""
+    """Rich's handler on a terminal (it draws time and level), plain lines otherwise."""
     handler: logging.Handler
     if stream.isatty():
         handler = RichHandler(console=Console(file=stream), show_path=False, markup=False,
                               rich_tracebacks=False)
+        handler.setFormatter(_Printable("%(message)s"))
     else:
         handler = logging.StreamHandler(stream)
         handler.setFormatter(_PlainLines())
-    handler.addFilter(_Printable())
     return handler
 
 
