@@ -18,15 +18,15 @@ from typing import Any
 
 from airflow.sdk import CronTriggerTimetable, TriggerRule, dag, task
 from rocketlake_airflow import (
-    ARCHIVE_TABLE,
     REBUILD_JOB,
-    RUNS_TABLE,
     START_DATE,
     Store,
     load_settings,
     rebuild_args,
     structures_arg,
 )
+
+from rocketlake.jobs.table_names import ARCHIVE_TABLE, RUNS_TABLE
 
 settings = load_settings()
 nightly = settings.section("nightly")

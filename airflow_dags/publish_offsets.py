@@ -7,7 +7,9 @@ task's outlets are the three tables it writes, so downstream DAGs can be schedul
 from __future__ import annotations
 
 from airflow.sdk import dag
-from rocketlake_airflow import OFFSETS_TABLES, RUN_TIME, START_DATE, load_settings
+from rocketlake_airflow import RUN_TIME, START_DATE, load_settings
+
+from rocketlake.jobs.table_names import OFFSETS_TABLES
 
 settings = load_settings()
 

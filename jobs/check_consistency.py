@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -29,6 +30,7 @@ from rocketlake.store.store_dir import check_store
 from rocketlake.store.verify import VerifyReport, verify
 
 PROG = "check-consistency"
+log = logging.getLogger(__name__)
 #: Derived structures, in rebuild order, named by the top-level path their problems point at.
 STRUCTURES: tuple[str, ...] = ("consumequeue", "index")
 
@@ -76,10 +78,10 @@ def run(args: argparse.Namespace) -> int:
     if args.lake is not None:
         record_verify_run(args.lake, args.store, started, report)
     errors = sum(p["severity"] == "error" for p in report["problems"])
-    print(f"{PROG}: {report['records']} records, {errors} error(s); rebuild: "
-          f"{', '.join(report['rebuild']) or 'nothing'}; report in {args.report}", file=sys.stderr)
+    log.info("%s: %d records, %d error(s); rebuild: %s; report in %s", PROG, report["records"], errors,
+             ", ".join(report["rebuild"]) or "nothing", args.report)
     if not report["commitlog_ok"]:
-        print(f"{PROG}: error: the CommitLog itself is corrupt; see {args.report}", file=sys.stderr)
+        log.error("%s: error: the CommitLog itself is corrupt; see %s", PROG, args.report)
         return ExitCode.UNUSABLE
     return ExitCode.OK
 

@@ -5,7 +5,7 @@ keyed topics.
         [--respect-delete-when [--force]] [--database NAME] [--change-data-feed]
         [--set NAME=VALUE ...]
 
-1. Plan: RocketMQ's retention rules (`store.cleanup`): the leading files with mtime +
+1. Plan: RocketMQ's retention rules (`store.retention`): the leading files with mtime +
    fileReservedTime <= now, never the last file. The job's schedule picks the hour, so it expires
    whenever it runs; ``--respect-delete-when`` adds the broker's gate (only at a deleteWhen hour
    or above diskMaxUsedSpaceRatio, unless ``--force``). ``--protect-unconsumed`` keeps files
@@ -34,17 +34,11 @@ from pyspark.sql import functions as F
 from rocketlake.jobs import job_support
 from rocketlake.jobs.job_commands import job_main
 from rocketlake.jobs.lake import ensure_table, register, table_properties, table_uri
-from rocketlake.jobs.run_log import RUNS_TABLE, record_run
+from rocketlake.jobs.run_log import record_run
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.jobs.spark_session import build_session
+from rocketlake.jobs.table_names import ARCHIVE_TABLE, RUNS_TABLE
 from rocketlake.store import codec
-from rocketlake.store.cleanup import (
-    CommitLogDecision,
-    RetentionPolicy,
-    apply_deletion,
-    disk_used_ratio,
-    plan_commitlog_deletion,
-)
 from rocketlake.store.compaction import (
     KeptRecord,
     SegmentMeta,
@@ -58,10 +52,16 @@ from rocketlake.store.consumer_guard import Hold, guard, holds
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.lockfile import is_locked
 from rocketlake.store.message_store import MessageStore
+from rocketlake.store.retention import (
+    CommitLogDecision,
+    RetentionPolicy,
+    apply_deletion,
+    disk_used_ratio,
+    plan_commitlog_deletion,
+)
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.transforms.archive import (
-    ARCHIVE_TABLE,
     PARTITION_COLUMNS,
     SOURCE_COLUMNS,
     archive_rows,
@@ -169,7 +169,7 @@ def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names:
 
 
 def delete(root: Path, cfg: StoreConfig, reason: str, names: list[str]) -> dict:
-    """Delete the planned CommitLog files and what they leave behind (store.cleanup rules)."""
+    """Delete the planned CommitLog files and what they leave behind (store.retention's rules)."""
     with StoreFiles(root, cfg) as files:
         report = apply_deletion(files.commitlog, files.queues,
                                 files.index if cfg.messageIndexEnable else None,

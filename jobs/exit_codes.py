@@ -3,6 +3,7 @@ which error gets which code. docs/user-guide.md's "Exit codes" section documents
 from __future__ import annotations
 
 import errno
+import logging
 import re
 import sys
 import warnings
@@ -11,6 +12,7 @@ from enum import IntEnum
 from functools import partial
 from typing import TextIO
 
+from rocketlake.jobs import console_log
 from rocketlake.jobs.printable import printable
 from rocketlake.store import errors
 from rocketlake.store.errors import (
@@ -21,6 +23,10 @@ from rocketlake.store.errors import (
     StoreLockedError,
     UnsafePathError,
 )
+
+log = logging.getLogger(__name__)
+#: the logger of the Python warnings a command shows (the library's ``warnings.warn``)
+_warnings = logging.getLogger(f"{console_log.ROOT}.warnings")
 
 
 class ExitCode(IntEnum):
@@ -99,13 +105,16 @@ def exit_code(error: BaseException) -> ExitCode | None:
     return exit_code(inner) if inner is not None else None
 
 
-def run(prog: str, body: Callable[[], int]) -> int:
-    """Run a command's body; an expected error becomes one line ``<prog>: error: ...`` on stderr
-    (its notes after it: what became of the store) and its exit code; a warning one line
-    ``<prog>: warning: ...``; both with stored strings made printable (``jobs.printable``).
+def run(prog: str, body: Callable[[], int], log_level: int = logging.INFO) -> int:
+    """Run a command's body with its log lines on stderr from ``log_level`` up
+    (:mod:`console_log`; a Python warning is one of them, ``<prog>: warning: ...``). An expected
+    error becomes the command's last line, ``<prog>: error: ...`` on stderr, written as it is and
+    whatever the level, as argparse writes a usage error (scripts and people read it as the
+    command's verdict), with its notes after it (what became of the store), and its exit code;
+    its traceback is a debug record. Stored strings are made printable (``jobs.printable``).
     A closed stdout (``| head``) ends the command quietly."""
-    with warnings.catch_warnings():  # restores showwarning afterwards
-        warnings.showwarning = partial(_warning_line, prog)
+    with console_log.to_stderr(log_level), warnings.catch_warnings():  # restores showwarning
+        warnings.showwarning = partial(_warning_record, prog)
         try:
             return body()
         except BrokenPipeError:
@@ -114,11 +123,12 @@ def run(prog: str, body: Callable[[], int]) -> int:
             code = exit_code(e)
             if code is None:
                 raise
+            log.debug("%s: the error's traceback", prog, exc_info=e)
             notes = "".join(f"; {note}" for note in getattr(e, "__notes__", ()))
             print(printable(f"{prog}: error: {task_error(e) or e}{notes}"), file=sys.stderr)
             return code
 
 
-def _warning_line(prog: str, message: Warning | str, category: type[Warning], filename: str,
-                  lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
-    print(printable(f"{prog}: warning: {message}"), file=sys.stderr if file is None else file)
+def _warning_record(prog: str, message: Warning | str, category: type[Warning], filename: str,
+                    lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
+    _warnings.warning("%s: warning: %s", prog, message)

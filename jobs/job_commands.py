@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketlake.jobs import exit_codes
+from rocketlake.jobs.console_log import add_verbosity
 from rocketlake.jobs.lake import DELETED_FILE_RETENTION_DAYS, lake_uri
 from rocketlake.jobs.times import parse_time
 
@@ -36,6 +37,12 @@ class Command:
         no abbreviated options (``--max`` must never be taken for ``--max-body``)."""
         return {"description": self.help, "formatter_class": argparse.RawDescriptionHelpFormatter,
                 "epilog": f"example:\n  {self.example}\n\n{exit_codes.HELP}", "allow_abbrev": False}
+
+    def declare(self, p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        """Declare the command's options on ``p``, and ``-q`` / ``-v`` (every command's)."""
+        self.arguments(p)
+        add_verbosity(p)
+        return p
 
 
 # --- options several commands share -------------------------------------------------------------
@@ -170,15 +177,16 @@ def _compact(p: argparse.ArgumentParser) -> None:
     _lake_tables(p)
     add_store_name(p)
     p.add_argument("--protect-unconsumed", action="store_true",
-                   help="keep files holding messages a consumer group has not read")
-    p.add_argument("--dry-run", action="store_true", help="print what would be deleted; change nothing")
+                   help="never expire a CommitLog file holding messages a consumer group has not read")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print what would expire and which topics would be compacted; change nothing")
     p.add_argument("--respect-delete-when", action="store_true",
                    help="expire only at a deleteWhen hour or above diskMaxUsedSpaceRatio, as the "
                         "broker does (default: whenever the job runs; its schedule picks the hour)")
     p.add_argument("--force", action="store_true",
                    help="with --respect-delete-when: expire now, whatever the hour")
     p.add_argument("--now", type=parse_time,
-                   help="evaluate retention at this time (ISO-8601 or epoch ms), not now")
+                   help="decide what has expired at this time (ISO-8601 or epoch ms), not now")
     p.add_argument("--topic", action="append", default=[], help="also compact this topic (repeatable)")
 
 
@@ -225,7 +233,6 @@ def job_main(name: str, run: Callable[[argparse.Namespace], int], argv: list[str
     """``spark-submit jobs/<job>.py [options]``: parse the options of the job ``name`` (as
     ``rocketlake <name>`` does) and ``run`` it; returns the exit code (see :mod:`exit_codes`)."""
     job = JOBS[name]
-    p = argparse.ArgumentParser(prog=f"rocketlake {name}", **job.parser_settings())
-    job.arguments(p)
+    p = job.declare(argparse.ArgumentParser(prog=f"rocketlake {name}", **job.parser_settings()))
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
-    return int(exit_codes.run(f"rocketlake {name}", lambda: run(args)))
+    return int(exit_codes.run(f"rocketlake {name}", lambda: run(args), args.log_level))

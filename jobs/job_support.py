@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
+import logging
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +20,8 @@ from rocketlake.store.errors import StoreLockedError
 from rocketlake.store.file_sizes import reading_config
 from rocketlake.store.lockfile import StoreLock
 from rocketlake.transforms.commitlog_scan import ScanEnd
+
+log = logging.getLogger(__name__)
 
 
 def store_config(args: argparse.Namespace, replacing: Collection[str] = ()) -> StoreConfig:
@@ -80,5 +82,4 @@ def target_dir(store: Path, name: str, output: Path | None, incremental: bool) -
 def report_scan(prog: str, end: ScanEnd) -> None:
     """One line on where the CommitLog scan stopped and what it counted."""
     how = f" ({end.reason})" if end.reason else ""
-    print(f"{prog}: scanned {end.records} records, valid data ends at offset {end.end}{how}",
-          file=sys.stderr)
+    log.info("%s: scanned %d records, valid data ends at offset %d%s", prog, end.records, end.end, how)

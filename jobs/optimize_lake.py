@@ -23,15 +23,13 @@ from pyspark.sql import SparkSession
 
 from rocketlake.jobs.job_commands import job_main
 from rocketlake.jobs.lake import DELETED_FILE_RETENTION_DAYS, table_exists, table_uri
-from rocketlake.jobs.publish_offsets import TABLES as OFFSETS_TABLES
-from rocketlake.jobs.run_log import RUNS_TABLE
 from rocketlake.jobs.spark_session import build_session
-from rocketlake.transforms.archive import ARCHIVE_TABLE
+from rocketlake.jobs.table_names import ARCHIVE_TABLE, OFFSETS_HISTORY, OFFSETS_TABLES, RUNS_TABLE
 
 PROG = "optimize-lake"
 #: every table a job writes into a lake -> its Z-order columns (empty: plain OPTIMIZE)
 LAKE_TABLES: dict[str, tuple[str, ...]] = {
-    **{name: () for name in OFFSETS_TABLES}, "offsets_history": ("topic", "queue_id"),
+    **{name: () for name in OFFSETS_TABLES}, OFFSETS_HISTORY: ("topic", "queue_id"),
     ARCHIVE_TABLE: (), RUNS_TABLE: (),
 }
 MIN_RETENTION_HOURS = DELETED_FILE_RETENTION_DAYS * 24

@@ -16,6 +16,7 @@ snapshot, also after a killed run, never writes it twice. ``offsets_history`` is
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import time
 import warnings
@@ -34,9 +35,10 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from rocketlake.jobs import job_support
 from rocketlake.jobs.job_commands import job_main
 from rocketlake.jobs.lake import ensure_table, register, table_properties, table_uri
-from rocketlake.jobs.run_log import RUNS_TABLE, record_run
+from rocketlake.jobs.run_log import record_run
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.jobs.spark_session import build_session
+from rocketlake.jobs.table_names import CONSUMER_OFFSETS, OFFSETS_HISTORY, QUEUE_OFFSETS, RUNS_TABLE
 from rocketlake.jobs.times import to_datetime
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
@@ -61,12 +63,13 @@ from rocketlake.transforms.offsets import (
 )
 
 PROG = "publish-offsets"
+log = logging.getLogger(__name__)
 APP_ID = "rocketlake.publish-offsets"
 #: table name -> (schema, merge keys (None: append-only), partition columns)
 TABLES = {
-    "queue_offsets": (QUEUE_OFFSETS_SCHEMA, QUEUE_KEYS, ()),
-    "consumer_offsets": (CONSUMER_OFFSETS_SCHEMA, CONSUMER_KEYS, ()),
-    "offsets_history": (HISTORY_SCHEMA, None, ("snapshot_date",)),
+    QUEUE_OFFSETS: (QUEUE_OFFSETS_SCHEMA, QUEUE_KEYS, ()),
+    CONSUMER_OFFSETS: (CONSUMER_OFFSETS_SCHEMA, CONSUMER_KEYS, ()),
+    OFFSETS_HISTORY: (HISTORY_SCHEMA, None, ("snapshot_date",)),
 }
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -178,7 +181,7 @@ def append_history(lake: str, snap: Snapshot, app_id: str, version: int) -> None
     """Append the snapshot to ``offsets_history`` once per (app id, version)."""
     (history_rows(snap.queue_rows, snap.consumer_rows).write.format("delta").mode("append")
      .option("txnAppId", app_id).option("txnVersion", version)
-     .save(table_uri(lake, "offsets_history")))
+     .save(table_uri(lake, OFFSETS_HISTORY)))
 
 
 def merge_current(spark: SparkSession, lake: str, name: str, rows: DataFrame, snap: Snapshot,
@@ -206,8 +209,8 @@ def publish(spark: SparkSession, lake: str, snap: Snapshot, change_data_feed: bo
     """Write the snapshot: history first, then the current tables. False when the current tables
     already hold these rows (nothing written). Refuses a snapshot older than the published one."""
     ensure_tables(spark, lake, change_data_feed)
-    cur_q = _current(spark, lake, "queue_offsets", snap.store)
-    cur_c = _current(spark, lake, "consumer_offsets", snap.store)
+    cur_q = _current(spark, lake, QUEUE_OFFSETS, snap.store)
+    cur_c = _current(spark, lake, CONSUMER_OFFSETS, snap.store)
     if same_state(cur_q, snap.queue_rows) and same_state(cur_c, snap.consumer_rows):
         return False
     latest = F.max("snapshot_ts")
@@ -220,8 +223,8 @@ def publish(spark: SparkSession, lake: str, snap: Snapshot, change_data_feed: bo
                          f"snapshot {published.ts} of store {snap.store}; nothing written")
     app_id, version = f"{APP_ID}/{snap.store}", epoch_ms(snap.ts)
     append_history(lake, snap, app_id, version)
-    merge_current(spark, lake, "queue_offsets", snap.queue_rows, snap, app_id, version)
-    merge_current(spark, lake, "consumer_offsets", snap.consumer_rows, snap, app_id, version)
+    merge_current(spark, lake, QUEUE_OFFSETS, snap.queue_rows, snap, app_id, version)
+    merge_current(spark, lake, CONSUMER_OFFSETS, snap.consumer_rows, snap, app_id, version)
     return True
 
 
@@ -253,16 +256,15 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
         table = read_consumer_offsets(root)
         layout = read_layout(root)
     for w in caught:
-        print(f"{PROG}: warning: {w.message}", file=sys.stderr)
+        log.warning("%s: warning: %s", PROG, w.message)
     check_topics(table, layout)
     spark = build_session(PROG, master=master)
     with spark_progress(spark, "snapshot"):
         snap = read_snapshot(spark, root, cfg, layout, table, store, ts)
     if snap.commitlog_error_count:
-        print(f"{PROG}: warning: {snap.commitlog_error_count} ConsumeQueue unit(s) disagree with "
-              f"the CommitLog (published without their store times):", file=sys.stderr)
-        for e in snap.commitlog_errors:
-            print(f"  {e}", file=sys.stderr)
+        log.warning("%s: warning: %d ConsumeQueue unit(s) disagree with the CommitLog (published "
+                    "without their store times): %s", PROG, snap.commitlog_error_count,
+                    "; ".join(map(str, snap.commitlog_errors)))
     queues, consumers = snap.queue_rows.count(), snap.consumer_rows.count()
     counts = f"{queues} queues, {consumers} consumer rows"
     with spark_progress(spark, "publish"):

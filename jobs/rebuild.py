@@ -17,6 +17,7 @@ in a staging directory next to the output, removed at the end, success or not.
 from __future__ import annotations
 
 import argparse
+import logging
 import shutil
 import sys
 import time
@@ -44,6 +45,7 @@ from rocketlake.transforms.commitlog_scan import (
 )
 
 PROG = "rebuild"
+log = logging.getLogger(__name__)
 #: what a rebuild can build, by its directory in the store
 STRUCTURES = ("consumequeue", "index")
 
@@ -197,9 +199,8 @@ def report(prog: str, rebuilt: Rebuilt, structures: tuple[str, ...], target: Pat
     """One line per structure: what was written where, per topic."""
     for name in structures:
         counts, noun = (rebuilt.units, "units") if name == "consumequeue" else (rebuilt.keys, "index keys")
-        print(f"{prog}: wrote {sum(counts.values())} {noun} for {len(counts)} topic(s) under "
-              f"{target / name}: " + ", ".join(f"{t}={n}" for t, n in sorted(counts.items())),
-              file=sys.stderr)
+        log.info("%s: wrote %d %s for %d topic(s) under %s: %s", prog, sum(counts.values()), noun,
+                 len(counts), target / name, ", ".join(f"{t}={n}" for t, n in sorted(counts.items())))
 
 
 def run_structures(prog: str, structures: tuple[str, ...], args: argparse.Namespace) -> int:

@@ -15,8 +15,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from rocketlake.jobs.lake import ensure_table, table_exists, table_properties, table_uri
+from rocketlake.jobs.table_names import RUNS_TABLE
 
-RUNS_TABLE = "maintenance_runs"
 RUNS_SCHEMA = StructType([
     StructField("job", StringType(), False),
     StructField("store", StringType(), False),

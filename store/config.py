@@ -88,8 +88,25 @@ class StoreConfig:
     def sync_flush(self) -> bool:
         return self.flushDiskType == "SYNC_FLUSH"
 
+    @property
+    def delete_hours(self) -> frozenset[int]:
+        """The hours of the day ``deleteWhen`` names (:func:`parse_delete_when`)."""
+        return parse_delete_when(self.deleteWhen)
+
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def parse_delete_when(value: str) -> frozenset[int]:
+    """``deleteWhen`` ("04", "03;04") -> the hours of the day it names; SettingError otherwise."""
+    hours = set()
+    for tok in value.split(";"):
+        tok = tok.strip()
+        if not tok.isdigit() or not 0 <= int(tok) <= 23:
+            raise SettingError(f"deleteWhen: {tok!r} is not an hour of the day (expected e.g. 04 or "
+                               f"03;04)")
+        hours.add(int(tok))
+    return frozenset(hours)
 
 
 def read_properties(path: Path) -> dict[str, str]:

@@ -97,6 +97,12 @@ class LazyMappedFile(MappedFile):
         return None
 
     @property
+    def mapped(self) -> bool:
+        """Whether the file has a live mapping now (it is among the most recently used, or a
+        view of its map is still alive)."""
+        return self._mm is not None
+
+    @property
     def mm(self) -> mmap.mmap:
         """The mapping of the whole file, made if it has none. Only for a use that ends before
         another lazy file is used (a view kept longer pins the map)."""

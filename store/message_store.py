@@ -16,7 +16,6 @@ import pyarrow as pa
 
 from rocketlake.store import codec, ingest_journal, swap_journal
 from rocketlake.store.checkpoint import Checkpoint
-from rocketlake.store.cleanup import CleanupReport, RetentionPolicy, delete_expired_files
 from rocketlake.store.codec import Record
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig, load_config
@@ -45,6 +44,7 @@ from rocketlake.store.message import (
 )
 from rocketlake.store.message_encoder import INT_FIELDS, MessageEncoder, check_int
 from rocketlake.store.recovery import RecoveryReport, recover
+from rocketlake.store.retention import ExpiryReport, RetentionPolicy, delete_expired_files
 from rocketlake.store.safe_files import open_file
 from rocketlake.store.store_dir import check_store, create_store
 from rocketlake.store.table_encoder import EncodedTable, TableEncoder, messages_to_table, warm_up
@@ -402,6 +402,14 @@ class MessageStore:
         self.flusher.flush()
         self._flush_logics()
 
+    @contextmanager
+    def flushes_held(self) -> Iterator[None]:
+        """Hold off every CommitLog flush while the block runs (after a running one ends): to a
+        producer, a disk that stalls. A SYNC_FLUSH put meanwhile waits syncFlushTimeout, then
+        answers FLUSH_DISK_TIMEOUT with its message stored (RocketMQ's answer to a slow disk)."""
+        with self.flusher.exclusive():
+            yield
+
     # --- reading ------------------------------------------------------------------------------------
     def _visible(self) -> None:
         """Apply queued dispatch so reads see every message put so far."""
@@ -594,8 +602,8 @@ class MessageStore:
         write_consumer_offsets(self.root, table)
 
     # --- retention ----------------------------------------------------------------------------------
-    def delete_expired_files(self, now: int | None = None, force: bool = False) -> CleanupReport:
-        """Retention (``store.cleanup``): at ``now`` (ms; default the clock), delete expired
+    def delete_expired_files(self, now: int | None = None, force: bool = False) -> ExpiryReport:
+        """Retention (``store.retention``): at ``now`` (ms; default the clock), delete expired
         CommitLog files if it is a ``deleteWhen`` hour, the disk is fuller than
         ``diskMaxUsedSpaceRatio`` or ``force``; then the ConsumeQueue and index files below the new
         minimum. Reads below a queue's new minimum answer OFFSET_TOO_SMALL."""

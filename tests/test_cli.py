@@ -2,16 +2,20 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import pty
+import re
 import subprocess
 import sys
 import warnings
 from pathlib import Path
 
 import pytest
+from stderr_lines import LOG_LINE, said
 
 from rocketlake import __version__
-from rocketlake.jobs import cli
+from rocketlake.jobs import check_consistency, cli
 from rocketlake.jobs.exit_codes import ExitCode, exit_code, run
 from rocketlake.store import MessageStore
 from rocketlake.store.errors import StoreFormatError, StoreFullError
@@ -150,7 +154,7 @@ def test_error_and_warning_lines_escape_control_characters(capsys) -> None:
         warnings.warn("group \x1b]0;owned\x07 skipped", stacklevel=1)
         raise StoreFormatError("topic \x1b[2Jx\nrocketlake: ok: fake")
     assert run("rocketlake", body) == ExitCode.UNUSABLE
-    assert capsys.readouterr().err.splitlines() == [
+    assert said(capsys.readouterr().err) == [
         "rocketlake: warning: group \\x1b]0;owned\\x07 skipped",
         "rocketlake: error: topic \\x1b[2Jx\\nrocketlake: ok: fake",
     ]
@@ -166,3 +170,89 @@ def test_options_are_never_abbreviated(argv: list[str], unknown: str, capsys) ->
         cli.main(argv)
     assert e.value.code == 2
     assert f"unrecognized arguments: {unknown}" in capsys.readouterr().err
+
+
+# --- log lines: -q, -v, terminal or not ---------------------------------------------------------
+def _one_message_store(tmp_path: Path) -> Path:
+    store = tmp_path / "s"
+    with MessageStore(store, mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=600) as ms:
+        from rocketlake.store import Message
+        ms.put(Message("t", b"a", 0, store_timestamp=1_700_000_000_000))
+    return store
+
+
+def test_every_command_and_job_takes_q_and_v() -> None:
+    for name, p in _subparsers().items():
+        opts = {o: a for a in p._actions for o in a.option_strings}
+        assert (opts["-q"], opts["-v"]) == (opts["--quiet"], opts["--verbose"]), name
+        assert (opts["-q"].dest, opts["-q"].const, opts["-v"].const, opts["-q"].default) == (
+            "log_level", logging.WARNING, logging.DEBUG, logging.INFO), name
+
+
+@pytest.mark.parametrize("level, said_on_stderr", [
+    ([], ["rocketlake get: no message in queue t/0 from queue offset 5: OFFSET_OVERFLOW_BADLY "
+          "(the queue holds offsets [0, 1))"]),
+    (["-q"], []),  # warnings and errors only: the info line goes
+    (["-v"], ["rocketlake get: no message in queue t/0 from queue offset 5: OFFSET_OVERFLOW_BADLY "
+              "(the queue holds offsets [0, 1))"]),
+])
+def test_q_leaves_out_info_lines_and_stdout_stays(tmp_path: Path, capsys, level: list[str],
+                                                  said_on_stderr: list[str]) -> None:
+    store = _one_message_store(tmp_path)
+    argv = ["get", "--store", str(store), *SMALL, "--topic", "t", "--queue", "0", "--offset", "5", *level]
+    assert cli.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out == ('{"status": "OFFSET_OVERFLOW_BADLY", "next_begin_offset": 1, "min_offset": 0, '
+                   '"max_offset": 1, "count": 0}\n')
+    assert said(err) == said_on_stderr
+    assert all(LOG_LINE.match(line) for line in err.splitlines())  # not a terminal: plain lines
+
+
+def test_v_adds_the_expected_errors_traceback_as_a_debug_line(tmp_path: Path, capsys) -> None:
+    argv = ["verify", "--store", str(tmp_path / "nowhere")]
+    assert cli.main(argv) == ExitCode.USAGE
+    out, quiet = capsys.readouterr()
+    assert (out, len(quiet.splitlines())) == ("", 1) and quiet.startswith("rocketlake verify: error: ")
+    assert cli.main([*argv, "-v"]) == ExitCode.USAGE
+    out, verbose = capsys.readouterr()
+    first = verbose.splitlines()[0]
+    assert out == "" and verbose.endswith(quiet)  # the verdict stays the last line
+    assert LOG_LINE.match(first) and " DEBUG rocketlake.jobs.exit_codes rocketlake verify: the " \
+        "error's traceback" in first
+    assert "Traceback (most recent call last):" in verbose
+
+
+def test_q_keeps_warnings(capsys) -> None:
+    def body() -> int:
+        warnings.warn("a warning", stacklevel=1)
+        logging.getLogger("rocketlake.x").info("an info line")
+        return 0
+    assert run("rocketlake", body, logging.WARNING) == 0
+    assert said(capsys.readouterr().err) == ["rocketlake: warning: a warning"]
+
+
+def test_a_job_takes_q_too(tmp_path: Path, capsys) -> None:
+    """``spark-submit jobs/check_consistency.py`` parses -q as ``rocketlake check-consistency``."""
+    store = _one_message_store(tmp_path)
+    argv = ["--store", str(store), *SMALL, "--report", str(tmp_path / "r.json")]
+    assert check_consistency.main(argv) == 0
+    assert said(capsys.readouterr().err) == [
+        f"check-consistency: 1 records, 0 error(s); rebuild: nothing; report in {tmp_path / 'r.json'}"]
+    assert check_consistency.main([*argv, "-q"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_on_a_terminal_log_lines_go_through_rich(tmp_path: Path) -> None:
+    store = _one_message_store(tmp_path)
+    main_fd, term = pty.openpty()
+    env = {**os.environ, "COLUMNS": "200", "TERM": "xterm", "NO_COLOR": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    p = subprocess.run([sys.executable, "-m", "rocketlake.jobs.cli", "get", "--store", str(store), *SMALL,
+                        "--topic", "t", "--queue", "0", "--offset", "5"],
+                       stdout=subprocess.PIPE, stderr=term, env=env, timeout=120)
+    os.close(term)
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", os.read(main_fd, 65536).decode())  # styles aside
+    os.close(main_fd)
+    assert p.returncode == 0 and p.stdout.startswith(b'{"status": "OFFSET_OVERFLOW_BADLY"')
+    assert "INFO" in shown and "rocketlake get: no message in queue t/0" in shown
+    assert not LOG_LINE.match(shown.lstrip())  # rich's columns, not a plain line

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from goldens import LAG_OFFSETS, LAG_ROWS
 from rich.console import Console
 
 from rocketlake.jobs.cli.operator_commands import lag_rows
@@ -14,25 +15,6 @@ from rocketlake.jobs.cli.report import store_facts
 from rocketlake.store import MessageStore
 from rocketlake.store.consumer_lag import QueueLag, consumer_lag, lag_totals
 
-#: the golden store's queue max offsets (orders 31 29 29 31, payments 30 31 29 29, audit-log
-#: 29 29 31 30); g1 committed orders 0..1 and a retry topic the store has no queue of; g2 is at
-#: the end of payments/1; g3 committed audit-log/2 past its end
-OFFSETS = ('{\n\t"offsetTable":{\n'
-           '\t\t"orders@g1":{0:3,1:0\n\t\t},\n'
-           '\t\t"payments@g2":{1:31\n\t\t},\n'
-           '\t\t"audit-log@g3":{2:40\n\t\t},\n'
-           '\t\t"%RETRY%g1@g1":{0:0\n\t\t}\n'
-           '\t}\n}')
-#: (group, topic, queue, committed, max, lag), by hand
-EXPECTED = [
-    ("g1", "%RETRY%g1", 0, 0, 0, 0),
-    ("g1", "orders", 0, 3, 31, 28), ("g1", "orders", 1, 0, 29, 29),
-    ("g1", "orders", 2, 0, 29, 29), ("g1", "orders", 3, 0, 31, 31),
-    ("g2", "payments", 0, 0, 30, 30), ("g2", "payments", 1, 31, 31, 0),
-    ("g2", "payments", 2, 0, 29, 29), ("g2", "payments", 3, 0, 29, 29),
-    ("g3", "audit-log", 0, 0, 29, 29), ("g3", "audit-log", 1, 0, 29, 29),
-    ("g3", "audit-log", 2, 40, 31, 0), ("g3", "audit-log", 3, 0, 30, 30),
-]
 TOTALS = {("g1", "%RETRY%g1"): 0, ("g1", "orders"): 117, ("g2", "payments"): 88,
           ("g3", "audit-log"): 88}
 
@@ -51,14 +33,14 @@ def test_rule_counts_uncommitted_missing_past_max_and_expired_queues() -> None:
 
 
 def test_lag_report_and_pipeline_summary_agree(golden_store: Path, golden_settings: dict) -> None:
-    (golden_store / "config" / "consumerOffset.json").write_text(OFFSETS)
+    (golden_store / "config" / "consumerOffset.json").write_text(LAG_OFFSETS)
     settings = {k: str(v) for k, v in golden_settings.items()}
     with MessageStore(golden_store, read_only=True, **settings) as ms:
         cli_rows = [tuple(r[c] for c in ("consumer_group", "topic", "queue_id", "consumer_offset",
                                          "max_offset", "lag")) for r in lag_rows(ms)]
-    assert cli_rows == EXPECTED
+    assert cli_rows == LAG_ROWS
     facts = store_facts(golden_store, settings)
-    assert [tuple(r.values()) for r in report_lag(facts.queues, facts.committed)] == EXPECTED
+    assert [tuple(r.values()) for r in report_lag(facts.queues, facts.committed)] == LAG_ROWS
     out = io.StringIO()
     Console(file=out, width=200).print(summary(golden_store, settings))
     cells = {line.split("│")[1].strip(): line.split("│")[4].strip()

@@ -164,7 +164,7 @@ def _flushes_held(ms: MessageStore) -> Iterator[None]:
     held, done = threading.Event(), threading.Event()
 
     def hold() -> None:
-        with ms.flusher.exclusive():
+        with ms.flushes_held():
             held.set()
             done.wait()
     t = threading.Thread(target=hold)

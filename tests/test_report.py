@@ -27,8 +27,8 @@ from rocketlake.jobs.cli.report import (
     store_facts,
 )
 from rocketlake.store import Message, MessageStore, codec
-from rocketlake.store.cleanup import HOUR_MS, RetentionPolicy
 from rocketlake.store.config_files import write_consumer_offsets
+from rocketlake.store.retention import HOUR_MS, RetentionPolicy
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -121,11 +121,11 @@ def test_retention_rows_say_when_each_file_expires_and_what_gates_deletion():
     assert [r["expires at (UTC)"] for r in rows] == ["2026-11-23T06:00:00.000Z", "2026-11-24T04:00:00.000Z",
                                                      "2026-11-26T05:00:00.000Z"]
     assert rows[0]["modified (UTC)"] == "2026-11-21T06:00:00.000Z" and rows[0]["size"] == "1,024.0 MiB"
-    assert rows[0]["at the next cleanup"].startswith("kept: expired (72.0 h old) but deletion waits")
-    assert rows[2]["at the next cleanup"].startswith("kept: the last file")
+    assert rows[0]["at the next expiry run"].startswith("kept: expired (72.0 h old) but deletion waits")
+    assert rows[2]["at the next expiry run"].startswith("kept: the last file")
     decision, rows = retention_rows(files, now, policy, disk_ratio=0.80)  # above the disk ratio
     assert decision.delete == ("00000000000000000000", "00000000001073741824")
-    assert [r["at the next cleanup"] for r in rows[:2]] == [
+    assert [r["at the next expiry run"] for r in rows[:2]] == [
         "deleted (disk use above diskMaxUsedSpaceRatio)"] * 2
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-ARCHIVE_TABLE = "messages_archive"
 PARTITION_COLUMNS = ("topic", "store_date")
 ARCHIVE_COLUMNS = (
     "store", "commitlog_file", "commitlog_offset", "size", "magic", "body_crc", "queue_id", "flag",

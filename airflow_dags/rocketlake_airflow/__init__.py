@@ -6,6 +6,11 @@ from the config file, and the data paths are overridable at run time with Airflo
 (``rocketlake_lake``, ``rocketlake_store_<name>``). The lake may be a URI (``s3a://``, ``file://``, ...);
 stores are paths. Tasks that write a store take its one-slot pool (``rocketlake_store_<name>``),
 and tasks that write Delta tables declare them as outlets (:class:`airflow.sdk.Asset`).
+
+The table names and the store settings (``deleteWhen``) are the package's own
+(``rocketlake.jobs.table_names``, ``rocketlake.store.config``): Airflow's environment has rocketlake
+installed without its dependencies (``pip install --no-deps``), and these modules need none but
+javaproperties.
 """
 from __future__ import annotations
 
@@ -24,14 +29,13 @@ import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset
 
-from rocketlake_airflow.java_properties import read_java_properties
+from rocketlake.store.config import load_config
 
 #: Environment variable naming the config file to read instead of `conf/airflow.toml`.
 CONFIG_ENV = "ROCKETLAKE_AIRFLOW_CONFIG"
 #: The project root: relative paths in the config file are relative to it.
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "airflow.toml"
-STORE_CONF = PROJECT_ROOT / "conf" / "store.conf"
 #: The rebuild job (`jobs/rebuild.py`): one CommitLog scan rebuilds every structure asked for.
 REBUILD_JOB = "rebuild"
 #: The structures it rebuilds (its ``--structures``), in the job's order.
@@ -44,10 +48,6 @@ START_DATE = pendulum.datetime(2024, 1, 1, tz="UTC")
 #: The run's time as ISO-8601: its logical date, or when it was triggered if it has none. A retry
 #: of the same run renders the same value.
 RUN_TIME = "{{ (logical_date or dag_run.run_after).isoformat() }}"
-#: The Delta tables each job writes under a store's lake (the jobs' own names; a test checks).
-OFFSETS_TABLES = ("queue_offsets", "consumer_offsets", "offsets_history")
-ARCHIVE_TABLE = "messages_archive"
-RUNS_TABLE = "maintenance_runs"
 #: The default ``[alerts] on_failure``.
 DEFAULT_FAILURE_CALLBACK = "rocketlake_airflow.alerts.log_failure"
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -88,12 +88,13 @@ def _jinja_str(value: str) -> str:
 
 @dataclass(frozen=True)
 class Store:
-    """One configured store: its name (used in DAG and task ids), default path and ``--set``s."""
+    """One configured store: its name (used in DAG and task ids), default path, ``--set``s and
+    the hours of the day its ``deleteWhen`` names (the package's settings with those ``--set``s)."""
 
     name: str
     path: str
     settings: dict[str, str]
-    delete_when: str
+    delete_hours: frozenset[int]
 
     @property
     def set_args(self) -> list[str]:
@@ -170,7 +171,7 @@ class Settings:
 
     def nightly_cron(self, store: Store) -> str:
         """Cron for the store's ``deleteWhen`` hours (``04``, or several as ``04;16``)."""
-        hours = ",".join(str(int(h)) for h in store.delete_when.split(";") if h.strip())
+        hours = ",".join(map(str, sorted(store.delete_hours)))
         return f"{int(self.section('nightly')['minute'])} {hours} * * *"
 
     def application(self, job: str) -> str:
@@ -233,12 +234,14 @@ def load_settings(path: str | Path | None = None) -> Settings:
     path = Path(path or os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG)
     with open(path, "rb") as f:
         raw = tomllib.load(f)
-    delete_when = read_java_properties(STORE_CONF).get("deleteWhen", "04")
     stores = {}
     for name, s in raw.get("stores", {}).items():
         settings = {k: str(v) for k, v in s.get("set", {}).items()}
-        stores[name] = Store(name, _path(s["path"]), settings,
-                             settings.get("deleteWhen", delete_when))
+        try:
+            delete_hours = load_config(settings).delete_hours
+        except ValueError as e:  # SettingError: an unknown name or a bad value
+            raise ValueError(f"{path}: [stores.{name}] set: {e}") from e
+        stores[name] = Store(name, _path(s["path"]), settings, delete_hours)
     if not stores:
         raise ValueError(f"{path}: no [stores.<name>] configured")
     on_failure = _callable(raw.get("alerts", {}).get("on_failure", DEFAULT_FAILURE_CALLBACK),

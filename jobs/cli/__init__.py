@@ -231,7 +231,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"rocketlake {__version__}")
     sub = p.add_subparsers(dest="command", metavar="<command>", required=True)
     for name, c in COMMANDS.items():
-        c.arguments(sub.add_parser(name, help=c.help, **c.parser_settings()))
+        c.declare(sub.add_parser(name, help=c.help, **c.parser_settings()))
     return p
 
 
@@ -240,5 +240,5 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     module, function = COMMANDS[args.command].target.split(":")
     target: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
-    return int(run(f"rocketlake {args.command}", lambda: target(args)))
+    return int(run(f"rocketlake {args.command}", lambda: target(args), args.log_level))
 

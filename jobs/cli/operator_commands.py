@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -29,6 +30,8 @@ from rocketlake.store.lockfile import StoreLock, is_locked
 from rocketlake.store.message import GetStatus
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_time import format_time
+
+log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
 _OFFSETS_FILE = "config/consumerOffset.json"
@@ -219,10 +222,10 @@ def cmd_offsets(a: argparse.Namespace) -> int:
             kept = f" (previous content in {path.name}.bak)" if path.exists() else ""
             table.setdefault((a.topic, a.group), {}).update({r["queue_id"]: r["new_offset"] for r in rows})
             write_consumer_offsets(a.store, table)
-            print(f"{note}wrote {path}{kept}", file=sys.stderr)
+            log.info("%swrote %s%s", note, path, kept)
         else:
             live = " (a writer holds the store now: --execute would be refused)" if is_locked(a.store) else ""
-            print(f"{note}dry run: nothing written; --execute to apply{live}", file=sys.stderr)
+            log.info("%sdry run: nothing written; --execute to apply%s", note, live)
     finally:
         if lock is not None:
             lock.release()

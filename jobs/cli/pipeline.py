@@ -5,7 +5,7 @@
 2. verify the store (every record, unit, index key, checkpoint and config file);
 3. rebuild its ConsumeQueues and index with Spark into `var/rebuild` and prove them identical;
 4. publish queue offsets, consumer offsets and lag to Delta (default `var/lake`);
-5. run compaction (expiry with the unconsumed guard, archive, key compaction);
+5. run the compact job (expiry with the unconsumed guard, archive, key compaction);
 6. write the HTML report and print a summary: messages, topics, queues, bytes, lag per group,
    time and MB/s per stage.
 

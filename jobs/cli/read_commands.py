@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import logging
 from collections.abc import Generator, Iterator
 from functools import partial
 from typing import Any
@@ -22,6 +22,8 @@ from rocketlake.store.config import StoreConfig, parse_set_options
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.store_time import format_time
+
+log = logging.getLogger(__name__)
 
 #: index entries (or ConsumeQueue units) decoded at a time by `dump`: its memory is bounded by
 #: this, not by the size of a file
@@ -56,9 +58,9 @@ def cmd_dump(a: argparse.Namespace) -> int:
 def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
     """The records in the offset range (the scan starts at the range, not at the first file)
     that pass the filters; exit 3 when damage stops the scan before the range's end."""
-    log = ms.commitlog
+    commitlog = ms.commitlog
     stop = _LATEST if a.to_offset is None else a.to_offset  # no --to-offset: to the end of valid data
-    scan = log.scan(_scan_start(log, a.from_offset), check_crc=False, stop_at=stop)
+    scan = commitlog.scan(_scan_start(commitlog, a.from_offset), check_crc=False, stop_at=stop)
     n = 0
 
     def read() -> Iterator[tuple[Record, dict[str, Any]]]:
@@ -73,10 +75,10 @@ def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
     emit_messages(read(), a)
     why = None if scan.end >= stop else _early_stop(ms, scan)
     if why:
-        mf = log.files.find(scan.end)
+        mf = commitlog.files.find(scan.end)
         where = f"file {mf.path.name} @{scan.end - mf.start}" if mf else "no file"
-        print(f"rocketlake dump: error: stopped after {n} records at commitlog offset "
-              f"{scan.end} ({where}): {why}", file=sys.stderr)
+        log.error("rocketlake dump: error: stopped after %d records at commitlog offset %d (%s): %s",
+                  n, scan.end, where, why)
         return ExitCode.UNUSABLE
     return 0
 
@@ -208,7 +210,7 @@ def cmd_get(a: argparse.Namespace) -> int:
 
 def _nothing(a: argparse.Namespace, why: str) -> None:
     """Say on stderr that a read found nothing (not an error: the command exits 0)."""
-    print(f"rocketlake {a.command}: {why}", file=sys.stderr)
+    log.info("rocketlake %s: %s", a.command, why)
 
 
 def cmd_query(a: argparse.Namespace) -> int:

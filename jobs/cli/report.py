@@ -5,7 +5,7 @@
 Sections: consumer group status (Burrow's rules, ``jobs.cli.lag_status``, over the lake's
 ``offsets_history`` of this store) and lag chart; lag per topic and queue now (the store's
 consumerOffset.json); store layout; why ConsumeQueue units and CommitLog records differ; message
-rate over store time; retention (``store.cleanup``'s plan for each CommitLog file); the last
+rate over store time; retention (``store.retention``'s plan for each CommitLog file); the last
 maintenance runs in words (``jobs.cli.run_words``). Everything is read first (``store_facts``,
 ``lake_facts``: Spark only when there is a lake), then ``page_view`` turns them into what the page
 shows and ``render`` draws it with the autoescaped jinja2 template ``templates/report.html``.
@@ -34,14 +34,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from rocketlake.jobs.cli.lag_status import DEFAULT_WINDOW, group_statuses  # noqa: E402
 from rocketlake.jobs.cli.run_words import describe_run  # noqa: E402
+from rocketlake.jobs.table_names import OFFSETS_HISTORY  # noqa: E402
 from rocketlake.store import MessageStore, codec  # noqa: E402
-from rocketlake.store.cleanup import (  # noqa: E402
-    HOUR_MS,
-    CommitLogDecision,
-    RetentionPolicy,
-    disk_used_ratio,
-    plan_commitlog_deletion,
-)
 from rocketlake.store.commitlog import CommitLog  # noqa: E402
 from rocketlake.store.config import load_config, parse_set_options  # noqa: E402
 from rocketlake.store.config_files import read_consumer_offsets  # noqa: E402
@@ -49,6 +43,13 @@ from rocketlake.store.consumer_lag import consumer_lag as queue_lags  # noqa: E4
 from rocketlake.store.file_sizes import reading_config  # noqa: E402
 from rocketlake.store.kernels import records as kr  # noqa: E402
 from rocketlake.store.record_walk import RecordBatch  # noqa: E402
+from rocketlake.store.retention import (  # noqa: E402
+    HOUR_MS,
+    CommitLogDecision,
+    RetentionPolicy,
+    disk_used_ratio,
+    plan_commitlog_deletion,
+)
 from rocketlake.store.store_time import format_time  # noqa: E402
 
 #: offsets_history columns the lag status reads
@@ -140,7 +141,7 @@ def lake_facts(lake: str | None, store: str) -> tuple[list[dict[str, Any]], list
     spark = build_session("rocketlake-report", conf={"spark.ui.enabled": "false"})
     lag_rows: list[dict[str, Any]] = []
     run_rows: list[dict[str, Any]] = []
-    history = table_uri(lake, "offsets_history")
+    history = table_uri(lake, OFFSETS_HISTORY)
     if table_exists(spark, history):
         df = spark.read.format("delta").load(history)
         if set(LAG_COLUMNS) | {"kind", "store"} <= set(df.columns):
@@ -166,12 +167,12 @@ def consumer_lag(queues: list[dict[str, Any]], committed: dict[tuple[str, str], 
 
 def retention_rows(files: list[tuple[str, int, int]], now_ms: int, policy: RetentionPolicy,
                    disk_ratio: float) -> tuple[CommitLogDecision, list[dict[str, Any]]]:
-    """What the broker's cleanup (``store.cleanup``, with its deleteWhen / disk gate) would do at
+    """What the broker's expiry run (``store.retention``, with its deleteWhen / disk gate) would do at
     ``now_ms``, and one row per CommitLog file: size, mtime, when it expires, and its fate."""
     decision = plan_commitlog_deletion([(n, m) for n, m, _ in files], now_ms, policy, disk_ratio)
     rows = [{"file": name, "size": f"{size / 2**20:,.1f} MiB", "modified (UTC)": format_time(mtime),
              "expires at (UTC)": format_time(mtime + policy.file_reserved_hours * HOUR_MS),
-             "at the next cleanup": (f"deleted ({_TRIGGERS.get(decision.reason or '', decision.reason)})"
+             "at the next expiry run": (f"deleted ({_TRIGGERS.get(decision.reason or '', decision.reason)})"
                                      if name in decision.delete else f"kept: {decision.kept[name]}")}
             for name, mtime, size in files]
     return decision, rows
@@ -347,7 +348,7 @@ def page_view(p: PageInput) -> dict[str, Any]:
         "counts": explain_counts(facts.records, units),
         "gate": gate, "deleted": list(decision.delete),
         "retention": _table(retention, ["file", "size", "modified (UTC)", "expires at (UTC)",
-                                        "at the next cleanup"]),
+                                        "at the next expiry run"]),
         "runs": [describe_run(r) for r in p.runs],
         "charts": {"lag": _png(lag_figure(p.history)), "layout": _png(layout_figure(facts.queues)),
                    "rate": _png(rate_figure(facts.timestamps, facts.topics))},

@@ -213,14 +213,29 @@ def test_tasks_declare_the_delta_tables_they_write_as_assets(dagbag: Any) -> Non
     assert {a.group for task in nightly.values() for a in task.outlets} == {"rocketlake"}
 
 
-def test_asset_tables_are_the_ones_the_jobs_write() -> None:
-    from rocketlake_airflow import ARCHIVE_TABLE, OFFSETS_TABLES, RUNS_TABLE
+def test_the_dags_import_rocketlake_installed_without_its_dependencies() -> None:
+    """The table names and store settings the DAGs use are the package's (no copies): Airflow's
+    environment has rocketlake (this tree) but not its heavy dependencies."""
+    import importlib.util
 
-    jobs = json.loads(main_python(
-        "import json; from jobs.publish_offsets import TABLES; from jobs.run_log import RUNS_TABLE; "
-        "from transforms.archive import ARCHIVE_TABLE; "
-        "print(json.dumps([list(TABLES), ARCHIVE_TABLE, RUNS_TABLE]))"))
-    assert jobs == [list(OFFSETS_TABLES), ARCHIVE_TABLE, RUNS_TABLE]
+    import rocketlake.jobs.table_names
+    import rocketlake.store.config
+
+    assert Path(rocketlake.jobs.table_names.__file__) == PROJECT / "jobs" / "table_names.py"
+    assert Path(rocketlake.store.config.__file__) == PROJECT / "store" / "config.py"
+    assert importlib.util.find_spec("numba") is None
+
+
+def test_a_stores_settings_are_read_as_the_store_reads_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    twice = configured_bag(tmp_path, monkeypatch, {"set = {}": 'set = { deleteWhen = "16;03" }'})
+    assert twice.dags["rocketlake_nightly_main"].timetable.expression == "0 3,16 * * *"
+    for sets, said in [('{ deleteWhen = "4am" }', "deleteWhen: '4am' is not an hour of the day"),
+                       ('{ fileReservedTme = "48" }', "unknown store setting 'fileReservedTme'")]:
+        bad = configured_bag(tmp_path, monkeypatch, {"set = {}": f"set = {sets}"})
+        assert len(bad.import_errors) == 3  # every DAG file reads the config
+        for error in bad.import_errors.values():
+            assert f"{tmp_path / 'airflow.toml'}: [stores.main] set: " in error and said in error
 
 
 def test_tasks_that_write_a_store_share_its_one_slot_pool(dagbag: Any, airflow_db: None) -> None:

@@ -13,7 +13,7 @@ import random
 from pathlib import Path
 
 from durability_check import SETTINGS, message_for
-from test_kill9 import run_and_kill
+from writer_kills import run_and_kill
 
 from rocketlake.store import GetStatus, MessageStore
 

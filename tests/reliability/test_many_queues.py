@@ -160,11 +160,11 @@ def test_lazy_maps_stay_within_their_limit_and_keep_a_map_in_use(tmp_path: Path,
         for i, mf in enumerate(files):
             mf.write(0, bytes([i + 1]) * 40)
             assert len(LAZY_MAPS) <= 3  # the limit, and the pinned map
-        assert view[0] == 1 and files[0]._mm is not None
+        assert view[0] == 1 and files[0].mapped
         del view
         for i in (1, 2):  # two maps made again: the one no view holds any more goes too
             files[i].write(0, bytes([i + 1]) * 40)
-        assert files[0]._mm is None
+        assert not files[0].mapped
         assert len(LAZY_MAPS) == 2
         for i, mf in enumerate(files):
             out = np.empty(40, dtype=np.uint8)

@@ -7,8 +7,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from goldens import GOLDEN_498
-from test_consumer_lag import EXPECTED, OFFSETS  # tests/ is on sys.path (see goldens.py)
+from goldens import GOLDEN_498, LAG_OFFSETS, LAG_ROWS
 
 from rocketlake.jobs.publish_offsets import read_layout, read_snapshot
 from rocketlake.store.config import load_config
@@ -18,11 +17,11 @@ from rocketlake.store.config_files import read_consumer_offsets
 def test_published_consumer_rows_are_the_lag_rule(spark, tmp_path: Path) -> None:
     root = tmp_path / "store"
     shutil.copytree(GOLDEN_498 / "store", root)
-    (root / "config" / "consumerOffset.json").write_text(OFFSETS)
+    (root / "config" / "consumerOffset.json").write_text(LAG_OFFSETS)
     settings = json.loads((GOLDEN_498 / "settings.json").read_text())
     cfg = load_config({k: str(v) for k, v in settings.items()})
     snap = read_snapshot(spark, root, cfg, read_layout(root), read_consumer_offsets(root),
                          "s", datetime(2026, 1, 1, tzinfo=UTC))
     rows = snap.consumer_rows.select("consumer_group", "topic", "queue_id", "consumer_offset",
                                      "max_offset", "lag").collect()
-    assert sorted(tuple(r) for r in rows) == sorted(EXPECTED)
+    assert sorted(tuple(r) for r in rows) == sorted(LAG_ROWS)

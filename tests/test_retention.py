@@ -1,4 +1,4 @@
-"""Retention (store.cleanup): RocketMQ's rules as pure decisions, and applied to a real store
+"""Retention (store.retention): RocketMQ's rules as pure decisions, and applied to a real store
 whose file mtimes are set into the past with os.utime.
 
 Expectations come from the rules docs/FORMAT.md §9.4 states, hand-computed values, and the store's
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from rocketlake.store import GetStatus, Message, MessageStore
-from rocketlake.store.cleanup import (
+from rocketlake.store.config import parse_delete_when
+from rocketlake.store.retention import (
     RetentionPolicy,
     consume_queue_files_below,
     expired_files,
-    parse_delete_when,
     plan_commitlog_deletion,
     trigger,
 )

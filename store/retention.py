@@ -41,24 +41,13 @@ class RetentionPolicy:
 
     @classmethod
     def from_config(cls, cfg: StoreConfig) -> RetentionPolicy:
-        return cls(cfg.fileReservedTime, parse_delete_when(cfg.deleteWhen), cfg.diskMaxUsedSpaceRatio)
+        return cls(cfg.fileReservedTime, cfg.delete_hours, cfg.diskMaxUsedSpaceRatio)
 
     def __post_init__(self) -> None:
         if self.file_reserved_hours < 0:
             raise ValueError(f"fileReservedTime must be >= 0 hours, got {self.file_reserved_hours}")
         if not 0 <= self.disk_max_used_ratio <= 100:
             raise ValueError(f"diskMaxUsedSpaceRatio must be a percentage, got {self.disk_max_used_ratio}")
-
-
-def parse_delete_when(value: str) -> frozenset[int]:
-    """``deleteWhen`` ("04", "03;04") -> the hours of the day it names."""
-    hours = set()
-    for tok in value.split(";"):
-        tok = tok.strip()
-        if not tok.isdigit() or not 0 <= int(tok) <= 23:
-            raise ValueError(f"deleteWhen: {tok!r} is not an hour of the day (expected e.g. 04 or 03;04)")
-        hours.add(int(tok))
-    return frozenset(hours)
 
 
 @dataclass(frozen=True)
@@ -146,7 +135,7 @@ def consume_queue_files_below(last_unit_offsets: Sequence[int], min_offset: int)
 
 
 @dataclass
-class CleanupReport:
+class ExpiryReport:
     """What ``delete_expired_files`` did."""
     reason: str | None
     commitlog_min_offset: int
@@ -163,7 +152,7 @@ def disk_used_ratio(path: Path) -> float:
 
 def delete_expired_files(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
                          index: IndexService | None, policy: RetentionPolicy, now_ms: int,
-                         force: bool = False) -> CleanupReport:
+                         force: bool = False) -> ExpiryReport:
     """Apply the rules above to a store's parts. The caller stops writers and flushes first."""
     decision = plan_commitlog_deletion(commitlog_file_times(log), now_ms, policy,
                                        disk_used_ratio(log.files.dir) if log.files.dir.exists() else 0.0,
@@ -177,10 +166,10 @@ def commitlog_file_times(log: CommitLog) -> list[tuple[str, int]]:
 
 
 def apply_deletion(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue],
-                   index: IndexService | None, decision: CommitLogDecision) -> CleanupReport:
+                   index: IndexService | None, decision: CommitLogDecision) -> ExpiryReport:
     """Delete the leading CommitLog files ``decision`` names, then the ConsumeQueue and index
     files wholly below the new minimum, and correct each queue's minimum offset."""
-    report = CleanupReport(decision.reason, log.min_offset)
+    report = ExpiryReport(decision.reason, log.min_offset)
     if decision.reason is None:
         return report
     names = [mf.path.name for mf in log.files.files[:len(decision.delete)]]
