@@ -16,6 +16,7 @@ from rocketlake.store import errors
 from rocketlake.store.errors import (
     ConfigFileError,
     CorruptRecordError,
+    DataLossError,
     StoreFormatError,
     StoreFullError,
     StoreLockedError,
@@ -47,8 +48,8 @@ HELP = """exit codes:
 #: error class -> exit code, first match wins (subclasses before their bases)
 _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitCode], ...] = (
     (UnsafePathError, ExitCode.USAGE),  # a StoreFormatError, but the refusal of a path
-    ((StoreFormatError, CorruptRecordError, ConfigFileError, StoreLockedError, StoreFullError),
-     ExitCode.UNUSABLE),
+    ((StoreFormatError, CorruptRecordError, ConfigFileError, StoreLockedError, StoreFullError,
+      DataLossError), ExitCode.UNUSABLE),
     ((ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, RuntimeError),
      ExitCode.USAGE),
 )

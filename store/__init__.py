@@ -10,6 +10,7 @@ from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.errors import (
                                     ConfigFileError,
                                     CorruptRecordError,
+                                    DataLossError,
                                     LinkedFileError,
                                     MessageNotFoundError,
                                     MessageRejected,
@@ -19,6 +20,7 @@ from rocketlake.store.errors import (
                                     StoreFormatError,
                                     StoreFullError,
                                     StoreLockedError,
+                                    StreamOffsetError,
                                     UnsafePathError,
 )
 from rocketlake.store.message import GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage
@@ -31,5 +33,5 @@ __all__ = [
     "RocketlakeError", "SettingError", "MessageRejected", "MessageNotFoundError",
     "CorruptRecordError", "StoreFormatError",
     "UnsafePathError", "StoreFullError", "StoreLockedError", "ConfigFileError",
-    "LinkedFileError", "NotAStoreError",
+    "LinkedFileError", "NotAStoreError", "StreamOffsetError", "DataLossError",
 ]

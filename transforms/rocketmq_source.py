@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     EqualTo,
     Filter,
     GreaterThan,
@@ -75,6 +76,7 @@ from rocketlake.store.file_sizes import with_commitlog_size, with_consume_queue_
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.store_dir import check_store
 from rocketlake.transforms.commitlog_batch import (
+    Stretch,
     blank_at,
     find_record_start,
     message_columns,
@@ -161,6 +163,17 @@ class RocketMQDataSource(DataSource):
             return ConsumeQueueReader(Path(root), schema, self.options)
         return CommitLogReader(Path(root), schema, self.options)
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (Spark's name)
+        """``spark.readStream.format("rocketmq")``: ``transforms.rocketmq_stream``."""
+        from rocketlake.transforms.rocketmq_stream import RocketMQStreamReader
+
+        root = self.options.get("path")
+        if not root:
+            raise ValueError("rocketmq source: give the store root: .load(store_root)")
+        if self.options.get("kind", "messages").lower() != "messages":
+            raise ValueError("rocketmq source: a stream reads kind=messages (CommitLog records) only")
+        return RocketMQStreamReader(Path(root), schema, self.options)
+
 
 #: the store.file_sizes rule of each size option the source takes
 _SIZE_RULES = {"mappedFileSizeCommitLog": with_commitlog_size,
@@ -173,6 +186,31 @@ def _file_size(options: Any, name: str, root: Path) -> int:
     given = options.get(name)
     explicit = {name: given} if given is not None else {}
     return int(getattr(_SIZE_RULES[name](root, load_config(explicit), explicit), name))
+
+
+def range_batches(buf: np.ndarray, r: ScanRange, schema: StructType, check_crc: bool,
+                  delay_levels_ms: Sequence[int],
+                  mask: Callable[[dict[str, np.ndarray]], np.ndarray | None] | None = None,
+                  ) -> Generator[pa.RecordBatch, None, Stretch | None]:
+    """The ``schema`` columns of the records starting in ``r`` (``buf``: its file's bytes), as
+    Arrow batches, only the rows ``mask`` keeps (given the ``commitlog_offset`` and
+    ``store_timestamp`` columns; None: all). Returns the walk's last stretch (where and why it
+    stopped), None when no record starts in ``r``. The one reader of a range, batch and stream."""
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    types = {f.name: f.type for f in arrow}
+    pos = 0 if r.lo == 0 else find_record_start(buf, r.file_start, r.lo, r.hi)
+    if pos >= r.hi:
+        return None
+    for s in walk_range(buf, r.file_start, pos, r.hi, check_crc, BATCH_BYTES):
+        raw = s.raw
+        keep = None if mask is None else mask({"commitlog_offset": raw[:, kr.OFFSET],
+                                                "store_timestamp": raw[:, kr.STORE_TS]})
+        if keep is not None:
+            raw = raw[keep]
+        if len(raw):
+            cols = message_columns(buf, raw, arrow.names, types, delay_levels_ms)
+            yield pa.RecordBatch.from_arrays([cols[n] for n in arrow.names], schema=arrow)
+    return s
 
 
 class _BoundsReader(DataSourceReader):
@@ -247,20 +285,10 @@ class CommitLogReader(_BoundsReader):
         if r is None:  # Spark reads one empty partition when there are none
             return
         buf = open_on_executor(r.path)
-        arrow = to_arrow_schema(self.schema, timezone="UTC")
-        types = {f.name: f.type for f in arrow}
-        pos = 0 if r.lo == 0 else find_record_start(buf, r.file_start, r.lo, r.hi)
-        if pos >= r.hi:
+        s = yield from range_batches(buf, r, self.schema, self.check_crc, self.delay_levels_ms,
+                                     self._mask)
+        if s is None:
             return
-        for s in walk_range(buf, r.file_start, pos, r.hi, self.check_crc, BATCH_BYTES):
-            raw = s.raw
-            mask = self._mask({"commitlog_offset": raw[:, kr.OFFSET],
-                               "store_timestamp": raw[:, kr.STORE_TS]})
-            if mask is not None:
-                raw = raw[mask]
-            if len(raw):
-                cols = message_columns(buf, raw, arrow.names, types, self.delay_levels_ms)
-                yield pa.RecordBatch.from_arrays([cols[n] for n in arrow.names], schema=arrow)
         end, status, error = s.end, s.status, s.error
         if status == kr.LIMIT and end < buf.size and not blank_at(buf, end):
             # The next range begins with the record at `end`: it must be one, or data ends here.
