@@ -77,7 +77,8 @@ def task_error(error: BaseException) -> BaseException | None:
     ``Py4JJavaError`` carry the executor's traceback as text, and so does the
     ``AnalysisException`` of a Python data source that failed while planning), rebuilt so it
     maps to its exit code and prints as one line; None when there is none."""
-    if type(error).__name__ not in ("PythonException", "Py4JJavaError", "AnalysisException"):
+    if type(error).__name__ not in ("PythonException", "Py4JJavaError", "AnalysisException",
+                                    "StreamingQueryException"):
         return None
     found = [m for m in _TRACEBACK_LAST.finditer(str(error)) if m.group(1) in _TASK_ERRORS]
     if not found:
