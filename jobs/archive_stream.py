@@ -8,9 +8,9 @@ The ``rocketmq`` stream source (``transforms.rocketmq_stream``) over the store, 
 rows (``transforms.archive.archive_rows``: the table and columns ``compact`` writes), appended to
 ``<lake>/messages_archive`` by Delta's streaming sink. The query's checkpoint is
 ``<lake>/_checkpoints/archive/<store name>``. Its first run starts where the archive of this store
-ends (the end of its last archived record; the store's first record when it has none), so the
-records ``compact`` archived before and the stream's never overlap; later runs go on from the
-checkpoint.
+ends (the end of its last archived record, or the next file's start when compact expired that
+record's file, archived whole; the store's first record when none is archived), so the records
+``compact`` archived before and the stream's never overlap; later runs go on from the checkpoint.
 
 Exactly once rests on three things: a batch's offsets are written to the checkpoint before it runs;
 the source yields the same rows for the same offsets (byte ranges of CommitLog data that never
@@ -38,6 +38,7 @@ from rocketlake.jobs.job_commands import AVAILABLE_NOW, job_main
 from rocketlake.jobs.lake import ensure_table, register, table_exists, table_properties, table_uri
 from rocketlake.jobs.run_log import RUNS_TABLE, record_run
 from rocketlake.jobs.spark_session import build_session
+from rocketlake.store.codec import format_file_name
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.store_dir import check_store
 from rocketlake.transforms.archive import (
@@ -89,6 +90,10 @@ def archive_stream(root: Path, cfg: StoreConfig, lake: str, store_name: str | No
     spark = build_session(f"rocketlake-{PROG}", master=master)
     uri, checkpoint = table_uri(lake, ARCHIVE_TABLE), checkpoint_uri(lake, store_name)
     end = None if has_checkpoint(spark, lake, store_name) else archived_end(spark, lake, store_name)
+    size = cfg.mappedFileSizeCommitLog
+    if end is not None and end % size and \
+            not (root / "commitlog" / format_file_name(end - end % size)).exists():
+        end += size - end % size  # expired once archived whole: what followed was its BLANK tail
     source = (spark.readStream.format("rocketmq")
               .option("mappedFileSizeCommitLog", cfg.mappedFileSizeCommitLog)
               .option("messageDelayLevel", cfg.messageDelayLevel)

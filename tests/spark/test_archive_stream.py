@@ -6,14 +6,18 @@ import base64
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from rocketlake.jobs.archive_stream import checkpoint_uri
+from rocketlake.jobs import compact
+from rocketlake.jobs.archive_stream import archive_stream, checkpoint_uri
 from rocketlake.jobs.lake import lake_uri
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.config import load_config
 
 from .helpers import rocketlake, sets
 
@@ -89,3 +93,46 @@ def test_exactly_once_under_kill_9_while_a_writer_appends(spark, tmp_path: Path)
     assert len({r.commitlog_offset for r in rows}) == len(want)
     got = sorted((r.commitlog_offset, bytes(r.body)) for r in rows)
     assert got == sorted((w["commitlog_offset"], base64.b64decode(w["body_b64"])) for w in want)
+
+
+def test_compact_expires_only_what_the_archive_holds_and_never_archives_twice(spark, tmp_path: Path) -> None:
+    """The stream archived the first 200 records (file 0 whole, part of file 1). While its
+    checkpoint exists compact expires file 0 only and writes nothing; without one it archives just
+    the records files 1-3 lack; the stream started again goes on where the archive ends."""
+    root, lake = tmp_path / "s", lake_uri(str(tmp_path / "lake"))
+    sizes = {"mappedFileSizeCommitLog": 16384, "mappedFileSizeConsumeQueue": 400}
+    cfg = load_config(sizes)
+
+    def put(a: int, b: int) -> None:
+        with MessageStore(root, **sizes) as ms:
+            ms.put_batch([Message("t", f"e-{i}".encode() * 8) for i in range(a, b)])
+
+    def archived() -> list[tuple[int, bytes]]:
+        rows = spark.read.format("delta").load(f"{lake}/messages_archive").collect()
+        return sorted((r.commitlog_offset, bytes(r.body)) for r in rows)
+
+    put(0, 200)
+    assert archive_stream(root, cfg, lake, master="local[2]")["rows"] == 200
+    put(200, 600)
+    with MessageStore(root, read_only=True, **sizes) as ms:
+        every = [(r.commitlog_offset, r.body) for r in ms.commitlog.scan(check_crc=True)]
+    files = sorted((root / "commitlog").iterdir())
+    assert len(files) == 5 and every[199][0] // 16384 == 1  # record 199 is in file 1
+    old = time.time() - 80 * 3600
+    for f in files[:-1]:
+        os.utime(f, (old, old))
+
+    first = compact.maintain(root, cfg, lake, master="local[2]")
+    assert first["plan"]["delete"] == [files[0].name] and first["archived"] == {}
+    assert "archive stream (archive) holds" in first["plan"]["kept"][files[1].name]
+    assert archived() == every[:200] and not files[0].exists() and files[1].exists()
+
+    shutil.rmtree(tmp_path / "lake" / "_checkpoints")  # no stream: compact archives what is missing
+    second = compact.maintain(root, cfg, lake, master="local[2]")
+    assert second["plan"]["delete"] == [f.name for f in files[1:4]]
+    in_files = [r for r in every if r[0] < int(files[4].name)]
+    assert sum(second["archived"].values()) == len(in_files) - 200
+    assert archived() == in_files
+
+    assert archive_stream(root, cfg, lake, master="local[2]")["rows"] == len(every) - len(in_files)
+    assert archived() == every
