@@ -213,6 +213,7 @@ def test_tasks_declare_the_delta_tables_they_write_as_assets(dagbag: Any) -> Non
     nightly = dagbag.dags["rocketlake_nightly_main"].task_dict
     assert {t: outlets(task) for t, task in nightly.items()} == {
         "check_consistency": [runs], "choose_rebuilds": [], "rebuild": [runs],
+        "archive": [f"{LAKE_URI}/messages_archive", runs],
         "compact": [f"{LAKE_URI}/messages_archive", runs],
         "optimize_lake": []}  # rewrites files of the tables, adds no data
     assert {a.group for task in nightly.values() for a in task.outlets} == {"rocketlake"}
