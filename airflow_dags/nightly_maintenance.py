@@ -3,8 +3,9 @@ optimize the lake.
 
 `check_consistency` verifies the ConsumeQueues and index against the CommitLog and writes a report;
 `choose_rebuilds` starts `rebuild` (`jobs/rebuild.py`: one CommitLog scan) for only the structures
-the report names, or skips it; `compact` (expire, archive to Delta, key-compact) runs after it, or
-straight after the check when nothing drifted;
+the report names, or skips it; `archive` (`jobs/archive_stream.py` with AvailableNow: the store
+streamed into the lake's archive, exactly once) runs after it, or straight after the check when
+nothing drifted; then `compact` (expire only what the archive holds, key-compact);
 `optimize_lake` (OPTIMIZE and VACUUM of the store's Delta tables; `[nightly] optimize`) runs last.
 One DAG per store, one run at a time; the tasks that write the store take its one-slot pool, so a
 triggered rebuild never overlaps them. Every job records its run in the store's lake
@@ -60,12 +61,18 @@ def nightly_dag(store: Store) -> None:
         rebuild = settings.spark_job(REBUILD_JOB, REBUILD_JOB, store,
                                      [*rebuild_args(drifted, nightly["rebuild_mode"]), *lake],
                                      delta=True, outlets=runs, **store.writer_kwargs)
+        # the store streamed into the archive (AvailableNow: what it holds now, then the task
+        # ends); compact then expires only what the archive holds
+        archive = settings.spark_job("archive", "archive_stream", store,
+                                     [*lake, "--trigger", "available-now"], delta=True,
+                                     trigger_rule=TriggerRule.NONE_FAILED,
+                                     outlets=settings.assets(store, ARCHIVE_TABLE, RUNS_TABLE))
         protect = ["--protect-unconsumed"] if nightly["protect_unconsumed"] else []
         compact = settings.spark_job("compact", "compact", store, [*lake, *protect], delta=True,
                                      trigger_rule=TriggerRule.NONE_FAILED,
                                      outlets=settings.assets(store, ARCHIVE_TABLE, RUNS_TABLE),
                                      **store.writer_kwargs)
-        check >> choose_rebuilds(report) >> rebuild >> compact
+        check >> choose_rebuilds(report) >> rebuild >> archive >> compact
         if nightly.get("optimize", True):
             retention = nightly.get("optimize_retention_hours")
             compact >> settings.submit_job(

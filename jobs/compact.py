@@ -10,9 +10,14 @@ keyed topics.
    whenever it runs; ``--respect-delete-when`` adds the broker's gate (only at a deleteWhen hour
    or above diskMaxUsedSpaceRatio, unless ``--force``). ``--protect-unconsumed`` keeps files
    holding messages a consumer group has not read. The plan gives a reason for every kept file.
-2. Archive: each file's records go to ``<lake>/messages_archive`` (Delta), one commit per file,
-   idempotent (``txnAppId`` per store, ``txnVersion`` = the file's start offset). The table is
-   append-only (``delta.appendOnly``); ``--database`` also registers it in the catalog.
+2. Archive: a file is expired only when ``<lake>/messages_archive`` (Delta) holds every record
+   of it, checked by offset against the table (per store). Without an archive stream for the
+   store, the records a file lacks there go to it, one commit per file, idempotent (``txnAppId``
+   per store, ``txnVersion`` = the file's start offset), never a record twice (those already
+   there are left out by offset). Once ``rocketlake archive`` has a checkpoint for the store,
+   archiving is the stream's alone (both would write what it has not committed yet): compact
+   expires the leading files it holds whole and keeps the others, saying so in the plan. The
+   table is append-only (``delta.appendOnly``); ``--database`` also registers it in the catalog.
 3. Delete the archived files, then ConsumeQueue and index files wholly below the new minimum.
 4. Compact: for each compaction topic, the latest message per key into `compaction/<topic>`.
 
@@ -32,8 +37,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from rocketlake.jobs import job_support
+from rocketlake.jobs.archive_stream import PROG as ARCHIVE_PROG
+from rocketlake.jobs.archive_stream import has_checkpoint
 from rocketlake.jobs.job_commands import job_main
-from rocketlake.jobs.lake import ensure_table, register, table_properties, table_uri
+from rocketlake.jobs.lake import ensure_table, register, table_exists, table_properties, table_uri
 from rocketlake.jobs.run_log import record_run
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.jobs.spark_session import build_session
@@ -130,16 +137,9 @@ def checked_source(spark: SparkSession, root: Path, cfg: StoreConfig,
             .option("columns", ",".join(columns)).load(str(root)))
 
 
-def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names: list[str],
-            store_name: str, change_data_feed: bool = False) -> dict[str, int]:
-    """Write the records of the CommitLog files ``names`` to the archive of the lake ``lake`` (a
-    URI), one Delta commit per file; a file already archived (its offset <= the last committed
-    txnVersion) is skipped. ``change_data_feed`` switches the table's change data feed on.
-
-    First a light pass (CRC-checked walks, nothing built) finds that the files hold valid records
-    throughout and counts them: valid data ending inside them (damage) raises CorruptRecordError
-    and nothing is archived. Then each file is read once more, straight into its Delta write:
-    bodies and heads go from the kernels' Arrow batches to Parquet, nothing is cached."""
+def file_counts(spark: SparkSession, root: Path, cfg: StoreConfig, names: list[str]) -> dict[str, int]:
+    """The valid records of each CommitLog file ``names``, by a light pass (CRC-checked walks,
+    nothing built); valid data ending inside them (damage) raises CorruptRecordError."""
     size = cfg.mappedFileSizeCommitLog
     ranges, valid = checked_walk(spark, root, cfg, int(names[0]), names)
     last_end = int(names[-1]) + size
@@ -151,21 +151,81 @@ def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names:
     counts = {name: 0 for name in names}
     for p in valid.parts:
         counts[codec.format_file_name(ranges[p.part].file_start)] += p.records
+    return counts
+
+
+def archived_offsets(spark: SparkSession, lake: str, store_name: str, names: list[str],
+                     file_size: int) -> DataFrame | None:
+    """(commitlog_file, commitlog_offset) of the store's archived records in the files ``names``
+    (None: no archive table yet)."""
+    uri = table_uri(lake, ARCHIVE_TABLE)
+    if not table_exists(spark, uri):
+        return None
+    return (spark.read.format("delta").load(uri)
+            .where((F.col("store") == store_name) & (F.col("commitlog_offset") >= int(names[0]))
+                   & (F.col("commitlog_offset") < int(names[-1]) + file_size))
+            .select("commitlog_file", "commitlog_offset"))
+
+
+def held_counts(held: DataFrame | None, names: list[str]) -> dict[str, int]:
+    """Distinct archived records per file of ``names`` (:func:`archived_offsets`)."""
+    counts = {name: 0 for name in names}
+    if held is not None:
+        for r in held.groupBy("commitlog_file").agg(F.countDistinct("commitlog_offset").alias("n")).collect():
+            counts[r["commitlog_file"]] = r["n"]
+    return counts
+
+
+def archive(spark: SparkSession, root: Path, lake: str, cfg: StoreConfig, names: list[str],
+            store_name: str, counts: dict[str, int], change_data_feed: bool = False) -> dict[str, int]:
+    """Write the records of the CommitLog files ``names`` (``counts``: their valid records, by
+    :func:`file_counts`) the archive of the lake ``lake`` (a URI) does not hold yet, one Delta
+    commit per file that lacks any: a file's records already there (the archive stream's, an
+    earlier run's) are left out by offset, so no record is archived twice; a commit carries
+    ``txnAppId`` per store and ``txnVersion`` = the file's start offset. Returns the records
+    written per file. ``change_data_feed`` switches the table's change data feed on.
+
+    Each file is read straight into its Delta write: bodies and heads go from the kernels' Arrow
+    batches to Parquet, nothing is cached."""
+    size = cfg.mappedFileSizeCommitLog
+    held = archived_offsets(spark, lake, store_name, names, size)
+    have = held_counts(held, names)
     uri = table_uri(lake, ARCHIVE_TABLE)
     source = checked_source(spark, root, cfg, SOURCE_COLUMNS)
     schema = archive_rows(source, store_name, size).schema
     ensure_table(spark, uri, schema, PARTITION_COLUMNS,
                  table_properties(append_only=True, change_data_feed=change_data_feed))
     for name in names:
+        if have[name] >= counts[name]:
+            continue
         start = int(name)
-        rows = archive_rows(source.where((F.col("commitlog_offset") >= start)
-                                         & (F.col("commitlog_offset") < start + size)), store_name, size)
+        rows = source.where((F.col("commitlog_offset") >= start)
+                            & (F.col("commitlog_offset") < start + size))
+        if have[name] and held is not None:
+            rows = rows.join(held.where(F.col("commitlog_file") == name).select("commitlog_offset"),
+                             "commitlog_offset", "left_anti")
         with spark_progress(spark, f"archive {name}"):
-            (rows.write.format("delta").mode("append").partitionBy(*PARTITION_COLUMNS)
+            (archive_rows(rows, store_name, size).write.format("delta").mode("append")
+             .partitionBy(*PARTITION_COLUMNS)
              .option("mergeSchema", "true")  # an archive from before a column was added gets it
              .option("txnAppId", f"rocketlake-archive:{store_name}")
              .option("txnVersion", int(name)).save(uri))
-    return counts
+    return {name: counts[name] - min(have[name], counts[name]) for name in names}
+
+
+def archived_prefix(spark: SparkSession, lake: str, store_name: str, names: list[str],
+                    counts: dict[str, int], file_size: int) -> tuple[list[str], dict[str, str]]:
+    """With the archive stream running for the store (``rocketlake archive``: it archives, compact
+    does not, or both would write the records it has not committed yet): the leading files of
+    ``names`` the archive holds whole, and why each other one is kept."""
+    have = held_counts(archived_offsets(spark, lake, store_name, names, file_size), names)
+    whole = 0
+    while whole < len(names) and have[names[whole]] >= counts[names[whole]]:
+        whole += 1
+    return names[:whole], {
+        name: (f"the archive stream ({ARCHIVE_PROG}) holds {have[name]} of its {counts[name]} "
+               f"records" if i == 0 else "an earlier file is kept") + "; expired once archived"
+        for i, name in enumerate(names[whole:])}
 
 
 def delete(root: Path, cfg: StoreConfig, reason: str, names: list[str]) -> dict:
@@ -248,7 +308,17 @@ def maintain(root: Path, cfg: StoreConfig, lake: str, store_name: str | None = N
     spark = build_session(f"rocketlake-{PROG}", master=master)
     names = summary["plan"]["delete"]
     if names:
-        summary["archived"] = archive(spark, root, lake, cfg, names, store_name, change_data_feed)
+        counts = file_counts(spark, root, cfg, names)
+        if has_checkpoint(spark, lake, store_name):
+            names, kept = archived_prefix(spark, lake, store_name, names, counts,
+                                          cfg.mappedFileSizeCommitLog)
+            summary["plan"]["delete"] = names
+            summary["plan"]["kept"] = dict(sorted({**summary["plan"]["kept"], **kept}.items()))
+            summary["archived"] = {}
+        else:
+            summary["archived"] = archive(spark, root, lake, cfg, names, store_name, counts,
+                                          change_data_feed)
+    if names:
         summary["deleted"] = delete(root, cfg, summary["plan"]["reason"], names)
     summary["compacted"] = {t: compact_topic(spark, root, cfg, t) for t in compact_topics}
     record_run(spark, lake, PROG, root, started, "ok", summary)

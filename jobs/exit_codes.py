@@ -18,6 +18,7 @@ from rocketlake.store import errors
 from rocketlake.store.errors import (
     ConfigFileError,
     CorruptRecordError,
+    DataLossError,
     StoreFormatError,
     StoreFullError,
     StoreLockedError,
@@ -53,8 +54,8 @@ HELP = """exit codes:
 #: error class -> exit code, first match wins (subclasses before their bases)
 _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitCode], ...] = (
     (UnsafePathError, ExitCode.USAGE),  # a StoreFormatError, but the refusal of a path
-    ((StoreFormatError, CorruptRecordError, ConfigFileError, StoreLockedError, StoreFullError),
-     ExitCode.UNUSABLE),
+    ((StoreFormatError, CorruptRecordError, ConfigFileError, StoreLockedError, StoreFullError,
+      DataLossError), ExitCode.UNUSABLE),
     ((ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, RuntimeError),
      ExitCode.USAGE),
 )
@@ -82,7 +83,8 @@ def task_error(error: BaseException) -> BaseException | None:
     ``Py4JJavaError`` carry the executor's traceback as text, and so does the
     ``AnalysisException`` of a Python data source that failed while planning), rebuilt so it
     maps to its exit code and prints as one line; None when there is none."""
-    if type(error).__name__ not in ("PythonException", "Py4JJavaError", "AnalysisException"):
+    if type(error).__name__ not in ("PythonException", "Py4JJavaError", "AnalysisException",
+                                    "StreamingQueryException"):
         return None
     found = [m for m in _TRACEBACK_LAST.finditer(str(error)) if m.group(1) in _TASK_ERRORS]
     if not found:

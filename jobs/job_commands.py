@@ -190,6 +190,35 @@ def _compact(p: argparse.ArgumentParser) -> None:
     p.add_argument("--topic", action="append", default=[], help="also compact this topic (repeatable)")
 
 
+#: ``--trigger`` of ``archive``: what the stream reads at its start, then it ends
+AVAILABLE_NOW = "available-now"
+_INTERVAL = re.compile(r"(\d+)\s*(ms|s|m|h)")
+_UNITS = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}
+
+
+def trigger(text: str) -> str:
+    """A ``--trigger`` value: ``available-now``, or an interval as Spark's processingTime
+    (``30s`` -> ``30 seconds``)."""
+    text = text.strip().lower()
+    if text == AVAILABLE_NOW:
+        return text
+    m = _INTERVAL.fullmatch(text)
+    if not m or int(m.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"not a trigger: {text!r} (give available-now or an "
+                                         f"interval such as 500ms, 30s, 5m, 1h)")
+    return f"{int(m.group(1))} {_UNITS[m.group(2)]}"
+
+
+def _archive(p: argparse.ArgumentParser) -> None:
+    _job(p)
+    add_lake(p)
+    _lake_tables(p)
+    add_store_name(p)
+    p.add_argument("--trigger", type=trigger, default=AVAILABLE_NOW,
+                   help="available-now (default: archive what the store holds, then end) or an "
+                        "interval (500ms, 30s, 5m, 1h: keep running, a batch per interval)")
+
+
 def _optimize_lake(p: argparse.ArgumentParser) -> None:
     add_lake(p)
     p.add_argument("--retention-hours", type=count, default=DELETED_FILE_RETENTION_DAYS * 24,
@@ -223,6 +252,10 @@ JOBS: dict[str, Command] = {
     "compact": Command("Spark: expire old CommitLog files (archived to Delta first), compact keyed topics",
                        "rocketlake.jobs.compact:run", _compact,
                        "rocketlake compact --store var/store --lake var/lake --protect-unconsumed --dry-run"),
+    "archive": Command("Spark: stream the store into the lake's archive table, exactly once "
+                       "(AvailableNow, or running with a trigger interval)",
+                       "rocketlake.jobs.archive_stream:run", _archive,
+                       "rocketlake archive --store var/store --lake var/lake --trigger 30s"),
     "optimize-lake": Command("Spark: OPTIMIZE the lake's Delta tables (Z-order where it pays), then "
                              "VACUUM with the retention", "rocketlake.jobs.optimize_lake:run",
                              _optimize_lake, "rocketlake optimize-lake --lake s3a://bucket/lake"),

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from rocketlake.store.errors import (
         ConfigFileError,
         CorruptRecordError,
+        DataLossError,
         LinkedFileError,
         MessageNotFoundError,
         MessageRejected,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         StoreFormatError,
         StoreFullError,
         StoreLockedError,
+        StreamOffsetError,
         UnsafePathError,
     )
     from rocketlake.store.message import GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage
@@ -43,7 +45,8 @@ _HOMES = {
     **dict.fromkeys(["StoreConfig", "load_config"], "config"),
     **dict.fromkeys(["ConfigFileError", "CorruptRecordError", "LinkedFileError", "MessageNotFoundError",
                      "MessageRejected", "NotAStoreError", "RocketlakeError", "SettingError",
-                     "StoreFormatError", "StoreFullError", "StoreLockedError", "UnsafePathError"],
+                     "StoreFormatError", "StoreFullError", "StoreLockedError", "UnsafePathError",
+                     "StreamOffsetError", "DataLossError"],
                     "errors"),
     **dict.fromkeys(["GetResult", "GetStatus", "Message", "PutResult", "PutStatus", "StoredMessage"],
                     "message"),
@@ -57,7 +60,7 @@ __all__ = [
     "RocketlakeError", "SettingError", "MessageRejected", "MessageNotFoundError",
     "CorruptRecordError", "StoreFormatError",
     "UnsafePathError", "StoreFullError", "StoreLockedError", "ConfigFileError",
-    "LinkedFileError", "NotAStoreError",
+    "LinkedFileError", "NotAStoreError", "StreamOffsetError", "DataLossError",
 ]
 
 

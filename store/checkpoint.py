@@ -1,22 +1,25 @@
-"""The 4096-byte checkpoint file: physic, logics and index flush timestamps (docs/FORMAT.md §8)."""
+"""The 4096-byte checkpoint file: physic, logics and index flush timestamps (docs/FORMAT.md §8),
+and 5.x's confirmed CommitLog offset."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from rocketlake.store.codec import CHECKPOINT, CHECKPOINT_FILE_SIZE
+from rocketlake.store.codec import CHECKPOINT, CHECKPOINT_FILE_SIZE, CHECKPOINT_V5
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.safe_files import create_file, disk_error, open_file, read_file
 
 
 class Checkpoint:
-    """Timestamps (ms) of the newest message made durable in each structure. A ``writer``'s
+    """Timestamps (ms) of the newest message made durable in each structure, and ``confirm_offset``:
+    a 5.x broker's confirmPhyOffset (records past it are not yet confirmed to consumers; 0 when
+    unset, as on every 4.9 store). A ``writer``'s
     checkpoint refuses a link at ``path`` already here (LinkedFileError), before the store
     writes anything."""
 
     def __init__(self, path: Path, writer: bool = False) -> None:
         self.path = Path(path)
-        self.physic = self.logics = self.index = 0
+        self.physic = self.logics = self.index = self.confirm_offset = 0
         try:
             raw = read_file(self.path) if writer else self.path.read_bytes()
         except FileNotFoundError:
@@ -25,6 +28,7 @@ class Checkpoint:
             raise StoreFormatError(f"{self.path}: checkpoint is {len(raw)} bytes, "
                                    f"expected {CHECKPOINT_FILE_SIZE}")
         self.physic, self.logics, self.index = CHECKPOINT.unpack_from(raw, 0)
+        _, self.confirm_offset = CHECKPOINT_V5.unpack_from(raw, CHECKPOINT.size)
 
     @property
     def min_timestamp(self) -> int:

@@ -139,6 +139,8 @@ INDEX_ENTRY_DTYPE = np.dtype([("key_hash", ">i4"), ("phy_offset", ">i8"),
 
 # --- checkpoint (docs/FORMAT.md §8) --------------------------------------------------------------
 CHECKPOINT = struct.Struct(">qqq")
+#: 5.x checkpoint fields after those three: masterFlushedOffset @24, confirmPhyOffset @32 (0: unset)
+CHECKPOINT_V5 = struct.Struct(">qq")
 CHECKPOINT_FILE_SIZE = 4096
 
 # --- CommitLog record head: the fixed fields up to and including BODYLEN ---------------------------

@@ -63,3 +63,12 @@ class StoreLockedError(RocketlakeError, RuntimeError):
 
 class ConfigFileError(RocketlakeError, ValueError):
     """A config JSON file that neither it nor its .bak can be read."""
+
+
+class StreamOffsetError(RocketlakeError, ValueError):
+    """A stream offset (a query's checkpoint, a ``startingOffsets`` JSON) that is no position of
+    this store: another store's, or not where a record starts."""
+
+
+class DataLossError(RocketlakeError, RuntimeError):
+    """Records a stream had not read were deleted (retention) before it read them."""

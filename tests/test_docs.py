@@ -29,7 +29,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 RUN = {"dump", "get", "query", "verify", "lag", "topic-status", "offsets", "ingest"}
 #: commands that start Spark (or write a lake): parsed only
 PARSE_ONLY = {"pipeline", "rebuild", "rebuild-consumequeue", "rebuild-index", "publish-offsets",
-              "compact", "optimize-lake", "check-consistency", "report"}
+              "compact", "optimize-lake", "check-consistency", "report", "archive"}
 #: where the sample store is, from the directory the examples run in
 SAMPLE_STORE = "var/store"
 #: store paths the docs use for a user's store; the sample store stands for them

@@ -72,3 +72,11 @@ def test_a_one_scan_rebuild_run_in_words():
                             "wrote": {"noun": "index keys", "per_topic": {"orders": 1}}})
     assert describe_run(keys) == ("rebuild at 2026-11-23T04:00:00.000Z: output rebuild wrote 1 index key "
                                   "for 1 topic under var/rebuilt/index (took 12.5 s)")
+
+
+def test_an_archive_run_in_words():
+    summary = {"store": "main", "checkpoint": "file:///lake/_checkpoints/archive/main", "batches": 3,
+               "rows": 1234, "offset": {"store": "/data/store", "commitlogOffset": 65536}}
+    assert describe_run(_run("archive", summary)).startswith(
+        "archive at 2026-11-23T04:00:00.000Z: archived 1,234 records in 3 batches, up to CommitLog "
+        "offset 65,536 (took")

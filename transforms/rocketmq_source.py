@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -66,6 +66,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     EqualTo,
     Filter,
     GreaterThan,
@@ -96,6 +97,7 @@ from rocketlake.store.paths import CONSUME_QUEUE_DIR
 from rocketlake.store.store_dir import check_store
 from rocketlake.transforms import topic_reads
 from rocketlake.transforms.commitlog_batch import (
+    Stretch,
     blank_at,
     find_record_start,
     message_columns,
@@ -186,6 +188,40 @@ class RocketMQDataSource(DataSource):
             return ConsumeQueueReader(schema, opts)
         return CommitLogReader(schema, opts)
 
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 (Spark's name)
+        """``spark.readStream.format("rocketmq")``: ``transforms.rocketmq_stream``."""
+        from rocketlake.transforms.rocketmq_stream import RocketMQStreamReader
+
+        opts = parse(self.options, streaming=True)
+        if opts.kind != "messages":
+            raise SettingError("rocketmq source: a stream reads kind=messages (CommitLog records) only")
+        return RocketMQStreamReader(schema, opts)
+
+
+
+def range_batches(buf: np.ndarray, r: ScanRange, schema: StructType, check_crc: bool,
+                  delay_levels_ms: Sequence[int],
+                  mask: Callable[[np.ndarray, np.ndarray], np.ndarray | None] | None = None,
+                  ) -> Generator[pa.RecordBatch, None, Stretch | None]:
+    """The ``schema`` columns of the records starting in ``r`` (``buf``: its file's bytes), as
+    Arrow batches, only the rows ``mask`` keeps (given ``buf`` and the walked rows
+    ``kernels.records`` columns; None: all). Returns the walk's last stretch (where and why it
+    stopped), None when no record starts in ``r``. The one reader of a range, batch and stream."""
+    arrow = to_arrow_schema(schema, timezone="UTC")
+    types = {f.name: f.type for f in arrow}
+    pos = 0 if r.lo == 0 else find_record_start(buf, r.file_start, r.lo, r.hi)
+    if pos >= r.hi:
+        return None
+    for s in walk_range(buf, r.file_start, pos, r.hi, check_crc, BATCH_BYTES):
+        raw = s.raw
+        keep = None if mask is None else mask(buf, raw)
+        if keep is not None:
+            raw = raw[keep]
+        if len(raw):
+            cols = message_columns(buf, raw, arrow.names, types, delay_levels_ms)
+            yield pa.RecordBatch.from_arrays([cols[n] for n in arrow.names], schema=arrow)
+    return s
+
 
 class _BoundsReader(DataSourceReader):
     """Half-open bounds ``[lo, hi)`` on integer columns, from pushed-down comparisons. A
@@ -201,7 +237,7 @@ class _BoundsReader(DataSourceReader):
         self.opts = opts
         self.root = check_store(Path(opts.path))
         self.bounds: dict[str, tuple[int, int]] = {}
-        lo, hi = offset_range(opts)
+        lo, hi = UNBOUNDED if opts.streaming else offset_range(opts)  # a stream's come from Spark
         if (lo, hi) != UNBOUNDED:
             self.bounds["commitlog_offset"] = (lo, hi)
 
@@ -305,31 +341,16 @@ class CommitLogReader(_BoundsReader):
         r: ScanRange | tuple[topic_reads.UnitSlice, ...] | None = partition.value
         if r is None:  # Spark reads one empty partition when there are none
             return
-        arrow = to_arrow_schema(self.schema, timezone="UTC")
         if isinstance(r, tuple):
+            arrow = to_arrow_schema(self.schema, timezone="UTC")
             yield from topic_reads.read_part(r, self.root / "commitlog", self.file_size,
                                              self.check_crc, arrow, self.delay_levels_ms)
             return
         buf = open_on_executor(r.path)
-        types = {f.name: f.type for f in arrow}
-        pos = 0 if r.lo == 0 else find_record_start(buf, r.file_start, r.lo, r.hi)
-        if pos >= r.hi:
+        s = yield from range_batches(buf, r, self.schema, self.check_crc, self.delay_levels_ms,
+                                     self.row_mask)
+        if s is None:
             return
-        for s in walk_range(buf, r.file_start, pos, r.hi, self.check_crc, BATCH_BYTES):
-            raw = s.raw
-            mask = self._mask({"commitlog_offset": raw[:, kr.OFFSET],
-                               "store_timestamp": raw[:, kr.STORE_TS]})
-            if self.consumable:
-                served = self._served(buf, raw)
-                mask = served if mask is None else mask & served
-            topics = self._topic_mask(buf, raw)
-            if topics is not None:
-                mask = topics if mask is None else mask & topics
-            if mask is not None:
-                raw = raw[mask]
-            if len(raw):
-                cols = message_columns(buf, raw, arrow.names, types, self.delay_levels_ms)
-                yield pa.RecordBatch.from_arrays([cols[n] for n in arrow.names], schema=arrow)
         end, status, error = s.end, s.status, s.error
         if status == kr.LIMIT and end < buf.size and not blank_at(buf, end):
             # The next range begins with the record at `end`: it must be one, or data ends here.
@@ -342,6 +363,18 @@ class CommitLogReader(_BoundsReader):
         if status in (kr.LIMIT, kr.BLANK):
             return
         self._ended(r, end, error)
+
+    def row_mask(self, buf: np.ndarray, raw: np.ndarray) -> np.ndarray | None:
+        """The walked rows ``raw`` (of the file ``buf``) this read keeps: within the pushed-down
+        bounds, of the selected topics, only what consumers are served with ``consumable``
+        (None: all rows)."""
+        mask = self._mask({"commitlog_offset": raw[:, kr.OFFSET],
+                           "store_timestamp": raw[:, kr.STORE_TS]})
+        for keep in (self._served(buf, raw) if self.consumable else None,
+                     self._topic_mask(buf, raw)):
+            if keep is not None:
+                mask = keep if mask is None else mask & keep
+        return mask
 
     @staticmethod
     def _served(buf: np.ndarray, raw: np.ndarray) -> np.ndarray:

@@ -68,6 +68,13 @@ def _check_consistency(s: Mapping[str, Any]) -> list[str]:
             f"to rebuild: {', '.join(rebuild)}" if rebuild else "nothing to rebuild"]
 
 
+def _archive(s: Mapping[str, Any]) -> list[str]:
+    offset, batches = (s.get("offset") or {}).get("commitlogOffset"), s.get("batches", 0)
+    return [f"archived {_n(s.get('rows', 0), 'record')} in {batches:,} batch"
+            f"{'' if batches == 1 else 'es'}"
+            + ("" if offset is None else f", up to CommitLog offset {offset:,}")]
+
+
 def _any(s: Mapping[str, Any]) -> list[str]:
     return [f"{k.replace('_', ' ')} {v:,}" if isinstance(v, int) and not isinstance(v, bool)
             else f"{k.replace('_', ' ')} {v}" for k, v in sorted(s.items())
@@ -76,7 +83,7 @@ def _any(s: Mapping[str, Any]) -> list[str]:
 
 #: job name -> its summary told as phrases
 TELLERS: dict[str, Callable[[Mapping[str, Any]], list[str]]] = {
-    "compact": _compact, "publish-offsets": _publish_offsets, "rebuild": _rebuild,
+    "archive": _archive, "compact": _compact, "publish-offsets": _publish_offsets, "rebuild": _rebuild,
     "rebuild-consumequeue": _rebuild, "rebuild-index": _rebuild, "check-consistency": _check_consistency}
 
 

@@ -142,7 +142,8 @@ def test_nightly_run_rebuilds_only_the_drifted_index_then_compacts(site: Path) -
     assert verify(store)["ok"] is False
     states = run_dag("rocketlake_nightly_e2e")
     assert states == {"run": "success", "check_consistency": "success",
-                      "choose_rebuilds": "success", "rebuild": "success", "compact": "success"}
+                      "choose_rebuilds": "success", "rebuild": "success", "archive": "success",
+                      "compact": "success"}
     reports = list((site / "reports" / "e2e").glob("*.json"))
     assert len(reports) == 1
     assert json.loads(reports[0].read_text())["rebuild"] == ["index"]
@@ -151,11 +152,12 @@ def test_nightly_run_rebuilds_only_the_drifted_index_then_compacts(site: Path) -
     assert after["keys_checked"] == len(EVENTS)
     runs = json.loads(main_python(READ_TABLES, str(site / "lake" / "e2e"), "maintenance_runs")
                       .splitlines()[-1])["maintenance_runs"]
-    assert sorted(r["job"] for r in runs) == ["check-consistency", "compact", "rebuild"]
+    assert sorted(r["job"] for r in runs) == ["archive", "check-consistency", "compact", "rebuild"]
     assert [json.loads(r["summary"])["target"] for r in runs if r["job"] == "rebuild"] == [
         str(store / "index")]  # only the drifted structure was rebuilt
     lake = (site / "lake" / "e2e").as_uri()
     assert asset_events("rocketlake_nightly_e2e") == [
+        ("archive", f"{lake}/maintenance_runs"), ("archive", f"{lake}/messages_archive"),
         ("check_consistency", f"{lake}/maintenance_runs"), ("compact", f"{lake}/maintenance_runs"),
         ("compact", f"{lake}/messages_archive"), ("rebuild", f"{lake}/maintenance_runs")]
 

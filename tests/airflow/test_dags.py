@@ -80,12 +80,14 @@ def test_nightly_runs_at_delete_when_and_rebuilds_only_after_the_branch(dagbag: 
     assert dag.timetable.expression == "0 4 * * *"  # deleteWhen=04 in conf/store.conf
     assert str(dag.timetable.timezone) == "UTC"
     tasks = dag.task_dict
-    assert set(tasks) == {"check_consistency", "choose_rebuilds", "rebuild", "compact",
+    assert set(tasks) == {"check_consistency", "choose_rebuilds", "rebuild", "archive", "compact",
                           "optimize_lake"}
     assert tasks["check_consistency"].downstream_task_ids == {"choose_rebuilds"}
     assert tasks["choose_rebuilds"].downstream_task_ids == {"rebuild"}
-    assert tasks["compact"].upstream_task_ids == {"rebuild"}
-    assert tasks["compact"].trigger_rule == "none_failed"  # runs when the rebuild was skipped
+    assert tasks["archive"].upstream_task_ids == {"rebuild"}
+    assert tasks["archive"].trigger_rule == "none_failed"  # runs when the rebuild was skipped
+    assert tasks["compact"].upstream_task_ids == {"archive"}  # expires what the archive holds
+    assert tasks["compact"].trigger_rule == "none_failed"
     assert tasks["optimize_lake"].upstream_task_ids == {"compact"}
     assert tasks["optimize_lake"].downstream_task_ids == set()
     assert tasks["optimize_lake"].trigger_rule == "none_failed"
@@ -107,6 +109,9 @@ def test_nightly_commands(dagbag: Any) -> None:
         "--store", STORE, "--structures", "consumequeue,index", "--lake", LAKE]
     cmd = render_command(tasks["rebuild"], xcom={("choose_rebuilds", "structures"): "index"})
     assert cmd[cmd.index("--structures") + 1] == "index"
+    assert render_command(tasks["archive"]) == [
+        *SPARK_DELTA, "--name", "rocketlake-archive_stream-main", str(JOBS / "archive_stream.py"),
+        "--store", STORE, "--lake", LAKE, "--trigger", "available-now"]
     assert render_command(tasks["compact"]) == [
         *SPARK_DELTA, "--name", "rocketlake-compact-main", str(JOBS / "compact.py"),
         "--store", STORE, "--lake", LAKE, "--protect-unconsumed"]
@@ -208,6 +213,7 @@ def test_tasks_declare_the_delta_tables_they_write_as_assets(dagbag: Any) -> Non
     nightly = dagbag.dags["rocketlake_nightly_main"].task_dict
     assert {t: outlets(task) for t, task in nightly.items()} == {
         "check_consistency": [runs], "choose_rebuilds": [], "rebuild": [runs],
+        "archive": [f"{LAKE_URI}/messages_archive", runs],
         "compact": [f"{LAKE_URI}/messages_archive", runs],
         "optimize_lake": []}  # rewrites files of the tables, adds no data
     assert {a.group for task in nightly.values() for a in task.outlets} == {"rocketlake"}
