@@ -140,7 +140,7 @@ def test_a_checkpoint_of_another_store_is_refused(spark, store_copy: Path, tmp_p
 def reader(root: Path, **options) -> RocketMQStreamReader:
     """The stream reader Spark's planner would make (driver side: no query needed)."""
     opts = CaseInsensitiveDict({"path": str(root), **{k: str(v) for k, v in options.items()}})
-    return RocketMQStreamReader(root, RocketMQDataSource(opts).schema(), opts)
+    return RocketMQDataSource(opts).streamReader(RocketMQDataSource(opts).schema())
 
 
 def test_a_5x_confirmed_offset_bounds_every_batch(store_copy: Path) -> None:
@@ -167,7 +167,7 @@ def test_starting_timestamp_and_batch_only_options(store_copy: Path) -> None:
     first = next(w for w, t in zip(want, times) if t >= ts)
     assert reader(store_copy, startingTimestamp=ts).initialOffset()["commitlogOffset"] == first[0]
     for name in ("endingOffsets", "endingTimestamp"):
-        with pytest.raises(ValueError, match=f"{name} is for batch reads"):
+        with pytest.raises(ValueError, match=f"option {name} is for batch queries only"):
             reader(store_copy, **{name: "latest"})
-    with pytest.raises(ValueError, match="maxRecordsPerTrigger must be a positive integer"):
+    with pytest.raises(ValueError, match="maxRecordsPerTrigger.*a positive integer"):
         reader(store_copy, maxRecordsPerTrigger="0")
