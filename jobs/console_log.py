@@ -76,13 +76,16 @@ def _handler(stream: TextIO) -> logging.Handler:
 def to_stderr(level: int = logging.INFO) -> Iterator[None]:
     """Log the package's records at ``level`` and above to stderr while the block runs (the
     stderr of that moment: a test's capture too); the logger is as it was afterwards."""
-    logger = logging.getLogger(ROOT)
-    handler, before = _handler(sys.stderr), logger.level
+    # a job run as ``spark-submit jobs/<job>.py`` is the module ``__main__``: its logger too
+    loggers = [logging.getLogger(name) for name in (ROOT, "__main__")]
+    handler, before = _handler(sys.stderr), [lg.level for lg in loggers]
     handler.setLevel(level)
-    logger.addHandler(handler)
-    logger.setLevel(level)
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(level)
     try:
         yield
     finally:
-        logger.removeHandler(handler)
-        logger.setLevel(before)
+        for lg, was in zip(loggers, before):
+            lg.removeHandler(handler)
+            lg.setLevel(was)
