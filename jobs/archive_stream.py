@@ -36,13 +36,13 @@ from pyspark.sql import functions as F
 from rocketlake.jobs import job_support
 from rocketlake.jobs.job_commands import AVAILABLE_NOW, job_main
 from rocketlake.jobs.lake import ensure_table, register, table_exists, table_properties, table_uri
-from rocketlake.jobs.run_log import RUNS_TABLE, record_run
+from rocketlake.jobs.run_log import record_run
 from rocketlake.jobs.spark_session import build_session
+from rocketlake.jobs.table_names import ARCHIVE_TABLE, RUNS_TABLE
 from rocketlake.store.codec import format_file_name
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.store_dir import check_store
 from rocketlake.transforms.archive import (
-    ARCHIVE_TABLE,
     PARTITION_COLUMNS,
     SOURCE_COLUMNS,
     archive_rows,

@@ -115,7 +115,7 @@ def submit(cluster: str, wheel: Path, python: Path, cwd: Path, job: str, *args: 
          "--conf", f"spark.pyspark.driver.python={sys.executable}",
          "--conf", "spark.sql.shuffle.partitions=2", str(ROOT / "jobs" / job), *args],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     return done
 
 
