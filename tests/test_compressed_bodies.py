@@ -116,3 +116,23 @@ def test_a_body_that_does_not_inflate_exits_3_naming_its_offset(tmp_path: Path, 
     assert rc == 3 and "commitlog offset 0: the zlib-compressed body (15 bytes)" in err
     rc, lines, _ = _run(capsys, "dump", "commitlog", "--store", str(root), "--stored-body")
     assert rc == 0 and base64.b64decode(json.loads(lines[0])["body_b64"]) == b"not zlib at all"
+
+
+def test_message_columns_inflate_compressed_rows_anywhere_in_a_batch(tmp_path: Path) -> None:
+    """First, adjacent and last rows compressed: the rows between keep their stored bodies."""
+    from rocketlake.transforms.commitlog_batch import message_columns, walk_range
+    from rocketlake.transforms.commitlog_scan import open_on_executor
+
+    root = tmp_path / "s"
+    bodies = [TEXT.encode(), b"plain", b"second " + TEXT.encode(), b"third " + TEXT.encode()]
+    with MessageStore(root, **SMALL) as ms:
+        ms.put_batch([Message("t", zlib.compress(b), sys_flag=0x1) if i != 1 else Message("t", b)
+                      for i, b in enumerate(bodies)])
+    buf = open_on_executor(str(root / "commitlog" / codec.format_file_name(0)))
+    (stretch,) = walk_range(buf, 0, 0, buf.size, True)
+    cols = message_columns(buf, stretch.raw, ["body", "compressed"], {}, inflate_bodies=True)
+    assert cols["body"].to_pylist() == bodies
+    assert cols["compressed"].to_pylist() == [True, False, True, True]
+    stored = message_columns(buf, stretch.raw, ["body"], {})["body"].to_pylist()
+    assert stored == [zlib.compress(bodies[0]), b"plain", zlib.compress(bodies[2]),
+                      zlib.compress(bodies[3])]
