@@ -8,7 +8,9 @@ Full (default): write the structures aside, then swap the new directories in
 (``store.swap_journal``: a crash meanwhile is completed by the next writer open). ``--incremental``:
 scan from where the structures stop (the ConsumeQueues' max physical offset, the index's last
 indexed offset) and append in place, continuing the last index file. ``--output DIR``: write
-``DIR/consumequeue/`` and ``DIR/index/`` and leave the store alone.
+``DIR/consumequeue/`` and ``DIR/index/`` and leave the store alone. The topics of the ConsumeQueues
+written are declared in ``config/topics.json`` of the store (or of ``DIR``) before their files are
+written (``store.topic_config``: merged, no declared topic dropped), so a broker serves them.
 
 The driver plans CommitLog ranges, reads each scan task's small summary, and plans the writes;
 executor tasks do the rest (:mod:`rocketlake.transforms.store_rebuild`). The scan's parts live
@@ -34,6 +36,7 @@ from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import CorruptRecordError, UnsafePathError
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_files import StoreFiles
+from rocketlake.store.topic_config import declare_topics, queue_counts
 from rocketlake.transforms import store_rebuild as sr
 from rocketlake.transforms.commitlog_scan import (
     DEFAULT_SPLIT_BYTES,
@@ -173,8 +176,9 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
                 for t, n in p.key_topics.items():
                     result.keys[t] = result.keys.get(t, 0) + n
         if want_cq:
-            tasks += [("consumequeue", j) for j in sr.plan_queues(valid.parts, start.queues,
-                                                                  2 * sc.defaultParallelism)]
+            queue_jobs = sr.plan_queues(valid.parts, start.queues, 2 * sc.defaultParallelism)
+            declare_topics(base, queue_counts((t, q) for j in queue_jobs for t, q, _, _ in j.queues))
+            tasks += [("consumequeue", j) for j in queue_jobs]
         if tasks:
             root, cq_name = (str(dirs["consumequeue"].parent), dirs["consumequeue"].name) if want_cq \
                 else ("", "")

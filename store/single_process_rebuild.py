@@ -13,6 +13,7 @@ from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.dispatch import Dispatcher
 from rocketlake.store.index import IndexService
 from rocketlake.store.store_files import StoreFiles
+from rocketlake.store.topic_config import declare_topics, queue_counts
 
 
 @dataclass
@@ -25,7 +26,8 @@ class RebuildStats:
 def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = True,
             config: StoreConfig | None = None, **overrides: Any) -> RebuildStats:
     """Scan ``store``'s CommitLog and write fresh `consumequeue/` and/or `index/` under ``out``
-    (settings: ``config``, then ``overrides``).
+    (settings: ``config``, then ``overrides``); the topics of the ConsumeQueues written are
+    declared in ``out``'s `config/topics.json` (``store.topic_config``), so a broker serves them.
 
     ``out`` must not already hold those directories (write aside, then swap).
     """
@@ -46,4 +48,5 @@ def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = Tr
             d.flush()
         finally:
             d.close()
+        declare_topics(out, queue_counts(d.queues))
     return RebuildStats(n, walk.end, walk.error)

@@ -30,6 +30,7 @@ def test_defaults_are_kafkas() -> None:
         ("messages", None, True, 64 << 20, False, True)
     assert b.topics is None and b.topic_pattern is None and b.size_settings() == {}
     assert b.delay_levels_ms[:3] == (1000, 5000, 10000)  # RocketMQ's default "1s 5s 10s ..."
+    assert b.inflate_bodies is False and batch(inflatebodies="TRUE").inflate_bodies is True
 
 
 def test_names_are_case_insensitive_and_kafkas_aliases_work() -> None:
@@ -65,7 +66,8 @@ def test_unknown_option_lists_the_known_ones() -> None:
     for name in ("path", "kind", "columns", "checkCRC", "splitBytes", "mappedFileSizeCommitLog",
                  "mappedFileSizeConsumeQueue", "messageDelayLevel", "topics", "topicPattern",
                  "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
-                 "consumable", "maxBytesPerTrigger", "maxRecordsPerTrigger", "failOnDataLoss",
+                 "consumable", "inflateBodies", "maxBytesPerTrigger", "maxRecordsPerTrigger",
+                 "failOnDataLoss",
                  "subscribe", "subscribePattern"):
         assert re.search(rf"\b{name}\b", msg), name
 
@@ -73,6 +75,7 @@ def test_unknown_option_lists_the_known_ones() -> None:
 @pytest.mark.parametrize(("options", "message"), [
     ({"checkCRC": "yes"}, "option checkCRC='yes' is not accepted: expected true or false"),
     ({"consumable": "1"}, "option consumable='1' is not accepted: expected true or false"),
+    ({"inflateBodies": "zlib"}, "option inflateBodies='zlib' is not accepted: expected true or false"),
     ({"splitBytes": "0"}, "option splitBytes='0' is not accepted: expected a positive integer"),
     ({"mappedFileSizeCommitLog": "64k"}, "mappedFileSizeCommitLog='64k' is not accepted"),
     ({"kind": "index"}, "option kind='index' is not accepted: expected messages or consumequeue"),

@@ -23,11 +23,15 @@ an unknown one is an error listing the known ones):
   such (``store.dispatch.served_as_such``: no SCHEDULE_TOPIC_XXXX copies, transaction half / op
   records or 5.x ``rmq_sys_`` topics). A delayed message is a row under its real topic once the
   broker re-put it; ``false`` (default) gives every record.
+- ``inflateBodies``: ``true`` gives ``body`` as the producer sent it, a compressed body (SYSFLAG
+  bit 0x1: clients compress bodies over 4 KiB) inflated in the task (``store.compression``);
+  ``false`` (default) gives the body as stored, so a row is the record byte for byte (``size``
+  and ``body_crc`` are of the stored body; the archive keeps it so). ``compressed`` says which.
 
 Columns of ``messages`` (``MESSAGE_SCHEMA``): the record's fields, then ``store_time`` /
 ``born_time`` (TIMESTAMP of the epoch ms), ``tags``, ``real_topic`` / ``real_queue_id`` of
 SCHEDULE_TOPIC_XXXX and ``rmq_sys_wheel_timer`` copies, ``delay_level`` of SCHEDULE_TOPIC_XXXX
-copies, ``transaction_state`` (``transforms.commitlog_batch.message_columns``).
+copies, ``transaction_state``, ``compressed`` (``transforms.commitlog_batch.message_columns``).
 - ``topics`` (Kafka's ``subscribe``; a comma list) or ``topicPattern`` (``subscribePattern``; a
   regular expression a whole topic name matches): only those topics' rows, of either kind.
 - ``startingOffsets`` / ``endingOffsets`` (``earliest``, ``latest``, or JSON ``{"commitlogOffset":
@@ -80,6 +84,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    BooleanType,
     IntegerType,
     LongType,
     MapType,
@@ -133,7 +138,8 @@ MESSAGE_SCHEMA = StructType([
     StructField("prepared_transaction_offset", _LONG, False),
     StructField("store_time", TimestampType()), StructField("born_time", TimestampType()),
     StructField("tags", _STR), StructField("real_topic", _STR), StructField("real_queue_id", _INT),
-    StructField("delay_level", _INT), StructField("transaction_state", _STR, False)])
+    StructField("delay_level", _INT), StructField("transaction_state", _STR, False),
+    StructField("compressed", BooleanType(), False)])
 CONSUME_QUEUE_SCHEMA = StructType([
     StructField("topic", _STR, False), StructField("queue_id", _INT, False),
     StructField("queue_offset", _LONG, False), StructField("commitlog_offset", _LONG, False),
@@ -202,10 +208,11 @@ class RocketMQDataSource(DataSource):
 def range_batches(buf: np.ndarray, r: ScanRange, schema: StructType, check_crc: bool,
                   delay_levels_ms: Sequence[int],
                   mask: Callable[[np.ndarray, np.ndarray], np.ndarray | None] | None = None,
-                  ) -> Generator[pa.RecordBatch, None, Stretch | None]:
+                  inflate_bodies: bool = False) -> Generator[pa.RecordBatch, None, Stretch | None]:
     """The ``schema`` columns of the records starting in ``r`` (``buf``: its file's bytes), as
     Arrow batches, only the rows ``mask`` keeps (given ``buf`` and the walked rows
-    ``kernels.records`` columns; None: all). Returns the walk's last stretch (where and why it
+    ``kernels.records`` columns; None: all), compressed bodies inflated with ``inflate_bodies``
+    (``commitlog_batch.message_columns``). Returns the walk's last stretch (where and why it
     stopped), None when no record starts in ``r``. The one reader of a range, batch and stream."""
     arrow = to_arrow_schema(schema, timezone="UTC")
     types = {f.name: f.type for f in arrow}
@@ -218,7 +225,7 @@ def range_batches(buf: np.ndarray, r: ScanRange, schema: StructType, check_crc: 
         if keep is not None:
             raw = raw[keep]
         if len(raw):
-            cols = message_columns(buf, raw, arrow.names, types, delay_levels_ms)
+            cols = message_columns(buf, raw, arrow.names, types, delay_levels_ms, inflate_bodies)
             yield pa.RecordBatch.from_arrays([cols[n] for n in arrow.names], schema=arrow)
     return s
 
@@ -297,6 +304,7 @@ class CommitLogReader(_BoundsReader):
         self.check_crc = opts.check_crc
         self.delay_levels_ms = opts.delay_levels_ms
         self.consumable = opts.consumable
+        self.inflate_bodies = opts.inflate_bodies
 
     def _push(self, f: Filter) -> bool:
         """Also ``topic = 'x'`` and ``topic IN (...)``: rows of those topics (and the
@@ -344,11 +352,12 @@ class CommitLogReader(_BoundsReader):
         if isinstance(r, tuple):
             arrow = to_arrow_schema(self.schema, timezone="UTC")
             yield from topic_reads.read_part(r, self.root / "commitlog", self.file_size,
-                                             self.check_crc, arrow, self.delay_levels_ms)
+                                             self.check_crc, arrow, self.delay_levels_ms,
+                                             self.inflate_bodies)
             return
         buf = open_on_executor(r.path)
         s = yield from range_batches(buf, r, self.schema, self.check_crc, self.delay_levels_ms,
-                                     self.row_mask)
+                                     self.row_mask, self.inflate_bodies)
         if s is None:
             return
         end, status, error = s.end, s.status, s.error

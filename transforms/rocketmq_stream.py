@@ -324,4 +324,5 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                         "(failOnDataLoss=false)", r.path)
             return
         yield from range_batches(buf, r, self.scan.schema, self.scan.check_crc,
-                                 self.scan.delay_levels_ms, self.scan.row_mask)
+                                 self.scan.delay_levels_ms, self.scan.row_mask,
+                                 self.scan.inflate_bodies)

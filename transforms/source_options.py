@@ -70,6 +70,8 @@ class SourceOptions:
     starting_timestamp: int | None = None
     ending_timestamp: int | None = None
     consumable: bool = False
+    #: ``inflateBodies``: compressed bodies inflated in ``body`` (False: bodies as stored)
+    inflate_bodies: bool = False
     max_bytes_per_trigger: int | None = None
     max_records_per_trigger: int | None = None
     fail_on_data_loss: bool = True
@@ -207,6 +209,7 @@ _OPTIONS = (
     _Option("startingTimestamp", "starting_timestamp", _epoch_ms),
     _Option("endingTimestamp", "ending_timestamp", _epoch_ms, "batch"),
     _Option("consumable", "consumable", _boolean),
+    _Option("inflateBodies", "inflate_bodies", _boolean),
     _Option("maxBytesPerTrigger", "max_bytes_per_trigger", _positive, "stream"),
     _Option("maxRecordsPerTrigger", "max_records_per_trigger", _positive, "stream"),
     _Option("failOnDataLoss", "fail_on_data_loss", _boolean),

@@ -134,11 +134,11 @@ def _decode_at(buf: npt.NDArray[np.uint8], base: int, starts: npt.NDArray[np.int
 
 
 def read_part(part: tuple[UnitSlice, ...], commitlog: Path, commitlog_file_size: int,
-              check_crc: bool, arrow: pa.Schema,
-              delay_levels_ms: tuple[int, ...]) -> Iterator[pa.RecordBatch]:
+              check_crc: bool, arrow: pa.Schema, delay_levels_ms: tuple[int, ...],
+              inflate_bodies: bool = False) -> Iterator[pa.RecordBatch]:
     """The records of the units of ``part``'s slices, in CommitLog order, as Arrow batches of
-    ``arrow``'s columns (rules: the module docstring); ``commitlog``: the store's `commitlog/`
-    directory."""
+    ``arrow``'s columns (rules: the module docstring; ``inflate_bodies`` as
+    ``commitlog_batch.message_columns``); ``commitlog``: the store's `commitlog/` directory."""
     got = []
     for k, s in enumerate(part):
         units = np.memmap(s.path, dtype=codec.CQ_UNIT_DTYPE, mode="r")[s.first:s.first + s.count]
@@ -179,7 +179,7 @@ def read_part(part: tuple[UnitSlice, ...], commitlog: Path, commitlog_file_size:
                              kr.describe(int(status[0]), int(offsets[at[i]]), detail, buf) if i == n
                              else f"the record there is {int(raw[i, kr.SIZE])} bytes of queue "
                                   f"{int(raw[i, kr.QUEUE_ID])}")
-            cols = message_columns(buf, raw, arrow.names, types, delay_levels_ms)
+            cols = message_columns(buf, raw, arrow.names, types, delay_levels_ms, inflate_bodies)
             yield pa.RecordBatch.from_arrays([cols[c] for c in arrow.names], schema=arrow)
 
 

@@ -49,6 +49,9 @@ def _format(p: argparse.ArgumentParser) -> None:
                         "(ISO-8601 UTC times, body as UTF-8, escaped) (default %(default)s)")
     p.add_argument("--max-body", type=count, default=200, metavar="N",
                    help="--format text: show at most N characters of a body (default %(default)s)")
+    p.add_argument("--stored-body", action="store_true",
+                   help="print each message body as stored: a compressed body (SYSFLAG bit 0x1) "
+                        "as its compressed bytes, not inflated as the producer sent it")
 
 
 def _store_time_range(p: argparse.ArgumentParser, note: str) -> None:

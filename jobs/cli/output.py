@@ -1,5 +1,7 @@
 """What the read commands print: JSON Lines (one object per line) or, with ``--format text``, one
-readable line per message or row (ISO-8601 UTC times, bodies as escaped UTF-8)."""
+readable line per message or row (ISO-8601 UTC times, bodies as escaped UTF-8). Bodies are shown
+as the producer sent them (a compressed body inflated, as ``mqadmin printMsg`` does) unless
+``--stored-body`` asks for the stored bytes."""
 from __future__ import annotations
 
 import argparse
@@ -7,15 +9,18 @@ import base64
 import json
 import sys
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from rocketlake.jobs.printable import printable
 from rocketlake.store import Record
+from rocketlake.store.compression import inflate, is_compressed
 from rocketlake.store.store_time import format_time
 
 
 def record_to_json(r: Record) -> dict[str, Any]:
-    """A CommitLog record as the `dump commitlog` JSON object."""
+    """A CommitLog record as the `dump commitlog` JSON object; ``compressed``: whether its body is
+    stored compressed (``size`` and ``body_crc`` are of the stored body)."""
     return {
         "commitlog_offset": r.commitlog_offset, "size": r.size, "magic": r.magic & 0xFFFFFFFF,
         "body_crc": r.body_crc, "queue_id": r.queue_id, "flag": r.flag,
@@ -24,6 +29,7 @@ def record_to_json(r: Record) -> dict[str, Any]:
         "store_timestamp": r.store_timestamp, "store_host": r.store_host,
         "reconsume_times": r.reconsume_times,
         "prepared_transaction_offset": r.prepared_transaction_offset,
+        "compressed": is_compressed(r.sys_flag),
         "body_b64": base64.b64encode(r.body).decode(), "topic": r.topic,
         "properties": r.properties, "msg_id": r.msg_id,
     }
@@ -76,9 +82,11 @@ def emit(rows: Iterable[dict[str, Any]], a: argparse.Namespace | None = None) ->
 
 def emit_messages(messages: Iterable[tuple[Record, dict[str, Any]]], a: argparse.Namespace) -> int:
     """Records as JSON Lines (:func:`record_to_json` plus the extra fields) or as
-    :func:`message_text` lines; returns how many."""
+    :func:`message_text` lines, each body inflated unless ``a.stored_body``; returns how many."""
     out, n = sys.stdout, 0
     for r, extra in messages:
+        if not a.stored_body and is_compressed(r.sys_flag):
+            r = replace(r, body=inflate(r.body, r.sys_flag, r.commitlog_offset))
         out.write((message_text(r, a.max_body) if a.format == "text"
                    else json.dumps({**record_to_json(r), **extra}, ensure_ascii=False)) + "\n")
         n += 1

@@ -1,6 +1,7 @@
 """Both rebuild jobs, in process on the shared session: golden store, modes, bad input."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -63,6 +64,22 @@ def test_golden_store_rebuilds_byte_identical(spark, golden_store: Path, golden_
     # RocketMQ named its index files by wall clock: compare contents in order.
     assert list(tree_bytes(out / "index").values()) == list(tree_bytes(GOLDEN_STORE / "index").values())
     assert tree_bytes(golden_store) == tree_bytes(GOLDEN_STORE)  # --output left the store alone
+
+
+def test_rebuild_into_output_declares_each_topic_with_its_queues(spark, golden_store: Path,
+                                                                 golden_settings: dict,
+                                                                 tmp_path: Path) -> None:
+    """RocketMQ 4.9.8 wrote queue ids 0-3 of each golden topic and no config/topics.json; a
+    broker serves the output's queues only for topics it declares (SCHEDULE_TOPIC_XXXX it
+    declares itself)."""
+    out = tmp_path / "out"
+    assert not (golden_store / "config" / "topics.json").exists()
+    rebuild_both(spark, golden_store, load_config(golden_settings), output=out, split_bytes=20000,
+                 structures=("consumequeue",))
+    table = json.loads((out / "config" / "topics.json").read_text())["topicConfigTable"]
+    assert {t: (tc["readQueueNums"], tc["writeQueueNums"]) for t, tc in table.items()} == \
+        {"audit-log": (4, 4), "orders": (4, 4), "payments": (4, 4)}
+    assert not (golden_store / "config" / "topics.json").exists()  # --output leaves the store alone
 
 
 def test_full_rebuild_in_place_via_cli(spark, store_copy: Path, library_store: Path) -> None:

@@ -71,7 +71,8 @@ def derived_columns(r: codec.Record) -> dict:
             "real_queue_id": int(props["REAL_QID"]) if copy and "REAL_QID" in props else None,
             "delay_level": (int(props["DELAY"]) if r.topic == "SCHEDULE_TOPIC_XXXX" and "DELAY" in props
                             else None),
-            "transaction_state": TRANSACTION_STATES[r.sys_flag & 0xC]}
+            "transaction_state": TRANSACTION_STATES[r.sys_flag & 0xC],
+            "compressed": bool(r.sys_flag & 0x1)}
 
 
 def source_rows(df) -> list[dict]:
