@@ -246,8 +246,10 @@ def test_verify_lines_are_whole_in_a_pipe(damaged):
 def test_help_says_finding_nothing_exits_0(command, capsys):
     with pytest.raises(SystemExit):
         main([command, "--help"])
-    assert "Finding nothing is not an error: a line on stderr says so and the exit code is 0." in \
-        " ".join(capsys.readouterr().out.split())
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert ("Finding nothing in a topic or queue the store has is not an error: a line on stderr "
+            "says so and the exit code is 0. A topic or queue the store does not have is an error "
+            "(exit 2) naming those it has.") in help_text
 
 
 # --- dump streams: memory bounded by a chunk, not by a file -------------------------------------

@@ -58,8 +58,10 @@ def _store_time_range(p: argparse.ArgumentParser, note: str) -> None:
                    help=f"latest store time, inclusive (ISO-8601 or epoch ms){note}")
 
 
-#: how get and query end when they find nothing (a sentence of their --help)
-NOTHING_FOUND = "Finding nothing is not an error: a line on stderr says so and the exit code is 0."
+#: how get and query end when they find nothing (sentences of their --help)
+NOTHING_FOUND = ("Finding nothing in a topic or queue the store has is not an error: a line on "
+                 "stderr says so and the exit code is 0. A topic or queue the store does not "
+                 "have is an error (exit 2) naming those it has.")
 
 
 # --- the commands -------------------------------------------------------------------------------

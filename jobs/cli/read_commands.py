@@ -14,6 +14,7 @@ import numpy as np
 
 from rocketlake.jobs.cli.events import InputError
 from rocketlake.jobs.cli.output import emit, emit_messages, row_text
+from rocketlake.jobs.cli.selection import check_ranges, check_selection
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.store import MessageStore, Record, codec, file_sizes
 from rocketlake.store.codec import INDEX_HEADER
@@ -38,13 +39,17 @@ def reading_config(a: argparse.Namespace) -> StoreConfig:
 
 def cmd_dump(a: argparse.Namespace) -> int:
     """Print the records, units or index entries that pass every filter given (topic, queue,
-    offset range [--from-offset, --to-offset), store time range [--begin, --end])."""
+    offset range [--from-offset, --to-offset), store time range [--begin, --end]). InputError
+    (exit 2) for a topic or queue the store does not have, or a range that cannot match."""
     if a.what == "index" and (a.topic is not None or a.queue is not None):
         raise InputError("--topic and --queue do not apply to dump index (index entries hold key "
                          "hashes, not topics); use query --key, or the offset and time filters")
+    check_ranges(a)
     with MessageStore(a.store, reading_config(a), read_only=True) as ms:
         if a.what == "commitlog":
             return _dump_commitlog(ms, a)
+        if a.what == "consumequeue":
+            check_selection(ms, a.topic, a.queue)
         rows = _cq_rows(ms, a) if a.what == "consumequeue" else _index_rows(ms, a)
         try:
             emit(rows, a)
@@ -55,22 +60,26 @@ def cmd_dump(a: argparse.Namespace) -> int:
 
 def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
     """The records in the offset range (the scan starts at the range, not at the first file)
-    that pass the filters; exit 3 when damage stops the scan before the range's end."""
+    that pass the filters; exit 3 when damage stops the scan before the range's end. With no
+    record printed, InputError when the store has no such ``--topic``/``--queue`` (neither a
+    ConsumeQueue nor a record read names it)."""
     log = ms.commitlog
     stop = _LATEST if a.to_offset is None else a.to_offset  # no --to-offset: to the end of valid data
     scan = log.scan(_scan_start(log, a.from_offset), check_crc=False, stop_at=stop)
     n = 0
+    seen: set[tuple[str, int]] = set()
 
     def read() -> Iterator[tuple[Record, dict[str, Any]]]:
         nonlocal n
         for r in scan:
             n += 1
+            seen.add((r.topic, r.queue_id))
             if (r.commitlog_offset >= a.from_offset and a.begin <= r.store_timestamp <= a.end
                     and (a.topic is None or r.topic == a.topic)
                     and (a.queue is None or r.queue_id == a.queue)):
                 yield r, {}
 
-    emit_messages(read(), a)
+    printed = emit_messages(read(), a)
     why = None if scan.end >= stop else _early_stop(ms, scan)
     if why:
         mf = log.files.find(scan.end)
@@ -78,6 +87,8 @@ def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
         print(f"rocketlake dump: error: stopped after {n} records at commitlog offset "
               f"{scan.end} ({where}): {why}", file=sys.stderr)
         return ExitCode.UNUSABLE
+    if not printed:
+        check_selection(ms, a.topic, a.queue, seen)
     return 0
 
 
@@ -191,8 +202,9 @@ def _matching_entries(entries: np.ndarray, begin_ts: int, from_offset: int, to_o
 
 def cmd_get(a: argparse.Namespace) -> int:
     """The status line, then the messages; finding none is not an error (exit 0), but a line on
-    stderr says so."""
+    stderr says so. A topic or queue the store does not have is (InputError, exit 2)."""
     with MessageStore(a.store, reading_config(a), read_only=True) as ms:
+        check_selection(ms, a.topic, a.queue)
         g = ms.get(a.topic, a.queue, a.offset, a.max, a.tags)
         status = {"status": g.status.value, "next_begin_offset": g.next_begin_offset,
                   "min_offset": g.min_offset, "max_offset": g.max_offset, "count": len(g.messages)}
@@ -212,13 +224,16 @@ def _nothing(a: argparse.Namespace, why: str) -> None:
 
 
 def cmd_query(a: argparse.Namespace) -> int:
-    """Finding nothing is not an error (exit 0), but a line on stderr says so."""
+    """Finding nothing is not an error (exit 0), but a line on stderr says so. A topic or queue
+    the store does not have, or a time range that cannot match, is (InputError, exit 2)."""
+    check_ranges(a)
     with MessageStore(a.store, reading_config(a), read_only=True) as ms:
         if a.msg_id:
             emit_messages([(ms.lookup(a.msg_id, a.topic or None), {})], a)
         elif a.key is not None:
             if not a.topic:
                 raise InputError("--key needs --topic")
+            check_selection(ms, a.topic, None)
             found = ms.query(a.topic, a.key, a.max, a.begin, a.end)
             if not emit_messages(((r, {}) for r in found), a):
                 stored = ("" if (a.begin, a.end) == (_EARLIEST, _LATEST)
@@ -227,6 +242,7 @@ def cmd_query(a: argparse.Namespace) -> int:
         else:
             if not a.topic or a.queue is None:
                 raise InputError("--time needs --topic and --queue")
+            check_selection(ms, a.topic, a.queue)
             off = ms.offset_by_time(a.topic, a.queue, a.time)
             row = {"topic": a.topic, "queue_id": a.queue, "timestamp": a.time, "queue_offset": off}
             print(row_text(row) if a.format == "text" else json.dumps(row))
