@@ -112,7 +112,7 @@ def test_dump_index_offset_range_and_no_topic(run):
     assert rc == 0 and [r["phy_offset"] for r in entries] == [630, 630, 630]
     assert [r["file"] for r in rows if "index_count" in r] == [entries[0]["file"]]
     rc, out, err = run("dump index", "--topic", "orders")
-    assert rc == 2 and out == [] and "--topic and --queue do not apply to dump index" in err
+    assert rc == 2 and out == [] and "--topic, --queue and --tags do not apply to dump index" in err
 
 
 # --- text format -----------------------------------------------------------------------------------

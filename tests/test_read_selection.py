@@ -97,3 +97,64 @@ def test_a_range_that_cannot_match_is_an_error(run):
                                          "after --from-offset 5: no offset is in that range\n"), what
     rc, out, _ = run("dump", "consumequeue", "--from-offset", "1", "--to-offset", "2")
     assert rc == 0 and [json.loads(x)["topic"] for x in out] == ["audit"]  # only audit has offset 1
+
+
+# --- dump --max and --tags, query --key cut -----------------------------------------------------
+TAGS = ["TagA", "TagB", "TagC"]
+
+
+@pytest.fixture()
+def tagged(tmp_path: Path) -> tuple[Path, list[int]]:
+    """9 messages in orders/0, tags TagA, TagB, TagC in turn; then 40 in logs/0 all with key
+    "dup". Returns the store and the CommitLog offsets of all 49."""
+    root = tmp_path / "t"
+    with MessageStore(root, mappedFileSizeCommitLog=1 << 16, mappedFileSizeConsumeQueue=2000,
+                      maxHashSlotNum=64, maxIndexNum=400) as ms:
+        put = ms.put_batch([*(Message("orders", b"o", 0, tags=TAGS[i % 3]) for i in range(9)),
+                            *(Message("logs", b"l", 0, keys="dup") for _ in range(40))])
+    return root, [p.commitlog_offset for p in put]
+
+
+def _dump(capsys, root: Path, *argv: str) -> tuple[int, list[dict], str]:
+    rc = main(["dump", *argv[:1], "--store", str(root), *argv[1:]])
+    out, err = capsys.readouterr()
+    return rc, [json.loads(line) for line in out.splitlines()], err
+
+
+def test_dump_max_counts_messages_and_says_when_more_match(tagged, capsys):
+    root, offsets = tagged
+    rc, rows, err = _dump(capsys, root, "commitlog", "--max", "3")
+    assert (rc, [r["commitlog_offset"] for r in rows]) == (0, offsets[:3])
+    assert err == "rocketlake dump: 3 records shown, more match; --max N shows more\n"
+    rc, rows, err = _dump(capsys, root, "commitlog", "--topic", "orders", "--max", "9")
+    assert (rc, [r["commitlog_offset"] for r in rows], err) == (0, offsets[:9], "")  # all 9: no note
+    rc, rows, err = _dump(capsys, root, "consumequeue", "--topic", "logs", "--max", "2")
+    assert (rc, [r["queue_offset"] for r in rows]) == (0, [0, 1])
+    assert err == "rocketlake dump: 2 units shown, more match; --max N shows more\n"
+    rc, rows, err = _dump(capsys, root, "index", "--max", "1")
+    assert rc == 0 and ["position" in r for r in rows] == [False, True]  # the file's header, 1 entry
+    assert err == "rocketlake dump: 1 index entries shown, more match; --max N shows more\n"
+
+
+def test_dump_tags_takes_a_subscription_expression(tagged, capsys):
+    root, offsets = tagged
+    rc, rows, _ = _dump(capsys, root, "commitlog", "--tags", "TagA || TagC")
+    assert (rc, [r["commitlog_offset"] for r in rows]) == (0, [offsets[i] for i in (0, 2, 3, 5, 6, 8)])
+    rc, rows, _ = _dump(capsys, root, "consumequeue", "--tags", "TagB")
+    assert (rc, [(r["topic"], r["queue_offset"]) for r in rows]) == (0, [("orders", i) for i in (1, 4, 7)])
+    rc, rows, _ = _dump(capsys, root, "commitlog", "--tags", "*", "--topic", "orders")
+    assert (rc, len(rows)) == (0, 9)
+    rc, rows, err = _dump(capsys, root, "index", "--tags", "TagA")
+    assert (rc, rows) == (2, []) and "--tags do not apply to dump index" in err
+
+
+def test_query_key_says_how_many_it_left_out(tagged, capsys):
+    root, offsets = tagged
+    assert main(["query", "--store", str(root), "--topic", "logs", "--key", "dup"]) == 0
+    out, err = capsys.readouterr()
+    # the default --max is 32: the last 32 of the 40 stored, as RocketMQ's queryMessage keeps them
+    assert [json.loads(x)["commitlog_offset"] for x in out.splitlines()] == offsets[9 + 8:]
+    assert err == "rocketlake query: 32 of 40 shown (the last stored); --max N shows more\n"
+    assert main(["query", "--store", str(root), "--topic", "logs", "--key", "dup", "--max", "40"]) == 0
+    out, err = capsys.readouterr()
+    assert (len(out.splitlines()), err) == (40, "")

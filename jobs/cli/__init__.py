@@ -97,6 +97,11 @@ def _dump(p: argparse.ArgumentParser) -> None:
                    help="end offset, exclusive, in the same unit as --from-offset (default: the end)")
     _store_time_range(p, "; consumequeue: of each unit's record; index: of each entry "
                          "(beginTimestamp + timeDiff seconds)")
+    p.add_argument("--tags", help="records / units whose TAGS the subscription expression names, "
+                                  "e.g. 'TagA || TagB' (not for index)")
+    p.add_argument("--max", type=count, metavar="N",
+                   help="print at most N records, units or index entries; a line on stderr says "
+                        "when more match (default: all)")
     _format(p)
 
 

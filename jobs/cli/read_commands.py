@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from rocketlake.store.commitlog import CommitLog, Scan
 from rocketlake.store.config import StoreConfig, parse_set_options
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.mapped_file import first_nonzero
+from rocketlake.store.message_store import tag_filter
 from rocketlake.store.store_time import format_time
 
 #: index entries (or ConsumeQueue units) decoded at a time by `dump`: its memory is bounded by
@@ -29,6 +30,41 @@ from rocketlake.store.store_time import format_time
 DUMP_CHUNK = 8192
 #: the default store time range of the filters: everything
 _EARLIEST, _LATEST = 0, 2 ** 63 - 1
+#: what `dump --max` counts, by what is dumped
+_COUNTED = {"commitlog": "records", "consumequeue": "units", "index": "index entries"}
+
+T = TypeVar("T")
+
+
+class Cap:
+    """At most ``limit`` (None: all) counted items of a stream (``dump --max``); ``cut`` tells
+    whether one more matched."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit, self.shown, self.cut = limit, 0, False
+
+    def __call__(self, items: Iterable[T], counted: Callable[[T], bool] = lambda _: True) -> Iterator[T]:
+        """The items up to the limit; an uncounted item (an index file's header) is held back
+        until a counted one follows it."""
+        held: list[T] = []
+        for item in items:
+            if not counted(item):
+                held.append(item)
+                continue
+            if self.limit is not None and self.shown >= self.limit:
+                self.cut = True
+                return
+            self.shown += 1
+            yield from held
+            held.clear()
+            yield item
+        yield from held
+
+    def say_cut(self, a: argparse.Namespace) -> None:
+        """On stderr, when the limit cut the output: how many were shown and how to see more."""
+        if self.cut:
+            print(f"rocketlake {a.command}: {self.shown} {_COUNTED[a.what]} shown, more match; "
+                  f"--max N shows more", file=sys.stderr)
 
 
 def reading_config(a: argparse.Namespace) -> StoreConfig:
@@ -39,26 +75,30 @@ def reading_config(a: argparse.Namespace) -> StoreConfig:
 
 def cmd_dump(a: argparse.Namespace) -> int:
     """Print the records, units or index entries that pass every filter given (topic, queue,
-    offset range [--from-offset, --to-offset), store time range [--begin, --end]). InputError
-    (exit 2) for a topic or queue the store does not have, or a range that cannot match."""
-    if a.what == "index" and (a.topic is not None or a.queue is not None):
-        raise InputError("--topic and --queue do not apply to dump index (index entries hold key "
-                         "hashes, not topics); use query --key, or the offset and time filters")
+    offset range [--from-offset, --to-offset), store time range [--begin, --end], tags), the
+    first ``--max`` of them. InputError (exit 2) for a topic or queue the store does not have,
+    or a range that cannot match."""
+    if a.what == "index" and (a.topic is not None or a.queue is not None or a.tags is not None):
+        raise InputError("--topic, --queue and --tags do not apply to dump index (index entries "
+                         "hold key hashes, not topics); use query --key, or the offset and time "
+                         "filters")
     check_ranges(a)
+    cap = Cap(a.max)
     with MessageStore(a.store, reading_config(a), read_only=True) as ms:
         if a.what == "commitlog":
-            return _dump_commitlog(ms, a)
+            return _dump_commitlog(ms, a, cap)
         if a.what == "consumequeue":
             check_selection(ms, a.topic, a.queue)
         rows = _cq_rows(ms, a) if a.what == "consumequeue" else _index_rows(ms, a)
         try:
-            emit(rows, a)
+            emit(cap(rows, lambda row: "index_count" not in row), a)
         finally:
             rows.close()  # its views on the maps go before the store closes (also on a closed pipe)
+    cap.say_cut(a)
     return 0
 
 
-def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
+def _dump_commitlog(ms: MessageStore, a: argparse.Namespace, cap: Cap) -> int:
     """The records in the offset range (the scan starts at the range, not at the first file)
     that pass the filters; exit 3 when damage stops the scan before the range's end. With no
     record printed, InputError when the store has no such ``--topic``/``--queue`` (neither a
@@ -68,6 +108,7 @@ def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
     scan = log.scan(_scan_start(log, a.from_offset), check_crc=False, stop_at=stop)
     n = 0
     seen: set[tuple[str, int]] = set()
+    wanted = tag_filter(a.tags)
 
     def read() -> Iterator[tuple[Record, dict[str, Any]]]:
         nonlocal n
@@ -76,10 +117,14 @@ def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
             seen.add((r.topic, r.queue_id))
             if (r.commitlog_offset >= a.from_offset and a.begin <= r.store_timestamp <= a.end
                     and (a.topic is None or r.topic == a.topic)
-                    and (a.queue is None or r.queue_id == a.queue)):
+                    and (a.queue is None or r.queue_id == a.queue)
+                    and (wanted is None or r.tags in wanted[1])):
                 yield r, {}
 
-    printed = emit_messages(read(), a)
+    printed = emit_messages(cap(read()), a)
+    if cap.cut:
+        cap.say_cut(a)
+        return 0
     why = None if scan.end >= stop else _early_stop(ms, scan)
     if why:
         mf = log.files.find(scan.end)
@@ -125,8 +170,9 @@ def _early_stop(ms: MessageStore, scan: Scan) -> str | None:
 def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Generator[dict[str, Any], None, None]:
     """The units of the selected queues in the queue offset range, ``DUMP_CHUNK`` at a time;
     with a time range, those whose record was stored in it (each unit's record is read for its
-    store time)."""
+    store time); with ``--tags``, those whose tagsCode and record's tag the expression names."""
     timed = a.begin > _EARLIEST or a.end < _LATEST
+    wanted = tag_filter(a.tags)
     for (t, q), cq in sorted(ms.queues.items()):
         if (a.topic is not None and t != a.topic) or (a.queue is not None and q != a.queue):
             continue
@@ -141,7 +187,8 @@ def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Generator[dict[str, Any
                 at = mf.end // codec.CQ_UNIT_SIZE
                 continue
             for i, (off, size, tcode) in enumerate(units.tolist()):
-                if not timed or a.begin <= _store_time(ms, off) <= a.end:
+                if ((not timed or a.begin <= _store_time(ms, off) <= a.end)
+                        and (wanted is None or (tcode in wanted[0] and _tags(ms, off) in wanted[1]))):
                     yield {"topic": t, "queue_id": q, "queue_offset": at + i,
                            "commitlog_offset": off, "size": size, "tags_code": tcode}
             at += len(units)
@@ -153,6 +200,14 @@ def _store_time(ms: MessageStore, offset: int) -> int:
         return ms.commitlog.read(offset).store_timestamp
     except CorruptRecordError:
         return -1
+
+
+def _tags(ms: MessageStore, offset: int) -> str | None:
+    """The TAGS of the record at a CommitLog offset; None when it has none or no record is there."""
+    try:
+        return ms.commitlog.read(offset).tags
+    except CorruptRecordError:
+        return None
 
 
 def _index_rows(ms: MessageStore, a: argparse.Namespace) -> Generator[dict[str, Any], None, None]:
@@ -234,11 +289,16 @@ def cmd_query(a: argparse.Namespace) -> int:
             if not a.topic:
                 raise InputError("--key needs --topic")
             check_selection(ms, a.topic, None)
-            found = ms.query(a.topic, a.key, a.max, a.begin, a.end)
-            if not emit_messages(((r, {}) for r in found), a):
+            found = ms.query(a.topic, a.key, _LATEST, a.begin, a.end)
+            shown = found[max(0, len(found) - a.max):]  # as RocketMQ: the last stored
+            emit_messages(((r, {}) for r in shown), a)
+            if not found:
                 stored = ("" if (a.begin, a.end) == (_EARLIEST, _LATEST)
                           else f" stored in [{format_time(a.begin)}, {format_time(a.end)}]")
                 _nothing(a, f"no message with key '{a.key}' in topic '{a.topic}'{stored}")
+            elif len(shown) < len(found):
+                print(f"rocketlake query: {len(shown)} of {len(found)} shown (the last stored); "
+                      f"--max N shows more", file=sys.stderr)
         else:
             if not a.topic or a.queue is None:
                 raise InputError("--time needs --topic and --queue")
