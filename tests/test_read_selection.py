@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocketlake.jobs.cli import main
-from rocketlake.store import TRANSACTION_PREPARED, Message, MessageStore
+from rocketlake.store import TRANSACTION_COMMIT, TRANSACTION_PREPARED, Message, MessageStore
 
 SMALL = ["--set", "mappedFileSizeCommitLog=8192", "--set", "mappedFileSizeConsumeQueue=200",
          "--set", "maxHashSlotNum=32", "--set", "maxIndexNum=50"]
@@ -158,3 +158,45 @@ def test_query_key_says_how_many_it_left_out(tagged, capsys):
     assert main(["query", "--store", str(root), "--topic", "logs", "--key", "dup", "--max", "40"]) == 0
     out, err = capsys.readouterr()
     assert (len(out.splitlines()), err) == (40, "")
+
+
+# --- --format text: transactions, delayed copies, ISO times --------------------------------------
+T0 = 1_700_000_000_000  # 2023-11-14T22:13:20.000Z
+
+
+def test_text_shows_the_transaction_type_and_a_delayed_copys_real_topic(tmp_path, capsys):
+    root = tmp_path / "x"
+    with MessageStore(root) as ms:
+        ms.put_batch([Message("pay", b"p", 0, sys_flag=TRANSACTION_PREPARED, born_timestamp=T0,
+                              store_timestamp=T0),
+                      Message("pay", b"c", 0, sys_flag=TRANSACTION_COMMIT, born_timestamp=T0,
+                              store_timestamp=T0),
+                      Message("orders", b"d", 3, delay_level=3, born_timestamp=T0, store_timestamp=T0)])
+    assert main(["dump", "commitlog", "--store", str(root), "--format", "text"]) == 0
+    lines = [line.split(" commitlog_offset=")[0] for line in capsys.readouterr().out.splitlines()]
+    iso = "store=2023-11-14T22:13:20.000Z born=2023-11-14T22:13:20.000Z"
+    assert lines == [
+        f"{iso} topic=pay queue=0 queue_offset=- tx=PREPARED",  # a half message has no queue offset
+        f"{iso} topic=pay queue=0 queue_offset=0 tx=COMMIT",
+        # delay level 3 of RocketMQ's default messageDelayLevel "1s 5s 10s ...": queue 3 - 1 = 2
+        f"{iso} topic=SCHEDULE_TOPIC_XXXX queue=2 queue_offset=0 real_topic=orders delay=10s real_queue=3"]
+    # the store's own messageDelayLevel decides what level 3 is
+    assert main(["dump", "commitlog", "--store", str(root), "--format", "text", "--topic",
+                 "SCHEDULE_TOPIC_XXXX", "--set", "messageDelayLevel=1s 2s 2m"]) == 0
+    assert " real_topic=orders delay=2m real_queue=3 " in capsys.readouterr().out
+
+
+def test_query_time_prints_iso_times(tmp_path, capsys):
+    root = tmp_path / "q"
+    with MessageStore(root) as ms:
+        ms.put_batch([Message("t", b"a", 0, store_timestamp=T0),
+                      Message("t", b"b", 0, store_timestamp=T0 + 60_000)])
+    base = ["query", "--store", str(root), "--topic", "t", "--queue", "0", "--time", "2023-11-14T22:14:10Z"]
+    assert main([*base, "--format", "text"]) == 0
+    # 22:14:10 is nearer the second message (22:14:20) than the first (22:13:20)
+    assert capsys.readouterr().out == ("topic=t queue_id=0 time=2023-11-14T22:14:10.000Z queue_offset=1 "
+                                       "store_time=2023-11-14T22:14:20.000Z\n")
+    assert main(base) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "topic": "t", "queue_id": 0, "time": "2023-11-14T22:14:10.000Z", "timestamp": T0 + 50_000,
+        "queue_offset": 1, "store_time": "2023-11-14T22:14:20.000Z", "store_timestamp": T0 + 60_000}

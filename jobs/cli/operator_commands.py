@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rocketlake.jobs.printable import printable
+from rocketlake.jobs.times import time_fields
 from rocketlake.store import MessageStore
 from rocketlake.store.config import parse_set_options
 from rocketlake.store.config_files import ConfigFallbackWarning, write_consumer_offsets
@@ -28,7 +29,6 @@ from rocketlake.store.file_sizes import reading_config
 from rocketlake.store.lockfile import StoreLock, is_locked
 from rocketlake.store.message import GetStatus
 from rocketlake.store.store_dir import check_store
-from rocketlake.store.store_time import format_time
 
 Row = dict[str, Any]
 _OFFSETS_FILE = "config/consumerOffset.json"
@@ -53,12 +53,6 @@ def store_time(ms: MessageStore, topic: str, queue_id: int, queue_offset: int) -
     if g.status is GetStatus.FOUND and g.messages[0].queue_offset == queue_offset:
         return g.messages[0].record.store_timestamp
     return None
-
-
-def _time_fields(prefix: str, ms_time: int | None) -> Row:
-    """``<prefix>_time`` (ISO-8601 UTC, millisecond precision) and ``<prefix>_timestamp`` (ms)."""
-    iso = None if ms_time is None else format_time(ms_time)
-    return {f"{prefix}_time": iso, f"{prefix}_timestamp": ms_time}
 
 
 def _show(a: argparse.Namespace, rows: Sequence[Row], columns: Sequence[str], title: str) -> None:
@@ -100,7 +94,7 @@ def lag_rows(ms: MessageStore, group: str | None = None, topic: str | None = Non
              if (group is None or k[1] == group) and (topic is None or k[0] == topic)}
     rows = [{"consumer_group": r.group, "topic": r.topic, "queue_id": r.queue_id,
              "consumer_offset": r.consumer_offset, "max_offset": r.max_offset, "lag": r.lag,
-             **_time_fields("last_consumed", store_time(ms, r.topic, r.queue_id, r.consumer_offset - 1))}
+             **time_fields("last_consumed", store_time(ms, r.topic, r.queue_id, r.consumer_offset - 1))}
             for r in consumer_lag({k: hi for k, (_, hi) in ms.queue_ranges().items()}, table)]
     if not rows and (group is not None or topic is not None):
         wanted = " and ".join(f"{k} {v}" for k, v in (("group", group), ("topic", topic)) if v is not None)
@@ -126,7 +120,7 @@ def topic_status_rows(ms: MessageStore, topic: str | None = None) -> list[Row]:
     store time of the last message (at max_offset - 1; None for an empty queue). ValueError when
     the store has no queue of ``topic``."""
     rows = [{"topic": t, "queue_id": q, "min_offset": lo, "max_offset": hi,
-             **_time_fields("last_update", store_time(ms, t, q, hi - 1))}
+             **time_fields("last_update", store_time(ms, t, q, hi - 1))}
             for (t, q), (lo, hi) in ms.queue_ranges().items() if topic is None or t == topic]
     if not rows and topic is not None:
         raise ValueError(f"{ms.root}: no ConsumeQueue of topic {topic!r}")

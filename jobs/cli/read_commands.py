@@ -13,9 +13,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from rocketlake.jobs.cli.events import InputError
+from rocketlake.jobs.cli.operator_commands import store_time
 from rocketlake.jobs.cli.output import emit, emit_messages, row_text
 from rocketlake.jobs.cli.selection import check_ranges, check_selection
 from rocketlake.jobs.exit_codes import ExitCode
+from rocketlake.jobs.times import time_fields
 from rocketlake.store import MessageStore, Record, codec, file_sizes
 from rocketlake.store.codec import INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog, Scan
@@ -121,7 +123,7 @@ def _dump_commitlog(ms: MessageStore, a: argparse.Namespace, cap: Cap) -> int:
                     and (wanted is None or r.tags in wanted[1])):
                 yield r, {}
 
-    printed = emit_messages(cap(read()), a)
+    printed = emit_messages(cap(read()), a, ms.config.delay_levels_ms)
     if cap.cut:
         cap.say_cut(a)
         return 0
@@ -265,7 +267,7 @@ def cmd_get(a: argparse.Namespace) -> int:
                   "min_offset": g.min_offset, "max_offset": g.max_offset, "count": len(g.messages)}
         print(row_text(status) if a.format == "text" else json.dumps(status))
         emit_messages(((m.record, {"queue_offset": m.queue_offset, "tags_code": m.tags_code})
-                        for m in g.messages), a)
+                        for m in g.messages), a, ms.config.delay_levels_ms)
     if not g.messages:
         tags = f" with tags '{a.tags}'" if a.tags else ""
         _nothing(a, f"no message{tags} in queue {a.topic}/{a.queue} from queue offset {a.offset}: "
@@ -284,14 +286,15 @@ def cmd_query(a: argparse.Namespace) -> int:
     check_ranges(a)
     with MessageStore(a.store, reading_config(a), read_only=True) as ms:
         if a.msg_id:
-            emit_messages([(ms.lookup(a.msg_id, a.topic or None), {})], a)
+            emit_messages([(ms.lookup(a.msg_id, a.topic or None), {})], a,
+                          ms.config.delay_levels_ms)
         elif a.key is not None:
             if not a.topic:
                 raise InputError("--key needs --topic")
             check_selection(ms, a.topic, None)
             found = ms.query(a.topic, a.key, _LATEST, a.begin, a.end)
             shown = found[max(0, len(found) - a.max):]  # as RocketMQ: the last stored
-            emit_messages(((r, {}) for r in shown), a)
+            emit_messages(((r, {}) for r in shown), a, ms.config.delay_levels_ms)
             if not found:
                 stored = ("" if (a.begin, a.end) == (_EARLIEST, _LATEST)
                           else f" stored in [{format_time(a.begin)}, {format_time(a.end)}]")
@@ -304,8 +307,11 @@ def cmd_query(a: argparse.Namespace) -> int:
                 raise InputError("--time needs --topic and --queue")
             check_selection(ms, a.topic, a.queue)
             off = ms.offset_by_time(a.topic, a.queue, a.time)
-            row = {"topic": a.topic, "queue_id": a.queue, "timestamp": a.time, "queue_offset": off}
-            print(row_text(row) if a.format == "text" else json.dumps(row))
+            row = {"topic": a.topic, "queue_id": a.queue, "time": format_time(a.time),
+                   "timestamp": a.time, "queue_offset": off,
+                   **time_fields("store", store_time(ms, a.topic, a.queue, off))}
+            print(row_text({k: v for k, v in row.items() if not k.endswith("timestamp")})
+                  if a.format == "text" else json.dumps(row))
             if ms.max_offset(a.topic, a.queue) == 0:
                 _nothing(a, f"no message in queue {a.topic}/{a.queue}")
     return 0
