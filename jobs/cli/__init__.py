@@ -79,6 +79,9 @@ def _pipeline(p: argparse.ArgumentParser) -> None:
 def _ingest(p: argparse.ArgumentParser) -> None:
     add_store(p)
     add_settings(p)
+    p.add_argument("--create", action="store_true",
+                   help="make a new store when --store does not exist or is an empty directory "
+                        "(without it, such a path is an error: a mistyped path creates nothing)")
     p.add_argument("file", help="JSON Lines file of events, or a Parquet file of put_table's "
                                 "columns (rows counted from 0), or - for stdin")
 
@@ -201,7 +204,7 @@ COMMANDS: dict[str, Command] = {
     "ingest": Command("write JSON Lines or Parquet events into a store, all rows or none",
                       "rocketlake.jobs.cli.ingest:cmd_ingest", _ingest,
                       "echo '{\"topic\":\"orders\",\"body\":\"hi\",\"keys\":\"k1\"}' "
-                      "| rocketlake ingest --store var/store -"),
+                      "| rocketlake ingest --store var/store --create -"),
     "dump": Command("print commitlog / consumequeue / index records as JSON Lines or text",
                     f"{_R}:cmd_dump", _dump, "rocketlake dump consumequeue --store var/store --topic orders"),
     "get": Command("read a queue from an offset (RocketMQ getMessage)", f"{_R}:cmd_get", _get,
