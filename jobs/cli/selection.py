@@ -46,9 +46,9 @@ def check_selection(ms: MessageStore, topic: str | None, queue: int | None,
             raise InputError(f"{ms.root}: topic {topic!r} has no queue {queue}: its queues are "
                              f"{id_ranges(queues[topic])}")
     elif not any(queue in ids for ids in queues.values()):
-        have = set().union(*queues.values())
+        ids: set[int] = set().union(*queues.values())
         raise InputError(f"{ms.root}: no topic has a queue {queue}: the queue ids are "
-                         f"{id_ranges(have) if have else 'none'}")
+                         f"{id_ranges(ids) if ids else 'none'}")
 
 
 def check_ranges(a: argparse.Namespace) -> None:
