@@ -6,6 +6,7 @@ import argparse
 from datetime import UTC, datetime
 
 from rocketlake.store import store_time
+from rocketlake.store.store_time import format_time
 
 
 def parse_time(text: str) -> int:
@@ -15,6 +16,13 @@ def parse_time(text: str) -> int:
         return store_time.parse_time(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def time_fields(prefix: str, ms_time: int | None) -> dict[str, str | int | None]:
+    """``<prefix>_time`` (``store.store_time.format_time``: ISO-8601 UTC, milliseconds) and
+    ``<prefix>_timestamp`` (epoch ms), both None for no time: a time in a JSON row."""
+    iso = None if ms_time is None else format_time(ms_time)
+    return {f"{prefix}_time": iso, f"{prefix}_timestamp": ms_time}
 
 
 def to_datetime(ms: int) -> datetime:

@@ -448,7 +448,7 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
         if offset > hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
-        wanted = _tag_filter(tags)
+        wanted = tag_filter(tags)
         units = cq.units(offset, max(MAX_FILTER_UNITS, max_msgs))
         msgs: list[StoredMessage] = []
         status, total, scanned = GetStatus.NO_MATCHED_MESSAGE, 0, 0
@@ -648,7 +648,7 @@ class MessageStore:
 _put_result = partial(tuple.__new__, PutResult)
 
 
-def _tag_filter(tags: str | Iterable[str] | None) -> tuple[set[int], set[str]] | None:
+def tag_filter(tags: str | Iterable[str] | None) -> tuple[set[int], set[str]] | None:
     """RocketMQ subscription expression ("A || B", "*") -> (tagsCodes, tags), None for all."""
     if tags is None:
         return None

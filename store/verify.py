@@ -25,7 +25,7 @@ from rocketlake.store.index import IndexFile, IndexService, header_problems
 from rocketlake.store.kernels import index as index_kernels
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import first_nonzero
-from rocketlake.store.record_walk import RecordBatch
+from rocketlake.store.record_walk import RecordBatch, find_record_start
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.swap_journal import refuse_unfinished
@@ -67,12 +67,26 @@ KINDS = {
 
 
 @dataclass
+class Damage:
+    """A damaged stretch of the CommitLog: from ``offset`` (where a record should start but none
+    does) to ``resumes_at``, the next valid record start in the same file (None: none follows
+    in that file), and the valid records (``records_after``, ``bytes_after`` bytes) anywhere
+    after ``offset``: what a recovery that cuts the CommitLog there would drop."""
+    offset: int
+    resumes_at: int | None
+    records_after: int = 0
+    bytes_after: int = 0
+
+
+@dataclass
 class VerifyReport:
     root: str
     records: int = 0
     units: int = 0
     keys_checked: int = 0
     problems: list[Problem] = field(default_factory=list)
+    #: CommitLog damage, in CommitLog order
+    damage: list[Damage] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -80,7 +94,8 @@ class VerifyReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {"root": self.root, "ok": self.ok, "records": self.records, "units": self.units,
-                "keys_checked": self.keys_checked, "problems": [asdict(p) for p in self.problems]}
+                "keys_checked": self.keys_checked, "problems": [asdict(p) for p in self.problems],
+                "damage": [asdict(d) for d in self.damage]}
 
 
 @dataclass(frozen=True)
@@ -184,6 +199,9 @@ class _Checker:
 
     # --- CommitLog ---------------------------------------------------------------------------------
     def commitlog(self) -> tuple[CommitLog, Records] | None:
+        """Walk every CommitLog file; past an invalid record, the walk resumes at the next valid
+        record start in the file (``record_walk.find_record_start``), so the records after
+        damage are checked and counted too (``VerifyReport.damage``)."""
         try:
             log = self.files.commitlog
         except StoreFormatError as e:
@@ -192,15 +210,27 @@ class _Checker:
         columns = _RecordColumns()
         files = log.files.files
         for k, mf in enumerate(files):
-            walk = log.walk(mf.start, check_crc=True, stop_at=mf.end)
-            for batch in walk:
-                columns.add(batch, self.cfg.delay_levels_ms)
-            last = k == len(files) - 1
-            pos = walk.end - mf.start
-            if walk.error:
+            start = mf.start
+            while True:
+                walk = log.walk(start, check_crc=True, stop_at=mf.end)
+                for batch in walk:
+                    columns.add(batch, self.cfg.delay_levels_ms)
+                pos = walk.end - mf.start
+                if not walk.error:
+                    break
+                found = find_record_start(np.frombuffer(mf.mm, dtype=np.uint8), mf.start, pos + 1, mf.size)
+                resumes = mf.start + found if found < mf.size else None
+                self.report.damage.append(Damage(mf.start + pos, resumes))
+                follow = (f"valid records resume at commitlog offset {resumes} "
+                          f"({resumes - mf.start - pos} bytes on)" if resumes is not None
+                          else "no valid record follows in this file")
                 self.problem("commitlog-invalid-record", mf.path, pos,
-                             f"invalid record: {walk.error.split(': ', 1)[-1]}")
-            elif not last and pos < mf.size:
+                             f"invalid record: {walk.error.split(': ', 1)[-1]}; {follow}")
+                if resumes is None:
+                    break
+                start = resumes
+            last = k == len(files) - 1
+            if not walk.error and not last and pos < mf.size:
                 self.problem("commitlog-no-blank", mf.path, pos,
                              "file ends without a BLANK record before the next file")
             if last and not walk.error:
@@ -211,6 +241,9 @@ class _Checker:
             mf.wrote = min(mf.size, max(pos, 0))
         records = columns.records()
         self.report.records = len(records)
+        for d in self.report.damage:
+            after = records.offset > d.offset
+            d.records_after, d.bytes_after = int(np.count_nonzero(after)), int(records.size[after].sum())
         odd = np.flatnonzero(codec.index_time(records.store_ts) != records.store_ts)
         if odd.size:
             first = int(records.offset[odd[0]])

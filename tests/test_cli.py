@@ -161,7 +161,7 @@ def test_error_and_warning_lines_escape_control_characters(capsys) -> None:
 
 
 @pytest.mark.parametrize("argv, unknown", [
-    (["dump", "commitlog", "--store", "s", "--max", "1"], "--max 1"),  # was taken as --max-body
+    (["dump", "commitlog", "--store", "s", "--max-b", "1"], "--max-b 1"),  # was taken as --max-body
     (["verify", "--store", "s", "--max-p", "3"], "--max-p 3"),  # was taken as --max-problems
     (["rebuild", "--store", "s", "--struct", "index"], "--struct index"),  # was --structures
 ])

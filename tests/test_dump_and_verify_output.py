@@ -115,7 +115,7 @@ def test_dump_index_offset_range_and_no_topic(run):
     assert rc == 0 and [r["phy_offset"] for r in entries] == [630, 630, 630]
     assert [r["file"] for r in rows if "index_count" in r] == [entries[0]["file"]]
     rc, out, err = run("dump index", "--topic", "orders")
-    assert rc == 2 and out == [] and "--topic and --queue do not apply to dump index" in err
+    assert rc == 2 and out == [] and "--topic, --queue and --tags do not apply to dump index" in err
 
 
 # --- text format -----------------------------------------------------------------------------------
@@ -217,7 +217,10 @@ def test_verify_json_keeps_every_problem_with_its_kind(damaged, capsys):
     assert set(problems[0]) == {"severity", "file", "offset", "what", "kind"}
 
 
-def test_verify_commitlog_damage_says_where_recovery_cuts(tmp_path, capsys):
+def test_verify_commitlog_damage_says_what_follows_and_what_each_remedy_costs(tmp_path, capsys):
+    """3 records of 50-byte bodies, the second's magic flipped: verify resumes at the third
+    (the record-start search), says the damage reaches from the second to the third and that one
+    valid record (the third's bytes) follows it, which a writable open would drop."""
     root = tmp_path / "s"
     with MessageStore(root, **SMALL) as ms:
         sizes = [r.size for r in ms.put_batch([Message("t", b"x" * 50) for _ in range(3)])]
@@ -227,10 +230,20 @@ def test_verify_commitlog_damage_says_where_recovery_cuts(tmp_path, capsys):
     log.write_bytes(bytes(raw))
     assert main(["verify", "--store", str(root), *_sets(SMALL)]) == 1
     out = capsys.readouterr().out.splitlines()
+    second, third = sizes[0], sizes[0] + sizes[1]
+    assert out[0].startswith("FAILED: 2 records, 3 ConsumeQueue units")
+    assert out[1] == (f"CommitLog: 1 damaged stretch, the first at commitlog offset {second} "
+                      f"({sizes[1]} bytes up to the next valid record at {third}); 1 valid records "
+                      f"follow it in {sizes[2]} bytes")
     step = out[out.index("next:") + 1]
-    assert step.startswith(f"  CommitLog damage, first at commitlog/00000000000000000000 @{sizes[0]} "
-                           f"(commitlog offset {sizes[0]}): the next writable open")
-    assert f"rocketlake dump commitlog --store {root} " in step and "--to-offset N" in step
+    assert step.startswith(f"  CommitLog damage, first at commitlog/00000000000000000000 @{second} "
+                           f"(commitlog offset {second}): the next writable open")
+    assert f"cut at offset {second}, it drops the 1 valid records ({sizes[2]} bytes) after it." in step
+    assert step.endswith(f"`rocketlake dump commitlog --store {root} {' '.join(_sets(SMALL))} "
+                         f"--to-offset {second}` prints the records before it, `--from-offset "
+                         f"{third}` the records after it.")
+    assert main(["dump", "commitlog", "--store", str(root), *_sets(SMALL), "--from-offset", str(third)]) == 0
+    assert _offsets(capsys.readouterr().out.splitlines()) == [third]  # the advice's command works
 
 
 def test_verify_lines_are_whole_in_a_pipe(damaged):
@@ -249,8 +262,10 @@ def test_verify_lines_are_whole_in_a_pipe(damaged):
 def test_help_says_finding_nothing_exits_0(command, capsys):
     with pytest.raises(SystemExit):
         main([command, "--help"])
-    assert "Finding nothing is not an error: a line on stderr says so and the exit code is 0." in \
-        " ".join(capsys.readouterr().out.split())
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert ("Finding nothing in a topic or queue the store has is not an error: a line on stderr "
+            "says so and the exit code is 0. A topic or queue the store does not have is an error "
+            "(exit 2) naming those it has.") in help_text
 
 
 # --- dump streams: memory bounded by a chunk, not by a file -------------------------------------

@@ -64,7 +64,7 @@ def store(tmp_path, capsys) -> Path:
     """A store already holding one ingested message."""
     root = tmp_path / "store"
     first = _write(tmp_path / "first.jsonl", [_good(0)])
-    assert main(["ingest", "--store", str(root), *SMALL, str(first)]) == 0
+    assert main(["ingest", "--store", str(root), "--create", *SMALL, str(first)]) == 0
     capsys.readouterr()
     return root
 
@@ -100,7 +100,7 @@ def test_a_bad_line_after_many_batches_stores_nothing(tmp_path, store, capsys):
 
 def test_bad_input_does_not_even_create_the_store(tmp_path, capsys):
     src = _write(tmp_path / "in.jsonl", [_good(1), "{"])
-    assert main(["ingest", "--store", str(tmp_path / "new"), str(src)]) == 2
+    assert main(["ingest", "--store", str(tmp_path / "new"), "--create", str(src)]) == 2
     assert "line 2" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
 
@@ -161,7 +161,7 @@ def test_json_lines_parquet_and_put_store_the_same_bytes(tmp_path, capsys):
     table = table.set_column(1, "body", pa.array([e["body"].encode() for e in events], pa.binary()))
     pq.write_table(table, tmp_path / "in.parquet", row_group_size=7)
     for name, src in [("json", jsonl), ("parquet", tmp_path / "in.parquet"), ("lines", props)]:
-        assert main(["ingest", "--store", str(tmp_path / name), *SMALL, str(src)]) == 0
+        assert main(["ingest", "--store", str(tmp_path / name), "--create", *SMALL, str(src)]) == 0
         stored = json.loads(capsys.readouterr().out)["messages"]
         assert stored == len(with_props if name == "lines" else events)
     for name, evs in [("put", events), ("put-props", with_props)]:
@@ -201,3 +201,40 @@ def test_base64_bodies_and_a_bad_one(tmp_path, store, capsys):
     assert _snapshot(store) == before
     assert main(["ingest", "--store", str(store), *SMALL, str(_write(tmp_path / "ok.jsonl", lines))]) == 0
     assert _stored_bodies(store) == [b"m0", *(bytes([i, 0, 255]) for i in range(1, 4))]
+
+
+# --- a store is created only when asked; every bad line up to 10 is named ----------------------
+def test_a_missing_store_is_created_only_with_create(tmp_path, capsys):
+    src = _write(tmp_path / "in.jsonl", [_good(1)])
+    typo = tmp_path / "stroe"
+    assert main(["ingest", "--store", str(typo), *SMALL, str(src)]) == 2
+    assert capsys.readouterr().err == (f"rocketlake ingest: error: {typo}: no such store directory "
+                                       f"(ingest --create makes a new store there)\n")
+    assert not typo.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["ingest", "--store", str(empty), *SMALL, str(src)]) == 2
+    assert "(ingest --create makes a new store there)" in capsys.readouterr().err
+    assert list(empty.iterdir()) == []
+    for root in (typo, empty):
+        assert main(["ingest", "--store", str(root), "--create", *SMALL, str(src)]) == 0
+        assert json.loads(capsys.readouterr().out)["messages"] == 1
+        assert _stored_bodies(root) == [b"m1"]
+
+
+def test_bad_lines_are_listed_up_to_10_and_all_counted(store, tmp_path, capsys):
+    before = _snapshot(store)
+    bad = json.dumps({"topic": "orders", "body": "x", "tags": 5})
+    lines = [bad if i % 2 else _good(i) for i in range(30)]  # lines 2, 4, ..., 30 are bad: 15
+    assert main(["ingest", "--store", str(store), *SMALL, str(_write(tmp_path / "in.jsonl", lines))]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [*(f"rocketlake ingest: line {n}: tags must be a string, got 5" for n in range(2, 21, 2)),
+                   f"rocketlake ingest: error: {tmp_path / 'in.jsonl'}: 15 bad lines (the first 10 "
+                   f"listed above)"]
+    assert _snapshot(store) == before
+    lines = [bad if i in (3, 7) else _good(i) for i in range(9)]
+    assert main(["ingest", "--store", str(store), *SMALL, str(_write(tmp_path / "two.jsonl", lines))]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "rocketlake ingest: line 4: tags must be a string, got 5",
+        "rocketlake ingest: line 8: tags must be a string, got 5",
+        f"rocketlake ingest: error: {tmp_path / 'two.jsonl'}: 2 bad lines (all listed above)"]

@@ -264,13 +264,13 @@ def test_reset_execute_is_refused_while_a_writer_holds_the_store(store: Path, ca
     assert writer.returncode == 0
 
 
-def test_lag_on_a_terminal_is_a_rich_table(store: Path) -> None:
-    """On a terminal (a real pseudo-terminal here) the rows come as a rich table; no cell wraps."""
-    env = {**os.environ, "COLUMNS": "200", "TERM": "xterm",
+def _on_terminal(argv: list[str], columns: int) -> str:
+    """What ``rocketlake <argv>`` shows on a real pseudo-terminal ``columns`` wide, colour codes
+    dropped."""
+    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm",
            "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
     main, child = pty.openpty()
-    p = subprocess.Popen([sys.executable, "-m", "rocketlake.jobs.cli", "lag", "--store", str(store),
-                          *SETTINGS, "--group", "g1", "--topic", "orders"],
+    p = subprocess.Popen([sys.executable, "-m", "rocketlake.jobs.cli", *argv],
                          stdout=child, stderr=subprocess.PIPE, env=env)
     os.close(child)
     shown = b""
@@ -284,10 +284,49 @@ def test_lag_on_a_terminal_is_a_rich_table(store: Path) -> None:
         shown += chunk
     os.close(main)
     assert p.wait(timeout=120) == 0
-    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode())  # drop colour codes
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode())
+
+
+def test_lag_on_a_terminal_is_a_rich_table(store: Path) -> None:
+    """On a terminal (a real pseudo-terminal here) the rows come as a rich table; no cell wraps."""
+    text = _on_terminal(["lag", "--store", str(store), *SETTINGS, "--group", "g1", "--topic", "orders"], 200)
     lines = [line for line in text.splitlines() if "orders" in line]
     assert len(lines) == 4 and all("│" in line or "|" in line for line in lines)
     assert "2026-11-22T11:06:14.078Z" in lines[0] and "total lag: 117" in text
+
+
+#: names longer than an 80-column table leaves them
+LONG_TOPIC = "inventory-adjustments-from-warehouse-management"
+LONG_GROUP = "consumer_group_of_the_inventory_reconciliation_service"
+
+
+def _one_row_cells(text: str) -> list[str]:
+    """The cells of a rich table's only row, each cell's folded lines joined."""
+    lines = text.splitlines()
+    body = lines[next(i for i, x in enumerate(lines) if x.startswith("┡")) + 1:
+                 next(i for i, x in enumerate(lines) if x.startswith("└"))]
+    parts = [line.split("│")[1:-1] for line in body]
+    return ["".join(p[i].strip() for p in parts) for i in range(len(parts[0]))]
+
+
+@pytest.mark.parametrize("command", ["lag", "topic-status"])
+def test_tables_on_80_columns_fold_and_cut_nothing(tmp_path: Path, command: str) -> None:
+    """80 columns, a 47-character topic, a 54-character group and a 12-digit offset: every line
+    fits, and every name, number and time is whole (folded over lines, never cut with ...)."""
+    from rocketlake.store import Message, MessageStore
+    from rocketlake.store.config_files import write_consumer_offsets
+    root = tmp_path / "s"
+    with MessageStore(root) as ms:
+        put = ms.put_batch([Message(LONG_TOPIC, b"x", store_timestamp=1_700_000_000_000 + i)
+                            for i in range(3)])
+    assert put[-1].store_timestamp == 1_700_000_000_002
+    write_consumer_offsets(root, {(LONG_TOPIC, LONG_GROUP): {0: 123_456_789_012}})
+    text = _on_terminal([command, "--store", str(root)], 80)
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80, text
+    # committed past the end (3): lag 0, nothing consumed at 123456789011
+    want = ([LONG_GROUP, LONG_TOPIC, "0", "123456789012", "3", "0", "-"] if command == "lag" else
+            [LONG_TOPIC, "0", "0", "3", "2023-11-14T22:13:20.002Z"])
+    assert _one_row_cells(text) == want, text
 
 
 def test_reset_execute_refuses_to_write_over_the_last_readable_copy(store: Path, capsys) -> None:

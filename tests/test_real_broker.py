@@ -120,7 +120,7 @@ def events_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def closed_store(tmp_path_factory: pytest.TempPathFactory, events_file: Path) -> Path:
     """The events through `rocketlake ingest`, closed cleanly."""
     root = tmp_path_factory.mktemp("closed") / "store"
-    assert main(["ingest", "--store", str(root), *SETS, str(events_file)]) == 0
+    assert main(["ingest", "--store", str(root), "--create", *SETS, str(events_file)]) == 0
     return root
 
 

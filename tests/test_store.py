@@ -323,7 +323,7 @@ def test_cli_ingest_and_dump_round_trip(tmp_path, capsys):
         {"topic": "orders", "body_b64": "AAEC", "keys": ["k3"], "properties": {"x": "y"}},
     ]) + "\n")
     store = str(tmp_path / "s")
-    assert main(["ingest", "--store", store, str(events)]) == 0
+    assert main(["ingest", "--store", store, "--create", str(events)]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["messages"] == 2
     assert main(["dump", "commitlog", "--store", store]) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -236,20 +237,25 @@ def test_a_looping_index_chain_ends_and_the_keys_behind_it_are_reported(store):
         sorted(entry(pos)[1] for pos in chain[2:])
 
 
-def test_units_and_keys_of_a_commitlog_with_no_valid_record(store):
-    """The first record of every CommitLog file has a damaged magic: no record is valid, so every
-    unit points where no valid record starts."""
+def test_a_damaged_first_record_of_every_file_costs_only_those_records(store):
+    """The first record of every CommitLog file has a damaged magic: the walk resumes at each
+    file's second record (the record-start search), so only those records are missing: one unit
+    per file points where no valid record starts, and each damage names what follows it."""
     files = sorted((store / "commitlog").iterdir())
+    first_sizes = [struct.unpack_from(">i", f.read_bytes(), 0)[0] for f in files]  # TOTALSIZE
     for f in files:
         _flip(f, 4)
     r = verify(store, **SMALL)
-    assert r.records == 0 and not r.ok
+    assert r.records == 200 - len(files) and not r.ok
     assert [(p.kind, p.file, p.offset) for p in r.problems[:len(files)]] == [
         ("commitlog-invalid-record", f"commitlog/{f.name}", 0) for f in files]
+    assert [(d.offset, d.resumes_at) for d in r.damage] == [
+        (int(f.name), int(f.name) + size) for f, size in zip(files, first_sizes)]
+    # after the first damage: every record but the first of each file
+    assert r.damage[0].records_after == 200 - len(files)
     bad = [p for p in r.problems if p.kind == "consumequeue-bad-unit"]
-    assert len(bad) == r.units == 200
+    assert r.units == 200 and len(bad) == len(files)
     assert all("where no valid record starts" in p.what for p in bad)
-    assert r.keys_checked == 0
 
 
 def test_records_hidden_below_a_queues_min_offset_are_reported(tmp_path, capsys):

@@ -25,6 +25,7 @@ from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import hashing as kh
 from rocketlake.store.kernels import kernel
 from rocketlake.store.kernels import records as kr
+from rocketlake.store.record_walk import find_record_start as find_record_start  # its home was here
 
 Buffer = npt.NDArray[np.uint8]
 I64 = npt.NDArray[np.int64]
@@ -37,8 +38,6 @@ _BLANK = np.frombuffer((codec.BLANK_MAGIC & 0xFFFFFFFF).to_bytes(4, "big"), dtyp
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 #: rows walked per kernel call (each row is NFIELDS int64)
 WALK_ROWS = 1 << 15
-#: zero bytes skipped per numpy check before looking for a record start
-_ZERO_CHUNK = 4 << 20
 
 
 @kernel
@@ -459,19 +458,6 @@ def walk_range(buf: Buffer, base: int, pos: int, hi: int, check_crc: bool,
         if not more:
             return
         pos = end
-
-
-def find_record_start(buf: Buffer, base: int, lo: int, hi: int) -> int:
-    """``kernels.records.find_start`` (the first record start in ``[lo, hi)``, ``hi`` when none),
-    skipping runs of zero bytes with numpy first: a range past the end of the data is zeros, and
-    numpy reads them many times faster than the byte-by-byte search."""
-    a = lo
-    while a < hi:
-        b = min(hi, (a // _ZERO_CHUNK + 1) * _ZERO_CHUNK)
-        if buf[a:b].any():
-            return int(kr.find_start(buf, base, max(lo, a - 8), hi))
-        a = b
-    return hi
 
 
 def blank_at(buf: Buffer, pos: int) -> bool:

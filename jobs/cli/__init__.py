@@ -61,8 +61,10 @@ def _store_time_range(p: argparse.ArgumentParser, note: str) -> None:
                    help=f"latest store time, inclusive (ISO-8601 or epoch ms){note}")
 
 
-#: how get and query end when they find nothing (a sentence of their --help)
-NOTHING_FOUND = "Finding nothing is not an error: a line on stderr says so and the exit code is 0."
+#: how get and query end when they find nothing (sentences of their --help)
+NOTHING_FOUND = ("Finding nothing in a topic or queue the store has is not an error: a line on "
+                 "stderr says so and the exit code is 0. A topic or queue the store does not "
+                 "have is an error (exit 2) naming those it has.")
 
 
 # --- the commands -------------------------------------------------------------------------------
@@ -80,6 +82,9 @@ def _pipeline(p: argparse.ArgumentParser) -> None:
 def _ingest(p: argparse.ArgumentParser) -> None:
     add_store(p)
     add_settings(p)
+    p.add_argument("--create", action="store_true",
+                   help="make a new store when --store does not exist or is an empty directory "
+                        "(without it, such a path is an error: a mistyped path creates nothing)")
     p.add_argument("file", help="JSON Lines file of events, or a Parquet file of put_table's "
                                 "columns (rows counted from 0), or - for stdin")
 
@@ -98,6 +103,11 @@ def _dump(p: argparse.ArgumentParser) -> None:
                    help="end offset, exclusive, in the same unit as --from-offset (default: the end)")
     _store_time_range(p, "; consumequeue: of each unit's record; index: of each entry "
                          "(beginTimestamp + timeDiff seconds)")
+    p.add_argument("--tags", help="records / units whose TAGS the subscription expression names, "
+                                  "e.g. 'TagA || TagB' (not for index)")
+    p.add_argument("--max", type=count, metavar="N",
+                   help="print at most N records, units or index entries; a line on stderr says "
+                        "when more match (default: all)")
     _format(p)
 
 
@@ -197,7 +207,7 @@ COMMANDS: dict[str, Command] = {
     "ingest": Command("write JSON Lines or Parquet events into a store, all rows or none",
                       "rocketlake.jobs.cli.ingest:cmd_ingest", _ingest,
                       "echo '{\"topic\":\"orders\",\"body\":\"hi\",\"keys\":\"k1\"}' "
-                      "| rocketlake ingest --store var/store -"),
+                      "| rocketlake ingest --store var/store --create -"),
     "dump": Command("print commitlog / consumequeue / index records as JSON Lines or text",
                     f"{_R}:cmd_dump", _dump, "rocketlake dump consumequeue --store var/store --topic orders"),
     "get": Command("read a queue from an offset (RocketMQ getMessage)", f"{_R}:cmd_get", _get,

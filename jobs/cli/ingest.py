@@ -24,12 +24,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rocketlake.jobs.cli.events import EVENT_FIELDS, INT_EVENT_FIELDS, InputError, event_to_message
+from rocketlake.jobs.printable import printable
 from rocketlake.store import Message, MessageRejected, MessageStore
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
+from rocketlake.store.errors import NotAStoreError
 from rocketlake.store.message_encoder import MessageEncoder
+from rocketlake.store.store_dir import store_problem
 from rocketlake.store.table_encoder import TableEncoder, messages_to_table
 
 BATCH = 1000
+#: bad lines of an input named on stderr at most (all are counted)
+MAX_BAD_LINES = 10
 _err = Console(stderr=True)
 
 
@@ -39,11 +44,24 @@ def _progress(total: int | None) -> Progress:
                     disable=not _err.is_terminal)
 
 
-def _events(f: BinaryIO, prepare: Callable[[Message], object] | None = None
-            ) -> Iterator[tuple[int, Message]]:
-    """(line number, Message) of every non-blank line of ``f`` from its start; InputError naming
-    the line at the first one that is not UTF-8 JSON of a valid event or that ``prepare``
-    (the store's own ``MessageEncoder.prepare``) refuses."""
+class BadLines:
+    """The bad lines of an input: how many, and the errors of the first ``MAX_BAD_LINES``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: list[str] = []
+
+    def add(self, error: str) -> None:
+        self.count += 1
+        if len(self.first) < MAX_BAD_LINES:
+            self.first.append(error)
+
+
+def _events(f: BinaryIO, prepare: Callable[[Message], object] | None = None,
+            bad: BadLines | None = None) -> Iterator[tuple[int, Message]]:
+    """(line number, Message) of every non-blank line of ``f`` from its start. A line that is not
+    UTF-8 JSON of a valid event or that ``prepare`` (the store's own ``MessageEncoder.prepare``)
+    refuses: InputError naming it, or with ``bad`` its error added there and the line skipped."""
     f.seek(0)
     for lineno, raw in enumerate(f, 1):
         try:
@@ -54,7 +72,10 @@ def _events(f: BinaryIO, prepare: Callable[[Message], object] | None = None
             if prepare is not None:
                 prepare(m)
         except (ValueError, TypeError, RecursionError) as e:  # JSON, UTF-8, InputError, MessageRejected
-            raise InputError(f"line {lineno}: {e}") from None
+            if bad is None:
+                raise InputError(f"line {lineno}: {e}") from None
+            bad.add(f"line {lineno}: {e}")
+            continue
         yield lineno, m
 
 
@@ -169,7 +190,13 @@ def cmd_ingest(a: argparse.Namespace) -> int:
     a full disk, any other error or a kill stores none of them. The input must not change
     meanwhile. Plain JSON events are read
     by pyarrow's JSON reader; a block it cannot take exactly (properties, odd types, a bad line)
-    is read line by line, which names the bad line."""
+    is read line by line, which names the first ``MAX_BAD_LINES`` bad lines. The store must
+    exist, unless ``--create`` (then a missing path or an empty directory becomes a new store)."""
+    problem = store_problem(a.store, fresh=a.create)
+    if problem is not None:
+        if not a.create and store_problem(a.store, fresh=True) is None:
+            problem += " (ingest --create makes a new store there)"
+        raise NotAStoreError(problem)
     cfg = load_config(parse_set_options(a.set))
     t0 = time.perf_counter()
     n = size = 0
@@ -187,7 +214,7 @@ def cmd_ingest(a: argparse.Namespace) -> int:
                 total = _check_tables(_json_tables(f), cfg, "row")
                 tables = partial(_numbered, _json_tables, f)
             except (ValueError, pa.ArrowException):  # InputError included: the lines name it
-                total = _check_lines(f, cfg)
+                total = _check_lines(f, cfg, "stdin" if a.file == "-" else a.file)
                 tables = partial(_line_tables, f, cfg)
         with MessageStore(a.store, cfg) as ms, ms.all_or_nothing(), _progress(total) as bar:
             task = bar.add_task("ingest", total=total)
@@ -217,16 +244,24 @@ def _numbered(read: Callable[[BinaryIO], Iterator[pa.Table]], f: BinaryIO
         at += table.num_rows
 
 
-def _check_lines(f: BinaryIO, cfg: StoreConfig) -> int:
-    """Check every line (``_events``) -> the number of events."""
+def _check_lines(f: BinaryIO, cfg: StoreConfig, name: str) -> int:
+    """Check every line (``_events``) -> the number of events. Bad lines: the first
+    ``MAX_BAD_LINES`` each on a line of stderr, then InputError counting them all."""
     encoder = MessageEncoder(cfg)
-    total = 0
+    total, bad = 0, BadLines()
     with _progress(None) as bar:
         task = bar.add_task("check", total=None)
-        for _ in _events(f, encoder.prepare):
+        for _ in _events(f, encoder.prepare, bad):
             total += 1
             if total % BATCH == 0:
                 bar.update(task, completed=total)
+    if bad.count == 1:
+        raise InputError(bad.first[0])
+    if bad.count:
+        for error in bad.first:
+            print(printable(f"rocketlake ingest: {error}"), file=sys.stderr)
+        listed = "all" if bad.count == len(bad.first) else f"the first {len(bad.first)}"
+        raise InputError(f"{name}: {bad.count} bad lines ({listed} listed above)")
     return total
 
 

@@ -15,11 +15,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from rocketlake.jobs.printable import printable
+from rocketlake.jobs.times import time_fields
 from rocketlake.store import MessageStore
 from rocketlake.store.config import parse_set_options
 from rocketlake.store.config_files import ConfigFallbackWarning, write_consumer_offsets
@@ -29,7 +31,6 @@ from rocketlake.store.file_sizes import reading_config
 from rocketlake.store.lockfile import StoreLock, is_locked
 from rocketlake.store.message import GetStatus
 from rocketlake.store.store_dir import check_store
-from rocketlake.store.store_time import format_time
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +59,29 @@ def store_time(ms: MessageStore, topic: str, queue_id: int, queue_offset: int) -
     return None
 
 
-def _time_fields(prefix: str, ms_time: int | None) -> Row:
-    """``<prefix>_time`` (ISO-8601 UTC, millisecond precision) and ``<prefix>_timestamp`` (ms)."""
-    iso = None if ms_time is None else format_time(ms_time)
-    return {f"{prefix}_time": iso, f"{prefix}_timestamp": ms_time}
+#: a cell this wide or narrower (a number, an ISO time) is never folded on a terminal; a longer
+#: name may fold down to _FOLDED characters a line
+_WHOLE, _FOLDED = 24, 8
+
+
+def fit_widths(natural: Sequence[int], floor: Sequence[int], room: int) -> list[int]:
+    """Column widths within ``room`` characters: each column's ``natural`` width, the widest
+    narrowed first, one character at a time, never below its ``floor`` (then the sum may stay
+    above ``room``)."""
+    widths = list(natural)
+    while sum(widths) > room:
+        wide = [i for i, w in enumerate(widths) if w > floor[i]]
+        if not wide:
+            break
+        widths[max(wide, key=lambda i: widths[i])] -= 1
+    return widths
 
 
 def _show(a: argparse.Namespace, rows: Sequence[Row], columns: Sequence[str], title: str) -> None:
     """``--json``: one JSON object per row. Otherwise a table of ``columns``: rich on a terminal,
     plain space-aligned columns (never wrapped) when stdout is not one; the cells
-    :func:`printable`."""
+    :func:`printable`. On a terminal too narrow for the whole table nothing is cut: a number or
+    a time keeps its width (its header folds), a longer name folds onto more lines of its cell."""
     out = sys.stdout
     if a.json:
         for row in rows:
@@ -76,12 +90,17 @@ def _show(a: argparse.Namespace, rows: Sequence[Row], columns: Sequence[str], ti
     cells = [["-" if r[c] is None else printable(str(r[c])) for c in columns] for r in rows]
     numeric = [all(isinstance(r[c], int) or r[c] is None for r in rows) for c in columns]
     if out.isatty():
+        console = Console(file=out)
+        values = [max((cell_len(line[i]) for line in cells), default=1) for i in range(len(columns))]
+        natural = [max(v, cell_len(c)) for v, c in zip(values, columns)]
+        floor = [v if num or v <= _WHOLE else min(v, _FOLDED) for v, num in zip(values, numeric)]
+        room = console.width - 3 * len(columns) - 1  # a border and two spaces of padding a column
         table = Table(title=Text(printable(title)))
-        for c, num in zip(columns, numeric):
-            table.add_column(c, justify="right" if num else "left", no_wrap=True)
+        for c, num, width in zip(columns, numeric, fit_widths(natural, floor, room)):
+            table.add_column(c, justify="right" if num else "left", overflow="fold", width=width)
         for line in cells:
             table.add_row(*map(Text, line))  # Text: a stored "[bold]" is not rich markup
-        Console(file=out).print(table)
+        console.print(table)
         return
     widths = [max([len(c), *(len(line[i]) for line in cells)]) for i, c in enumerate(columns)]
     for line in [list(columns), *cells]:
@@ -103,7 +122,7 @@ def lag_rows(ms: MessageStore, group: str | None = None, topic: str | None = Non
              if (group is None or k[1] == group) and (topic is None or k[0] == topic)}
     rows = [{"consumer_group": r.group, "topic": r.topic, "queue_id": r.queue_id,
              "consumer_offset": r.consumer_offset, "max_offset": r.max_offset, "lag": r.lag,
-             **_time_fields("last_consumed", store_time(ms, r.topic, r.queue_id, r.consumer_offset - 1))}
+             **time_fields("last_consumed", store_time(ms, r.topic, r.queue_id, r.consumer_offset - 1))}
             for r in consumer_lag({k: hi for k, (_, hi) in ms.queue_ranges().items()}, table)]
     if not rows and (group is not None or topic is not None):
         wanted = " and ".join(f"{k} {v}" for k, v in (("group", group), ("topic", topic)) if v is not None)
@@ -129,7 +148,7 @@ def topic_status_rows(ms: MessageStore, topic: str | None = None) -> list[Row]:
     store time of the last message (at max_offset - 1; None for an empty queue). ValueError when
     the store has no queue of ``topic``."""
     rows = [{"topic": t, "queue_id": q, "min_offset": lo, "max_offset": hi,
-             **_time_fields("last_update", store_time(ms, t, q, hi - 1))}
+             **time_fields("last_update", store_time(ms, t, q, hi - 1))}
             for (t, q), (lo, hi) in ms.queue_ranges().items() if topic is None or t == topic]
     if not rows and topic is not None:
         raise ValueError(f"{ms.root}: no ConsumeQueue of topic {topic!r}")

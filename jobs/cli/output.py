@@ -13,9 +13,16 @@ from dataclasses import replace
 from typing import Any
 
 from rocketlake.jobs.printable import printable
-from rocketlake.store import Record
+from rocketlake.store import Record, codec
 from rocketlake.store.compression import inflate, is_compressed
+from rocketlake.store.dispatch import delay_of
 from rocketlake.store.store_time import format_time
+
+#: transaction types without a queue position: RocketMQ's CommitLog.doAppend stores queue
+#: offset 0 for them and dispatches no ConsumeQueue unit
+_NOT_QUEUED = (codec.TRANSACTION_PREPARED, codec.TRANSACTION_ROLLBACK)
+#: the units of a messageDelayLevel token, largest first
+_DELAY_UNITS = (("h", 3_600_000), ("m", 60_000), ("s", 1000))
 
 
 def record_to_json(r: Record) -> dict[str, Any]:
@@ -56,11 +63,40 @@ def _value(v: object) -> str:
     return printable(text)
 
 
-def message_text(r: Record, max_body: int) -> str:
+def delay_text(ms: int) -> str:
+    """A delay as a messageDelayLevel token (``10s``, ``2m``, ``1h``); ``1500ms`` when no unit
+    divides it."""
+    unit = next(((u, n) for u, n in _DELAY_UNITS if ms and ms % n == 0), None)
+    return f"{ms // unit[1]}{unit[0]}" if unit else f"{ms}ms"
+
+
+def _later_delivery(r: Record, delay_levels_ms: tuple[int, ...]) -> dict[str, Any]:
+    """A SCHEDULE_TOPIC_XXXX or timer-wheel copy's real topic and queue and its delay (the DELAY
+    level in ``delay_levels_ms``) or delivery time (TIMER_OUT_MS); nothing for other records."""
+    if r.topic not in codec.DELAY_TOPICS:
+        return {}
+    props = r.properties
+    out: dict[str, Any] = {"real_topic": props.get(codec.PROPERTY_REAL_TOPIC)}
+    if r.topic == codec.SCHEDULE_TOPIC:
+        out["delay"] = delay_text(delay_of(props, delay_levels_ms))
+    elif props.get("TIMER_OUT_MS", "").isdigit():
+        out["deliver"] = format_time(int(props["TIMER_OUT_MS"]))
+    return {**out, "real_queue": props.get(codec.PROPERTY_REAL_QID)}
+
+
+def message_text(r: Record, max_body: int,
+                 delay_levels_ms: tuple[int, ...] = codec.DELAY_LEVELS_MS) -> str:
     """One message as one line of ``name=value`` fields, the body last: what `dump commitlog`,
-    `get` and `query` print with ``--format text``."""
+    `get` and `query` print with ``--format text``. A transaction message shows ``tx=`` its
+    type (PREPARED and ROLLBACK have no queue offset: ``-``); a copy delivered later (in
+    SCHEDULE_TOPIC_XXXX, with ``delay_levels_ms``, the store's messageDelayLevel) its
+    ``real_topic``, ``delay`` and ``real_queue``."""
+    tx = r.transaction_type
     fields = {"store": format_time(r.store_timestamp), "born": format_time(r.born_timestamp),
-              "topic": r.topic, "queue": r.queue_id, "queue_offset": r.queue_offset,
+              "topic": r.topic, "queue": r.queue_id,
+              "queue_offset": None if tx in _NOT_QUEUED else r.queue_offset,
+              **({"tx": codec.TRANSACTION_NAMES[tx]} if tx != codec.TRANSACTION_NOT else {}),
+              **_later_delivery(r, delay_levels_ms),
               "commitlog_offset": r.commitlog_offset, "msg_id": r.msg_id, "tags": r.tags,
               "keys": " ".join(r.keys) or None}
     return " ".join(f"{k}={_value(v)}" for k, v in fields.items()) + " body=" + body_text(r.body, max_body)
@@ -80,14 +116,16 @@ def emit(rows: Iterable[dict[str, Any]], a: argparse.Namespace | None = None) ->
         out.write((row_text(row) if text else json.dumps(row, ensure_ascii=False)) + "\n")
 
 
-def emit_messages(messages: Iterable[tuple[Record, dict[str, Any]]], a: argparse.Namespace) -> int:
+def emit_messages(messages: Iterable[tuple[Record, dict[str, Any]]], a: argparse.Namespace,
+                  delay_levels_ms: tuple[int, ...] = codec.DELAY_LEVELS_MS) -> int:
     """Records as JSON Lines (:func:`record_to_json` plus the extra fields) or as
-    :func:`message_text` lines, each body inflated unless ``a.stored_body``; returns how many."""
+    :func:`message_text` lines, each body inflated unless ``a.stored_body``
+    (``delay_levels_ms``: the store's messageDelayLevel); returns how many."""
     out, n = sys.stdout, 0
     for r, extra in messages:
         if not a.stored_body and is_compressed(r.sys_flag):
             r = replace(r, body=inflate(r.body, r.sys_flag, r.commitlog_offset))
-        out.write((message_text(r, a.max_body) if a.format == "text"
+        out.write((message_text(r, a.max_body, delay_levels_ms) if a.format == "text"
                    else json.dumps({**record_to_json(r), **extra}, ensure_ascii=False)) + "\n")
         n += 1
     return n

@@ -6,21 +6,26 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from collections.abc import Generator, Iterator
+import sys
+from collections.abc import Callable, Generator, Iterable, Iterator
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from rocketlake.jobs.cli.events import InputError
+from rocketlake.jobs.cli.operator_commands import store_time
 from rocketlake.jobs.cli.output import emit, emit_messages, row_text
+from rocketlake.jobs.cli.selection import check_ranges, check_selection
 from rocketlake.jobs.exit_codes import ExitCode
+from rocketlake.jobs.times import time_fields
 from rocketlake.store import MessageStore, Record, codec, file_sizes
 from rocketlake.store.codec import INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog, Scan
 from rocketlake.store.config import StoreConfig, parse_set_options
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.mapped_file import first_nonzero
+from rocketlake.store.message_store import tag_filter
 from rocketlake.store.store_time import format_time
 
 log = logging.getLogger(__name__)
@@ -30,6 +35,41 @@ log = logging.getLogger(__name__)
 DUMP_CHUNK = 8192
 #: the default store time range of the filters: everything
 _EARLIEST, _LATEST = 0, 2 ** 63 - 1
+#: what `dump --max` counts, by what is dumped
+_COUNTED = {"commitlog": "records", "consumequeue": "units", "index": "index entries"}
+
+T = TypeVar("T")
+
+
+class Cap:
+    """At most ``limit`` (None: all) counted items of a stream (``dump --max``); ``cut`` tells
+    whether one more matched."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit, self.shown, self.cut = limit, 0, False
+
+    def __call__(self, items: Iterable[T], counted: Callable[[T], bool] = lambda _: True) -> Iterator[T]:
+        """The items up to the limit; an uncounted item (an index file's header) is held back
+        until a counted one follows it."""
+        held: list[T] = []
+        for item in items:
+            if not counted(item):
+                held.append(item)
+                continue
+            if self.limit is not None and self.shown >= self.limit:
+                self.cut = True
+                return
+            self.shown += 1
+            yield from held
+            held.clear()
+            yield item
+        yield from held
+
+    def say_cut(self, a: argparse.Namespace) -> None:
+        """On stderr, when the limit cut the output: how many were shown and how to see more."""
+        if self.cut:
+            print(f"rocketlake {a.command}: {self.shown} {_COUNTED[a.what]} shown, more match; "
+                  f"--max N shows more", file=sys.stderr)
 
 
 def reading_config(a: argparse.Namespace) -> StoreConfig:
@@ -40,39 +80,56 @@ def reading_config(a: argparse.Namespace) -> StoreConfig:
 
 def cmd_dump(a: argparse.Namespace) -> int:
     """Print the records, units or index entries that pass every filter given (topic, queue,
-    offset range [--from-offset, --to-offset), store time range [--begin, --end])."""
-    if a.what == "index" and (a.topic is not None or a.queue is not None):
-        raise InputError("--topic and --queue do not apply to dump index (index entries hold key "
-                         "hashes, not topics); use query --key, or the offset and time filters")
+    offset range [--from-offset, --to-offset), store time range [--begin, --end], tags), the
+    first ``--max`` of them. InputError (exit 2) for a topic or queue the store does not have,
+    or a range that cannot match."""
+    if a.what == "index" and (a.topic is not None or a.queue is not None or a.tags is not None):
+        raise InputError("--topic, --queue and --tags do not apply to dump index (index entries "
+                         "hold key hashes, not topics); use query --key, or the offset and time "
+                         "filters")
+    check_ranges(a)
+    cap = Cap(a.max)
     with MessageStore(a.store, reading_config(a), read_only=True) as ms:
         if a.what == "commitlog":
-            return _dump_commitlog(ms, a)
+            return _dump_commitlog(ms, a, cap)
+        if a.what == "consumequeue":
+            check_selection(ms, a.topic, a.queue)
         rows = _cq_rows(ms, a) if a.what == "consumequeue" else _index_rows(ms, a)
         try:
-            emit(rows, a)
+            emit(cap(rows, lambda row: "index_count" not in row), a)
         finally:
             rows.close()  # its views on the maps go before the store closes (also on a closed pipe)
+    cap.say_cut(a)
     return 0
 
 
-def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
+def _dump_commitlog(ms: MessageStore, a: argparse.Namespace, cap: Cap) -> int:
     """The records in the offset range (the scan starts at the range, not at the first file)
-    that pass the filters; exit 3 when damage stops the scan before the range's end."""
+    that pass the filters; exit 3 when damage stops the scan before the range's end. With no
+    record printed, InputError when the store has no such ``--topic``/``--queue`` (neither a
+    ConsumeQueue nor a record read names it)."""
     commitlog = ms.commitlog
     stop = _LATEST if a.to_offset is None else a.to_offset  # no --to-offset: to the end of valid data
     scan = commitlog.scan(_scan_start(commitlog, a.from_offset), check_crc=False, stop_at=stop)
     n = 0
+    seen: set[tuple[str, int]] = set()
+    wanted = tag_filter(a.tags)
 
     def read() -> Iterator[tuple[Record, dict[str, Any]]]:
         nonlocal n
         for r in scan:
             n += 1
+            seen.add((r.topic, r.queue_id))
             if (r.commitlog_offset >= a.from_offset and a.begin <= r.store_timestamp <= a.end
                     and (a.topic is None or r.topic == a.topic)
-                    and (a.queue is None or r.queue_id == a.queue)):
+                    and (a.queue is None or r.queue_id == a.queue)
+                    and (wanted is None or r.tags in wanted[1])):
                 yield r, {}
 
-    emit_messages(read(), a)
+    printed = emit_messages(cap(read()), a, ms.config.delay_levels_ms)
+    if cap.cut:
+        cap.say_cut(a)
+        return 0
     why = None if scan.end >= stop else _early_stop(ms, scan)
     if why:
         mf = commitlog.files.find(scan.end)
@@ -80,6 +137,8 @@ def _dump_commitlog(ms: MessageStore, a: argparse.Namespace) -> int:
         log.error("rocketlake dump: error: stopped after %d records at commitlog offset %d (%s): %s",
                   n, scan.end, where, why)
         return ExitCode.UNUSABLE
+    if not printed:
+        check_selection(ms, a.topic, a.queue, seen)
     return 0
 
 
@@ -116,8 +175,9 @@ def _early_stop(ms: MessageStore, scan: Scan) -> str | None:
 def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Generator[dict[str, Any], None, None]:
     """The units of the selected queues in the queue offset range, ``DUMP_CHUNK`` at a time;
     with a time range, those whose record was stored in it (each unit's record is read for its
-    store time)."""
+    store time); with ``--tags``, those whose tagsCode and record's tag the expression names."""
     timed = a.begin > _EARLIEST or a.end < _LATEST
+    wanted = tag_filter(a.tags)
     for (t, q), cq in sorted(ms.queues.items()):
         if (a.topic is not None and t != a.topic) or (a.queue is not None and q != a.queue):
             continue
@@ -132,7 +192,8 @@ def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Generator[dict[str, Any
                 at = mf.end // codec.CQ_UNIT_SIZE
                 continue
             for i, (off, size, tcode) in enumerate(units.tolist()):
-                if not timed or a.begin <= _store_time(ms, off) <= a.end:
+                if ((not timed or a.begin <= _store_time(ms, off) <= a.end)
+                        and (wanted is None or (tcode in wanted[0] and _tags(ms, off) in wanted[1]))):
                     yield {"topic": t, "queue_id": q, "queue_offset": at + i,
                            "commitlog_offset": off, "size": size, "tags_code": tcode}
             at += len(units)
@@ -144,6 +205,14 @@ def _store_time(ms: MessageStore, offset: int) -> int:
         return ms.commitlog.read(offset).store_timestamp
     except CorruptRecordError:
         return -1
+
+
+def _tags(ms: MessageStore, offset: int) -> str | None:
+    """The TAGS of the record at a CommitLog offset; None when it has none or no record is there."""
+    try:
+        return ms.commitlog.read(offset).tags
+    except CorruptRecordError:
+        return None
 
 
 def _index_rows(ms: MessageStore, a: argparse.Namespace) -> Generator[dict[str, Any], None, None]:
@@ -193,14 +262,15 @@ def _matching_entries(entries: np.ndarray, begin_ts: int, from_offset: int, to_o
 
 def cmd_get(a: argparse.Namespace) -> int:
     """The status line, then the messages; finding none is not an error (exit 0), but a line on
-    stderr says so."""
+    stderr says so. A topic or queue the store does not have is (InputError, exit 2)."""
     with MessageStore(a.store, reading_config(a), read_only=True) as ms:
+        check_selection(ms, a.topic, a.queue)
         g = ms.get(a.topic, a.queue, a.offset, a.max, a.tags)
         status = {"status": g.status.value, "next_begin_offset": g.next_begin_offset,
                   "min_offset": g.min_offset, "max_offset": g.max_offset, "count": len(g.messages)}
         print(row_text(status) if a.format == "text" else json.dumps(status))
         emit_messages(((m.record, {"queue_offset": m.queue_offset, "tags_code": m.tags_code})
-                        for m in g.messages), a)
+                        for m in g.messages), a, ms.config.delay_levels_ms)
     if not g.messages:
         tags = f" with tags '{a.tags}'" if a.tags else ""
         _nothing(a, f"no message{tags} in queue {a.topic}/{a.queue} from queue offset {a.offset}: "
@@ -214,24 +284,37 @@ def _nothing(a: argparse.Namespace, why: str) -> None:
 
 
 def cmd_query(a: argparse.Namespace) -> int:
-    """Finding nothing is not an error (exit 0), but a line on stderr says so."""
+    """Finding nothing is not an error (exit 0), but a line on stderr says so. A topic or queue
+    the store does not have, or a time range that cannot match, is (InputError, exit 2)."""
+    check_ranges(a)
     with MessageStore(a.store, reading_config(a), read_only=True) as ms:
         if a.msg_id:
-            emit_messages([(ms.lookup(a.msg_id, a.topic or None), {})], a)
+            emit_messages([(ms.lookup(a.msg_id, a.topic or None), {})], a,
+                          ms.config.delay_levels_ms)
         elif a.key is not None:
             if not a.topic:
                 raise InputError("--key needs --topic")
-            found = ms.query(a.topic, a.key, a.max, a.begin, a.end)
-            if not emit_messages(((r, {}) for r in found), a):
+            check_selection(ms, a.topic, None)
+            found = ms.query(a.topic, a.key, _LATEST, a.begin, a.end)
+            shown = found[max(0, len(found) - a.max):]  # as RocketMQ: the last stored
+            emit_messages(((r, {}) for r in shown), a, ms.config.delay_levels_ms)
+            if not found:
                 stored = ("" if (a.begin, a.end) == (_EARLIEST, _LATEST)
                           else f" stored in [{format_time(a.begin)}, {format_time(a.end)}]")
                 _nothing(a, f"no message with key '{a.key}' in topic '{a.topic}'{stored}")
+            elif len(shown) < len(found):
+                print(f"rocketlake query: {len(shown)} of {len(found)} shown (the last stored); "
+                      f"--max N shows more", file=sys.stderr)
         else:
             if not a.topic or a.queue is None:
                 raise InputError("--time needs --topic and --queue")
+            check_selection(ms, a.topic, a.queue)
             off = ms.offset_by_time(a.topic, a.queue, a.time)
-            row = {"topic": a.topic, "queue_id": a.queue, "timestamp": a.time, "queue_offset": off}
-            print(row_text(row) if a.format == "text" else json.dumps(row))
+            row = {"topic": a.topic, "queue_id": a.queue, "time": format_time(a.time),
+                   "timestamp": a.time, "queue_offset": off,
+                   **time_fields("store", store_time(ms, a.topic, a.queue, off))}
+            print(row_text({k: v for k, v in row.items() if not k.endswith("timestamp")})
+                  if a.format == "text" else json.dumps(row))
             if ms.max_offset(a.topic, a.queue) == 0:
                 _nothing(a, f"no message in queue {a.topic}/{a.queue}")
     return 0

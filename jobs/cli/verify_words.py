@@ -12,7 +12,7 @@ from rocketlake.jobs.cli.read_commands import reading_config
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.printable import printable
 from rocketlake.store.store_dir import check_store
-from rocketlake.store.verify import KINDS, Problem, VerifyReport, verify
+from rocketlake.store.verify import KINDS, Damage, Problem, VerifyReport, verify
 
 
 def cmd_verify(a: argparse.Namespace) -> int:
@@ -35,6 +35,8 @@ def verify_summary(report: VerifyReport, max_problems: int, steps: list[str]) ->
              f"{len(report.problems) - errors} warnings"]
     if not report.problems:
         return lines
+    if report.damage:
+        lines.append(damage_line(report.damage))
     groups: dict[tuple[str, str], list[Problem]] = {}
     for p in report.problems:
         groups.setdefault((p.file, p.kind), []).append(p)
@@ -57,6 +59,23 @@ def verify_summary(report: VerifyReport, max_problems: int, steps: list[str]) ->
     return [printable(line) for line in lines if line]
 
 
+def _size(n: int) -> str:
+    """Bytes for people: ``812 bytes``, ``12.3 MiB``."""
+    return f"{n:,} bytes" if n < 2 ** 20 else f"{n / 2 ** 20:,.1f} MiB"
+
+
+def damage_line(damage: list[Damage]) -> str:
+    """What is damaged in the CommitLog and what follows it: the first damaged stretch, how far
+    it reaches, and the valid records after it."""
+    d = damage[0]
+    more = f" (and {len(damage) - 1} more after it)" if len(damage) > 1 else ""
+    reach = (f"{d.resumes_at - d.offset:,} bytes up to the next valid record at {d.resumes_at}"
+             if d.resumes_at is not None else "no valid record follows in its file")
+    return (f"CommitLog: {len(damage)} damaged stretch{'es' if len(damage) > 1 else ''}, the first "
+            f"at commitlog offset {d.offset} ({reach}){more}; {d.records_after:,} valid records "
+            f"follow it in {_size(d.bytes_after)}")
+
+
 def _repair_steps(report: VerifyReport, store: Path, settings: list[str]) -> list[str]:
     """What to run next for the errors found, by the part of the store they are in."""
     args = f"--store {shlex.quote(str(store))}" + "".join(f" --set {shlex.quote(s)}" for s in settings)
@@ -70,9 +89,9 @@ def _repair_steps(report: VerifyReport, store: Path, settings: list[str]) -> lis
         steps.append(f"CommitLog damage, first at {p.file} @{p.offset}{at}: the next writable open "
                      f"(e.g. rocketlake ingest) recovers the store and cuts the CommitLog at the "
                      f"first invalid record its scan meets (the last three files; after a crash, "
-                     f"from the checkpoint), zeroing what follows. Copy the store (cp -a) before "
-                     f"writing to it; `rocketlake dump commitlog {args} --to-offset N` prints the "
-                     f"records before offset N.")
+                     f"from the checkpoint), zeroing what follows{_cut_cost(report.damage)}. Copy "
+                     f"the store (cp -a) before writing to it. Reading costs nothing: "
+                     f"{_reads_around(report.damage, args)}.")
     if "consumequeue" in first:
         steps.append(f"ConsumeQueue damage: rocketlake rebuild-consumequeue {args}  (rebuilt from the "
                      f"CommitLog; --output DIR writes the files elsewhere first)")
@@ -80,3 +99,23 @@ def _repair_steps(report: VerifyReport, store: Path, settings: list[str]) -> lis
         steps.append(f"index damage: rocketlake rebuild-index {args}  (rebuilt from the CommitLog; "
                      f"--output DIR writes the files elsewhere first)")
     return steps
+
+
+def _cut_cost(damage: list[Damage]) -> str:
+    """What a recovery that cuts at the first damage drops."""
+    if not damage:
+        return ""
+    d = damage[0]
+    return (f": cut at offset {d.offset}, it drops the {d.records_after:,} valid records "
+            f"({_size(d.bytes_after)}) after it")
+
+
+def _reads_around(damage: list[Damage], args: str) -> str:
+    """The read-only commands that print the records before the first damage and after it."""
+    if not damage:
+        return f"`rocketlake dump commitlog {args} --to-offset N` prints the records before offset N"
+    d = damage[0]
+    before = f"`rocketlake dump commitlog {args} --to-offset {d.offset}` prints the records before it"
+    if d.resumes_at is None:
+        return before
+    return f"{before}, `--from-offset {d.resumes_at}` the records after it"

@@ -78,7 +78,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: None) -> I
     events.write_text("".join(json.dumps(e) + "\n" for e in EVENTS))
     sets = [a for k, v in STORE_SET.items() for a in ("--set", f"{k}={v}")]
     subprocess.run([str(MAIN_BIN / "rocketlake"), "ingest", "--store", str(tmp_path / "store"),
-                    str(events), *sets], check=True, capture_output=True)
+                    "--create", str(events), *sets], check=True, capture_output=True)
     config = tmp_path / "airflow.toml"
     config.write_text(CONFIG.format(root=tmp_path, sets=", ".join(
         f'{k} = "{v}"' for k, v in STORE_SET.items())))

@@ -52,7 +52,7 @@ def _seed(root: Path, tmp_path: Path) -> None:
     src = tmp_path / "seed.jsonl"
     src.write_text("".join(json.dumps({"topic": "orders", "body": f"old-{i}", "keys": f"old{i}"}) + "\n"
                            for i in range(BEFORE)))
-    assert main(["ingest", "--store", str(root), *SET, str(src)]) == 0
+    assert main(["ingest", "--store", str(root), "--create", *SET, str(src)]) == 0
 
 
 def _parquet(path: Path, rows: int, body_size: int) -> Path:
