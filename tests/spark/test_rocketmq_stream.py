@@ -166,8 +166,8 @@ def test_starting_timestamp_and_batch_only_options(store_copy: Path) -> None:
     ts = sorted(set(times))[2]
     first = next(w for w, t in zip(want, times) if t >= ts)
     assert reader(store_copy, startingTimestamp=ts).initialOffset()["commitlogOffset"] == first[0]
-    for name in ("endingOffsets", "endingTimestamp"):
+    for name, value in (("endingOffsets", "latest"), ("endingTimestamp", "1000")):
         with pytest.raises(ValueError, match=f"option {name} is for batch queries only"):
-            reader(store_copy, **{name: "latest"})
+            reader(store_copy, **{name: value})
     with pytest.raises(ValueError, match="maxRecordsPerTrigger.*a positive integer"):
         reader(store_copy, maxRecordsPerTrigger="0")
