@@ -16,6 +16,7 @@ LAKE_COMMANDS = {
     "check-consistency": ["--store", "s", "--report", "r.json"],
     "rebuild": ["--store", "s"], "rebuild-consumequeue": ["--store", "s"], "rebuild-index": ["--store", "s"],
     "publish-offsets": ["--store", "s"], "compact": ["--store", "s"], "optimize-lake": [],
+    "archive": ["--store", "s"],
 }
 
 
