@@ -25,5 +25,6 @@ def kernel(fn: F) -> F:
     """Compile ``fn`` in nopython mode, releasing the GIL, cached when possible."""
     dispatcher = numba.njit(nogil=True)(fn)
     if CACHE:
-        dispatcher._cache = KernelCache(fn)  # numba's enable_caching(), with our cache's locator
+        # numba's Dispatcher.enable_caching(), with the cache that finds the shipped kernels
+        cast(Any, dispatcher)._cache = KernelCache(fn)  # type: ignore[no-untyped-call]
     return cast(F, dispatcher)
