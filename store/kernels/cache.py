@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 import zipfile
 from functools import cache
@@ -84,24 +83,30 @@ def _writable(folder: Path) -> bool:
     return True
 
 
-def _seed(folder: Path) -> None:
-    """Copy the shipped cache files into ``folder`` once (a marker file says it was done)."""
-    mark = folder / ".seeded"
-    if mark.exists() or folder == SHIPPED:
-        return
+def _shipped_files() -> dict[str, bytes]:
+    """Name -> bytes of every cache file the package ships (a folder, or members of its zip)."""
     if SHIPPED.is_dir():
-        for f in SHIPPED.iterdir():
-            if f.suffix in (".nbi", ".nbc") and not (folder / f.name).exists():
-                shutil.copyfile(f, folder / f.name)
-    elif (inside := _zip_split(SHIPPED)) is not None:
-        with zipfile.ZipFile(inside[0]) as z:
-            for n in z.namelist():
-                name = n.rpartition("/")[2]
-                if n.startswith(inside[1] + "/") and name.endswith((".nbi", ".nbc")) \
-                        and not (folder / name).exists():
-                    tmp = folder / f"{name}.tmp{os.getpid()}"
-                    tmp.write_bytes(z.read(n))
-                    tmp.replace(folder / name)
+        return {f.name: f.read_bytes() for f in SHIPPED.iterdir() if f.suffix in (".nbi", ".nbc")}
+    inside = _zip_split(SHIPPED)
+    if inside is None:
+        return {}
+    with zipfile.ZipFile(inside[0]) as z:
+        return {n.rpartition("/")[2]: z.read(n) for n in z.namelist()
+                if n.startswith(inside[1] + "/") and n.endswith((".nbi", ".nbc"))}
+
+
+def _seed(folder: Path) -> None:
+    """Copy the shipped cache files ``folder`` lacks into it, once (a marker file says it was
+    done); each file appears whole (written aside, then renamed), as other processes may be
+    reading the folder."""
+    mark = folder / ".seeded"
+    if folder == SHIPPED or mark.exists():
+        return
+    for name, data in _shipped_files().items():
+        if not (folder / name).exists():
+            tmp = folder / f"{name}.tmp{os.getpid()}"
+            tmp.write_bytes(data)
+            tmp.replace(folder / name)
     mark.touch()
 
 
@@ -128,12 +133,18 @@ def cache_folder() -> Path | None:
     return None
 
 
+@cache
+def _source_stamp(py_file: str) -> bytes:
+    """A kernel module's stamp in the cache index: the hash of its source (numba's own stamp)."""
+    return hashlib.sha256(_read(Path(py_file))).digest()
+
+
 class _Locator(_CacheLocator):
     """numba's cache locator for a kernel: :func:`cache_folder`, stamped with the source's hash."""
 
     def __init__(self, py_func: FunctionType, py_file: str) -> None:
         self._lineno = py_func.__code__.co_firstlineno
-        self._stamp = hashlib.sha256(_read(Path(py_file))).digest()
+        self._stamp = _source_stamp(py_file)
         self._folder = cache_folder()
 
     def ensure_cache_path(self) -> None:
