@@ -20,10 +20,16 @@ maven:
 	@command -v mvn >/dev/null 2>&1 || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }
 
+# Compile every kernel the commands call into store/kernels/compiled/ (the package's kernel cache,
+# shipped in the wheel), so that no first command and no executor task compiles one.
+WARM := env -u NUMBA_CACHE_DIR $(BIN)/python -m rocketlake.jobs.cli.warm_kernels --spark >/dev/null 2>&1 \
+	|| { echo "warming the kernel cache failed: python -m rocketlake.jobs.cli.warm_kernels --spark"; exit 1; }
+
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[spark,test]'
+	$(WARM)
 	touch $(STAMP)
 
 # The DAGs import rocketlake's light modules (table names, store settings): the package goes in
@@ -59,6 +65,7 @@ test: $(STAMP) chromium maven $(AIRFLOW_STAMP) lint
 # The wheel: one top-level package, `rocketlake` (store, transforms, jobs, shipped defaults).
 dist: $(STAMP)
 	rm -rf build dist/rocketlake-*.whl
+	$(WARM)
 	$(BIN)/pip wheel --quiet --no-deps -w dist .
 	rm -rf build
 
@@ -66,4 +73,4 @@ bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(AIRFLOW_VENV) var .ivy build dist
+	rm -rf $(VENV) $(AIRFLOW_VENV) var .ivy build dist store/kernels/compiled

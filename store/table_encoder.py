@@ -9,7 +9,7 @@ are encoded by ``prepare`` one by one; the common row never becomes a Python obj
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import chain
@@ -231,6 +231,23 @@ def warm_up(encoder: TableEncoder) -> None:
     table.dispatch()
 
 
+def _values(arr: pa.Array, rows: list[int], taken: pa.Array) -> list[Any]:
+    """The Python values of ``arr`` at ``rows`` (``taken``: the same as an Arrow array)."""
+    try:
+        values: list[Any] = arr.take(taken).to_pylist()
+        return values
+    except pa.ArrowNotImplementedError:  # a type ``take`` has no kernel for (binary_view, ...)
+        return [arr[i].as_py() for i in rows]
+
+
+def _message(kw: dict[str, Any]) -> Message:
+    """A message table's row (column name -> Python value) as a Message."""
+    if kw.get("properties") is not None:
+        kw["properties"] = dict(kw["properties"])
+    # a null where a value is required (queue_id, flag, ...) stays None: prepare rejects it
+    return Message(**{k: v for k, v in kw.items() if v is not None or k not in _NULLABLE})
+
+
 class _Encoding:
     """One table's encoding (the state of ``TableEncoder.encode``)."""
 
@@ -238,13 +255,13 @@ class _Encoding:
         self.encoder, self.n = encoder, data.num_rows
         self.arrays = {name: a for name in COLUMNS if (a := _column(data, name)) is not None}
 
-    def message(self, i: int) -> Message:
-        """Row ``i`` as a Message, every value as the table holds it."""
-        kw: dict[str, Any] = {name: arr[i].as_py() for name, arr in self.arrays.items()}
-        if kw.get("properties") is not None:
-            kw["properties"] = dict(kw["properties"])
-        # a null where a value is required (queue_id, flag, ...) stays None: prepare rejects it
-        return Message(**{k: v for k, v in kw.items() if v is not None or k not in _NULLABLE})
+    def messages(self, rows: list[int]) -> Iterator[tuple[int, Message]]:
+        """(row, Message) of each of ``rows`` in order, every value as the table holds it (the
+        rows' values are converted column by column, not as one scalar object each)."""
+        taken = pa.array(rows, type=pa.int64())
+        cols = {name: _values(arr, rows, taken) for name, arr in self.arrays.items()}
+        for j, i in enumerate(rows):
+            yield i, _message({name: col[j] for name, col in cols.items()})
 
     def run(self) -> EncodedTable:
         n, enc, arrays = self.n, self.encoder, self.arrays
@@ -360,16 +377,16 @@ class _Encoding:
         first row, suspect or general, that ``prepare`` refuses."""
         prepare = self.encoder.prepare
         first_bad, error = self.n, None
-        for i in suspects.tolist():
+        for i, m in self.messages(suspects.tolist()):
             try:
-                prepare(self.message(i))
+                prepare(m)
             except MessageRejected as e:
                 first_bad, error = i, e
                 break
         prepared: dict[int, Prepared] = {}
-        for i in general[general < first_bad].tolist():
+        for i, m in self.messages(general[general < first_bad].tolist()):
             try:
-                prepared[i] = prepare(self.message(i))
+                prepared[i] = prepare(m)
             except MessageRejected as e:
                 first_bad, error = i, e
                 break

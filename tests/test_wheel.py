@@ -3,13 +3,15 @@
 It adds exactly one top-level name (`rocketlake`) to site-packages, ships its defaults as package
 data, writes and reads a store on them from a directory that is not the checkout, and its
 command line lists every command, each answering `--help`. A job script runs under
-`spark-submit --py-files <wheel>` with a Python that has the dependencies but not rocketlake.
+`spark-submit --py-files <wheel>` with a Python that has the dependencies but not rocketlake,
+its executors compiling no kernel (the wheel ships them compiled).
 """
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -87,8 +89,10 @@ def test_a_job_script_runs_from_the_wheel_alone(installed: Path, wheel: Path, tm
     # Last in this module: it leaves the virtualenv with the dependencies but without rocketlake,
     # as on a cluster whose Python has the dependencies and gets the package with --py-files.
     subprocess.run([str(installed / "pip"), "uninstall", "--yes", "--quiet", "rocketlake"], check=True)
-    env = {**os.environ, "PYSPARK_PYTHON": str(installed / "python")}
+    cache = tmp_path / "cache"  # the shipped kernels are copied here, once: nobody compiles any
+    env = {**os.environ, "PYSPARK_PYTHON": str(installed / "python"), "XDG_CACHE_HOME": str(cache)}
     env.pop("PYTHONPATH", None)
+    env.pop("NUMBA_CACHE_DIR", None)
     subprocess.run([str(installed / "python"), "-c", WRITE_SMALL], cwd=tmp_path, check=True,
                    env={**env, "PYTHONPATH": str(wheel)})
     sets = [arg for s in SMALL for arg in ("--set", s)]
@@ -100,3 +104,8 @@ def test_a_job_script_runs_from_the_wheel_alone(installed: Path, wheel: Path, tm
     for queue in (0, 1):  # the executors ran the wheel's code: the library's bytes, rebuilt
         name = f"consumequeue/orders/{queue}/00000000000000000000"
         assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "store" / name).read_bytes()
+    # the driver and the executors found every kernel they ran compiled: none saved a new one
+    shipped = {n.rpartition("/")[2] for n in zipfile.ZipFile(wheel).namelist()
+               if n.startswith("rocketlake/store/kernels/compiled/")}
+    (folder,) = (cache / "rocketlake").iterdir()
+    assert shipped and {p.name for p in folder.iterdir() if p.suffix in (".nbi", ".nbc")} == shipped

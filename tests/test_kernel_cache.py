@@ -1,0 +1,78 @@
+"""The kernels ship compiled: a fresh install of the wheel `make dist` builds, in a folder of its
+own with empty caches (a new ``HOME``, no ``NUMBA_CACHE_DIR``), runs the commands without
+compiling a kernel: every kernel it calls is a numba cache hit, none a miss. The same holds for
+the wheel file itself on the path (a zip, as ``--py-files`` gives it to executors): its compiled
+kernels are copied once to ``~/.cache/rocketlake``."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+SETS = ["--set", "mappedFileSizeCommitLog=65536", "--set", "mappedFileSizeConsumeQueue=600"]
+
+#: runs commands in one process, then prints the numba cache hits and misses of every kernel
+COMMANDS = f"""
+import contextlib, io, json, sys
+from pathlib import Path
+from numba.core.dispatcher import Dispatcher
+from rocketlake.jobs.cli import main, pipeline, sample
+from rocketlake.store.kernels.cache import cache_folder
+work, sets = Path(sys.argv[1]), {SETS!r}
+pipeline.ingest(work / "store", 200, dict(s.split("=") for s in sets[1::2]))
+(work / "events.jsonl").write_text("".join(json.dumps(e) + "\\n" for e in sample.events(200)))
+s = ["--store", str(work / "store"), *sets]
+for argv in (["dump", "commitlog", *s], ["dump", "index", *s], ["verify", *s],
+             ["get", *s, "--topic", "orders", "--queue", "0"],
+             ["ingest", "--store", str(work / "ingested"), *sets, str(work / "events.jsonl")]):
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(argv) == 0, argv
+hits, misses = 0, []
+for name, module in list(sys.modules.items()):
+    for attr, value in vars(module).items() if name.startswith("rocketlake.") else ():
+        if isinstance(value, Dispatcher):
+            hits += sum(value.stats.cache_hits.values())
+            misses += [f"{{name}}.{{attr}}"] * bool(value.stats.cache_misses)
+print(json.dumps({{"hits": hits, "misses": misses, "folder": str(cache_folder())}}))
+"""
+
+
+def run_commands(path: Path, work: Path) -> dict:
+    home = work / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(path), HOME=str(home), TMPDIR=str(home), XDG_CACHE_HOME=str(home / "c"))
+    done = subprocess.run([sys.executable, "-c", COMMANDS, str(work)], env=env, capture_output=True,
+                          text=True, cwd=work)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def shipped(wheel: Path) -> set[str]:
+    names = {n.rpartition("/")[2] for n in zipfile.ZipFile(wheel).namelist()
+             if n.startswith("rocketlake/store/kernels/compiled/")}
+    assert any(n.endswith(".nbi") for n in names) and any(n.endswith(".nbc") for n in names)
+    return names
+
+
+def test_a_fresh_install_compiles_no_kernel(wheel: Path, shipped: set[str], tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)  # what pip installs, in a folder the wheel never saw
+    got = run_commands(site, tmp_path)
+    assert got["misses"] == [] and got["hits"] > 0
+    assert got["folder"] == str(site / "rocketlake" / "store" / "kernels" / "compiled")
+    assert {p.name for p in Path(got["folder"]).iterdir()} == shipped  # nothing compiled, saved
+
+
+def test_the_wheel_as_a_zip_compiles_no_kernel(wheel: Path, shipped: set[str], tmp_path: Path) -> None:
+    got = run_commands(wheel, tmp_path)
+    assert got["misses"] == [] and got["hits"] > 0
+    folder = Path(got["folder"])
+    assert folder.parent == tmp_path / "home" / "c" / "rocketlake"
+    assert {p.name for p in folder.iterdir() if p.suffix in (".nbi", ".nbc")} == shipped
