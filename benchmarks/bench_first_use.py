@@ -93,7 +93,7 @@ def main() -> None:
         commands = {
             "dump, first records": [*cli, "dump", "commitlog", "--store", str(store), "--to-offset", "1000"],
             "dump, whole store": [*cli, "dump", "commitlog", "--store", str(store)],
-            f"ingest {N:,} messages": [*cli, "ingest", "--store", "{out}", str(events)],
+            f"ingest {N:,} messages": [*cli, "ingest", "--create", "--store", "{out}", str(events)],
         }
         print("| install | command | first: wall s | first: CPU s | second: wall s | second: CPU s |")
         print("|---|---|---:|---:|---:|---:|")

@@ -29,7 +29,7 @@ pipeline.ingest(work / "store", 200, dict(s.split("=") for s in sets[1::2]))
 s = ["--store", str(work / "store"), *sets]
 for argv in (["dump", "commitlog", *s], ["dump", "index", *s], ["verify", *s],
              ["get", *s, "--topic", "orders", "--queue", "0"],
-             ["ingest", "--store", str(work / "ingested"), *sets, str(work / "events.jsonl")]):
+             ["ingest", "--create", "--store", str(work / "ingested"), *sets, str(work / "events.jsonl")]):
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(argv) == 0, argv
 hits, misses = 0, []

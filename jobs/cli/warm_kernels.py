@@ -45,11 +45,11 @@ def warm(work: Path, spark: bool) -> None:
     events = list(sample.events(400))
     jsonl = work / "events.jsonl"
     jsonl.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
-    _run("ingest", "--store", str(work / "from-json"), *SMALL, str(jsonl))
+    _run("ingest", "--create", "--store", str(work / "from-json"), *SMALL, str(jsonl))
     simple = [{"topic": e["topic"], "body": str(e.get("body", "")).encode(), "tags": e.get("tags")}
               for e in events]
     pq.write_table(pa.Table.from_pylist(simple), work / "events.parquet")
-    _run("ingest", "--store", str(work / "from-parquet"), *SMALL, str(work / "events.parquet"))
+    _run("ingest", "--create", "--store", str(work / "from-parquet"), *SMALL, str(work / "events.parquet"))
     s = ["--store", str(store), *SMALL]
     for what in ("commitlog", "consumequeue", "index"):
         for fmt in ("json", "text"):
