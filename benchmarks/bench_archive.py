@@ -241,7 +241,7 @@ def bench_latency(work: Path, a: argparse.Namespace, cfg: StoreConfig, spark: Sp
         "| rows put in the window | not visible when stopped | p50 s | p99 s | max of the visible s |",
         "|---:|---:|---:|---:|---:|",
         f"| {int(window.sum()):,} ({a.latency_seconds:.0f} s after {a.warmup_seconds:.0f} s "
-        f"warm-up; {archived:,} archived in all) | {int(np.isinf(lat).sum()):,} | {p50:.2f} | "
+        f"warm-up; {archived:,} archived in all) | {int(np.isinf(lat).sum()):,} | {p50} | "
         f"{p99} | {_seconds(lat[np.isfinite(lat)].max())} |",
     ]
 
