@@ -47,4 +47,6 @@ def test_spark_submit_rebuilds_rocketmqs_own_files(golden_store: Path, golden_se
     assert tree_bytes(out / "consumequeue") == tree_bytes(rocketmq / "consumequeue")
     # RocketMQ named its index files by wall clock: compare contents in order.
     assert list(tree_bytes(out / "index").values()) == list(tree_bytes(rocketmq / "index").values())
-    assert sorted(p.name for p in out.iterdir()) == ["consumequeue", "index"]  # no parts left
+    # no parts left; the output declares the topics whose queues it holds (config/topics.json)
+    assert sorted(p.name for p in out.iterdir()) == ["config", "consumequeue", "index"]
+    assert sorted(p.name for p in (out / "config").iterdir()) == ["topics.json"]
