@@ -252,16 +252,23 @@ def _service(disk: Disk, clock: FakeClock, **settings: Any) -> FlushService:
                         lambda: disk.logics, clock=clock, **{**given, **settings})
 
 
-def test_a_producer_waits_for_another_flush_until_the_clock_passes_sync_flush_timeout():
-    """GroupCommitRequest.waitForFlush: bytes a running flush does not cover wait for it at most
-    syncFlushTimeout (250 ms) by the clock, then the wait reports False; SYNC_FLUSH's background
-    round flushes what was left."""
+def _leader_flushing() -> tuple[FakeClock, Disk, FlushService, threading.Thread]:
+    """A SYNC_FLUSH service whose leading producer's flush of bytes 0-100 has started and is held
+    (``disk.release`` cleared): the clock, the disk, the service and the leader's thread."""
     clock, disk = FakeClock(), Disk()
     fs = _service(disk, clock, sync=True)
     disk.written = 100
     disk.release.clear()
     leader = threading.Thread(target=fs.wait_durable, args=(100,))
     leader.start()
+    return clock, disk, fs, leader
+
+
+def test_a_producer_waits_for_another_flush_until_the_clock_passes_sync_flush_timeout():
+    """GroupCommitRequest.waitForFlush: bytes a running flush does not cover wait for it at most
+    syncFlushTimeout (250 ms) by the clock, then the wait reports False; SYNC_FLUSH's background
+    round flushes what was left."""
+    clock, disk, fs, leader = _leader_flushing()
     assert disk.flushing.wait(5)  # the leader's flush covers bytes 0-100 and runs on
     disk.written = 150
     clock.step = 0.25  # each read of the clock finds 250 ms more passed
@@ -277,12 +284,7 @@ def test_a_producer_waits_for_another_flush_until_the_clock_passes_sync_flush_ti
 def test_a_producer_within_sync_flush_timeout_is_covered_by_the_next_flush():
     """The clock stands still: however long the running flush takes, the waiting producer is
     made durable (by the next flush, which it leads) and the wait reports True."""
-    clock, disk = FakeClock(), Disk()
-    fs = _service(disk, clock, sync=True)
-    disk.written = 100
-    disk.release.clear()
-    leader = threading.Thread(target=fs.wait_durable, args=(100,))
-    leader.start()
+    _, disk, fs, leader = _leader_flushing()
     assert disk.flushing.wait(5)
     disk.written = 150
     waited: list[bool] = []
