@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from rocketlake.jobs import job_support
 from rocketlake.jobs.job_commands import AVAILABLE_NOW, job_main
 from rocketlake.jobs.lake import ensure_table, register, table_exists, table_properties, table_uri
+from rocketlake.jobs.lake import store_name as lake_store_name
 from rocketlake.jobs.run_log import record_run
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.jobs.table_names import ARCHIVE_TABLE, RUNS_TABLE
@@ -86,7 +87,7 @@ def archive_stream(root: Path, cfg: StoreConfig, lake: str, store_name: str | No
     the offset reached."""
     started = time.time_ns() // 1_000_000
     root = check_store(root)
-    store_name = store_name or root.resolve().name
+    store_name = lake_store_name(root, store_name)
     spark = build_session(f"rocketlake-{PROG}", master=master)
     uri, checkpoint = table_uri(lake, ARCHIVE_TABLE), checkpoint_uri(lake, store_name)
     end = None if has_checkpoint(spark, lake, store_name) else archived_end(spark, lake, store_name)

@@ -41,6 +41,7 @@ from rocketlake.jobs.archive_stream import PROG as ARCHIVE_PROG
 from rocketlake.jobs.archive_stream import has_checkpoint
 from rocketlake.jobs.job_commands import job_main
 from rocketlake.jobs.lake import ensure_table, register, table_exists, table_properties, table_uri
+from rocketlake.jobs.lake import store_name as lake_store_name
 from rocketlake.jobs.run_log import record_run
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.jobs.spark_session import build_session
@@ -298,7 +299,7 @@ def maintain(root: Path, cfg: StoreConfig, lake: str, store_name: str | None = N
     session this starts."""
     started = time.time_ns() // 1_000_000
     root = check_store(root)
-    store_name = store_name or root.resolve().name
+    store_name = lake_store_name(root, store_name)
     now = now_ms if now_ms is not None else started
     summary: dict = {"plan": plan(root, cfg, now, force, protect_unconsumed, respect_delete_when)}
     compact_topics = compaction_topics(root, topics or [])

@@ -50,6 +50,12 @@ def local_path(uri: str) -> Path | None:
     return Path("/" + rest.lstrip("/")) if rest.startswith("/") else Path(rest)
 
 
+def store_name(root: Path, given: str | None = None) -> str:
+    """The name a store's rows carry in the lake (the ``store`` column, its archive checkpoint):
+    ``given``, default the name of the store's directory."""
+    return given or root.resolve().name
+
+
 def table_uri(lake: str, table: str) -> str:
     """The URI of the table ``table`` in the lake ``lake``."""
     return f"{str(lake).rstrip('/')}/{table}"

@@ -34,7 +34,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from rocketlake.jobs import job_support
 from rocketlake.jobs.job_commands import job_main
-from rocketlake.jobs.lake import ensure_table, register, table_properties, table_uri
+from rocketlake.jobs.lake import ensure_table, register, store_name, table_properties, table_uri
 from rocketlake.jobs.run_log import record_run
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.jobs.spark_session import build_session
@@ -249,7 +249,7 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
     started = time.time_ns() // 1_000_000
     root = check_store(root)
     cfg = with_consume_queue_size(root, with_commitlog_size(root, cfg))  # the files' sizes
-    store = store or root.resolve().name
+    store = store_name(root, store)
     ts = whole_ms(ts or datetime.now(UTC))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

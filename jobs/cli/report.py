@@ -34,6 +34,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from rocketlake.jobs.cli.lag_status import DEFAULT_WINDOW, group_statuses  # noqa: E402
 from rocketlake.jobs.cli.run_words import describe_run  # noqa: E402
+from rocketlake.jobs.lake import store_name as lake_store_name  # noqa: E402
 from rocketlake.jobs.table_names import OFFSETS_HISTORY  # noqa: E402
 from rocketlake.store import MessageStore, codec  # noqa: E402
 from rocketlake.store.commitlog import CommitLog  # noqa: E402
@@ -367,7 +368,7 @@ def write_report(store: Path, lake: str | None, out: Path, settings: dict[str, s
     returns a summary."""
     cfg = load_config(settings)
     facts = store_facts(store, settings)
-    history, runs = lake_facts(lake, store_name or store.resolve().name)
+    history, runs = lake_facts(lake, lake_store_name(store, store_name))
     page = PageInput(store, facts, history, runs, time.time_ns() // 1_000_000,
                      RetentionPolicy.from_config(cfg), disk_used_ratio(store), lag_window, lake is not None)
     out.parent.mkdir(parents=True, exist_ok=True)
