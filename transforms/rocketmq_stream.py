@@ -25,8 +25,9 @@ Options (besides the batch source's ``columns``, ``checkCRC``, ``splitBytes``, f
 ``messageDelayLevel``):
 
 - ``startingOffsets``: ``latest`` (default, as Kafka's streams), ``earliest`` or an offset JSON
-  (``store`` optional), used only when the query has no checkpoint; ``startingTimestamp`` (epoch
-  ms, wins over ``startingOffsets`` as in Kafka): from the first record stored at or after it.
+  (``store`` optional), used only when the query has no checkpoint; or ``startingTimestamp``
+  (epoch ms; not with ``startingOffsets``): from the first record stored at or after it
+  (``commitlog_positions.offset_at_time``).
 - ``maxRecordsPerTrigger`` / ``maxBytesPerTrigger``: at most that many records / CommitLog bytes
   per batch (at least one record); ``Trigger.AvailableNow`` reads what is there when it starts, in
   batches of that size, and ends.
