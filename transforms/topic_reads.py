@@ -15,8 +15,8 @@ watermark (the end of the last dispatched record over all queues; dispatch runs 
 order, so every record before it was dispatched). So the source reads through the ConsumeQueues
 only with ``consumable=true`` (whose rows are the consumer's view: without it, a topic's PREPARED
 and ROLLBACK records are rows, and no file says whether a topic has any without walking it), only
-for topics that are not system topics (``SCHEDULE_TOPIC_XXXX``, ``RMQ_SYS_*`` / ``rmq_sys_*``:
-the consumer view drops them), and only up to the watermark: the records after it (a live
+for topics served as such (``store.dispatch.served_as_such``: the consumer view drops the others),
+and only up to the watermark: the records after it (a live
 broker's not yet dispatched tail) are walked. Units pointing below the CommitLog's first file
 (expired records the walk cannot see either) are skipped; a unit that names no record, or another
 record, is a CorruptRecordError naming the ConsumeQueue file (the queue is out of step with the
