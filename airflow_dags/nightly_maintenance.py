@@ -23,10 +23,9 @@ from rocketlake_airflow import (
     START_DATE,
     Store,
     load_settings,
-    rebuild_args,
-    structures_arg,
 )
 
+from rocketlake.jobs.rebuild_structures import rebuild_args, structures_arg
 from rocketlake.jobs.table_names import ARCHIVE_TABLE, RUNS_TABLE
 
 settings = load_settings()

@@ -13,7 +13,9 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Param, Variable, dag, task
-from rocketlake_airflow import REBUILD_MODE_ARGS, REBUILD_STRUCTURES, START_DATE, load_settings
+from rocketlake_airflow import START_DATE, load_settings
+
+from rocketlake.jobs.rebuild_structures import MODE_ARGS, STRUCTURES
 
 settings = load_settings()
 
@@ -24,10 +26,10 @@ settings = load_settings()
      params={
          "store": Param(next(iter(settings.stores)), enum=list(settings.stores),
                         description="the store to rebuild (conf/airflow.toml [stores.*])"),
-         "structures": Param(list(REBUILD_STRUCTURES), type="array", minItems=1, uniqueItems=True,
-                             items={"type": "string", "enum": list(REBUILD_STRUCTURES)},
+         "structures": Param(list(STRUCTURES), type="array", minItems=1, uniqueItems=True,
+                             items={"type": "string", "enum": list(STRUCTURES)},
                              description="what to rebuild from the CommitLog"),
-         "mode": Param("full", enum=list(REBUILD_MODE_ARGS),
+         "mode": Param("full", enum=list(MODE_ARGS),
                        description="full: rebuild aside and swap in; incremental: append in place"),
      })
 def rebuild() -> None:

@@ -82,7 +82,7 @@ from rocketlake.transforms.commitlog_scan import (
 )
 from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
 from rocketlake.transforms.consume_queue_units import gets_unit
-from rocketlake.transforms.store_rebuild import ValidParts, scan_part, scan_parts, valid_parts
+from rocketlake.transforms.store_rebuild import ValidParts, valid_parts, walk_part, walk_parts
 
 PROG = "compact"
 
@@ -123,8 +123,8 @@ def checked_walk(spark: SparkSession, root: Path, cfg: StoreConfig, start: int,
     ranges = [r for r in plan_ranges(root, size, DEFAULT_SPLIT_BYTES, start)
               if names is None or codec.format_file_name(r.file_start) in names]
     with spark_progress(spark, "check"):
-        summaries = scan_parts(spark.sparkContext, ranges, "", cfg.delay_levels_ms, False, False)
-    return ranges, valid_parts(summaries, ranges, start, lambda i, at: scan_part(
+        summaries = walk_parts(spark.sparkContext, ranges, "", cfg.delay_levels_ms, False, False)
+    return ranges, valid_parts(summaries, ranges, start, lambda i, at: walk_part(
         i, ranges[i], "", cfg.delay_levels_ms, False, False, at=at))
 
 
@@ -271,7 +271,7 @@ def _segment_frame(spark: SparkSession, root: Path, cfg: StoreConfig, topic: str
         return None
     rows = []
     with MessageStore(seg, cfg, read_only=True) as ms:
-        for rec in ms.commitlog.scan():
+        for rec in ms.commitlog.walk_records():
             origin = meta.origin[rec.queue_id][rec.queue_offset]
             rows.append((rec.topic, rec.queue_id, origin, rec.commitlog_offset, rec.size,
                          rec.properties, "segment"))

@@ -19,6 +19,7 @@ from typing import Any
 from rocketlake.jobs import exit_codes
 from rocketlake.jobs.console_log import add_verbosity
 from rocketlake.jobs.lake import DELETED_FILE_RETENTION_DAYS, lake_uri
+from rocketlake.jobs.rebuild_structures import STRUCTURES, parse_structures, structures_arg
 from rocketlake.jobs.times import parse_time
 
 Arguments = Callable[[argparse.ArgumentParser], None]
@@ -148,17 +149,16 @@ def _rebuild(p: argparse.ArgumentParser) -> None:
 
 
 def _structures(value: str) -> list[str]:
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    wrong = [n for n in names if n not in ("consumequeue", "index")]
-    if wrong or not names:
-        raise argparse.ArgumentTypeError(f"expected consumequeue, index or both, got {value!r}")
-    return list(dict.fromkeys(names))
+    try:
+        return parse_structures(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _rebuild_both(p: argparse.ArgumentParser) -> None:
     _rebuild(p)
-    p.add_argument("--structures", type=_structures, default=["consumequeue", "index"],
-                   help="what to rebuild, comma-separated (default: consumequeue,index)")
+    p.add_argument("--structures", type=_structures, default=list(STRUCTURES),
+                   help=f"what to rebuild, comma-separated (default: {structures_arg(STRUCTURES)})")
 
 
 def _publish_offsets(p: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ from pyspark.sql import SparkSession
 
 from rocketlake.jobs import job_support
 from rocketlake.jobs.job_commands import job_main
+from rocketlake.jobs.rebuild_structures import STRUCTURES
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.store import swap_journal
 from rocketlake.store.config import StoreConfig
@@ -50,7 +51,6 @@ from rocketlake.transforms.commitlog_scan import (
 PROG = "rebuild"
 log = logging.getLogger(__name__)
 #: what a rebuild can build, by its directory in the store
-STRUCTURES = ("consumequeue", "index")
 
 
 @dataclass
@@ -152,9 +152,9 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
         want_cq, want_index = "consumequeue" in structures, "index" in structures
         sc = spark.sparkContext
         with spark_progress(spark, "scan"):
-            summaries = sr.scan_parts(sc, ranges, str(staging), cfg.delay_levels_ms, want_cq,
+            summaries = sr.walk_parts(sc, ranges, str(staging), cfg.delay_levels_ms, want_cq,
                                       want_index, start.keys_after)
-        valid = sr.valid_parts(summaries, ranges, scan_from, lambda i, at: sr.scan_part(
+        valid = sr.valid_parts(summaries, ranges, scan_from, lambda i, at: sr.walk_part(
             i, ranges[i], str(staging), cfg.delay_levels_ms, want_cq, want_index, start.keys_after, at))
         reason = valid.reason
         if reason is not None and valid.gap and zeros_at(valid.end, files):

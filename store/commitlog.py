@@ -33,7 +33,7 @@ _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET @20 and PHYSICA
 
 
 class CommitLog:
-    """Appends records, rolls files with a BLANK record, reads and scans records."""
+    """Appends records, rolls files with a BLANK record, reads and walks records."""
 
     def __init__(self, root: Path, cfg: StoreConfig) -> None:
         self.file_size = cfg.mappedFileSizeCommitLog
@@ -179,16 +179,16 @@ class CommitLog:
             raise CorruptRecordError(f"offset {offset}: BLANK end-of-file record, not a message")
         return r
 
-    def scan(self, start: int | None = None, check_crc: bool | None = None,
-             stop_at: int | None = None) -> Scan:
+    def walk_records(self, start: int | None = None, check_crc: bool | None = None,
+                     stop_at: int | None = None) -> RecordWalk:
         """Valid records from ``start`` (default: the first file) to the end of valid data."""
-        return Scan(self, self.min_offset if start is None else start,
-                    self.check_crc if check_crc is None else check_crc,
-                    self.max_offset if stop_at is None else stop_at)
+        return RecordWalk(self, self.min_offset if start is None else start,
+                          self.check_crc if check_crc is None else check_crc,
+                          self.max_offset if stop_at is None else stop_at)
 
     def walk(self, start: int | None = None, check_crc: bool | None = None,
              stop_at: int | None = None, check_names: bool = False) -> Walk:
-        """``scan`` as column batches (``record_walk.Walk``): the same records, end and error."""
+        """``walk_records`` as column batches (``record_walk.Walk``): the same records, end and error."""
         files = [(mf.start, mf.size, np.frombuffer(mf.mm, dtype=np.uint8)) for mf in self.files.files]
         return Walk(files, self.min_offset if start is None else start,
                     self.max_offset if stop_at is None else stop_at,
@@ -202,7 +202,7 @@ class CommitLog:
 
 
 
-class Scan:
+class RecordWalk:
     """Iterates records; afterwards ``end`` is where valid data ended, and ``error`` says why
     when it ended at something other than zeros (a ``Walk``, one Record per row)."""
 

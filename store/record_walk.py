@@ -102,7 +102,7 @@ class Walk:
 
     Afterwards ``end`` is where valid data ended (where the next record would start) and
     ``error`` says why when it ended at something other than zeros: the rules and messages of
-    ``commitlog.Scan``, without a Python object per record. ``check_names`` also ends valid data
+    ``commitlog.RecordWalk``, without a Python object per record. ``check_names`` also ends valid data
     at a record whose topic or queue id no writer could have stored (recovery's rule).
     """
 

@@ -25,7 +25,7 @@ def test_small_golden_commitlog_field_for_field(name):
     store_host, root = SMALL_LOGS[name]
     log = CommitLog(root, load_config({"mappedFileSizeCommitLog": 8192}))
     log.files.load()
-    scan = log.scan()
+    scan = log.walk_records()
     recs = list(scan)
     assert len(recs) == 47
     for i, r in enumerate(recs):

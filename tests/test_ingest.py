@@ -56,7 +56,7 @@ def _write(path: Path, lines: list[str | bytes]) -> Path:
 
 def _stored_bodies(store: Path) -> list[bytes]:
     with MessageStore(store, read_only=True, **dict(s.split("=") for s in SMALL[1::2])) as ms:
-        return [r.body for r in ms.commitlog.scan()]
+        return [r.body for r in ms.commitlog.walk_records()]
 
 
 @pytest.fixture()
@@ -171,7 +171,7 @@ def test_json_lines_parquet_and_put_store_the_same_bytes(tmp_path, capsys):
     assert _commitlog(tmp_path / "json") == _commitlog(tmp_path / "parquet") == _commitlog(tmp_path / "put")
     assert _commitlog(tmp_path / "lines") == _commitlog(tmp_path / "put-props")
     with MessageStore(tmp_path / "lines", read_only=True, **dict(s.split("=") for s in SMALL[1::2])) as ms:
-        assert list(ms.commitlog.scan())[-1].properties_string.startswith("b\x012\x02a\x011")
+        assert list(ms.commitlog.walk_records())[-1].properties_string.startswith("b\x012\x02a\x011")
 
 
 def test_a_bad_parquet_row_is_named_and_nothing_is_stored(tmp_path, store, capsys):

@@ -37,7 +37,7 @@ def store(tmp_path: Path) -> Path:
 def test_handle_reads_all_three_parts_and_changes_nothing(store: Path) -> None:
     before = _digest(store)
     with StoreFiles(store, load_config(SMALL)) as files:
-        recs = list(files.commitlog.scan())
+        recs = list(files.commitlog.walk_records())
         assert len(recs) == 30
         assert sorted(files.queues) == [("t0", 0), ("t1", 0)]
         assert files.queues[("t0", 0)].max_offset == 15
@@ -53,7 +53,7 @@ def test_a_part_that_cannot_open_does_not_hide_the_others(store: Path) -> None:
     with StoreFiles(store, load_config(SMALL)) as files:
         with pytest.raises(StoreFormatError, match=r"consumequeue/t0/x: queue directory name"):
             files.queues  # noqa: B018 -- opening the queues is what raises
-        assert len(list(files.commitlog.scan())) == 30
+        assert len(list(files.commitlog.walk_records())) == 30
 
 
 def _library_queue(root: Path, offsets: np.ndarray, units: np.ndarray, file_size: int) -> dict:

@@ -132,7 +132,7 @@ def test_index_task_writes_the_library_bytes(tmp_path: Path) -> None:
 def test_scan_part_of_a_range_without_a_record_start(tmp_path: Path) -> None:
     log = tmp_path / "00000000000000000000"
     log.write_bytes(bytes(4096))
-    s = sr.scan_part(5, ScanRange(str(log), 0, 1024, 2048), str(tmp_path), (), True, True)
+    s = sr.walk_part(5, ScanRange(str(log), 0, 1024, 2048), str(tmp_path), (), True, True)
     assert (s.part, s.first, s.records, s.keys, s.queues) == (5, None, 0, 0, ())
 
 
@@ -145,7 +145,7 @@ def test_scan_part_writes_only_what_is_asked(tmp_path: Path, units: bool, keys: 
     log = store / "commitlog" / "00000000000000000000"
     staging = tmp_path / "parts"
     staging.mkdir()
-    summary = sr.scan_part(0, ScanRange(str(log), 0, 0, 65536), str(staging), codec.DELAY_LEVELS_MS,
+    summary = sr.walk_part(0, ScanRange(str(log), 0, 0, 65536), str(staging), codec.DELAY_LEVELS_MS,
                            units, keys)
     assert summary.records == 20 and summary.stop is not None and summary.reason is None  # zeros
     assert sorted(p.name.split(".")[1] for p in staging.iterdir()) == (

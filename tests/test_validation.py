@@ -129,7 +129,7 @@ def test_edge_values_inside_the_limits_are_stored(tmp_path, field):
         for v in (lo, hi):
             ms.put(Message("t", b"x", keys="k", **{field: v}))
     with MessageStore(root, read_only=True, **SMALL) as ms:
-        recs = list(ms.commitlog.scan())
+        recs = list(ms.commitlog.walk_records())
     stored = {"queue_id": lambda r: r.queue_id, "flag": lambda r: r.flag,
               "reconsume_times": lambda r: r.reconsume_times,
               "prepared_transaction_offset": lambda r: r.prepared_transaction_offset,

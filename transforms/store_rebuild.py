@@ -2,7 +2,7 @@
 
 A rebuild runs two waves of tasks; the driver only plans and reads small summaries.
 
-1. **Scan** (:func:`scan_part`, one task per CommitLog byte range): walk the records that start
+1. **Walk** (:func:`walk_part`, one task per CommitLog byte range): walk the records that start
    in the range with the kernels (CRC checked), derive their ConsumeQueue units and index keys
    (``RecordBatch.dispatch``: the store's own dispatch rules) and write them as a *part* into a
    staging directory: units grouped by queue, keys in put order. The task returns a
@@ -88,9 +88,9 @@ def part_path(staging: Path, part: int, kind: str) -> Path:
     return staging / f"{part:06d}.{kind}.npy"
 
 
-def scan_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[int],
+def walk_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[int],
               units: bool, keys: bool, keys_after: int = -1, at: int | None = None) -> PartSummary:
-    """Scan task: walk the records starting in range ``r`` and write their ConsumeQueue units
+    """Walk task: walk the records starting in range ``r`` and write their ConsumeQueue units
     (when ``units``) and index keys of messages after offset ``keys_after`` (when ``keys``) as
     part ``part`` under ``staging``. The walk starts at the first record start in the range, or
     at CommitLog offset ``at`` (inside the range) when given: where the record chain says the
@@ -146,17 +146,17 @@ def scan_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[i
                        queues, bad_name)
 
 
-def scan_parts(sc: SparkContext, ranges: list[ScanRange], staging: str,
+def walk_parts(sc: SparkContext, ranges: list[ScanRange], staging: str,
                delay_levels_ms: Sequence[int], units: bool, keys: bool,
                keys_after: int = -1) -> list[PartSummary]:
-    """Run :func:`scan_part` over every range on Spark (range ``i`` is part ``i``) and return the
+    """Run :func:`walk_part` over every range on Spark (range ``i`` is part ``i``) and return the
     summaries in range order. Consecutive ranges share a task, a few tasks per core: a task
     costs tens of milliseconds of its own, and ranges past the end of the data cost little."""
     delays = tuple(delay_levels_ms)
 
     def scan(items: Iterable[tuple[int, ScanRange]]) -> Iterator[PartSummary]:
         for i, r in items:
-            yield scan_part(i, r, staging, delays, units, keys, keys_after)
+            yield walk_part(i, r, staging, delays, units, keys, keys_after)
 
     tasks = max(1, min(len(ranges), 3 * sc.defaultParallelism))
     return sc.parallelize(list(enumerate(ranges)), tasks).mapPartitions(scan).collect()
@@ -205,7 +205,7 @@ class ValidParts:
     gap: bool = False
 
 
-#: re-scan part ``i`` from CommitLog offset ``at``: ``scan_part(i, ranges[i], ..., at=at)``
+#: re-scan part ``i`` from CommitLog offset ``at``: ``walk_part(i, ranges[i], ..., at=at)``
 Rescan = Callable[[int, int], PartSummary]
 
 

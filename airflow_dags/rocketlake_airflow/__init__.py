@@ -7,8 +7,9 @@ from the config file, and the data paths are overridable at run time with Airflo
 stores are paths. Tasks that write a store take its one-slot pool (``rocketlake_store_<name>``),
 and tasks that write Delta tables declare them as outlets (:class:`airflow.sdk.Asset`).
 
-The table names and the store settings (``deleteWhen``) are the package's own
-(``rocketlake.jobs.table_names``, ``rocketlake.store.config``): Airflow's environment has rocketlake
+The table names, the rebuild's structures and modes and the store settings (``deleteWhen``) are
+the package's own (``rocketlake.jobs.table_names``, ``rocketlake.jobs.rebuild_structures``,
+``rocketlake.store.config``): Airflow's environment has rocketlake
 installed without its dependencies (``pip install --no-deps``), and these modules need none but
 javaproperties.
 """
@@ -19,7 +20,7 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -29,6 +30,7 @@ import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset
 
+from rocketlake.jobs.rebuild_structures import rebuild_args, structures_arg
 from rocketlake.store.config import load_config
 
 #: Environment variable naming the config file to read instead of `conf/airflow.toml`.
@@ -38,10 +40,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "airflow.toml"
 #: The rebuild job (`jobs/rebuild.py`): one CommitLog scan rebuilds every structure asked for.
 REBUILD_JOB = "rebuild"
-#: The structures it rebuilds (its ``--structures``), in the job's order.
-REBUILD_STRUCTURES = ("consumequeue", "index")
-#: Rebuild mode -> the job's arguments for it.
-REBUILD_MODE_ARGS: dict[str, list[str]] = {"full": [], "incremental": ["--incremental"]}
 LAKE_VARIABLE = "rocketlake_lake"
 #: First possible run of every DAG (none catches up on runs before it was deployed).
 START_DATE = pendulum.datetime(2024, 1, 1, tz="UTC")
@@ -212,21 +210,6 @@ class Settings:
                 "name": f"rocketlake-{REBUILD_JOB}-{store.name}",
                 "application_args": ["--store", path, *rebuild_args(structures_arg(structures), mode),
                                      *store.set_args]}
-
-
-def structures_arg(structures: Iterable[str]) -> str:
-    """``structures`` as the rebuild job's ``--structures`` value: comma-separated, in
-    :data:`REBUILD_STRUCTURES` order."""
-    wanted = set(structures)
-    return ",".join(s for s in REBUILD_STRUCTURES if s in wanted)
-
-
-def rebuild_args(structures: str, mode: str) -> list[str]:
-    """The rebuild job's arguments: ``--structures`` (a :func:`structures_arg`, or a template
-    rendering to one) and those of ``mode`` (``full`` or ``incremental``)."""
-    if mode not in REBUILD_MODE_ARGS:
-        raise ValueError(f"rebuild mode {mode!r}: expected one of {', '.join(REBUILD_MODE_ARGS)}")
-    return ["--structures", structures, *REBUILD_MODE_ARGS[mode]]
 
 
 def load_settings(path: str | Path | None = None) -> Settings:

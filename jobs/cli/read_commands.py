@@ -21,7 +21,7 @@ from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.times import time_fields
 from rocketlake.store import MessageStore, Record, codec, file_sizes
 from rocketlake.store.codec import INDEX_HEADER
-from rocketlake.store.commitlog import CommitLog, Scan
+from rocketlake.store.commitlog import CommitLog, RecordWalk
 from rocketlake.store.config import StoreConfig, parse_set_options
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.mapped_file import first_nonzero
@@ -104,20 +104,20 @@ def cmd_dump(a: argparse.Namespace) -> int:
 
 
 def _dump_commitlog(ms: MessageStore, a: argparse.Namespace, cap: Cap) -> int:
-    """The records in the offset range (the scan starts at the range, not at the first file)
-    that pass the filters; exit 3 when damage stops the scan before the range's end. With no
+    """The records in the offset range (the walk starts at the range, not at the first file)
+    that pass the filters; exit 3 when damage stops the walk before the range's end. With no
     record printed, InputError when the store has no such ``--topic``/``--queue`` (neither a
     ConsumeQueue nor a record read names it)."""
     commitlog = ms.commitlog
     stop = _LATEST if a.to_offset is None else a.to_offset  # no --to-offset: to the end of valid data
-    scan = commitlog.scan(_scan_start(commitlog, a.from_offset), check_crc=False, stop_at=stop)
+    walk = commitlog.walk_records(_walk_start(commitlog, a.from_offset), check_crc=False, stop_at=stop)
     n = 0
     seen: set[tuple[str, int]] = set()
     wanted = tag_filter(a.tags)
 
     def read() -> Iterator[tuple[Record, dict[str, Any]]]:
         nonlocal n
-        for r in scan:
+        for r in walk:
             n += 1
             seen.add((r.topic, r.queue_id))
             if (r.commitlog_offset >= a.from_offset and a.begin <= r.store_timestamp <= a.end
@@ -130,20 +130,20 @@ def _dump_commitlog(ms: MessageStore, a: argparse.Namespace, cap: Cap) -> int:
     if cap.cut:
         cap.say_cut(a)
         return 0
-    why = None if scan.end >= stop else _early_stop(ms, scan)
+    why = None if walk.end >= stop else _early_stop(ms, walk)
     if why:
-        mf = commitlog.files.find(scan.end)
-        where = f"file {mf.path.name} @{scan.end - mf.start}" if mf else "no file"
+        mf = commitlog.files.find(walk.end)
+        where = f"file {mf.path.name} @{walk.end - mf.start}" if mf else "no file"
         log.error("rocketlake dump: error: stopped after %d records at commitlog offset %d (%s): %s",
-                  n, scan.end, where, why)
+                  n, walk.end, where, why)
         return ExitCode.UNUSABLE
     if not printed:
         check_selection(ms, a.topic, a.queue, seen)
     return 0
 
 
-def _scan_start(log: CommitLog, offset: int) -> int:
-    """Where a scan for the records at or after ``offset`` starts: ``offset`` when a valid record
+def _walk_start(log: CommitLog, offset: int) -> int:
+    """Where a walk for the records at or after ``offset`` starts: ``offset`` when a valid record
     starts there, else the start of the file holding it (every CommitLog file starts with a
     record, RocketMQ's ``CommitLog.doAppend`` rolls with a BLANK record)."""
     if offset <= log.min_offset:
@@ -158,15 +158,15 @@ def _scan_start(log: CommitLog, offset: int) -> int:
     return offset if isinstance(r, Record) and r.physical_offset == offset else mf.start
 
 
-def _early_stop(ms: MessageStore, scan: Scan) -> str | None:
-    """Why a finished CommitLog scan ended before the end of the data, None at the real end
+def _early_stop(ms: MessageStore, walk: RecordWalk) -> str | None:
+    """Why a finished CommitLog walk ended before the end of the data, None at the real end
     (zeros with nothing but zeros after them)."""
-    if scan.error:
-        return scan.error
-    if scan.end < ms.commitlog.max_offset:
+    if walk.error:
+        return walk.error
+    if walk.end < ms.commitlog.max_offset:
         return f"zeros where a record should start, valid records follow up to {ms.commitlog.max_offset}"
-    mf = ms.commitlog.files.find(scan.end)
-    garbage = first_nonzero(mf, scan.end - mf.start) if mf is not None else None
+    mf = ms.commitlog.files.find(walk.end)
+    garbage = first_nonzero(mf, walk.end - mf.start) if mf is not None else None
     if mf is not None and garbage is not None:
         return f"zeros where a record should start, non-zero bytes follow at {mf.start + garbage}"
     return None

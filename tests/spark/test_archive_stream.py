@@ -115,7 +115,7 @@ def test_compact_expires_only_what_the_archive_holds_and_never_archives_twice(sp
     assert archive_stream(root, cfg, lake, master="local[2]")["rows"] == 200
     put(200, 600)
     with MessageStore(root, read_only=True, **sizes) as ms:
-        every = [(r.commitlog_offset, r.body) for r in ms.commitlog.scan(check_crc=True)]
+        every = [(r.commitlog_offset, r.body) for r in ms.commitlog.walk_records(check_crc=True)]
     files = sorted((root / "commitlog").iterdir())
     assert len(files) == 5 and every[199][0] // 16384 == 1  # record 199 is in file 1
     old = time.time() - 80 * 3600

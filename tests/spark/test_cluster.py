@@ -147,13 +147,13 @@ def test_the_command_in_client_mode_ships_the_package(
 
 def test_an_executor_that_cannot_see_the_store_names_the_path(spark, store_copy: Path) -> None:
     from rocketlake.transforms.commitlog_scan import plan_ranges
-    from rocketlake.transforms.store_rebuild import scan_parts
+    from rocketlake.transforms.store_rebuild import walk_parts
 
     ranges = plan_ranges(store_copy, SMALL["mappedFileSizeCommitLog"], 16384)
     missing = ranges[-1].path  # the driver listed it; the executors do not see it
     os.remove(missing)
     with pytest.raises(Exception) as caught:
-        scan_parts(spark.sparkContext, ranges, "", (), False, False)
+        walk_parts(spark.sparkContext, ranges, "", (), False, False)
     assert f"{missing}: no such CommitLog file on executor host" in str(caught.value)
     assert "must be a path every executor sees (a shared mount" in str(caught.value)
 
@@ -193,7 +193,7 @@ def test_compact_from_the_wheel_on_the_cluster(
     for age_h, name in zip([80] * 3 + [1] * (len(names) - 3), names, strict=True):
         os.utime(root / "commitlog" / name, (now / 1000 - age_h * 3600,) * 2)
     with MessageStore(root, read_only=True, mappedFileSizeCommitLog=size) as ms:
-        expired = sum(1 for _ in ms.commitlog.scan(int(names[0]), stop_at=int(names[3])))
+        expired = sum(1 for _ in ms.commitlog.walk_records(int(names[0]), stop_at=int(names[3])))
     assert expired > 0
     submit(cluster, wheel, python, tmp_path, "compact.py", "--store", str(root), "--lake", str(lake),
            "--set", f"mappedFileSizeCommitLog={size}", "--set", "fileReservedTime=72",

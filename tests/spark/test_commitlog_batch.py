@@ -50,7 +50,7 @@ def library_rows(root: Path) -> list[tuple]:
     log.files.load()
     try:
         out = []
-        for rec in log.scan(check_crc=True):
+        for rec in log.walk_records(check_crc=True):
             d = from_record(rec, cfg.delay_levels_ms)
             out.append((rec.commitlog_offset, rec.size, rec.topic, rec.queue_id, rec.queue_offset,
                         rec.sys_flag, rec.store_timestamp, rec.born_timestamp, d.tags_code,

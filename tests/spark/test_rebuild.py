@@ -125,7 +125,7 @@ def flip_body_byte(store: Path, n: int) -> int:
     matches); returns the record's offset."""
     log = CommitLog(store, load_config(SMALL))
     log.files.load()
-    victim = list(log.scan())[n]
+    victim = list(log.walk_records())[n]
     log.close()
     size = SMALL["mappedFileSizeCommitLog"]
     path = store / "commitlog" / f"{victim.commitlog_offset // size * size:020d}"

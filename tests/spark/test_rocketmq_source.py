@@ -33,7 +33,7 @@ def library_scan(root: Path, settings: dict) -> tuple[list[dict], int, str | Non
     log = CommitLog(root, cfg)
     log.files.load()
     try:
-        scan = log.scan(check_crc=True)
+        scan = log.walk_records(check_crc=True)
         rows = [{"commitlog_offset": r.commitlog_offset, "size": r.size, "topic": r.topic,
                  "queue_id": r.queue_id, "queue_offset": r.queue_offset, "sys_flag": r.sys_flag,
                  "flag": r.flag, "born_timestamp": r.born_timestamp,

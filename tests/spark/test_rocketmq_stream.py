@@ -40,9 +40,10 @@ def table_rows(spark, table: Path) -> list[tuple[int, int, str, bytes]]:
 
 
 def store_records(root: Path) -> list[tuple[int, int, str, bytes]]:
-    """Every record of the store by the library's own scan."""
+    """Every record of the store by the library's own walk."""
     with MessageStore(root, read_only=True, **SMALL) as ms:
-        return [(r.commitlog_offset, r.size, r.topic, r.body) for r in ms.commitlog.scan(check_crc=True)]
+        return [(r.commitlog_offset, r.size, r.topic, r.body)
+                for r in ms.commitlog.walk_records(check_crc=True)]
 
 
 def test_available_now_reads_every_record_once_in_limited_batches_and_ends(
@@ -162,7 +163,7 @@ def test_a_5x_confirmed_offset_bounds_every_batch(store_copy: Path) -> None:
 def test_starting_timestamp_and_batch_only_options(store_copy: Path) -> None:
     want = store_records(store_copy)
     with MessageStore(store_copy, read_only=True, **SMALL) as ms:
-        times = [r.store_timestamp for r in ms.commitlog.scan()]
+        times = [r.store_timestamp for r in ms.commitlog.walk_records()]
     ts = sorted(set(times))[2]
     first = next(w for w, t in zip(want, times) if t >= ts)
     assert reader(store_copy, startingTimestamp=ts).initialOffset()["commitlogOffset"] == first[0]

@@ -11,7 +11,7 @@ import pytest
 from rocketlake.jobs.exit_codes import ExitCode, run
 from rocketlake.store import Message, MessageStore
 from rocketlake.transforms.commitlog_scan import commitlog_files, plan_ranges
-from rocketlake.transforms.store_rebuild import scan_parts
+from rocketlake.transforms.store_rebuild import walk_parts
 
 from .helpers import SMALL, rocketlake, sets, tree_bytes
 
@@ -28,7 +28,7 @@ def test_a_commitlog_file_the_executor_cannot_see_is_one_line_naming_it(spark, s
     gone.unlink()  # listed by the driver, missing where the task runs
 
     code = run("rocketlake rebuild-index",
-               lambda: scan_parts(spark.sparkContext, ranges, "", (), False, False))
+               lambda: walk_parts(spark.sparkContext, ranges, "", (), False, False))
 
     err = capsys.readouterr().err.strip()
     assert code == ExitCode.USAGE
