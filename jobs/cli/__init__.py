@@ -198,6 +198,12 @@ def _offsets(p: argparse.ArgumentParser) -> None:
     _json_rows(p)
 
 
+def _store_status(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object, not name: value lines")
+
+
 _R = "rocketlake.jobs.cli.read_commands"
 _O = "rocketlake.jobs.cli.operator_commands"
 COMMANDS: dict[str, Command] = {
@@ -233,6 +239,10 @@ COMMANDS: dict[str, Command] = {
                        f"{_O}:cmd_offsets", _offsets,
                        "rocketlake offsets reset --store var/store --group billing --topic orders "
                        "--to-datetime 2026-11-22T10:00:00Z --dry-run"),
+    "store-status": Command("CommitLog offsets and times, disk use, dispatch behind, lock and last "
+                            "shutdown (mqadmin brokerStatus)",
+                            "rocketlake.jobs.cli.store_status:cmd_store_status", _store_status,
+                            "rocketlake store-status --store var/store"),
 }
 
 
