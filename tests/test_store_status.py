@@ -79,12 +79,12 @@ def test_lines_for_people(tmp_path: Path, capsys) -> None:
     lines = dict(line.split("  ", 1) for line in capsys.readouterr().out.splitlines())
     shown = {k.strip(): v.strip() for k, v in lines.items()}
     assert shown["commitlog max offset"] == f"{end:,}"
-    assert shown["commitlog data"] == f"{end:,} bytes in 1 files"
+    assert shown["commitlog data"] == f"{end:,} bytes in 1 file"
     assert shown["first store time"] == "2026-11-22T10:00:00.000Z"
     assert shown["last store time"] == "2026-11-22T11:00:00.000Z"
     assert shown["dispatch behind"] == f"0 bytes (ConsumeQueues end at {end:,})"
     assert shown["held by a writer"] == "no" and shown["last shutdown"] == "clean (no abort file)"
-    assert shown["disk commitlog"].startswith("1 files, 65,536 bytes apparent")
+    assert shown["disk commitlog"].startswith("1 file, 65,536 bytes apparent")
 
 
 def test_dispatch_behind_counts_the_records_no_queue_holds(tmp_path: Path, capsys) -> None:

@@ -204,6 +204,16 @@ def _store_status(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object, not name: value lines")
 
 
+def _topic_stats(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    p.add_argument("--topic", help="only this topic")
+    p.add_argument("--now", action="store_true",
+                   help="last_hour / last_day end at the clock (default: at the newest store time "
+                        "in the store, so a copied or idle store shows its last traffic)")
+    _json_rows(p)
+
+
 _R = "rocketlake.jobs.cli.read_commands"
 _O = "rocketlake.jobs.cli.operator_commands"
 COMMANDS: dict[str, Command] = {
@@ -243,6 +253,10 @@ COMMANDS: dict[str, Command] = {
                             "shutdown (mqadmin brokerStatus)",
                             "rocketlake.jobs.cli.store_status:cmd_store_status", _store_status,
                             "rocketlake store-status --store var/store"),
+    "topic-stats": Command("messages, bytes, messages of the last hour and day, oldest and newest "
+                           "message per topic and queue (mqadmin statsAll, kafka-log-dirs)",
+                           "rocketlake.jobs.cli.topic_stats:cmd_topic_stats", _topic_stats,
+                           "rocketlake topic-stats --store var/store --topic orders"),
 }
 
 

@@ -157,6 +157,10 @@ def store_status(ms: MessageStore) -> StoreStatus:
         checkpoint_index_timestamp=cp.index, confirm_offset=cp.confirm_offset or None)
 
 
+def _files(n: int) -> str:
+    return f"{n:,} file{'' if n == 1 else 's'}"
+
+
 def _time(ms: int | None) -> str:
     return "-" if not ms else format_time(ms)
 
@@ -178,13 +182,13 @@ def status_lines(s: StoreStatus) -> list[str]:
         ("store", s.store),
         ("commitlog min offset", f"{s.commitlog_min_offset:,}"),
         ("commitlog max offset", f"{s.commitlog_max_offset:,}"),
-        ("commitlog data", f"{size_text(s.commitlog_bytes)} in {s.commitlog_files:,} files"),
+        ("commitlog data", f"{size_text(s.commitlog_bytes)} in {_files(s.commitlog_files)}"),
         ("first store time", _time(s.first_store_timestamp)),
         ("last store time", _time(s.last_store_timestamp)),
         ("consume queues", f"{s.consume_queues:,}"),
         ("dispatch behind", behind),
         ("index behind", index),
-        *((f"disk {d.structure}", f"{d.files:,} files, {size_text(d.apparent_bytes)} apparent, "
+        *((f"disk {d.structure}", f"{_files(d.files)}, {size_text(d.apparent_bytes)} apparent, "
                                   f"{size_text(d.allocated_bytes)} allocated") for d in s.disk),
         ("disk free", f"{size_text(s.disk_free_bytes)} of {size_text(s.disk_total_bytes)} "
                       f"({used / s.disk_total_bytes:.0%} used)" if s.disk_total_bytes else "-"),
