@@ -29,3 +29,9 @@ def dlq_topic(group: str) -> str:
     """``%DLQ%<group>``: where a consumer group's messages go after its last retry."""
     return DLQ_PREFIX + group
 
+
+
+def group_topic_rank(topic: str, group: str) -> int:
+    """Where ``topic`` sits among ``group``'s rows: the group's own topics (0), then its retry
+    (1) and dead-letter (2) topic, beside and after them."""
+    return 1 if topic == retry_topic(group) else 2 if topic == dlq_topic(group) else 0

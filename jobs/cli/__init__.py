@@ -214,6 +214,12 @@ def _topic_stats(p: argparse.ArgumentParser) -> None:
     _json_rows(p)
 
 
+def _config_rows(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    _json_rows(p)
+
+
 _R = "rocketlake.jobs.cli.read_commands"
 _O = "rocketlake.jobs.cli.operator_commands"
 COMMANDS: dict[str, Command] = {
@@ -257,6 +263,14 @@ COMMANDS: dict[str, Command] = {
                            "message per topic and queue (mqadmin statsAll, kafka-log-dirs)",
                            "rocketlake.jobs.cli.topic_stats:cmd_topic_stats", _topic_stats,
                            "rocketlake topic-stats --store var/store --topic orders"),
+    "topics": Command("declared topics (config/topics.json: queues, perm, order, attributes) and "
+                      "undeclared ones with ConsumeQueues (mqadmin topicList, kafka-topics --describe)",
+                      "rocketlake.jobs.cli.topics:cmd_topics", _config_rows,
+                      "rocketlake topics --store var/store"),
+    "groups": Command("consumer groups: declared (config/subscriptionGroup.json) or with committed "
+                      "offsets, their retry and DLQ topics (kafka-consumer-groups --list)",
+                      "rocketlake.jobs.cli.groups:cmd_groups", _config_rows,
+                      "rocketlake groups --store var/store"),
 }
 
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rocketlake.jobs.cli.operator_commands import Row, _open, _show, store_time
-from rocketlake.jobs.printable import printable
+from rocketlake.jobs.cli.operator_commands import Row, _open, store_time
+from rocketlake.jobs.cli.topic_sections import show_apart
 from rocketlake.jobs.times import time_fields
 from rocketlake.store import MessageStore
 from rocketlake.store.message_store import now_ms
@@ -130,16 +130,6 @@ def cmd_topic_stats(a: argparse.Namespace) -> int:
     if a.json:
         out.writelines(json.dumps(s.row(), ensure_ascii=False) + "\n" for s in stats)
         return 0
-    plain = not out.isatty()  # plain columns show no title: a line names each table
-    first = True
-    for system, kind in ((False, "user topics"), (True, "system topics")):
-        part = _table_rows([s for s in stats if is_system_topic(s.topic) == system])
-        for columns, what in ((COUNT_COLUMNS, "messages and bytes"), (TIME_COLUMNS, "store times")):
-            if not part:
-                continue
-            title = f"{kind} of {a.store}: {what}"
-            if plain:
-                out.write(("" if first else "\n") + printable(title) + ":\n")
-            first = False
-            _show(a, part, columns, title)
+    show_apart(a, _table_rows(stats), (("messages and bytes", COUNT_COLUMNS),
+                                       ("store times", TIME_COLUMNS)))
     return 0
