@@ -134,3 +134,12 @@ def test_tables_on_80_columns_cut_nothing(tmp_path: Path) -> None:
     folded = "".join(line.split("│")[1].strip() for line in text.splitlines()
                      if line.startswith("│") and line.split("│")[1].strip()[:1] in "inventory-adjustm")
     assert LONG_TOPIC in folded
+
+
+@pytest.mark.parametrize("command", ["topic-stats", "topics"])
+def test_a_store_without_topics_says_so(tmp_path: Path, capsys, command: str) -> None:
+    root = tmp_path / "s"
+    MessageStore(root, **SMALL).close()
+    assert cli.main([command, "--store", str(root), *SETTINGS]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and f"{root}: no topics" in err

@@ -123,9 +123,10 @@ def cmd_topic_stats(a: argparse.Namespace) -> int:
     with _open(a) as ms:
         end = now_ms() if a.now else window_end(ms)
         stats = topic_stats(ms, end, a.topic)
-    until = "-" if end is None else format_time(end)
-    log.info("last_hour / last_day: messages stored in the hour / day up to %s (%s)", until,
-             "the clock" if a.now else "the newest store time in the store; --now for the clock")
+    if end is not None:
+        log.info("last_hour / last_day: messages stored in the hour / day up to %s (%s)",
+                 format_time(end),
+                 "the clock" if a.now else "the newest store time in the store; --now for the clock")
     out = sys.stdout
     if a.json:
         out.writelines(json.dumps(s.row(), ensure_ascii=False) + "\n" for s in stats)
