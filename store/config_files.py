@@ -107,6 +107,19 @@ def read_consumer_offsets(root: Path) -> dict[tuple[str, str], dict[int, int]]:
     return out
 
 
+def read_subscription_groups(root: Path) -> dict[str, dict[str, Any]]:
+    """`config/subscriptionGroup.json`'s subscriptionGroupTable: {group: its
+    SubscriptionGroupConfig as stored}; {} when there is no file. ConfigFileError naming the file
+    when it (or its ``.bak``) cannot be read or is not a group table."""
+    path = Path(root) / "config" / "subscriptionGroup.json"
+    data = read_config(path) or {}
+    table = data.get("subscriptionGroupTable", {}) if isinstance(data, dict) else None
+    if not isinstance(table, dict) or not all(isinstance(g, dict) for g in table.values()):
+        raise ConfigFileError(f"{path}: not a subscription group config (no subscriptionGroupTable "
+                              f"of SubscriptionGroupConfig objects)")
+    return {str(g): c for g, c in table.items()}
+
+
 def _non_negative_int(v: Any, path: Path, what: str) -> int:
     """``v`` as an int >= 0 (an int, or a string of digits as a quoted map key); else
     ConfigFileError naming the file and ``what``."""

@@ -12,6 +12,8 @@ the group has none), and ``diffTotal`` = the sum of the rows' lags. Offline, a t
   written queue, a retry topic ``%RETRY%<group>`` without messages): max offset 0.
 
 Retry topics are topics like any other: they count when the group committed offsets for them.
+Rows come by group; within a group its own topics by name, then its ``%RETRY%<group>`` and
+``%DLQ%<group>`` (``store.topic_kinds.group_topic_rank``), so they sit beside its other rows.
 ``lag = max(0, max_offset - consumer_offset)``: a committed offset past the max (a queue that
 was truncated or rebuilt shorter) is lag 0, never negative; a committed offset below the queue's
 min offset (its messages expired) counts every message from the committed offset, as the broker's
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from rocketlake.store.topic_kinds import group_topic_rank
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,8 @@ class QueueLag:
 
 def consumer_lag(max_offsets: Mapping[tuple[str, int], int],
                  committed: Mapping[tuple[str, str], Mapping[int, int]]) -> list[QueueLag]:
-    """Rows of every (group, topic, queue) by the rules above, sorted by group, topic, queue.
+    """Rows of every (group, topic, queue) by the rules above, in the order above (by queue
+    within a topic).
 
     ``max_offsets``: (topic, queue_id) -> max offset of every queue the store has;
     ``committed``: consumerOffset.json's table, (topic, group) -> {queue_id: offset}."""
@@ -48,7 +53,7 @@ def consumer_lag(max_offsets: Mapping[tuple[str, int], int],
         for q in queues.get(topic, set()) | set(offsets):
             consumer, high = offsets.get(q, 0), max_offsets.get((topic, q), 0)
             rows.append(QueueLag(group, topic, q, consumer, high, max(0, high - consumer)))
-    return sorted(rows, key=lambda r: (r.group, r.topic, r.queue_id))
+    return sorted(rows, key=lambda r: (r.group, group_topic_rank(r.topic, r.group), r.topic, r.queue_id))
 
 
 def lag_totals(rows: Iterable[QueueLag]) -> dict[tuple[str, str], int]:

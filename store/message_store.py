@@ -570,25 +570,40 @@ class MessageStore:
         if cq is None or cq.max_offset == 0:
             return 0
         lo, hi = cq.min_offset, cq.max_offset - 1
-        units = cq.all_units()
-        base = cq.files.min_offset // codec.CQ_UNIT_SIZE
+        left = self.offset_stored_from(topic, queue_id, timestamp)
+        if left > hi:
+            return hi
+        if left == lo or self._queue_store_time(cq, left) == timestamp:
+            return left
+        before, after = self._queue_store_time(cq, left - 1), self._queue_store_time(cq, left)
+        return left - 1 if timestamp - before <= after - timestamp else left
 
-        def ts_at(q: int) -> int:
-            return self.commitlog.read(int(units[q - base]["commitlog_offset"])).store_timestamp
-
-        left, right = lo, hi
-        while left <= right:  # first offset whose store time is >= timestamp
+    def offset_stored_from(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """The first queue offset of the queue whose message was stored at or after
+        ``timestamp`` (epoch ms), its max offset when none was, its min offset when every
+        message was: a binary search that reads about log2(messages) records, for store times
+        rise with the queue offset (RocketMQ stamps them under the CommitLog's put lock). 0 for
+        a queue the store does not have."""
+        self._visible()
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        left, right = cq.min_offset, cq.max_offset - 1
+        while left <= right:
             mid = (left + right) // 2
-            if ts_at(mid) < timestamp:
+            if self._queue_store_time(cq, mid) < timestamp:
                 left = mid + 1
             else:
                 right = mid - 1
-        if left > hi:
-            return hi
-        if left == lo or ts_at(left) == timestamp:
-            return left
-        before, after = ts_at(left - 1), ts_at(left)
-        return left - 1 if timestamp - before <= after - timestamp else left
+        return left
+
+    def _queue_store_time(self, cq: ConsumeQueue, queue_offset: int) -> int:
+        """Store time of the record the unit at ``queue_offset`` points at (CorruptRecordError
+        when there is none)."""
+        unit = cq.units(queue_offset, 1)
+        if not unit.size:
+            raise CorruptRecordError(f"{cq.topic}/{cq.queue_id}: no unit at queue offset {queue_offset}")
+        return self.commitlog.read(int(unit[0]["commitlog_offset"])).store_timestamp
 
     # --- consumer offsets ---------------------------------------------------------------------------
     def consumer_offsets(self) -> dict[tuple[str, str], dict[int, int]]:

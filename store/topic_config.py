@@ -24,6 +24,8 @@ from rocketlake.store.errors import ConfigFileError
 TOPICS_JSON = Path("config") / "topics.json"
 #: PermName.PERM_READ | PermName.PERM_WRITE, a new topic's permission
 PERM_READ_WRITE = 6
+#: PermName's bits and their letters in ``PermName.perm2String`` (inherit shows as X)
+_PERM_LETTERS = ((4, "R"), (2, "W"), (1, "X"))
 #: topics every broker declares itself on start, with its own queue count: left to it
 BROKER_DECLARED = frozenset({codec.SCHEDULE_TOPIC})
 
@@ -34,6 +36,26 @@ def queue_counts(queues: Iterable[tuple[str, int]]) -> dict[str, int]:
     for topic, queue_id in queues:
         out[topic] = max(out.get(topic, 0), queue_id + 1)
     return out
+
+
+def perm_text(perm: int) -> str:
+    """A topic's permission as ``PermName.perm2String``: ``RW-`` (6), ``R--`` (4), ``-W-`` (2),
+    ``RWX`` (7: inheritable)."""
+    return "".join(letter if perm & bit else "-" for bit, letter in _PERM_LETTERS)
+
+
+def read_topic_configs(root: str | Path) -> dict[str, dict[str, Any]]:
+    """`<root>/config/topics.json`'s topicConfigTable: {topic: its TopicConfig as stored}; {} when
+    there is no file. ConfigFileError naming the file when it (or its ``.bak``) cannot be read or
+    is not a topic table."""
+    path = Path(root) / TOPICS_JSON
+    data = read_config(path)
+    if data is None:
+        return {}
+    table = data.get("topicConfigTable") if isinstance(data, dict) else None
+    if not isinstance(table, dict) or not all(isinstance(tc, dict) for tc in table.values()):
+        raise ConfigFileError(f"{path}: not a topic config (no topicConfigTable of TopicConfig objects)")
+    return {str(t): tc for t, tc in table.items()}
 
 
 def topic_entry(topic: str, queue_nums: int, attributes: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -29,9 +29,9 @@ LAG_OFFSETS = ('{\n\t"offsetTable":{\n'
 #: the lag rows of the golden store under LAG_OFFSETS: (group, topic, queue, committed, max, lag),
 #: by hand
 LAG_ROWS = [
-    ("g1", "%RETRY%g1", 0, 0, 0, 0),
     ("g1", "orders", 0, 3, 31, 28), ("g1", "orders", 1, 0, 29, 29),
     ("g1", "orders", 2, 0, 29, 29), ("g1", "orders", 3, 0, 31, 31),
+    ("g1", "%RETRY%g1", 0, 0, 0, 0),  # a group's retry topic after its own topics
     ("g2", "payments", 0, 0, 30, 30), ("g2", "payments", 1, 31, 31, 0),
     ("g2", "payments", 2, 0, 29, 29), ("g2", "payments", 3, 0, 29, 29),
     ("g3", "audit-log", 0, 0, 29, 29), ("g3", "audit-log", 1, 0, 29, 29),

@@ -32,6 +32,17 @@ def test_rule_counts_uncommitted_missing_past_max_and_expired_queues() -> None:
     assert lag_totals(rows) == {("g", "r"): 0, ("g", "t"): 15, ("h", "t"): 10}
 
 
+def test_a_groups_retry_and_dlq_rows_follow_its_own_topics() -> None:
+    """Within a group: its topics by name, then %RETRY%<group>, then %DLQ%<group>; another
+    group's retry topic is a topic like any other (by name: '%' sorts first)."""
+    committed = {("%DLQ%g", "g"): {0: 0}, ("%RETRY%g", "g"): {0: 0}, ("zeta", "g"): {0: 0},
+                 ("alpha", "g"): {0: 0}, ("%RETRY%h", "g"): {0: 0}, ("%RETRY%h", "h"): {0: 0},
+                 ("beta", "h"): {0: 0}}
+    assert [(r.group, r.topic) for r in consumer_lag({}, committed)] == [
+        ("g", "%RETRY%h"), ("g", "alpha"), ("g", "zeta"), ("g", "%RETRY%g"), ("g", "%DLQ%g"),
+        ("h", "beta"), ("h", "%RETRY%h")]
+
+
 def test_lag_report_and_pipeline_summary_agree(golden_store: Path, golden_settings: dict) -> None:
     (golden_store / "config" / "consumerOffset.json").write_text(LAG_OFFSETS)
     settings = {k: str(v) for k, v in golden_settings.items()}

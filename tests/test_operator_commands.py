@@ -65,13 +65,13 @@ def test_lag_rows_as_consumer_progress(store: Path, capsys) -> None:
     code, out, _ = _run(capsys, "lag", "--store", str(store), *SETTINGS, "--json")
     assert code == 0
     assert _rows(out) == [
-        # %RETRY%g1: no such queue in the store: max 0, nothing consumed
-        _lag("g1", "%RETRY%g1", 0, 0, 0, 0),
         # orders max offsets 31, 29, 29, 31; queue 0 consumed up to offset 2 (stored 1795345574078)
         _lag("g1", "orders", 0, 3, 31, 28, "2026-11-22T11:06:14.078Z", 1795345574078),
         _lag("g1", "orders", 1, 0, 29, 29),
         _lag("g1", "orders", 2, 0, 29, 29),  # queues 2 and 3 not committed: offset 0
         _lag("g1", "orders", 3, 0, 31, 31),
+        # %RETRY%g1 beside g1's other rows, after them: no such queue in the store: max 0
+        _lag("g1", "%RETRY%g1", 0, 0, 0, 0),
         # payments max offsets 30, 31, 29, 29; queue 1 consumed up to its last message (offset 30)
         _lag("g2", "payments", 0, 0, 30, 30),
         _lag("g2", "payments", 1, 31, 31, 0, "2026-11-22T11:06:22.061Z", 1795345582061),

@@ -198,6 +198,28 @@ def _offsets(p: argparse.ArgumentParser) -> None:
     _json_rows(p)
 
 
+def _store_status(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object, not name: value lines")
+
+
+def _topic_stats(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    p.add_argument("--topic", help="only this topic")
+    p.add_argument("--now", action="store_true",
+                   help="last_hour / last_day end at the clock (default: at the newest store time "
+                        "in the store, so a copied or idle store shows its last traffic)")
+    _json_rows(p)
+
+
+def _config_rows(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    _json_rows(p)
+
+
 _R = "rocketlake.jobs.cli.read_commands"
 _O = "rocketlake.jobs.cli.operator_commands"
 COMMANDS: dict[str, Command] = {
@@ -233,6 +255,22 @@ COMMANDS: dict[str, Command] = {
                        f"{_O}:cmd_offsets", _offsets,
                        "rocketlake offsets reset --store var/store --group billing --topic orders "
                        "--to-datetime 2026-11-22T10:00:00Z --dry-run"),
+    "store-status": Command("CommitLog offsets and times, disk use, dispatch behind, lock and last "
+                            "shutdown (mqadmin brokerStatus)",
+                            "rocketlake.jobs.cli.store_status:cmd_store_status", _store_status,
+                            "rocketlake store-status --store var/store"),
+    "topic-stats": Command("messages, bytes, messages of the last hour and day, oldest and newest "
+                           "message per topic and queue (mqadmin statsAll, kafka-log-dirs)",
+                           "rocketlake.jobs.cli.topic_stats:cmd_topic_stats", _topic_stats,
+                           "rocketlake topic-stats --store var/store --topic orders"),
+    "topics": Command("declared topics (config/topics.json: queues, perm, order, attributes) and "
+                      "undeclared ones with ConsumeQueues (mqadmin topicList, kafka-topics --describe)",
+                      "rocketlake.jobs.cli.topics:cmd_topics", _config_rows,
+                      "rocketlake topics --store var/store"),
+    "groups": Command("consumer groups: declared (config/subscriptionGroup.json) or with committed "
+                      "offsets, their retry and DLQ topics (kafka-consumer-groups --list)",
+                      "rocketlake.jobs.cli.groups:cmd_groups", _config_rows,
+                      "rocketlake groups --store var/store"),
 }
 
 

@@ -59,7 +59,7 @@ def verify_summary(report: VerifyReport, max_problems: int, steps: list[str]) ->
     return [printable(line) for line in lines if line]
 
 
-def _size(n: int) -> str:
+def size_text(n: int) -> str:
     """Bytes for people: ``812 bytes``, ``12.3 MiB``."""
     return f"{n:,} bytes" if n < 2 ** 20 else f"{n / 2 ** 20:,.1f} MiB"
 
@@ -73,7 +73,7 @@ def damage_line(damage: list[Damage]) -> str:
              if d.resumes_at is not None else "no valid record follows in its file")
     return (f"CommitLog: {len(damage)} damaged stretch{'es' if len(damage) > 1 else ''}, the first "
             f"at commitlog offset {d.offset} ({reach}){more}; {d.records_after:,} valid records "
-            f"follow it in {_size(d.bytes_after)}")
+            f"follow it in {size_text(d.bytes_after)}")
 
 
 def _repair_steps(report: VerifyReport, store: Path, settings: list[str]) -> list[str]:
@@ -107,7 +107,7 @@ def _cut_cost(damage: list[Damage]) -> str:
         return ""
     d = damage[0]
     return (f": cut at offset {d.offset}, it drops the {d.records_after:,} valid records "
-            f"({_size(d.bytes_after)}) after it")
+            f"({size_text(d.bytes_after)}) after it")
 
 
 def _reads_around(damage: list[Damage], args: str) -> str:
