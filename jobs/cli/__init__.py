@@ -77,6 +77,8 @@ def _pipeline(p: argparse.ArgumentParser) -> None:
                    help="sample events to ingest (default %(default)s)")
     p.add_argument("--skip-ingest", action="store_true", help="use the store as it is (a real store)")
     p.add_argument("--keep", action="store_true", help="keep an existing sample store and add to it")
+    p.add_argument("--store-name", help="the store's name in the lake (default: sample for the "
+                                        "sample store; with --skip-ingest as publish-offsets names it)")
 
 
 def _ingest(p: argparse.ArgumentParser) -> None:

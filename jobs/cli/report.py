@@ -364,11 +364,11 @@ def render(p: PageInput) -> str:
 def write_report(store: Path, lake: str | None, out: Path, settings: dict[str, str],
                  store_name: str | None = None, lag_window: int = DEFAULT_WINDOW) -> dict[str, Any]:
     """Write the HTML report of ``store`` (and ``lake``, when given: the history of the store
-    named ``store_name``, default the directory's name as publish-offsets names it) to ``out``;
+    named ``store_name``, default as ``jobs.lake.store_name`` reads it) to ``out``;
     returns a summary."""
     cfg = load_config(settings)
     facts = store_facts(store, settings)
-    history, runs = lake_facts(lake, lake_store_name(store, store_name))
+    history, runs = lake_facts(lake, lake_store_name(store, store_name, reading=True))
     page = PageInput(store, facts, history, runs, time.time_ns() // 1_000_000,
                      RetentionPolicy.from_config(cfg), disk_used_ratio(store), lag_window, lake is not None)
     out.parent.mkdir(parents=True, exist_ok=True)
