@@ -53,6 +53,15 @@ def local_path(uri: str) -> Path | None:
     return Path("/" + rest.lstrip("/")) if rest.startswith("/") else Path(rest)
 
 
+def check_lake(uri: str) -> None:
+    """Refuse a lake a reader is given that is a local path with no directory (a mistyped
+    ``--lake``): FileNotFoundError naming it. Another filesystem's lake is read as it is."""
+    local = local_path(uri)
+    if local is not None and not local.is_dir():
+        raise FileNotFoundError(f"{local}: no such lake directory (give the --lake that "
+                                f"publish-offsets, compact or archive wrote)")
+
+
 def store_name(root: Path, given: str | None = None, *, reading: bool = False) -> str:
     """The name a store's rows carry in the lake (the ``store`` column, its archive checkpoint):
     ``given``, else the broker's ``brokerName`` from the store's config
