@@ -254,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``rocketlake <command> [options]``; returns the exit code (see :mod:`exit_codes`)."""
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     module, function = COMMANDS[args.command].target.split(":")
-    target: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
-    return int(run(f"rocketlake {args.command}", lambda: target(args), args.log_level))
+
+    def command() -> int:  # imported inside ``run``: a job without Spark installed says so
+        target: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+        return target(args)
+    return int(run(f"rocketlake {args.command}", command, args.log_level))
 
