@@ -42,6 +42,7 @@ def nightly_dag(store: Store) -> None:
     def maintenance() -> None:
         report = settings.report_template(store)
         lake = ["--lake", settings.lake_template(store)]  # each job records its run there
+        named = ["--store-name", store.name]  # the store's name in the lake (jobs.lake.store_name)
         runs = settings.assets(store, RUNS_TABLE)
         check = settings.spark_job("check_consistency", "check_consistency", store,
                                    ["--report", report, *lake], delta=True, outlets=runs)
@@ -63,11 +64,12 @@ def nightly_dag(store: Store) -> None:
         # the store streamed into the archive (AvailableNow: what it holds now, then the task
         # ends); compact then expires only what the archive holds
         archive = settings.spark_job("archive", "archive_stream", store,
-                                     [*lake, "--trigger", "available-now"], delta=True,
+                                     [*lake, *named, "--trigger", "available-now"], delta=True,
                                      trigger_rule=TriggerRule.NONE_FAILED,
                                      outlets=settings.assets(store, ARCHIVE_TABLE, RUNS_TABLE))
         protect = ["--protect-unconsumed"] if nightly["protect_unconsumed"] else []
-        compact = settings.spark_job("compact", "compact", store, [*lake, *protect], delta=True,
+        compact = settings.spark_job("compact", "compact", store, [*lake, *named, *protect],
+                                     delta=True,
                                      trigger_rule=TriggerRule.NONE_FAILED,
                                      outlets=settings.assets(store, ARCHIVE_TABLE, RUNS_TABLE),
                                      **store.writer_kwargs)

@@ -112,7 +112,7 @@ def bench_throughput(work: Path, a: argparse.Namespace, cfg: StoreConfig, spark:
     load_rmq = load()
     nbytes, n = rmq["max_phy_offset"], a.messages
     t = time.perf_counter()
-    summary = archive_stream(store, cfg, (work / "lake").as_uri(), master=a.master)
+    summary = archive_stream(store, cfg, (work / "lake").as_uri(), "bench", master=a.master)
     t_end = time.perf_counter()
     t_archive = t_end - t
     phases = (batches.started - t, batches.terminated - batches.started, t_end - batches.terminated)
@@ -208,7 +208,7 @@ def bench_latency(work: Path, a: argparse.Namespace, cfg: StoreConfig, spark: Sp
     sampler = threading.Timer(a.warmup_seconds + a.latency_seconds / 2, lambda: loads.append(load()))
     timer.start()
     sampler.start()
-    archive_stream(store, cfg, lake, every="1 second", master=a.master)
+    archive_stream(store, cfg, lake, "bench", every="1 second", master=a.master)
     wrote = json.loads(proc.communicate()[0].strip().splitlines()[-1])
     uri = table_uri(lake, ARCHIVE_TABLE)
     commits = {int(r["operationParameters"]["epochId"]): r["timestamp"].timestamp()

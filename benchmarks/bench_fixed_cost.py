@@ -60,7 +60,8 @@ def main() -> None:
         publish = []
         for i in range(a.runs):
             publish.append(wall([*submit, str(ROOT / "jobs" / "publish_offsets.py"), "--store",
-                                 str(store), "--lake", str(work / f"lake-{i}")], env))
+                                 str(store), "--lake", str(work / f"lake-{i}"), "--store-name",
+                                 "bench"], env))
         runs = []
         for i in range(a.runs):
             base = work / f"pipeline-{i}"

@@ -89,7 +89,7 @@ def main() -> None:
                                               ("unchanged", 0.75))):
             commit(root, pairs, fraction)
             t = time.perf_counter()
-            rc = publish(["--store", str(root), "--lake", str(lake),
+            rc = publish(["--store", str(root), "--lake", str(lake), "--store-name", "bench",
                           "--snapshot-time", (t0 + timedelta(minutes=i)).isoformat()])
             print(f"job, {what}: {time.perf_counter() - t:.1f} s (exit {rc})")
     finally:

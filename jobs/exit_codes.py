@@ -96,6 +96,20 @@ def task_error(error: BaseException) -> BaseException | None:
     return inner
 
 
+#: the top-level modules the ``spark`` extra installs (pyproject.toml) and what they import
+SPARK_MODULES = frozenset({"pyspark", "delta", "py4j", "pandas"})
+
+
+def missing_spark(error: BaseException) -> RuntimeError | None:
+    """A RuntimeError (exit 2) saying to install ``rocketlake[spark]`` when ``error`` is the
+    import of a module of the ``spark`` extra that is not installed; None otherwise."""
+    name = getattr(error, "name", None) or ""
+    if not isinstance(error, ModuleNotFoundError) or name.partition(".")[0] not in SPARK_MODULES:
+        return None
+    return RuntimeError(f"this command runs on Spark, which is not installed here (no module "
+                        f"{name!r}): install rocketlake[spark] (pip install 'rocketlake[spark]')")
+
+
 def exit_code(error: BaseException) -> ExitCode | None:
     """The exit code for ``error``; None for an error no command expects (a bug: traceback)."""
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
@@ -121,7 +135,8 @@ def run(prog: str, body: Callable[[], int], log_level: int = logging.INFO) -> in
             return body()
         except BrokenPipeError:
             return ExitCode.OK
-        except Exception as e:  # re-raised below unless the table maps it
+        except Exception as caught:  # re-raised below unless the table maps it
+            e = missing_spark(caught) or caught
             code = exit_code(e)
             if code is None:
                 raise

@@ -103,7 +103,8 @@ def _split_bytes(p: argparse.ArgumentParser) -> None:
 
 def add_store_name(p: argparse.ArgumentParser) -> None:
     """``--store-name NAME``: the store's name in the lake."""
-    p.add_argument("--store-name", help="the store's name in the lake (default: the store directory's name)")
+    p.add_argument("--store-name", help="the store's name in the lake (default: brokerName in the "
+                                        "store's config/broker.properties; required without it)")
 
 
 def count(text: str) -> int:

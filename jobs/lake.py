@@ -17,6 +17,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rocketlake.store.config import BROKER_PROPERTIES, broker_name
+from rocketlake.store.errors import SettingError
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
@@ -50,10 +53,34 @@ def local_path(uri: str) -> Path | None:
     return Path("/" + rest.lstrip("/")) if rest.startswith("/") else Path(rest)
 
 
-def store_name(root: Path, given: str | None = None) -> str:
+def check_lake(uri: str) -> None:
+    """Refuse a lake a reader is given that is a local path with no directory (a mistyped
+    ``--lake``): FileNotFoundError naming it. Another filesystem's lake is read as it is."""
+    local = local_path(uri)
+    if local is not None and not local.is_dir():
+        raise FileNotFoundError(f"{local}: no such lake directory (give the --lake that "
+                                f"publish-offsets, compact or archive wrote)")
+
+
+def store_name(root: Path, given: str | None = None, *, reading: bool = False) -> str:
     """The name a store's rows carry in the lake (the ``store`` column, its archive checkpoint):
-    ``given``, default the name of the store's directory."""
-    return given or root.resolve().name
+    ``given``, else the broker's ``brokerName`` from the store's config
+    (``store.config.broker_name``). Without either, a job that writes the lake gets a
+    SettingError asking for ``--store-name``: the directory's name would be "store" for most
+    brokers (RocketMQ's default store is ``~/store``) and their rows would mix in a shared lake.
+    A reader (``reading``) falls back to the directory's name, the name lakes written before
+    this rule carry."""
+    name = given or broker_name(root)
+    if name:
+        return name
+    directory = root.resolve().name
+    if reading:
+        return directory
+    raise SettingError(f"{root}: give the store's name in the lake with --store-name NAME (e.g. "
+                       f"its broker's brokerName): the store's {BROKER_PROPERTIES} names no "
+                       f"brokerName, and its directory's name ({directory!r}) is not used because "
+                       f"brokers' stores share names (RocketMQ's default is ~/store) and would mix "
+                       f"in a shared lake; a lake written before names it {directory!r}")
 
 
 def table_uri(lake: str, table: str) -> str:

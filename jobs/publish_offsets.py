@@ -242,7 +242,7 @@ def whole_ms(ts: datetime) -> datetime:
 def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = None,
                   ts: datetime | None = None, *, database: str | None = None,
                   change_data_feed: bool = False, master: str | None = None) -> bool:
-    """Publish the store ``root`` (named ``store``, default its directory's name) into ``lake``
+    """Publish the store ``root`` (named ``store``, default ``jobs.lake.store_name``'s) into ``lake``
     (a URI) as the snapshot at ``ts`` (default: now) and record the run; False when nothing
     changed. ``database`` registers the lake's tables in that catalog database; ``master`` is the
     Spark master of a session this starts."""

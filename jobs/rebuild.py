@@ -126,18 +126,26 @@ def _run_write(task: tuple[str, object], staging: str, root: str, cq_name: str,
     return kind, sr.write_queues(job, staging, root, cq_name, cfg.mappedFileSizeConsumeQueue)
 
 
+def check_output(output: Path | None, structures: tuple[str, ...]) -> None:
+    """Refuse what a rebuild of ``structures`` into ``output`` (None: into the store) cannot do
+    (no Spark needed): an unknown structure (ValueError), a structure's directory under
+    ``output`` that holds files (FileExistsError naming it: a rebuild never overwrites them)."""
+    unknown = set(structures) - set(STRUCTURES)
+    if unknown or not structures:
+        raise ValueError(f"structures must be among {', '.join(STRUCTURES)}, got {', '.join(structures)}")
+    for name in structures:
+        if output is not None and (output / name).is_dir() and any((output / name).iterdir()):
+            raise FileExistsError(f"{output / name}: already exists and is not empty (a rebuild "
+                                  f"never overwrites files; give a new or empty --output)")
+
+
 @job_support.locks_store
 def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | None = None,
             incremental: bool = False, split_bytes: int = DEFAULT_SPLIT_BYTES,
             structures: tuple[str, ...] = STRUCTURES, prog: str = PROG) -> Rebuilt:
     """Rebuild ``structures`` of ``store`` from one scan (see the module doc); ``prog`` names the
     command in what it prints."""
-    unknown = set(structures) - set(STRUCTURES)
-    if unknown or not structures:
-        raise ValueError(f"structures must be among {', '.join(STRUCTURES)}, got {', '.join(structures)}")
-    for name in structures:
-        if output is not None and (output / name).exists() and any((output / name).iterdir()):
-            raise FileExistsError(f"{output / name}: already exists and is not empty")
+    check_output(output, structures)
     start = _incremental_start(store, cfg, structures) if incremental else _Start()
     files = commitlog_files(store, cfg.mappedFileSizeCommitLog)
     first = files[0][1] if files else 0
@@ -199,8 +207,16 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
             shutil.rmtree(d, ignore_errors=True)
 
 
-def report(prog: str, rebuilt: Rebuilt, structures: tuple[str, ...], target: Path) -> None:
-    """One line per structure: what was written where, per topic."""
+def report(prog: str, rebuilt: Rebuilt, structures: tuple[str, ...], target: Path,
+           incremental: bool = False) -> None:
+    """One line per structure: what was written where, per topic; an incremental rebuild that
+    has nothing to write (its scan starts at the last record the structures hold) says they are
+    up to date."""
+    if incremental and rebuilt.end is not None and not any(rebuilt.units.values()) \
+            and not any(rebuilt.keys.values()):
+        log.info("%s: up to date: %s under %s already cover the CommitLog to offset %d; nothing "
+                 "written", prog, " and ".join(structures), target, rebuilt.end.end)
+        return
     for name in structures:
         counts, noun = (rebuilt.units, "units") if name == "consumequeue" else (rebuilt.keys, "index keys")
         log.info("%s: wrote %d %s for %d topic(s) under %s: %s", prog, sum(counts.values()), noun,
@@ -216,11 +232,12 @@ def run_structures(prog: str, structures: tuple[str, ...], args: argparse.Namesp
     # a full or --output rebuild writes its structures anew: their damaged sizes do not stop it
     cfg = job_support.store_config(args, () if args.incremental else structures)
     store = check_store(args.store)
+    check_output(args.output, structures)  # before Spark starts
     spark = build_session(f"rocketlake {prog}", master=args.master, delta=args.lake is not None)
     rebuilt = rebuild(spark, store, cfg, args.output, args.incremental,
                       args.split_bytes or DEFAULT_SPLIT_BYTES, structures, prog=prog)
     target = args.output or store
-    report(prog, rebuilt, structures, target)
+    report(prog, rebuilt, structures, target, args.incremental)
     if args.lake is not None:
         from rocketlake.jobs.run_log import record_run
 

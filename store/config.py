@@ -122,6 +122,21 @@ def read_properties(path: Path) -> dict[str, str]:
     return parse_properties(text, str(path))
 
 
+#: Where a broker keeps its own settings under its store root (RocketMQ's
+#: BrokerPathConfigHelper: ``~/store/config/broker.properties``; the broker rewrites it when its
+#: settings change, e.g. ``mqadmin updateBrokerConfig``).
+BROKER_PROPERTIES = Path("config") / "broker.properties"
+
+
+def broker_name(root: Path) -> str | None:
+    """The ``brokerName`` of the store ``root``'s broker settings (:data:`BROKER_PROPERTIES`);
+    None when the file is absent or names none."""
+    path = Path(root) / BROKER_PROPERTIES
+    if not path.is_file():
+        return None
+    return read_properties(path).get("brokerName", "").strip() or None
+
+
 def parse_properties(text: str, source: str) -> dict[str, str]:
     """:func:`read_properties` of a file's text; ``source`` names the file in errors."""
     try:

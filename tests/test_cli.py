@@ -21,6 +21,7 @@ from rocketlake.store import MessageStore
 from rocketlake.store.errors import StoreFormatError, StoreFullError
 from rocketlake.store.lockfile import StoreLockedError
 from rocketlake.store.paths import UnsafePathError
+from rocketlake.store.store_dir import create_store
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--set", "mappedFileSizeCommitLog=65536", "--set", "mappedFileSizeConsumeQueue=600"]
@@ -146,6 +147,21 @@ def test_store_commands_never_import_spark(tmp_path: Path) -> None:
             "print(rc, any(m.startswith('pyspark') for m in sys.modules))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert p.stdout.split() == ["2", "False"], p.stderr
+
+
+def test_rebuild_into_a_non_empty_output_fails_before_spark_starts(tmp_path: Path) -> None:
+    store, out = create_store(tmp_path / "store"), tmp_path / "out"
+    (out / "index").mkdir(parents=True)
+    (out / "index" / "20261123040000000").write_bytes(b"someone's index file")
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    code = ("from pyspark import SparkContext; from rocketlake.jobs.cli import main; "
+            f"rc = main(['rebuild', '--store', {str(store)!r}, '--output', {str(out)!r}]); "
+            "print(rc, SparkContext._active_spark_context is None)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert p.stdout.split() == ["2", "True"], p.stderr      # no SparkContext was made
+    assert f"{out / 'index'}: already exists and is not empty" in p.stderr
+    assert (out / "index" / "20261123040000000").read_bytes() == b"someone's index file"
 
 
 def test_error_and_warning_lines_escape_control_characters(capsys) -> None:

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from rocketlake.jobs import cli
-from rocketlake.jobs.lake import lake_uri, local_path, table_properties, table_uri
+from rocketlake.jobs.lake import lake_uri, local_path, store_name, table_properties, table_uri
+from rocketlake.store.errors import SettingError
+from rocketlake.store.store_dir import create_store
 
 #: every command with a --lake option, with the other options it requires
 LAKE_COMMANDS = {
@@ -84,3 +86,40 @@ def test_optimize_lake_refuses_a_short_retention_before_spark(capsys) -> None:
     assert cli.main(["optimize-lake", "--lake", "s3a://bucket/lake", "--retention-hours", "1"]) == 2
     assert "--retention-hours 1 is below the tables' deleted-file retention (168 hours)" in \
         capsys.readouterr().err
+
+
+# --- a store's name in the lake -------------------------------------------------------------------
+def _broker_store(root: Path, properties: str) -> Path:
+    """A store whose broker keeps ``properties`` in config/broker.properties (as RocketMQ's
+    BrokerPathConfigHelper places it)."""
+    create_store(root)
+    (root / "config").mkdir()
+    (root / "config" / "broker.properties").write_text(properties)
+    return root
+
+
+def test_a_store_is_named_by_its_brokers_brokername(tmp_path: Path) -> None:
+    root = _broker_store(tmp_path / "store", "brokerClusterName=DefaultCluster\nbrokerName = broker-a\n"
+                                               "brokerId=0\n")
+    assert store_name(root) == "broker-a"
+    assert store_name(root, "b7") == "b7"              # --store-name wins
+
+
+def test_a_store_without_a_name_is_refused_for_writing_and_read_by_its_directory(tmp_path: Path) -> None:
+    nameless = [create_store(tmp_path / "store"),
+                _broker_store(tmp_path / "b" / "store", "brokerId=0\n")]   # a file without brokerName
+    for root in nameless:
+        with pytest.raises(SettingError) as e:
+            store_name(root)
+        assert str(root) in str(e.value) and "--store-name" in str(e.value) and "~/store" in str(e.value)
+        assert store_name(root, reading=True) == "store"   # the name lakes written before carry
+
+
+@pytest.mark.parametrize("command", ["publish-offsets", "compact", "archive"])
+def test_lake_writers_refuse_a_nameless_store_before_spark_starts(tmp_path: Path, command: str,
+                                                                   capsys) -> None:
+    root, lake = create_store(tmp_path / "store"), tmp_path / "lake"
+    assert cli.main([command, "--store", str(root), "--lake", str(lake)]) == 2
+    err = capsys.readouterr().err
+    assert f"{root}: give the store's name in the lake with --store-name NAME" in err
+    assert not lake.exists()                           # nothing written, no session started

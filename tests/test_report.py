@@ -182,3 +182,13 @@ def test_names_from_the_store_and_the_lake_are_escaped_in_the_page(tmp_path):
     assert "<td>&lt;script&gt;alert(1)&lt;/script&gt;</td><td>orders</td>" in page  # lag now
     assert "<td>&lt;script&gt;t&lt;/script&gt;/0</td>" in page  # status
     assert "<div class=k>group &lt;script&gt;alert(1)&lt;/script&gt;</div>" in page
+
+
+def test_a_lake_that_does_not_exist_is_an_error_naming_it(tmp_path, capsys):
+    root = tmp_path / "store"
+    with MessageStore(root) as ms:
+        ms.put_batch([Message("orders", b"x", 0)])
+    out, lake = tmp_path / "report.html", tmp_path / "nolake"
+    assert main(["report", "--store", str(root), "--lake", str(lake), "--out", str(out)]) == 2
+    assert f"{lake}: no such lake directory" in capsys.readouterr().err
+    assert not out.exists() and not lake.exists()

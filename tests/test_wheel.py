@@ -1,4 +1,5 @@
-"""The wheel `make dist` builds, installed in a clean virtualenv with its `spark` extra.
+"""The wheel `make dist` builds, installed in a clean virtualenv with its `spark` extra (and in
+one without it: the store commands and the report work, the Spark commands say what to install).
 
 It adds exactly one top-level name (`rocketlake`) to site-packages, ships its defaults as package
 data, writes and reads a store on them from a directory that is not the checkout, and its
@@ -85,6 +86,40 @@ def test_the_report_page_is_drawn_from_the_shipped_template(installed: Path, tmp
     assert "<div class=v>100</div><div class=k>messages</div>" in page and page.endswith("</html>\n")
 
 
+@pytest.fixture(scope="module")
+def without_spark(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clean virtualenv with the wheel and its dependencies but not its spark extra; returns
+    its bin directory."""
+    from importlib.metadata import requires
+
+    work = tmp_path_factory.mktemp("wheel-without-spark")
+    subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
+    pip = str(work / "venv" / "bin" / "pip")
+    base = [r for r in requires("rocketlake") or () if "extra ==" not in r]
+    subprocess.run([pip, "install", "--quiet", *base], check=True, capture_output=True)
+    subprocess.run([pip, "install", "--quiet", "--no-deps", str(wheel)], check=True, capture_output=True)
+    return work / "venv" / "bin"
+
+
+def test_without_the_spark_extra_spark_commands_say_what_to_install(without_spark: Path,
+                                                                    tmp_path: Path) -> None:
+    assert subprocess.run([str(without_spark / "python"), "-c", "import pyspark"],
+                          capture_output=True).returncode == 1      # truly without Spark
+    subprocess.run([str(without_spark / "python"), "-c", WRITE_SMALL], cwd=tmp_path, check=True)
+    sets = [arg for s in SMALL for arg in ("--set", s)]
+    for argv in (["rebuild", "--store", "store", "--output", "out"],
+                 ["publish-offsets", "--store", "store", "--lake", "lake", "--store-name", "b"],
+                 ["pipeline", "--store", "sample", "--lake", "sample-lake"]):
+        done = subprocess.run([str(without_spark / "rocketlake"), *argv, *sets], cwd=tmp_path,
+                              capture_output=True, text=True)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert "install rocketlake[spark]" in done.stderr and "Traceback" not in done.stderr, argv
+    report = subprocess.run([str(without_spark / "rocketlake"), "report", "--store", "store",
+                             "--out", "r.html", *sets], cwd=tmp_path, capture_output=True, text=True)
+    assert report.returncode == 0, report.stderr        # the report of a store needs no Spark
+    assert "<div class=v>100</div><div class=k>messages</div>" in (tmp_path / "r.html").read_text()
+
+
 def test_a_job_script_runs_from_the_wheel_alone(installed: Path, wheel: Path, tmp_path: Path) -> None:
     # Last in this module: it leaves the virtualenv with the dependencies but without rocketlake,
     # as on a cluster whose Python has the dependencies and gets the package with --py-files.
@@ -109,3 +144,4 @@ def test_a_job_script_runs_from_the_wheel_alone(installed: Path, wheel: Path, tm
                if n.startswith("rocketlake/store/kernels/compiled/")}
     (folder,) = (cache / "rocketlake").iterdir()
     assert shipped and {p.name for p in folder.iterdir() if p.suffix in (".nbi", ".nbc")} == shipped
+

@@ -77,6 +77,8 @@ def _pipeline(p: argparse.ArgumentParser) -> None:
                    help="sample events to ingest (default %(default)s)")
     p.add_argument("--skip-ingest", action="store_true", help="use the store as it is (a real store)")
     p.add_argument("--keep", action="store_true", help="keep an existing sample store and add to it")
+    p.add_argument("--store-name", help="the store's name in the lake (default: sample for the "
+                                        "sample store; with --skip-ingest as publish-offsets names it)")
 
 
 def _ingest(p: argparse.ArgumentParser) -> None:
@@ -290,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``rocketlake <command> [options]``; returns the exit code (see :mod:`exit_codes`)."""
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     module, function = COMMANDS[args.command].target.split(":")
-    target: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
-    return int(run(f"rocketlake {args.command}", lambda: target(args), args.log_level))
+
+    def command() -> int:  # imported inside ``run``: a job without Spark installed says so
+        target: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
+        return target(args)
+    return int(run(f"rocketlake {args.command}", command, args.log_level))
 

@@ -41,6 +41,7 @@ from rocketlake.jobs import cli
 from rocketlake.jobs.cli import sample
 from rocketlake.jobs.cli.events import event_to_message
 from rocketlake.jobs.exit_codes import ExitCode
+from rocketlake.jobs.lake import store_name as lake_store_name
 from rocketlake.jobs.printable import printable
 from rocketlake.store import MessageStore
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
@@ -52,6 +53,8 @@ from rocketlake.store.verify import verify
 #: The file marking a directory the pipeline made (sample store, sample lake, rebuild output):
 #: the only non-empty directories it ever deletes.
 SAMPLE_MARK = ".rocketlake-sample"
+#: the sample store's name in the lake (``jobs.lake.store_name``; ``--store-name`` names another)
+SAMPLE_NAME = "sample"
 _out = Console()
 
 
@@ -170,24 +173,24 @@ def rebuild(spark: SparkSession, store: Path, out: Path, cfg: StoreConfig,
                                          "byte-identical")
 
 
-def publish(store: Path, lake: str, cfg: StoreConfig) -> tuple[int, str]:
+def publish(store: Path, lake: str, cfg: StoreConfig, name: str) -> tuple[int, str]:
     from rocketlake.jobs.publish_offsets import publish_store
 
-    publish_store(store, cfg, lake)
+    publish_store(store, cfg, lake, name)
     return 0, f"Delta tables under {lake}/: queue_offsets, consumer_offsets, offsets_history"
 
 
-def compact(store: Path, lake: str, cfg: StoreConfig) -> tuple[int, str]:
+def compact(store: Path, lake: str, cfg: StoreConfig, name: str) -> tuple[int, str]:
     from rocketlake.jobs.compact import maintain
 
-    maintain(store, cfg, lake, protect_unconsumed=True)
+    maintain(store, cfg, lake, name, protect_unconsumed=True)
     return 0, "expiry (with the unconsumed guard), archive and key compaction done"
 
 
-def report(store: Path, lake: str, out: Path, settings: dict) -> tuple[int, str]:
+def report(store: Path, lake: str, out: Path, settings: dict, name: str) -> tuple[int, str]:
     from rocketlake.jobs.cli.report import write_report
 
-    write_report(store, lake, out, settings)
+    write_report(store, lake, out, settings, name)
     return 0, f"{out}"
 
 
@@ -216,6 +219,7 @@ def run(a: argparse.Namespace) -> int:
     work = a.store.parent / f"{a.store.name}-rebuild"
     # before anything is written or a Spark session starts
     check_ours(work, "rebuild directory")
+    name = lake_store_name(a.store, a.store_name or (None if a.skip_ingest else SAMPLE_NAME))
     if not a.skip_ingest:
         check_ours(a.store, "sample store")
         lake = sample_lake(a.lake)
@@ -233,9 +237,10 @@ def run(a: argparse.Namespace) -> int:
         run.timed("verify", lambda: check(a.store, settings))
         spark = build_session("rocketlake-pipeline", master=a.master)  # the jobs below share it
         run.timed("rebuild (Spark)", lambda: rebuild(spark, a.store, work, cfg, settings))
-        run.timed("publish offsets (Delta)", lambda: publish(a.store, a.lake, cfg))
-        run.timed("compact", lambda: compact(a.store, a.lake, cfg))
-        run.timed("report", lambda: report(a.store, a.lake, a.store.parent / "report.html", settings))
+        run.timed("publish offsets (Delta)", lambda: publish(a.store, a.lake, cfg, name))
+        run.timed("compact", lambda: compact(a.store, a.lake, cfg, name))
+        run.timed("report", lambda: report(a.store, a.lake, a.store.parent / "report.html", settings,
+                                           name))
         ok = True
     except StageFailed as e:
         _out.print(f"[red]pipeline stopped: {e}[/red]")

@@ -34,6 +34,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from rocketlake.jobs.cli.lag_status import DEFAULT_WINDOW, group_statuses  # noqa: E402
 from rocketlake.jobs.cli.run_words import describe_run  # noqa: E402
+from rocketlake.jobs.lake import check_lake  # noqa: E402
 from rocketlake.jobs.lake import store_name as lake_store_name  # noqa: E402
 from rocketlake.jobs.table_names import OFFSETS_HISTORY  # noqa: E402
 from rocketlake.store import MessageStore, codec  # noqa: E402
@@ -127,12 +128,11 @@ def store_facts(root: Path, settings: dict[str, str]) -> StoreFacts:
 def lake_facts(lake: str | None, store: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(the consumer rows of store ``store`` in the lake's ``offsets_history``: consumer_group,
     topic, queue_id, snapshot_ts, consumer_offset, lag) and (the latest runs) from its Delta tables.
-    ``lake`` is a URI (:func:`rocketlake.jobs.lake.lake_uri`); no JVM starts for a local lake
-    that does not exist."""
-    from rocketlake.jobs.lake import local_path, table_exists, table_uri
+    ``lake`` is a URI (:func:`rocketlake.jobs.lake.lake_uri`) that ``jobs.lake.check_lake``
+    passed, or None for no lake."""
+    from rocketlake.jobs.lake import table_exists, table_uri
 
-    local = local_path(lake) if lake is not None else None
-    if lake is None or (local is not None and not local.exists()):
+    if lake is None:
         return [], []
     from pyspark.sql import functions as F  # a JVM only when there is a lake to read
 
@@ -364,11 +364,13 @@ def render(p: PageInput) -> str:
 def write_report(store: Path, lake: str | None, out: Path, settings: dict[str, str],
                  store_name: str | None = None, lag_window: int = DEFAULT_WINDOW) -> dict[str, Any]:
     """Write the HTML report of ``store`` (and ``lake``, when given: the history of the store
-    named ``store_name``, default the directory's name as publish-offsets names it) to ``out``;
+    named ``store_name``, default as ``jobs.lake.store_name`` reads it) to ``out``;
     returns a summary."""
     cfg = load_config(settings)
+    if lake is not None:
+        check_lake(lake)  # a mistyped --lake fails before the store is read
     facts = store_facts(store, settings)
-    history, runs = lake_facts(lake, lake_store_name(store, store_name))
+    history, runs = lake_facts(lake, lake_store_name(store, store_name, reading=True))
     page = PageInput(store, facts, history, runs, time.time_ns() // 1_000_000,
                      RetentionPolicy.from_config(cfg), disk_used_ratio(store), lag_window, lake is not None)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -111,10 +111,10 @@ def test_nightly_commands(dagbag: Any) -> None:
     assert cmd[cmd.index("--structures") + 1] == "index"
     assert render_command(tasks["archive"]) == [
         *SPARK_DELTA, "--name", "rocketlake-archive_stream-main", str(JOBS / "archive_stream.py"),
-        "--store", STORE, "--lake", LAKE, "--trigger", "available-now"]
+        "--store", STORE, "--lake", LAKE, "--store-name", "main", "--trigger", "available-now"]
     assert render_command(tasks["compact"]) == [
         *SPARK_DELTA, "--name", "rocketlake-compact-main", str(JOBS / "compact.py"),
-        "--store", STORE, "--lake", LAKE, "--protect-unconsumed"]
+        "--store", STORE, "--lake", LAKE, "--store-name", "main", "--protect-unconsumed"]
     assert render_command(tasks["optimize_lake"]) == [
         *SPARK_DELTA, "--name", "rocketlake-optimize_lake-main", str(JOBS / "optimize_lake.py"),
         "--lake", LAKE]

@@ -45,7 +45,7 @@ def archive_job(store: Path, lake: Path, *trigger: str) -> subprocess.Popen:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "rocketlake"), "archive", "--store", str(store), "--lake",
-         str(lake), "--master", "local[2]", *sets(LIVE), *trigger], env=env,
+         str(lake), "--store-name", "live", "--master", "local[2]", *sets(LIVE), *trigger], env=env,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
@@ -112,7 +112,7 @@ def test_compact_expires_only_what_the_archive_holds_and_never_archives_twice(sp
         return sorted((r.commitlog_offset, bytes(r.body)) for r in rows)
 
     put(0, 200)
-    assert archive_stream(root, cfg, lake, master="local[2]")["rows"] == 200
+    assert archive_stream(root, cfg, lake, "s1", master="local[2]")["rows"] == 200
     put(200, 600)
     with MessageStore(root, read_only=True, **sizes) as ms:
         every = [(r.commitlog_offset, r.body) for r in ms.commitlog.walk_records(check_crc=True)]
@@ -122,17 +122,17 @@ def test_compact_expires_only_what_the_archive_holds_and_never_archives_twice(sp
     for f in files[:-1]:
         os.utime(f, (old, old))
 
-    first = compact.maintain(root, cfg, lake, master="local[2]")
+    first = compact.maintain(root, cfg, lake, "s1", master="local[2]")
     assert first["plan"]["delete"] == [files[0].name] and first["archived"] == {}
     assert "archive stream (archive) holds" in first["plan"]["kept"][files[1].name]
     assert archived() == every[:200] and not files[0].exists() and files[1].exists()
 
     shutil.rmtree(tmp_path / "lake" / "_checkpoints")  # no stream: compact archives what is missing
-    second = compact.maintain(root, cfg, lake, master="local[2]")
+    second = compact.maintain(root, cfg, lake, "s1", master="local[2]")
     assert second["plan"]["delete"] == [f.name for f in files[1:4]]
     in_files = [r for r in every if r[0] < int(files[4].name)]
     assert sum(second["archived"].values()) == len(in_files) - 200
     assert archived() == in_files
 
-    assert archive_stream(root, cfg, lake, master="local[2]")["rows"] == len(every) - len(in_files)
+    assert archive_stream(root, cfg, lake, "s1", master="local[2]")["rows"] == len(every) - len(in_files)
     assert archived() == every

@@ -171,7 +171,8 @@ def test_publish_offsets_from_the_wheel_on_the_cluster(
         for (topic, group), offsets in committed.items()}})
     lake = tmp_path / "lake"
     submit(cluster, wheel, python, tmp_path, "publish_offsets.py", "--store", str(store_copy),
-           "--lake", str(lake), "--snapshot-time", "2026-11-23T04:00:00+00:00", *SETS, delta=True)
+           "--lake", str(lake), "--store-name", "s1",
+           "--snapshot-time", "2026-11-23T04:00:00+00:00", *SETS, delta=True)
     assert starts.is_file()
     queues = spark.read.format("delta").load(str(lake / "queue_offsets"))
     assert {(r.topic, r.queue_id): (r.min_offset, r.max_offset) for r in queues.collect()} == ranges
@@ -196,6 +197,7 @@ def test_compact_from_the_wheel_on_the_cluster(
         expired = sum(1 for _ in ms.commitlog.walk_records(int(names[0]), stop_at=int(names[3])))
     assert expired > 0
     submit(cluster, wheel, python, tmp_path, "compact.py", "--store", str(root), "--lake", str(lake),
+           "--store-name", "s1",
            "--set", f"mappedFileSizeCommitLog={size}", "--set", "fileReservedTime=72",
            "--now", str(now), delta=True)
     assert sorted(p.name for p in (root / "commitlog").iterdir()) == names[3:]

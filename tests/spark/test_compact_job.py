@@ -32,6 +32,11 @@ SETS = [a for k, v in SIZES.items() for a in ("--set", f"{k}={v}")]
 HOUR = 3600
 
 
+def named(root: Path) -> list[str]:
+    """``--store root`` and the store's name in the lake (``jobs.lake.store_name``)."""
+    return ["--store", str(root), "--store-name", "s1"]
+
+
 def _store(root: Path, n: int = 300) -> list:
     """orders (2 queues) and a keyed topic 'user-state'; every file but the last aged 80 h."""
     with MessageStore(root, **SIZES) as ms:
@@ -66,7 +71,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path, capsys):
     root = tmp_path / "s"
     _store(root)
     before = {p: p.stat().st_mtime for p in root.rglob("*") if p.is_file()}
-    assert compact.main(["--store", str(root), "--lake", str(tmp_path / "lake"), "--dry-run",
+    assert compact.main([*named(root), "--lake", str(tmp_path / "lake"), "--dry-run",
                          "--force", *SETS]) == 0
     plan = json.loads(capsys.readouterr().out)["plan"]
     names = sorted(p.name for p in (root / "commitlog").iterdir())
@@ -91,7 +96,7 @@ def test_expires_whenever_it_runs_and_says_why_each_file_is_kept(tmp_path, capsy
     assert len(names) >= 6
     os.utime(root / "commitlog" / names[3])          # touched now: not expired at 05:30
     gate = ["--set", "deleteWhen=04", "--set", "diskMaxUsedSpaceRatio=100", "--set", "fileReservedTime=72"]
-    argv = ["--store", str(root), "--lake", str(tmp_path / "lake"), "--dry-run",
+    argv = [*named(root), "--lake", str(tmp_path / "lake"), "--dry-run",
             "--now", str(_next_local(5)), *SETS, *gate]
 
     def dry_plan(*extra: str) -> dict:
@@ -129,7 +134,7 @@ def test_expire_archive_guard_and_reads_below_the_minimum(spark, tmp_path, capsy
     assert 0 < len(expect_deleted) < len(names) - 1  # the guard really keeps something
     archived_records = _records(root, expect_deleted)
 
-    assert compact.main(["--store", str(root), "--lake", str(lake), "--force",
+    assert compact.main([*named(root), "--lake", str(lake), "--force",
                          "--protect-unconsumed", *SETS]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["plan"]["delete"] == expect_deleted
@@ -177,7 +182,7 @@ def test_rerun_after_crash_between_archive_and_delete(spark, tmp_path, capsys):
     compact.archive(spark, root, lake, cfg, names, "s",
                     compact.file_counts(spark, root, cfg, names))  # killed here: archived, nothing deleted
     n = spark.read.format("delta").load(str(lake / "messages_archive")).count()
-    assert compact.main(["--store", str(root), "--lake", str(lake), "--force", *SETS]) == 0
+    assert compact.main([*named(root), "--lake", str(lake), "--force", *SETS]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["plan"]["delete"] == names
     assert spark.read.format("delta").load(str(lake / "messages_archive")).count() == n  # no duplicates
@@ -206,7 +211,7 @@ def test_an_archive_from_before_the_timestamp_columns_takes_appends(spark, tmp_p
     spark.sql(f"CREATE TABLE delta.`{uri}` ({OLD_ARCHIVE_SCHEMA}) USING DELTA "
               f"PARTITIONED BY (topic, store_date)")
     before = spark.read.format("delta").load(uri).schema
-    assert compact.main(["--store", str(root), "--lake", str(lake), "--force", *SETS]) == 0
+    assert compact.main([*named(root), "--lake", str(lake), "--force", *SETS]) == 0
     assert json.loads(capsys.readouterr().out)["plan"]["delete"] == names
     archive = spark.read.format("delta").load(uri)
     assert archive.schema == before
@@ -230,7 +235,7 @@ def test_a_bad_crc_in_a_file_to_expire_archives_and_deletes_nothing(spark, tmp_p
     path.write_bytes(bytes(raw))
     os.utime(path, (time.time() - 80 * HOUR,) * 2)
     before = tree_bytes(root)
-    assert compact.main(["--store", str(root), "--lake", str(lake), "--force", *SETS]) == 3
+    assert compact.main([*named(root), "--lake", str(lake), "--force", *SETS]) == 3
     err = capsys.readouterr().err
     assert f"valid data ends at offset {victim.commitlog_offset}" in err and "CRC" in err
     assert "nothing was archived or deleted" in err
@@ -245,7 +250,7 @@ def test_key_compaction_keeps_the_latest_value_per_key(spark, tmp_path, capsys):
     with MessageStore(root, **SIZES) as ms:
         ms.commit_offsets("g2", "user-state", {0: 10, 1: 50})
     keep_all = ["--set", "fileReservedTime=1000"]   # nothing expires: compaction alone
-    assert compact.main(["--store", str(root), "--lake", str(lake), *SETS, *keep_all]) == 0
+    assert compact.main([*named(root), "--lake", str(lake), *SETS, *keep_all]) == 0
     capsys.readouterr()
     # independent expectation: per queue and key, the highest queue offset wins, in offset order
     latest: dict[tuple[int, str], object] = {}
@@ -264,7 +269,7 @@ def test_key_compaction_keeps_the_latest_value_per_key(spark, tmp_path, capsys):
     # a second run with a newer value for one key replaces just that value
     with MessageStore(root, **SIZES) as ms:
         ms.put(Message("user-state", b"newest", 0, keys="user-0"))
-    assert compact.main(["--store", str(root), "--lake", str(lake), *SETS, *keep_all]) == 0
+    assert compact.main([*named(root), "--lake", str(lake), *SETS, *keep_all]) == 0
     with MessageStore(segment_path(root, "user-state"), read_only=True, **SIZES) as seg:
         bodies = [m.record.body for m in seg.get("user-state", 0, 0, max_msgs=64).messages]
         assert bodies[-1] == b"newest" and len(bodies) == sum(1 for (q, _) in latest if q == 0)
@@ -275,7 +280,7 @@ def test_spark_submit_compact(tmp_path):
     _store(root)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     r = subprocess.run([str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-                        *delta_submit_args(), str(ROOT / "jobs/compact.py"), "--store", str(root),
+                        *delta_submit_args(), str(ROOT / "jobs/compact.py"), *named(root),
                         "--lake", str(lake), "--force", *SETS],
                        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -292,7 +297,7 @@ def test_hostile_topic_is_refused_and_nothing_outside_changes(tmp_path, topic, c
     (tmp_path / "victim_dir" / "keep").write_bytes(b"also precious")
     (tmp_path / "victim_link").symlink_to(tmp_path / "victim_dir")
     before, victims = tree_bytes(root), outside(tmp_path, root)
-    assert compact.main(["--store", str(root), "--lake", str(tmp_path / "lake"), "--topic", topic,
+    assert compact.main([*named(root), "--lake", str(tmp_path / "lake"), "--topic", topic,
                          *SETS]) == 2
     assert f"topic {topic!r} has characters outside" in capsys.readouterr().err
     assert tree_bytes(root) == before and outside(tmp_path, root) == victims

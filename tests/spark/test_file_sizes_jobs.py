@@ -30,8 +30,10 @@ def test_jobs_read_sizes_from_the_files_without_set(spark, store_copy: Path, tmp
     assert cli.main(["rebuild", "--store", str(store_copy), "--output", str(out)]) == 0
     for name in ("consumequeue", "index"):
         assert _digest(out / name) == _digest(store_copy / name)  # rebuilt at the files' sizes
-    assert cli.main(["publish-offsets", "--store", str(store_copy), "--lake", str(lake)]) == 0
-    assert cli.main(["compact", "--store", str(store_copy), "--lake", str(lake), "--dry-run"]) == 0
+    assert cli.main(["publish-offsets", "--store", str(store_copy), "--lake", str(lake),
+                     "--store-name", "s1"]) == 0
+    assert cli.main(["compact", "--store", str(store_copy), "--lake", str(lake), "--store-name", "s1",
+                     "--dry-run"]) == 0
     capsys.readouterr()
     register(spark)
     records = spark.read.format("rocketmq").load(str(store_copy)).count()

@@ -37,7 +37,7 @@ def put(root: Path, first: int, last: int) -> None:
 
 
 def publish(root: Path, lake: str, when: datetime, *extra: str) -> None:
-    assert cli.main(["publish-offsets", "--store", str(root), "--lake", lake, *SETS,
+    assert cli.main(["publish-offsets", "--store", str(root), "--lake", lake, "--store-name", "s1", *SETS,
                      "--snapshot-time", when.isoformat(), *extra]) == 0
 
 
@@ -93,7 +93,7 @@ def test_file_uri_lake_end_to_end(spark, tmp_path: Path, capsys) -> None:
     files = sorted((root / "commitlog").iterdir())
     for f in files[:-1]:
         os.utime(f, (time.time() - 80 * 3600,) * 2)
-    assert cli.main(["compact", "--store", str(root), "--lake", lake, "--force", *SETS,
+    assert cli.main(["compact", "--store", str(root), "--lake", lake, "--store-name", "s1", "--force", *SETS,
                      "--database", "rl_lake"]) == 0
     archived = json.loads(capsys.readouterr().out)["archived"]
     archive = spark.sql("SELECT * FROM rl_lake.messages_archive")

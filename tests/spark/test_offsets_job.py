@@ -74,7 +74,7 @@ def store(tmp_path: Path) -> Path:
 
 
 def publish(root: Path, lake: Path, when: datetime, *extra: str) -> int:
-    return main(["--store", str(root), "--lake", str(lake), *SETS,
+    return main(["--store", str(root), "--lake", str(lake), "--store-name", "s1", *SETS,
                  "--snapshot-time", when.isoformat(), *extra])
 
 
@@ -315,7 +315,8 @@ def test_spark_submit_publishes_a_library_store(spark, store: Path, tmp_path: Pa
         [str(Path(sys.executable).parent / "spark-submit"), *delta_submit_args(),
          "--master", "local[2]", "--conf", "spark.sql.shuffle.partitions=2",
          "--conf", "spark.ui.enabled=false", str(ROOT / "jobs" / "publish_offsets.py"),
-         "--store", str(store), "--lake", str(lake), *SETS, "--snapshot-time", T1.isoformat()],
+         "--store", str(store), "--lake", str(lake), "--store-name", "s1", *SETS, "--snapshot-time",
+         T1.isoformat()],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "published store broker-a snapshot 2026-11-20T10:00:00+00:00: 4 queues, " \

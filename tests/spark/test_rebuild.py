@@ -120,6 +120,17 @@ def test_incremental_continues_where_the_files_stop(spark, tmp_path: Path,
     assert tree_bytes(full / "index") == tree_bytes(library_store / "index")
 
 
+def test_an_incremental_rebuild_with_nothing_to_do_says_up_to_date(spark, store_copy: Path,
+                                                                   capsys) -> None:
+    before = tree_bytes(store_copy)
+    assert cli.main(["rebuild", "--store", str(store_copy), "--incremental", *sets(SMALL)]) == 0
+    err = capsys.readouterr().err
+    assert f"rebuild: up to date: consumequeue and index under {store_copy} already cover the " \
+           f"CommitLog to offset" in err and "nothing written" in err
+    assert "wrote 0" not in err
+    assert tree_bytes(store_copy) == before
+
+
 def flip_body_byte(store: Path, n: int) -> int:
     """Flip the first body byte of the ``n``-th CommitLog record (its body CRC no longer
     matches); returns the record's offset."""

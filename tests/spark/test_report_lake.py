@@ -21,7 +21,7 @@ def put(root: Path, n: int) -> None:
 
 
 def publish(root: Path, lake: Path, when: datetime) -> None:
-    assert publish_main(["--store", str(root), "--lake", str(lake), *SETS,
+    assert publish_main(["--store", str(root), "--lake", str(lake), "--store-name", root.name, *SETS,
                          "--snapshot-time", when.isoformat()]) == 0
 
 
