@@ -73,7 +73,7 @@ class SalvageReport:
     """What a salvage kept and lost: records copied, placeholders written, the damaged byte
     ranges, and per (topic, queue id) both counts."""
     source: str
-    output: str
+    output: str | None
     kept: int = 0
     placeholders: int = 0
     lost: list[LostRange] = field(default_factory=list)
@@ -111,28 +111,43 @@ def salvage(store: str | Path, output: str | Path, config: StoreConfig) -> Salva
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out}: already exists and is not an empty directory; salvage "
                               f"writes a new store")
-    report = SalvageReport(str(src), str(out))
     with StoreFiles(src, config, sizes_from_files=True) as files:
-        log, cfg = files.commitlog, files.cfg
-        records, gaps = _read(log, cfg)
-        report.lost = _lost_ranges(log, gaps)
-        placeholders = _placeholders(files, records, report.lost)
+        records, lost, placeholders = _plan(files)
+        cfg = files.cfg
         create_store(out)
         _copy_config(src, out)
-        report.kept, last_ts = _write_commitlog(out, cfg, log, records, placeholders)
+        last_ts = _write_commitlog(out, cfg, files.commitlog, records, placeholders)
     rebuild(out, out, config=cfg)
     checkpoint = Checkpoint(out / "checkpoint", writer=True)
     checkpoint.physic = checkpoint.logics = checkpoint.index = last_ts
     checkpoint.save()
     fsync_tree(out)
-    report.placeholders = len(placeholders)
-    for r in range(len(records)):
-        if records.to_queue[r]:
-            key = (records.topics[int(records.topic[r])], int(records.queue_id[r]))
-            report.queues.setdefault(key, [0, 0])[0] += 1
+    return _report(src, str(out), records, lost, placeholders)
+
+
+def assess(store: str | Path, config: StoreConfig) -> SalvageReport:
+    """What ``salvage`` of ``store`` would keep and lose (its report, ``output`` None), writing
+    nothing: what `verify` states as the cost of salvaging."""
+    src = check_store(store)
+    with StoreFiles(src, config, sizes_from_files=True) as files:
+        return _report(src, None, *_plan(files))
+
+
+def _plan(files: StoreFiles) -> tuple[Records, list[LostRange], list[_Placeholder]]:
+    """The original's valid records, its damaged byte ranges and the placeholders for them."""
+    records, gaps = _read(files.commitlog, files.cfg)
+    lost = _lost_ranges(files.commitlog, gaps)
+    return records, lost, _placeholders(files, records, lost)
+
+
+def _report(src: Path, output: str | None, records: Records, lost: list[LostRange],
+            placeholders: list[_Placeholder]) -> SalvageReport:
+    report = SalvageReport(str(src), output, len(records), len(placeholders), lost)
+    for key, rows in records.queues().items():
+        report.queues[key] = [int(rows.size), 0]
     for p in placeholders:
         report.queues.setdefault((p.topic, p.queue_id), [0, 0])[1] += 1
-        next(r for r in report.lost if r.offset <= p.at < r.end).placeholders += 1
+        next(r for r in lost if r.offset <= p.at < r.end).placeholders += 1
     return report
 
 
@@ -225,12 +240,12 @@ def _copy_config(src: Path, out: Path) -> None:
 
 
 def _write_commitlog(out: Path, cfg: StoreConfig, log: CommitLog, records: Records,
-                     placeholders: list[_Placeholder]) -> tuple[int, int]:
+                     placeholders: list[_Placeholder]) -> int:
     """Lay out the intact records and the placeholders in the original's CommitLog order under
-    ``out``; returns (records copied, store time of the last record written)."""
+    ``out``; returns the store time of the last record written."""
     new = CommitLog(out, cfg)
     encoder = MessageEncoder(cfg)
-    kept, last_ts = 0, 0
+    last_ts = 0
     try:
         for item in _in_order(records, placeholders):
             if isinstance(item, _Placeholder):
@@ -250,12 +265,11 @@ def _write_commitlog(out: Path, cfg: StoreConfig, log: CommitLog, records: Recor
             mf = log.files.find(offset)
             assert mf is not None  # the walk read the record there
             new.append_raw(mf.mm[offset - mf.start:offset - mf.start + size], topic, qid, to_queue)
-            kept += 1
             last_ts = int(records.store_ts[r])
         new.flush()
     finally:
         new.close()
-    return kept, last_ts
+    return last_ts
 
 
 def _in_order(records: Records, placeholders: list[_Placeholder]) -> Iterator[int | _Placeholder]:
