@@ -207,28 +207,35 @@ class FileEnd:
     damaged: bool
 
 
-def walk_past_damage(log: CommitLog, past_zeros: bool = False) -> Iterator[RecordBatch | Gap | FileEnd]:
-    """Every valid record of ``log`` (CRC checked) as batches, in CommitLog order, walking on
-    past damage: where a file's valid data stops at an invalid record, a ``Gap`` is yielded and
-    the walk resumes at the next record start in that file (``find_record_start``); each file
-    ends with a ``FileEnd``. ``past_zeros`` also treats zeros inside a file's data (valid data
-    stopping at zeros with a record start after them) as a gap; without it zeros end the file."""
-    for mf in log.files.files:
+def walk_past_damage(log: CommitLog, past_zeros: bool = False, start: int | None = None,
+                     stop: int | None = None) -> Iterator[RecordBatch | Gap | FileEnd]:
+    """Every valid record of ``log`` from ``start`` (a record start; default the first) up to
+    ``stop`` (default the end of the last file), CRC checked, as batches in CommitLog order,
+    walking on past damage: where a file's valid data stops at an invalid record, a ``Gap`` is
+    yielded and the walk resumes at the next record start in that file
+    (``find_record_start``); each file walked ends with a ``FileEnd``. ``past_zeros`` also
+    treats zeros inside a file's data (valid data stopping at zeros with a record start after
+    them) as a gap; without it zeros end the file's data."""
+    files = log.files.files
+    begin = log.min_offset if start is None else start
+    end = (files[-1].end if files else 0) if stop is None else stop
+    for mf in files:
+        if mf.end <= begin or mf.start >= end:
+            continue
         buf = np.frombuffer(mf.mm, dtype=np.uint8)
-        start = mf.start
+        at, limit = max(begin, mf.start), min(mf.end, end)
         while True:
-            walk = log.walk(start, check_crc=True, stop_at=mf.end)
+            walk = log.walk(at, check_crc=True, stop_at=limit)
             yield from walk
             pos = walk.end - mf.start
-            zeros = walk.status == kr.ZEROS
-            if walk.error is None and not (past_zeros and zeros):
+            if walk.error is None and not (past_zeros and walk.status == kr.ZEROS):
                 break
-            found = find_record_start(buf, mf.start, pos + 1, mf.size)
-            if found >= mf.size and walk.error is None:
-                break  # zeros up to the end of the file: the end of its data
-            resumes = mf.start + found if found < mf.size else None
+            found = find_record_start(buf, mf.start, pos + 1, limit - mf.start)
+            if found >= limit - mf.start and walk.error is None:
+                break  # zeros up to the limit: the end of the file's data
+            resumes = mf.start + found if found < limit - mf.start else None
             yield Gap(mf.start + pos, resumes, walk.status, walk.error)
             if resumes is None:
                 break
-            start = resumes
+            at = resumes
         yield FileEnd(mf, pos, walk.status, walk.error is not None)
