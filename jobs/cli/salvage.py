@@ -31,7 +31,8 @@ def salvage_lines(report: SalvageReport) -> list[str]:
     kept and how many placeholders stand for lost records."""
     lost = sum(r.end - r.offset for r in report.lost)
     lines = [f"{'SALVAGED' if report.damaged else 'OK'}: {report.source} -> {report.output}: "
-             f"{report.kept:,} records kept, {report.placeholders:,} placeholders, {lost:,} bytes "
+             f"{report.kept:,} records kept, {report.placeholders:,} "
+             f"placeholder{'' if report.placeholders == 1 else 's'}, {lost:,} bytes "
              f"lost in {len(report.lost)} damaged range{'' if len(report.lost) == 1 else 's'}"]
     if report.lost:
         lines.append("lost (original commitlog offsets):")
