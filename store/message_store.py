@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import warnings
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -43,6 +44,7 @@ from rocketlake.store.message import (
     TablePutResult,
 )
 from rocketlake.store.message_encoder import INT_FIELDS, MessageEncoder, check_int
+from rocketlake.store.record_walk import FileEnd, Gap, walk_past_damage
 from rocketlake.store.recovery import RecoveryReport, recover
 from rocketlake.store.retention import ExpiryReport, RetentionPolicy, delete_expired_files
 from rocketlake.store.safe_files import open_file
@@ -53,6 +55,10 @@ from rocketlake.store.topic_config import declare_topics, queue_counts
 MAX_TRANSFER_BYTES = 256 * 1024   # maxTransferBytesOnMessageInMemory
 MAX_TRANSFER_COUNT = 32           # maxTransferCountOnMessageInMemory
 MAX_FILTER_UNITS = 16000 // codec.CQ_UNIT_SIZE
+
+
+class DamagedRecordsSkipped(UserWarning):
+    """A read met a damaged CommitLog record: it skips it (said once per open store)."""
 
 
 def now_ms() -> int:
@@ -77,6 +83,7 @@ class MessageStore:
         self.config: StoreConfig = load_config(overrides, base=config)
         self.read_only = read_only
         self._closed = False
+        self._warned_damage = False
         if read_only or not create:
             check_store(self.root)
         if read_only:
@@ -137,8 +144,12 @@ class MessageStore:
 
     def _find_end(self, start: int) -> None:
         """Read-only: the end of valid CommitLog data, scanning from ``start`` (a record
-        boundary) through the mapped files, at most the end before an unfinished ingest
-        (``store.ingest_journal``); sets each file's ``wrote``."""
+        boundary) through the mapped files, walking on past damage inside a file
+        (``record_walk.walk_past_damage``; the damage is warned about, ``_damaged``), at most
+        the end before an unfinished ingest (``store.ingest_journal``); sets each file's
+        ``wrote``: where its last run of valid data ends. Damage with no valid record after it
+        in the last file is not warned about: it is also what a running writer's record looks
+        like while it is being copied in."""
         files = self.commitlog.files.files
         if not files:
             return
@@ -147,11 +158,23 @@ class MessageStore:
         if unfinished is not None:  # an unfinished ingest's records are not served
             stop = min(stop, unfinished)
             start = min(start, stop)
-        walk = self.commitlog.walk(start, stop_at=stop)
-        for _ in walk:
-            pass
         for mf in files:
-            mf.wrote = max(0, min(mf.size, walk.end - mf.start))
+            mf.wrote = mf.size if mf.end <= start else max(0, min(mf.size, start - mf.start))
+        for item in walk_past_damage(self.commitlog, start=start, stop=stop):
+            if isinstance(item, Gap) and (item.resumes_at is not None or item.offset < files[-1].start):
+                self._damaged(item.offset, item.why or "zeros where a record should start")
+            elif isinstance(item, FileEnd):
+                item.file.wrote = max(0, min(item.file.size, item.pos))
+
+    def _damaged(self, offset: int, why: str) -> None:
+        """Say once per open store (DamagedRecordsSkipped) that reads skip damaged records."""
+        if not self._warned_damage:
+            self._warned_damage = True
+            what = why.split(": ", 1)[-1]
+            warnings.warn(DamagedRecordsSkipped(
+                f"{self.root}: CommitLog damaged at offset {offset} ({what}); reads skip the damaged "
+                f"records (rocketlake verify --store {self.root} checks the whole store, rocketlake "
+                f"salvage copies the intact records into a new one)"), stacklevel=3)
 
     def _refresh_end(self) -> int:
         """Read-only: take in what a running writer appended since the end was last found —
@@ -489,7 +512,8 @@ class MessageStore:
         messages SCHEDULE_TOPIC_XXXX and queue delayLevel - 1, as the unit's queue is."""
         try:
             rec = self.commitlog.read(offset, check_crc=True)
-        except CorruptRecordError:
+        except CorruptRecordError as e:
+            self._damaged(offset, str(e))
             return None
         if (rec.topic, rec.queue_id, rec.queue_offset, rec.size) != (topic, queue_id, queue_offset, size):
             return None

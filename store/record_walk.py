@@ -12,12 +12,17 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import records as kr
+
+if TYPE_CHECKING:
+    from rocketlake.store.commitlog import CommitLog
+    from rocketlake.store.mapped_file import MappedFile
 
 #: rows per batch: bounds memory (each row is 184 bytes) whatever the file size
 BATCH_ROWS = 1 << 16
@@ -177,3 +182,60 @@ class Walk:
             elif status != kr.LIMIT:
                 self.error = kr.describe(status, self.end, detail, buf)
                 return
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Where valid CommitLog data stops inside a file: at ``offset`` (a CommitLog offset) no
+    valid record starts; ``resumes_at`` is the next record start in the same file (None: none
+    follows in it). ``status`` and ``why`` say what the walk met there (``kernels.records``
+    STATUS; ``why`` None for zeros)."""
+    offset: int
+    resumes_at: int | None
+    status: int
+    why: str | None
+
+
+@dataclass(frozen=True)
+class FileEnd:
+    """The end of one CommitLog file's walk: ``pos``, the position in ``file`` where its last
+    run of valid data ended, and whether that run ended at damage (``kernels.records``
+    ``status``)."""
+    file: MappedFile
+    pos: int
+    status: int
+    damaged: bool
+
+
+def walk_past_damage(log: CommitLog, past_zeros: bool = False, start: int | None = None,
+                     stop: int | None = None) -> Iterator[RecordBatch | Gap | FileEnd]:
+    """Every valid record of ``log`` from ``start`` (a record start; default the first) up to
+    ``stop`` (default the end of the last file), CRC checked, as batches in CommitLog order,
+    walking on past damage: where a file's valid data stops at an invalid record, a ``Gap`` is
+    yielded and the walk resumes at the next record start in that file
+    (``find_record_start``); each file walked ends with a ``FileEnd``. ``past_zeros`` also
+    treats zeros inside a file's data (valid data stopping at zeros with a record start after
+    them) as a gap; without it zeros end the file's data."""
+    files = log.files.files
+    begin = log.min_offset if start is None else start
+    end = (files[-1].end if files else 0) if stop is None else stop
+    for mf in files:
+        if mf.end <= begin or mf.start >= end:
+            continue
+        buf = np.frombuffer(mf.mm, dtype=np.uint8)
+        at, limit = max(begin, mf.start), min(mf.end, end)
+        while True:
+            walk = log.walk(at, check_crc=True, stop_at=limit)
+            yield from walk
+            pos = walk.end - mf.start
+            if walk.error is None and not (past_zeros and walk.status == kr.ZEROS):
+                break
+            found = find_record_start(buf, mf.start, pos + 1, limit - mf.start)
+            if found >= limit - mf.start and walk.error is None:
+                break  # zeros up to the limit: the end of the file's data
+            resumes = mf.start + found if found < limit - mf.start else None
+            yield Gap(mf.start + pos, resumes, walk.status, walk.error)
+            if resumes is None:
+                break
+            at = resumes
+        yield FileEnd(mf, pos, walk.status, walk.error is not None)

@@ -25,7 +25,7 @@ from rocketlake.store.index import IndexFile, IndexService, header_problems
 from rocketlake.store.kernels import index as index_kernels
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import first_nonzero
-from rocketlake.store.record_walk import RecordBatch, find_record_start
+from rocketlake.store.record_walk import Gap, RecordBatch, walk_past_damage
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.swap_journal import refuse_unfinished
@@ -150,7 +150,7 @@ def _lookup(keys: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
     return np.where(there, at, 0), there
 
 
-class _RecordColumns:
+class RecordColumns:
     """Collects walked batches into ``Records``."""
 
     DTYPES = (np.int64, np.int32, np.int32, np.int32, np.int64, np.int64, np.bool_, np.int64,
@@ -200,45 +200,38 @@ class _Checker:
     # --- CommitLog ---------------------------------------------------------------------------------
     def commitlog(self) -> tuple[CommitLog, Records] | None:
         """Walk every CommitLog file; past an invalid record, the walk resumes at the next valid
-        record start in the file (``record_walk.find_record_start``), so the records after
+        record start in the file (``record_walk.walk_past_damage``), so the records after
         damage are checked and counted too (``VerifyReport.damage``)."""
         try:
             log = self.files.commitlog
         except StoreFormatError as e:
             self.problem("commitlog-unreadable", "commitlog", None, str(e))
             return None
-        columns = _RecordColumns()
-        files = log.files.files
-        for k, mf in enumerate(files):
-            start = mf.start
-            while True:
-                walk = log.walk(start, check_crc=True, stop_at=mf.end)
-                for batch in walk:
-                    columns.add(batch, self.cfg.delay_levels_ms)
-                pos = walk.end - mf.start
-                if not walk.error:
-                    break
-                found = find_record_start(np.frombuffer(mf.mm, dtype=np.uint8), mf.start, pos + 1, mf.size)
-                resumes = mf.start + found if found < mf.size else None
-                self.report.damage.append(Damage(mf.start + pos, resumes))
-                follow = (f"valid records resume at commitlog offset {resumes} "
-                          f"({resumes - mf.start - pos} bytes on)" if resumes is not None
+        columns = RecordColumns()
+        last = log.files.files[-1] if log.files.files else None
+        for item in walk_past_damage(log):
+            if isinstance(item, RecordBatch):
+                columns.add(item, self.cfg.delay_levels_ms)
+            elif isinstance(item, Gap):
+                mf = log.files.find(item.offset)
+                assert mf is not None and item.why is not None  # a gap without past_zeros is damage
+                self.report.damage.append(Damage(item.offset, item.resumes_at))
+                follow = (f"valid records resume at commitlog offset {item.resumes_at} "
+                          f"({item.resumes_at - item.offset} bytes on)" if item.resumes_at is not None
                           else "no valid record follows in this file")
-                self.problem("commitlog-invalid-record", mf.path, pos,
-                             f"invalid record: {walk.error.split(': ', 1)[-1]}; {follow}")
-                if resumes is None:
-                    break
-                start = resumes
-            last = k == len(files) - 1
-            if not walk.error and not last and pos < mf.size:
-                self.problem("commitlog-no-blank", mf.path, pos,
-                             "file ends without a BLANK record before the next file")
-            if last and not walk.error:
-                garbage = first_nonzero(mf, pos)
-                if garbage is not None:
-                    self.problem("commitlog-garbage", mf.path, garbage,
-                                 "non-zero bytes after the end of valid data (torn write or stale data)")
-            mf.wrote = min(mf.size, max(pos, 0))
+                self.problem("commitlog-invalid-record", mf.path, item.offset - mf.start,
+                             f"invalid record: {item.why.split(': ', 1)[-1]}; {follow}")
+            else:
+                mf, pos = item.file, item.pos
+                if not item.damaged and mf is not last and pos < mf.size:
+                    self.problem("commitlog-no-blank", mf.path, pos,
+                                 "file ends without a BLANK record before the next file")
+                if mf is last and not item.damaged:
+                    garbage = first_nonzero(mf, pos)
+                    if garbage is not None:
+                        self.problem("commitlog-garbage", mf.path, garbage,
+                                     "non-zero bytes after the end of valid data (torn write or stale data)")
+                mf.wrote = min(mf.size, max(pos, 0))
         records = columns.records()
         self.report.records = len(records)
         for d in self.report.damage:

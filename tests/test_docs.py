@@ -27,7 +27,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 #: commands that run against the sample store (`offsets reset --execute` is only parsed)
 RUN = {"dump", "get", "query", "verify", "lag", "topic-status", "offsets", "ingest",
-       "store-status", "topic-stats", "topics", "groups"}
+       "store-status", "topic-stats", "topics", "groups", "salvage"}
 #: commands that start Spark (or write a lake): parsed only
 PARSE_ONLY = {"pipeline", "rebuild", "rebuild-consumequeue", "rebuild-index", "publish-offsets",
               "compact", "optimize-lake", "check-consistency", "report", "archive"}

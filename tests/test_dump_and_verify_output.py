@@ -242,6 +242,12 @@ def test_verify_commitlog_damage_says_what_follows_and_what_each_remedy_costs(tm
     assert step.endswith(f"`rocketlake dump commitlog --store {root} {' '.join(_sets(SMALL))} "
                          f"--to-offset {second}` prints the records before it, `--from-offset "
                          f"{third}` the records after it.")
+    salvage = out[out.index("next:") + 2]
+    assert salvage == (f"  To keep every intact record instead: rocketlake salvage --store {root} "
+                       f"{' '.join(_sets(SMALL))} --output NEW  (a new store with the 2 intact "
+                       f"records and 1 placeholder: an empty message at each damaged record's queue "
+                       f"offset, so queue and consumer offsets keep their meaning; {sizes[1]} bytes "
+                       f"lost in 1 damaged range; CommitLog offsets change; the store is only read)")
     assert main(["dump", "commitlog", "--store", str(root), *_sets(SMALL), "--from-offset", str(third)]) == 0
     assert _offsets(capsys.readouterr().out.splitlines()) == [third]  # the advice's command works
 

@@ -151,6 +151,16 @@ def _verify(p: argparse.ArgumentParser) -> None:
                         "above them) (default %(default)s)")
 
 
+def _salvage(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    p.add_argument("--output", type=Path, required=True,
+                   help="the new store to write (missing or an empty directory); --store is only read")
+    p.add_argument("--json", action="store_true", help="print one JSON report on stdout")
+    p.description = (f"{p.description}. Exit 0 when nothing was damaged, 1 when records were "
+                     f"replaced by placeholders or bytes lost.")
+
+
 def _report(p: argparse.ArgumentParser) -> None:
     add_store(p)
     add_settings(p)
@@ -243,6 +253,9 @@ COMMANDS: dict[str, Command] = {
     "verify": Command("check a whole store (fsck); exit 1 on any disagreement",
                       "rocketlake.jobs.cli.verify_words:cmd_verify", _verify,
                       "rocketlake verify --store var/store --json | jq .problems"),
+    "salvage": Command("copy a damaged store into a new one: intact records kept, placeholders "
+                       "for damaged ones", "rocketlake.jobs.cli.salvage:cmd_salvage", _salvage,
+                       "rocketlake salvage --store var/store --output var/salvaged"),
     "check-consistency": JOBS["check-consistency"],
     "report": Command("write a self-contained HTML report of a store and its lake",
                       "rocketlake.jobs.cli.report:run", _report,

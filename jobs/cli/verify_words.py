@@ -11,6 +11,7 @@ from pathlib import Path
 from rocketlake.jobs.cli.read_commands import reading_config
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.printable import printable
+from rocketlake.store.salvage import SalvageReport, assess
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.verify import KINDS, Damage, Problem, VerifyReport, verify
 
@@ -21,7 +22,9 @@ def cmd_verify(a: argparse.Namespace) -> int:
     if a.json:
         print(json.dumps(report.as_dict()))
     else:
-        for line in verify_summary(report, a.max_problems, _repair_steps(report, a.store, a.set)):
+        salvaged = assess(a.store, reading_config(a)) if report.damage else None
+        for line in verify_summary(report, a.max_problems,
+                                   _repair_steps(report, a.store, a.set, salvaged)):
             print(line)  # never wrapped: a pipe or a log gets whole lines
     return ExitCode.OK if report.ok else ExitCode.PROBLEMS
 
@@ -76,8 +79,10 @@ def damage_line(damage: list[Damage]) -> str:
             f"follow it in {size_text(d.bytes_after)}")
 
 
-def _repair_steps(report: VerifyReport, store: Path, settings: list[str]) -> list[str]:
-    """What to run next for the errors found, by the part of the store they are in."""
+def _repair_steps(report: VerifyReport, store: Path, settings: list[str],
+                  salvaged: SalvageReport | None = None) -> list[str]:
+    """What to run next for the errors found, by the part of the store they are in
+    (``salvaged``: what a salvage would keep, when the CommitLog is damaged)."""
     args = f"--store {shlex.quote(str(store))}" + "".join(f" --set {shlex.quote(s)}" for s in settings)
     first = {p.kind.split("-")[0]: p for p in reversed(report.problems) if p.severity == "error"}
     steps = []
@@ -92,6 +97,8 @@ def _repair_steps(report: VerifyReport, store: Path, settings: list[str]) -> lis
                      f"from the checkpoint), zeroing what follows{_cut_cost(report.damage)}. Copy "
                      f"the store (cp -a) before writing to it. Reading costs nothing: "
                      f"{_reads_around(report.damage, args)}.")
+        if salvaged is not None:
+            steps.append(_salvage_step(salvaged, args))
     if "consumequeue" in first:
         steps.append(f"ConsumeQueue damage: rocketlake rebuild-consumequeue {args}  (rebuilt from the "
                      f"CommitLog; --output DIR writes the files elsewhere first)")
@@ -99,6 +106,17 @@ def _repair_steps(report: VerifyReport, store: Path, settings: list[str]) -> lis
         steps.append(f"index damage: rocketlake rebuild-index {args}  (rebuilt from the CommitLog; "
                      f"--output DIR writes the files elsewhere first)")
     return steps
+
+
+def _salvage_step(s: SalvageReport, args: str) -> str:
+    """The remedy that keeps every intact record, and what it costs."""
+    lost = sum(r.end - r.offset for r in s.lost)
+    return (f"To keep every intact record instead: rocketlake salvage {args} --output NEW  (a new "
+            f"store with the {s.kept:,} intact records and {s.placeholders:,} "
+            f"placeholder{'' if s.placeholders == 1 else 's'}: an empty message at each damaged "
+            f"record's queue offset, so queue and consumer offsets keep their meaning; "
+            f"{_size(lost)} lost in {len(s.lost)} damaged range{'' if len(s.lost) == 1 else 's'}; "
+            f"CommitLog offsets change; the store is only read)")
 
 
 def _cut_cost(damage: list[Damage]) -> str:

@@ -339,7 +339,8 @@ public final class RocketMQPeer {
         j.put("store_host", host(m.getStoreHost()));
         j.put("reconsume_times", m.getReconsumeTimes());
         j.put("prepared_transaction_offset", m.getPreparedTransactionOffset());
-        j.put("body_b64", Base64.getEncoder().encodeToString(m.getBody()));
+        // RocketMQ decodes an empty body as null (MessageDecoder.decode): shown as ""
+        j.put("body_b64", m.getBody() == null ? "" : Base64.getEncoder().encodeToString(m.getBody()));
         j.put("tags", m.getTags());
         j.put("keys", m.getKeys());
         j.put("properties", new TreeMap<>(m.getProperties()));

@@ -1,0 +1,75 @@
+"""Commands reading a damaged store say so once on stderr and answer what an undamaged copy
+answers (issue 26's example: two flipped bytes at CommitLog offset 5000 of the sample store):
+`lag` and `topic-status` still print every number and time, `get` the same max offset every call."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from stderr_lines import said
+
+from rocketlake.jobs.cli import main
+from rocketlake.jobs.cli.pipeline import ingest
+from rocketlake.store import MessageStore
+
+DAMAGE_AT = 5000
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, int]:
+    """(the sample store, a copy with two bytes flipped at CommitLog offset 5000, the offset of
+    the record those bytes are in, found in the undamaged store)."""
+    top = tmp_path_factory.mktemp("damaged-reads")
+    clean, damaged = top / "clean", top / "damaged"
+    ingest(clean, 5000, {})
+    shutil.copytree(clean, damaged)
+    with (damaged / "commitlog" / f"{0:020d}").open("r+b") as f:
+        f.seek(DAMAGE_AT)
+        two = f.read(2)
+        f.seek(DAMAGE_AT)
+        f.write(bytes(b ^ 0xFF for b in two))
+    with MessageStore(clean, read_only=True) as ms:
+        record = next(r for r in ms.commitlog.scan() if r.commitlog_offset + r.size > DAMAGE_AT)
+    return clean, damaged, record.commitlog_offset
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, list[str]]:
+    code = main(list(argv))
+    cap = capsys.readouterr()
+    return code, cap.out, said(cap.err)
+
+
+def _warning(store: Path, command: str, record: int) -> str:
+    return (f"rocketlake {command}: warning: {store}: CommitLog damaged at offset {record} (")
+
+
+@pytest.mark.parametrize("command", ["lag", "topic-status"])
+def test_lag_and_topic_status_print_what_an_undamaged_copy_prints_and_warn_once(stores, capsys, command):
+    clean, damaged, record = stores
+    code, want, err = _run(capsys, command, "--store", str(clean), "--json")
+    assert (code, err) == (0, [])
+    code, got, err = _run(capsys, command, "--store", str(damaged), "--json")
+    assert code == 0 and got == want
+    assert all(v is not None for line in got.splitlines() for v in json.loads(line).values())
+    assert len(err) == 1 and err[0].startswith(_warning(damaged, command, record))
+
+
+def test_get_answers_the_same_max_offset_every_call(stores, capsys):
+    clean, damaged, record = stores
+    with MessageStore(clean, read_only=True) as ms:
+        rec = ms.read(record)
+        topic, queue, damaged_offset = rec.topic, rec.queue_id, rec.queue_offset
+        hi = ms.max_offset(topic, queue)
+    assert damaged_offset + 1 < hi
+    answers = []
+    for offset in (0, damaged_offset + 1, 0, damaged_offset + 1, damaged_offset):
+        code, out, err = _run(capsys, "get", "--store", str(damaged), "--topic", topic,
+                              "--queue", str(queue), "--offset", str(offset), "--max", "1")
+        status, message = map(json.loads, out.splitlines())
+        answers.append((status["max_offset"], message["queue_offset"]))
+        assert code == 0 and len(err) == 1 and err[0].startswith(_warning(damaged, "get", record))
+    # the damaged record's queue offset is skipped: the next message is served
+    assert answers == [(hi, 0), (hi, damaged_offset + 1), (hi, 0), (hi, damaged_offset + 1),
+                       (hi, damaged_offset + 1)]
