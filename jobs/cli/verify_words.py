@@ -115,7 +115,7 @@ def _salvage_step(s: SalvageReport, args: str) -> str:
             f"store with the {s.kept:,} intact records and {s.placeholders:,} "
             f"placeholder{'' if s.placeholders == 1 else 's'}: an empty message at each damaged "
             f"record's queue offset, so queue and consumer offsets keep their meaning; "
-            f"{_size(lost)} lost in {len(s.lost)} damaged range{'' if len(s.lost) == 1 else 's'}; "
+            f"{size_text(lost)} lost in {len(s.lost)} damaged range{'' if len(s.lost) == 1 else 's'}; "
             f"CommitLog offsets change; the store is only read)")
 
 
