@@ -31,7 +31,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, int]:
         f.seek(DAMAGE_AT)
         f.write(bytes(b ^ 0xFF for b in two))
     with MessageStore(clean, read_only=True) as ms:
-        record = next(r for r in ms.commitlog.scan() if r.commitlog_offset + r.size > DAMAGE_AT)
+        record = next(r for r in ms.commitlog.walk_records() if r.commitlog_offset + r.size > DAMAGE_AT)
     return clean, damaged, record.commitlog_offset
 
 

@@ -129,7 +129,7 @@ def test_index_task_writes_the_library_bytes(tmp_path: Path) -> None:
     assert [p.read_bytes() for p in sorted(out.iterdir())] == [p.read_bytes() for p in expected]
 
 
-def test_scan_part_of_a_range_without_a_record_start(tmp_path: Path) -> None:
+def test_walk_part_of_a_range_without_a_record_start(tmp_path: Path) -> None:
     log = tmp_path / "00000000000000000000"
     log.write_bytes(bytes(4096))
     s = sr.walk_part(5, ScanRange(str(log), 0, 1024, 2048), str(tmp_path), (), True, True)
@@ -137,7 +137,7 @@ def test_scan_part_of_a_range_without_a_record_start(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("units, keys", [(True, False), (False, True)])
-def test_scan_part_writes_only_what_is_asked(tmp_path: Path, units: bool, keys: bool) -> None:
+def test_walk_part_writes_only_what_is_asked(tmp_path: Path, units: bool, keys: bool) -> None:
     from rocketlake.store import Message, MessageStore
     store = tmp_path / "store"
     with MessageStore(store, mappedFileSizeCommitLog=65536) as s:
