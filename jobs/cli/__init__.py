@@ -28,7 +28,7 @@ from rocketlake.jobs.job_commands import (
     add_store_name,
     count,
 )
-from rocketlake.jobs.times import parse_time, to_datetime
+from rocketlake.jobs.times import duration, parse_time, to_datetime
 
 __all__ = ["COMMANDS", "main", "parser", "parse_time", "to_datetime"]
 
@@ -179,23 +179,38 @@ def _topic_status(p: argparse.ArgumentParser) -> None:
 
 
 def _offsets(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["reset"], help="what to do with the group's offsets")
+    p.add_argument("action", choices=["reset"],
+                   help="reset: set the group's offsets (kafka-consumer-groups --reset-offsets)")
     add_store(p)
     add_settings(p)
     p.add_argument("--group", required=True, help="consumer group")
-    p.add_argument("--topic", required=True, help="topic whose queues to reset")
-    to = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("--topic", action="append", default=[], metavar="T[:Q,...]",
+                   help="this topic's queues, or only queues Q,... (orders:0,2); repeatable")
+    p.add_argument("--all-topics", action="store_true",
+                   help="reset: every topic the group has committed offsets for")
+    to = p.add_mutually_exclusive_group()
     to.add_argument("--to-datetime", type=parse_time,
                     help="the offset of the message stored at this time (ISO-8601 or epoch ms)")
+    to.add_argument("--by-duration", type=duration, metavar="PnDTnHnM",
+                    help="as --to-datetime, at now minus this ISO-8601 duration (P1DT2H, PT30M)")
+    to.add_argument("--to-earliest", action="store_true", help="each queue's min offset")
+    to.add_argument("--to-latest", action="store_true", help="each queue's max offset")
+    to.add_argument("--to-current", action="store_true",
+                    help="the committed offset (the max offset where none is, as Kafka)")
     to.add_argument("--to-offset", type=int, help="this offset, clamped to each queue's [min, max]")
     to.add_argument("--shift-by", type=int,
                     help="the committed offset plus this (negative: back), clamped to [min, max]")
-    mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--dry-run", action="store_true", help="print old and new offsets; write nothing")
+    to.add_argument("--from-file", type=Path, metavar="CSV",
+                    help="the offsets of a CSV file of topic,queue,offset rows (what --export prints)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan; write nothing (the default)")
     mode.add_argument("--execute", action="store_true",
-                      help="write the new offsets to config/consumerOffset.json (refused while a "
-                           "writer holds the store)")
-    _json_rows(p)
+                      help="write config/consumerOffset.json (refused while a writer holds the store)")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--export", action="store_true",
+                       help="reset: print the planned offsets as topic,queue,offset CSV "
+                            "(what --from-file reads)")
+    shown.add_argument("--json", action="store_true", help="print one JSON object per row, not a table")
 
 
 _R = "rocketlake.jobs.cli.read_commands"
@@ -229,8 +244,9 @@ COMMANDS: dict[str, Command] = {
     "topic-status": Command("min / max offset and last update per queue (mqadmin topicStatus)",
                             f"{_O}:cmd_topic_status", _topic_status,
                             "rocketlake topic-status --store var/store --topic orders"),
-    "offsets": Command("reset a group's offsets for a topic by time, offset or shift (dry run first)",
-                       f"{_O}:cmd_offsets", _offsets,
+    "offsets": Command("reset a group's committed offsets (kafka-consumer-groups --reset-offsets); "
+                       "a dry run unless --execute",
+                       "rocketlake.jobs.cli.offsets:cmd_offsets", _offsets,
                        "rocketlake offsets reset --store var/store --group billing --topic orders "
                        "--to-datetime 2026-11-22T10:00:00Z --dry-run"),
 }
