@@ -1,4 +1,4 @@
-"""`rocketlake lag`, `topic-status` and `offsets reset` on the store RocketMQ 4.9.8 wrote.
+"""`rocketlake lag`, `topic-status`, `offsets reset` and `offsets delete` on the store RocketMQ 4.9.8 wrote.
 
 Expected offsets and store times are RocketMQ's own (tests/golden/rocketmq-4.9.8/read.jsonl: per
 queue min/max offsets, per message store_timestamp); consumerOffset.json files are written by hand
@@ -367,6 +367,79 @@ def test_reset_execute_is_refused_while_a_writer_holds_the_store(store: Path, ca
         assert not (store / "config" / "consumerOffset.json.bak").exists()
         code, _, err = _reset(capsys, store, "g1", "orders", "--to-offset", "0")
         assert code == 0 and "a writer holds the store now" in err  # a dry run still answers
+    finally:
+        writer.communicate("", timeout=60)
+    assert writer.returncode == 0
+
+
+# --- offsets delete ------------------------------------------------------------------------------
+def test_delete_dry_run_lists_the_groups_offsets_and_writes_nothing(store: Path, capsys) -> None:
+    before = _hashes(store)
+    code, out, err = _offsets(capsys, store, "delete", "--group", "g1", "--json")
+    assert code == 0 and "dry run: nothing written" in err
+    assert _rows(out) == [  # every topic of g1, its %RETRY% topic too (RocketMQ's removeOffset)
+        {"consumer_group": "g1", "topic": "%RETRY%g1", "queue_id": 0, "offset": 0},
+        {"consumer_group": "g1", "topic": "orders", "queue_id": 0, "offset": 3},
+        {"consumer_group": "g1", "topic": "orders", "queue_id": 1, "offset": 0}]
+    assert _hashes(store) == before
+
+
+def test_delete_execute_removes_only_the_groups_offsets(store: Path, capsys) -> None:
+    code, _, err = _offsets(capsys, store, "delete", "--group", "g1", "--execute")
+    assert code == 0 and "wrote" in err
+    config = store / "config"
+    assert (config / "consumerOffset.json").read_text() == (
+        '{\n\t"offsetTable":{\n'
+        '\t\t"payments@g2":{1:31\n\t\t},\n'
+        '\t\t"audit-log@g3":{2:40\n\t\t}\n'
+        '\t}\n}')
+    assert (config / "consumerOffset.json.bak").read_text() == OFFSETS
+
+
+def test_delete_a_topics_queues(store: Path, capsys) -> None:
+    code, out, _ = _offsets(capsys, store, "delete", "--group", "g1", "--topic", "orders:1",
+                            "--execute", "--json")
+    assert code == 0 and _rows(out) == [
+        {"consumer_group": "g1", "topic": "orders", "queue_id": 1, "offset": 0}]
+    code, out, _ = _offsets(capsys, store, "delete", "--group", "g1", "--topic", "orders",
+                            "--execute", "--json")
+    assert code == 0 and [r["queue_id"] for r in _rows(out)] == [0]
+    assert (store / "config" / "consumerOffset.json").read_text() == (
+        '{\n\t"offsetTable":{\n'
+        '\t\t"payments@g2":{1:31\n\t\t},\n'
+        '\t\t"audit-log@g3":{2:40\n\t\t},\n'
+        '\t\t"%RETRY%g1@g1":{0:0\n\t\t}\n'
+        '\t}\n}')
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--group", "g9"], "consumerOffset.json: group 'g9' has no committed offsets"),
+    (["--group", "g1", "--topic", "payments"],
+     "group 'g1' has no offsets for topic 'payments': it has offsets for %RETRY%g1, orders"),
+    (["--group", "g1", "--topic", "orders:1,2"],
+     "group 'g1' has no offset for queue 2 of topic 'orders': it has queues 0-1"),
+    (["--group", "g1", "--to-earliest"], "offsets delete takes no --to-earliest"),
+])
+def test_delete_of_what_the_group_has_not_is_refused(store: Path, capsys, argv: list[str],
+                                                     error: str) -> None:
+    before = _hashes(store)
+    code, out, err = _offsets(capsys, store, "delete", *argv, "--execute")
+    assert code == 2 and out == "" and error in err, err
+    assert _hashes(store) == before
+
+
+def test_delete_execute_is_refused_while_a_writer_holds_the_store(store: Path, capsys) -> None:
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(store)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "open"
+        offsets = (store / "config" / "consumerOffset.json").read_bytes()
+        code, out, err = _offsets(capsys, store, "delete", "--group", "g1", "--execute")
+        assert code == 3 and out == ""
+        assert "held by another writer" in err and "offsets not deleted" in err
+        assert (store / "config" / "consumerOffset.json").read_bytes() == offsets
     finally:
         writer.communicate("", timeout=60)
     assert writer.returncode == 0

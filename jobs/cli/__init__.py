@@ -179,13 +179,15 @@ def _topic_status(p: argparse.ArgumentParser) -> None:
 
 
 def _offsets(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["reset"],
-                   help="reset: set the group's offsets (kafka-consumer-groups --reset-offsets)")
+    p.add_argument("action", choices=["reset", "delete"],
+                   help="reset: set the group's offsets (kafka-consumer-groups --reset-offsets); "
+                        "delete: remove them (--delete-offsets, mqadmin deleteSubGroup's offsets)")
     add_store(p)
     add_settings(p)
     p.add_argument("--group", required=True, help="consumer group")
     p.add_argument("--topic", action="append", default=[], metavar="T[:Q,...]",
-                   help="this topic's queues, or only queues Q,... (orders:0,2); repeatable")
+                   help="this topic's queues, or only queues Q,... (orders:0,2); repeatable "
+                        "(delete: default every topic the group has offsets for)")
     p.add_argument("--all-topics", action="store_true",
                    help="reset: every topic the group has committed offsets for")
     to = p.add_mutually_exclusive_group()
@@ -244,8 +246,8 @@ COMMANDS: dict[str, Command] = {
     "topic-status": Command("min / max offset and last update per queue (mqadmin topicStatus)",
                             f"{_O}:cmd_topic_status", _topic_status,
                             "rocketlake topic-status --store var/store --topic orders"),
-    "offsets": Command("reset a group's committed offsets (kafka-consumer-groups --reset-offsets); "
-                       "a dry run unless --execute",
+    "offsets": Command("reset or delete a group's committed offsets (kafka-consumer-groups "
+                       "--reset-offsets / --delete-offsets); a dry run unless --execute",
                        "rocketlake.jobs.cli.offsets:cmd_offsets", _offsets,
                        "rocketlake offsets reset --store var/store --group billing --topic orders "
                        "--to-datetime 2026-11-22T10:00:00Z --dry-run"),

@@ -1,10 +1,11 @@
-"""`offsets reset`: a consumer group's committed offsets in `config/consumerOffset.json`, as
-Kafka's ``kafka-consumer-groups --reset-offsets`` and mqadmin's ``resetOffsetByTime``.
+"""`offsets reset` and `offsets delete`: a consumer group's committed offsets in
+`config/consumerOffset.json`, as Kafka's ``kafka-consumer-groups --reset-offsets`` /
+``--delete-offsets`` and mqadmin's ``resetOffsetByTime`` / ``deleteSubGroup`` (its offsets part).
 
-It prints the plan (a table, ``--json`` rows, or ``--export``: Kafka's CSV) and writes
+Both print the plan (a table, ``--json`` rows, or for reset ``--export``: Kafka's CSV) and write
 nothing unless ``--execute``; ``--execute`` writes the file (the previous one kept as its .bak)
 holding the store's writer lock, so it is refused while a broker or writer holds the store.
-Its options are declared in :mod:`rocketlake.jobs.cli`.
+Their options are declared in :mod:`rocketlake.jobs.cli`.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ Table = dict[tuple[str, str], dict[int, int]]
 Queues = list[tuple[str, int]]
 RESET_COLUMNS = ("consumer_group", "topic", "queue_id", "min_offset", "max_offset", "old_offset",
                  "new_offset")
+DELETE_COLUMNS = ("consumer_group", "topic", "queue_id", "offset")
 #: the targets of reset (exactly one), as their options are named
 RESET_TARGETS = ("--to-datetime", "--by-duration", "--to-earliest", "--to-latest", "--to-current",
                  "--to-offset", "--shift-by", "--from-file")
@@ -201,9 +203,40 @@ def _reset(a: argparse.Namespace, ms: MessageStore, table: Table) -> tuple[list[
     return rows, new
 
 
+# --- delete --------------------------------------------------------------------------------------
+def _delete(a: argparse.Namespace, ms: MessageStore, table: Table) -> tuple[list[Row], Table]:
+    """``offsets delete``: the rows of the offsets ``--group`` committed (of ``--topic``, every
+    topic without it: also its %RETRY% topic, as RocketMQ's removeOffset) and the table without
+    them; ValueError / InputError naming what the group has when nothing matches."""
+    path = ms.root / OFFSETS_FILE
+    mine = {t: qs for (t, g), qs in table.items() if g == a.group}
+    if not mine:
+        raise ValueError(f"{path}: group {a.group!r} has no committed offsets")
+    topics = parse_topics(a.topic) if a.topic else dict.fromkeys(mine)
+    rows = []
+    for topic, wanted in sorted(topics.items()):
+        if topic not in mine:
+            raise InputError(f"{path}: group {a.group!r} has no offsets for topic {topic!r}: it "
+                             f"has offsets for {', '.join(sorted(mine))}")
+        missing = (wanted or set()) - set(mine[topic])
+        if missing:
+            raise InputError(f"{path}: group {a.group!r} has no offset for queue "
+                             f"{id_ranges(missing)} of topic {topic!r}: it has queues "
+                             f"{id_ranges(mine[topic])}")
+        rows += [{"consumer_group": a.group, "topic": topic, "queue_id": q, "offset": o}
+                 for q, o in sorted(mine[topic].items()) if wanted is None or q in wanted]
+    new = {k: dict(v) for k, v in table.items()}
+    for r in rows:
+        key = (r["topic"], a.group)
+        del new[key][r["queue_id"]]
+        if not new[key]:
+            del new[key]
+    return rows, new
+
+
 # --- the command ---------------------------------------------------------------------------------
 #: what a refused --execute did not do
-_REFUSAL = {"reset": "offsets not reset"}
+_REFUSAL = {"reset": "offsets not reset", "delete": "offsets not deleted"}
 
 
 @contextmanager
@@ -233,19 +266,25 @@ def _given(a: argparse.Namespace, option: str) -> bool:
 
 
 def cmd_offsets(a: argparse.Namespace) -> int:
-    """``offsets reset``: print the plan (a table, ``--json`` rows, or
+    """``offsets reset`` / ``offsets delete``: print the plan (a table, ``--json`` rows, or
     ``--export`` CSV); ``--execute`` writes `config/consumerOffset.json` (nothing else)."""
     check_store(a.store)
-    if not any(_given(a, o) for o in RESET_TARGETS):
+    if a.action == "delete":
+        given = [o for o in (*RESET_TARGETS, "--all-topics", "--export") if _given(a, o)]
+        if given:
+            raise InputError(f"offsets delete takes no {', '.join(given)} (those are reset's)")
+    elif not any(_given(a, o) for o in RESET_TARGETS):
         raise InputError(f"offsets reset: give one of {', '.join(RESET_TARGETS)}")
     with _writer_lock(a):
         with _open(a) as ms:
             table = committed_offsets(ms, _REFUSAL[a.action] if a.execute else None)
-            rows, new = _reset(a, ms, table)
+            rows, new = (_delete if a.action == "delete" else _reset)(a, ms, table)
         if a.export:
             sys.stdout.write("".join(f"{r['topic']},{r['queue_id']},{r['new_offset']}\n" for r in rows))
         else:
-            _show(a, rows, RESET_COLUMNS, f"offsets reset of {a.group}")
+            what = "offsets reset" if a.action == "reset" else "offsets to delete"
+            _show(a, rows, RESET_COLUMNS if a.action == "reset" else DELETE_COLUMNS,
+                  f"{what} of {a.group}")
         if a.execute:
             path = a.store / OFFSETS_FILE
             kept = f" (previous content in {path.name}.bak)" if path.exists() else ""
