@@ -215,6 +215,21 @@ def _offsets(p: argparse.ArgumentParser) -> None:
     shown.add_argument("--json", action="store_true", help="print one JSON object per row, not a table")
 
 
+def _tail(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    p.add_argument("--topic", required=True, help="topic name")
+    p.add_argument("--queue", type=int, help="only this queue id (default: all the topic's queues)")
+    p.add_argument("-n", "--last", type=count, default=10, metavar="N",
+                   help="print the newest N messages first, in CommitLog order (default %(default)s)")
+    p.add_argument("-f", "--follow", action="store_true",
+                   help="then print each new message as a writer or broker appends it, until "
+                        "Ctrl-C or SIGTERM")
+    p.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
+                   help="--follow: seconds between looks at the CommitLog end (default %(default)s)")
+    _format(p)
+
+
 _R = "rocketlake.jobs.cli.read_commands"
 _O = "rocketlake.jobs.cli.operator_commands"
 COMMANDS: dict[str, Command] = {
@@ -251,6 +266,9 @@ COMMANDS: dict[str, Command] = {
                        "rocketlake.jobs.cli.offsets:cmd_offsets", _offsets,
                        "rocketlake offsets reset --store var/store --group billing --topic orders "
                        "--to-datetime 2026-11-22T10:00:00Z --dry-run"),
+    "tail": Command("the newest messages of a topic, then with --follow each new one "
+                    "(kafka-console-consumer without a broker)", "rocketlake.jobs.cli.tail:cmd_tail",
+                    _tail, "rocketlake tail --store var/store --topic orders -n 5 --follow --format text"),
 }
 
 
