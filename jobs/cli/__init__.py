@@ -27,6 +27,7 @@ from rocketlake.jobs.job_commands import (
     add_store,
     add_store_name,
     count,
+    fill_store,
 )
 from rocketlake.jobs.times import duration, parse_time, to_datetime
 
@@ -286,7 +287,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``rocketlake <command> [options]``; returns the exit code (see :mod:`exit_codes`)."""
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    p = parser()
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    fill_store(p, args)
     module, function = COMMANDS[args.command].target.split(":")
     target: Callable[[argparse.Namespace], int] = getattr(importlib.import_module(module), function)
     return int(run(f"rocketlake {args.command}", lambda: target(args), args.log_level))
