@@ -18,6 +18,7 @@ from typing import Any
 
 from rocketlake.jobs import exit_codes
 from rocketlake.jobs.console_log import add_verbosity
+from rocketlake.jobs.default_store import CONFIG_ENV, STORE_ENV, default_store, missing_store
 from rocketlake.jobs.lake import DELETED_FILE_RETENTION_DAYS, lake_uri
 from rocketlake.jobs.rebuild_structures import STRUCTURES, parse_structures, structures_arg
 from rocketlake.jobs.times import parse_time
@@ -48,12 +49,29 @@ class Command:
 
 # --- options several commands share -------------------------------------------------------------
 def add_store(p: argparse.ArgumentParser, default: Path | None = None) -> None:
-    """``--store DIR`` (required unless ``default``)."""
+    """``--store DIR``; without a ``default``, one of the flag, ``ROCKETLAKE_STORE`` or the
+    config file's ``store`` is required (:func:`fill_store`, after parsing)."""
     if default is None:
-        p.add_argument("--store", required=True, type=Path, help="store root directory")
+        p.add_argument("--store", type=Path, default=None,
+                       help=f"store root directory (default: ${STORE_ENV}, else store = \"DIR\" in "
+                            f"the config file, ${CONFIG_ENV} or ~/.config/rocketlake/config.toml)")
     else:
         p.add_argument("--store", type=Path, default=default,
                        help="store root directory (default %(default)s)")
+
+
+def fill_store(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A command's ``--store`` when the command line has none (``None``: :func:`add_store`
+    without a default): ``jobs.default_store``'s; else an error of ``p`` (exit 2) naming the
+    three ways to give one."""
+    if getattr(args, "store", False) is not None:
+        return
+    try:
+        args.store = default_store()
+    except ValueError as e:
+        p.error(str(e))
+    if args.store is None:
+        p.error(missing_store())
 
 
 def add_settings(p: argparse.ArgumentParser) -> None:
@@ -269,4 +287,5 @@ def job_main(name: str, run: Callable[[argparse.Namespace], int], argv: list[str
     job = JOBS[name]
     p = job.declare(argparse.ArgumentParser(prog=f"rocketlake {name}", **job.parser_settings()))
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    fill_store(p, args)
     return int(exit_codes.run(f"rocketlake {name}", lambda: run(args), args.log_level))

@@ -18,6 +18,15 @@ def parse_time(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def duration(text: str) -> int:
+    """A duration option (``store.store_time.parse_duration``: ISO-8601 ``PnDTnHnMnS``) ->
+    milliseconds; an argparse error naming the text otherwise."""
+    try:
+        return store_time.parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def time_fields(prefix: str, ms_time: int | None) -> dict[str, str | int | None]:
     """``<prefix>_time`` (``store.store_time.format_time``: ISO-8601 UTC, milliseconds) and
     ``<prefix>_timestamp`` (epoch ms), both None for no time: a time in a JSON row."""

@@ -440,6 +440,15 @@ class MessageStore:
             with self._put_lock:
                 self._dispatch.apply()
 
+    def refresh(self) -> int:
+        """The end of valid CommitLog data now. Read-only, this first takes in what a running
+        writer or broker appended since the open or the last refresh: records after the old end
+        and the CommitLog files created since (ConsumeQueues stay as opened)."""
+        if self.read_only:
+            return self._refresh_end()
+        self._visible()
+        return self.commitlog.max_offset
+
     def min_offset(self, topic: str, queue_id: int) -> int:
         self._visible()
         cq = self.queues.get((topic, queue_id))

@@ -25,9 +25,10 @@ from rocketlake.jobs.cli.pipeline import ingest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
-#: commands that run against the sample store (`offsets reset --execute` is only parsed)
+#: commands that run against the sample store (`offsets ... --execute` and `tail --follow`, which
+#: waits for new messages, are only parsed)
 RUN = {"dump", "get", "query", "verify", "lag", "topic-status", "offsets", "ingest",
-       "store-status", "topic-stats", "topics", "groups", "salvage"}
+       "store-status", "topic-stats", "topics", "groups", "salvage", "tail"}
 #: commands that start Spark (or write a lake): parsed only
 PARSE_ONLY = {"pipeline", "rebuild", "rebuild-consumequeue", "rebuild-index", "publish-offsets",
               "compact", "optimize-lake", "check-consistency", "report", "archive"}
@@ -115,12 +116,16 @@ def test_rocketlake_example(ex: Example, sample_dir: Path, monkeypatch: pytest.M
     assert argv is not None
     command = _command(argv)
     assert command in RUN | PARSE_ONLY, f"{ex}: `{command}` is new to this test: add it to RUN or PARSE_ONLY"
-    if command not in RUN or "--execute" in argv:
+    if command not in RUN or "--execute" in argv or "--follow" in argv:
         parser().parse_args(argv)  # exits 2 naming the option on a bad command or option
         return
     words = shlex.shlex(ex.line, posix=True, punctuation_chars=True)
-    plain = ex.line.startswith("rocketlake ") and not any(re.fullmatch(r"[|&;<>()]+", w) for w in words)
-    assert plain, f"{ex}: an example that runs is one plain command (no pipe, redirection, environment)"
+    line = shlex.split(ex.line)
+    settings = line[:len(line) - len(argv) - 1]  # the NAME=value words before `rocketlake`
+    plain = not any(re.fullmatch(r"[|&;<>()]+", w) for w in words)
+    assert plain, f"{ex}: an example that runs is one plain command (no pipe, redirection)"
+    for name, _, value in (w.partition("=") for w in settings):  # NAME=value: its environment
+        monkeypatch.setenv(name, SAMPLE_STORE if value in STORE_PATHS else value)
     monkeypatch.chdir(sample_dir)
     argv = [SAMPLE_STORE if a in STORE_PATHS else a for a in argv]
     try:

@@ -1,4 +1,4 @@
-"""`rocketlake lag`, `topic-status` and `offsets reset` on the store RocketMQ 4.9.8 wrote.
+"""`rocketlake lag`, `topic-status`, `offsets reset` and `offsets delete` on the store RocketMQ 4.9.8 wrote.
 
 Expected offsets and store times are RocketMQ's own (tests/golden/rocketmq-4.9.8/read.jsonl: per
 queue min/max offsets, per message store_timestamp); consumerOffset.json files are written by hand
@@ -233,6 +233,114 @@ def test_reset_of_an_unknown_group_and_topic_is_refused(store: Path, capsys) -> 
     assert _hashes(store) == before
 
 
+def _offsets(capsys, store: Path, *argv: str) -> tuple[int, str, str]:
+    return _run(capsys, "offsets", *argv[:1], "--store", str(store), *SETTINGS, *argv[1:])
+
+
+@pytest.mark.parametrize("target, expected", [
+    (["--to-earliest"], [(0, 3, 0), (1, 0, 0), (2, None, 0), (3, None, 0)]),
+    (["--to-latest"], [(0, 3, 31), (1, 0, 29), (2, None, 29), (3, None, 31)]),
+    # the committed offset; where none is, the max offset (Kafka's log end)
+    (["--to-current"], [(0, 3, 3), (1, 0, 0), (2, None, 29), (3, None, 31)]),
+    # now - 100 years: before the first message: each queue's first offset
+    (["--by-duration", "P36500D"], [(0, 3, 0), (1, 0, 0), (2, None, 0), (3, None, 0)]),
+    # now - 1 hour: after the last message (stored 2026-11-22T11:06:15Z): each queue's last one
+    (["--by-duration", "PT1H"], [(0, 3, 30), (1, 0, 28), (2, None, 28), (3, None, 30)]),
+])
+def test_reset_kafka_targets(store: Path, capsys, target: list[str], expected: list[tuple]) -> None:
+    code, rows, _ = _reset(capsys, store, "g1", "orders", *target)
+    assert code == 0 and _new(rows) == expected
+
+
+def test_reset_by_duration_must_be_iso_8601(store: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        _reset(capsys, store, "g1", "orders", "--by-duration", "1h")
+    assert e.value.code == 2
+    assert "not a duration: '1h' (give ISO-8601 PnDTnHnMnS" in capsys.readouterr().err
+
+
+def test_parse_duration_as_java_duration() -> None:
+    from rocketlake.store.store_time import parse_duration
+    assert parse_duration("P1DT2H3M") == 86_400_000 + 2 * 3_600_000 + 3 * 60_000
+    assert parse_duration("pt1.5s") == 1500 and parse_duration("P2D") == 172_800_000
+    for bad in ("P", "PT", "P1H", "P1DT", "-P1D", "1d"):
+        with pytest.raises(ValueError, match="not a duration"):
+            parse_duration(bad)
+
+
+def test_reset_selects_queues_as_kafka_topic_colon_partitions(store: Path, capsys) -> None:
+    code, out, _ = _offsets(capsys, store, "reset", "--group", "g1", "--json", "--to-latest",
+                            "--topic", "orders:0,2", "--topic", "payments:1")
+    assert code == 0
+    assert [(r["topic"], r["queue_id"], r["old_offset"], r["new_offset"]) for r in _rows(out)] == [
+        ("orders", 0, 3, 31), ("orders", 2, None, 29), ("payments", 1, None, 31)]
+    code, out, err = _offsets(capsys, store, "reset", "--group", "g1", "--to-latest",
+                              "--topic", "orders:0,7,9")
+    assert code == 2 and out == ""
+    assert f"{store}: topic 'orders' has no queue 7, 9: its queues are 0-3" in err
+
+
+def test_reset_all_topics_is_every_topic_the_group_committed(store: Path, capsys) -> None:
+    code, out, _ = _offsets(capsys, store, "reset", "--group", "g1", "--json", "--all-topics",
+                            "--to-earliest")
+    assert code == 0
+    # %RETRY%g1 queue 0: committed, no ConsumeQueue (min = max = 0)
+    assert [(r["topic"], r["queue_id"], r["max_offset"], r["new_offset"]) for r in _rows(out)] == [
+        ("%RETRY%g1", 0, 0, 0), ("orders", 0, 31, 0), ("orders", 1, 29, 0), ("orders", 2, 29, 0),
+        ("orders", 3, 31, 0)]
+    code, _, err = _offsets(capsys, store, "reset", "--group", "g9", "--all-topics", "--to-earliest")
+    assert code == 2 and "group 'g9' has no committed offsets" in err
+
+
+def test_reset_needs_a_scope_and_a_target(store: Path, capsys) -> None:
+    code, _, err = _offsets(capsys, store, "reset", "--group", "g1", "--to-earliest")
+    assert code == 2 and "name the queues with --topic" in err
+    code, _, err = _offsets(capsys, store, "reset", "--group", "g1", "--topic", "orders")
+    assert code == 2 and "give one of --to-datetime, --by-duration" in err
+
+
+def test_reset_export_round_trips_through_from_file(store: Path, capsys, tmp_path: Path) -> None:
+    """--export prints Kafka's CSV (topic,partition,offset) and is a dry run by default;
+    --from-file sets exactly its rows, as given."""
+    before = _hashes(store)
+    code, out, err = _offsets(capsys, store, "reset", "--group", "g1", "--topic", "orders",
+                              "--shift-by", "-2", "--export")
+    assert code == 0 and out == "orders,0,1\norders,1,0\norders,2,0\norders,3,0\n"
+    assert "dry run: nothing written" in err and _hashes(store) == before
+    plan = tmp_path / "plan.csv"
+    plan.write_text(out)
+    code, again, _ = _offsets(capsys, store, "reset", "--group", "g1", "--from-file", str(plan),
+                              "--export")
+    assert code == 0 and again == out
+    plan.write_text("orders,3,7\n\norders, 0 ,5\n")
+    code, _, _ = _offsets(capsys, store, "reset", "--group", "g1", "--from-file", str(plan),
+                          "--execute")
+    assert code == 0
+    assert '"orders@g1":{0:5,1:0,3:7\n' in (store / "config" / "consumerOffset.json").read_text()
+
+
+@pytest.mark.parametrize("text, error", [
+    ("orders,0,1\norders,9,1\nnosuch,0,1\norders,8,2\n",
+     "queues that do not exist: line 2: topic 'orders' has no queue 9 (its queues are 0-3); "
+     "line 3: topic 'nosuch' has no queue 0 (no such topic); line 4: topic 'orders' has no "
+     "queue 8 (its queues are 0-3)"),
+    ("orders,0,1\norders,x,1\n", "line 2: 'orders,x,1' is not topic,queue,offset"),
+    ("orders,0,1\norders,0,2\n", "line 2: orders:0 is on line 1 too"),
+])
+def test_reset_from_file_refuses_bad_rows_naming_them(store: Path, capsys, tmp_path: Path,
+                                                      text: str, error: str) -> None:
+    before = _hashes(store)
+    plan = tmp_path / "plan.csv"
+    plan.write_text(text)
+    code, out, err = _offsets(capsys, store, "reset", "--group", "g1", "--from-file", str(plan),
+                              "--execute")
+    assert code == 2 and out == "" and f"{plan}: " in err and error in err, err
+    assert _hashes(store) == before
+    code, _, err = _offsets(capsys, store, "reset", "--group", "g1", "--from-file", str(plan),
+                            "--topic", "orders")
+    assert code == 2 and "--from-file resets the queues its rows name" in err
+
+
 #: opens a real writer on the store and holds it until stdin closes
 _WRITER = """
 import sys
@@ -259,6 +367,79 @@ def test_reset_execute_is_refused_while_a_writer_holds_the_store(store: Path, ca
         assert not (store / "config" / "consumerOffset.json.bak").exists()
         code, _, err = _reset(capsys, store, "g1", "orders", "--to-offset", "0")
         assert code == 0 and "a writer holds the store now" in err  # a dry run still answers
+    finally:
+        writer.communicate("", timeout=60)
+    assert writer.returncode == 0
+
+
+# --- offsets delete ------------------------------------------------------------------------------
+def test_delete_dry_run_lists_the_groups_offsets_and_writes_nothing(store: Path, capsys) -> None:
+    before = _hashes(store)
+    code, out, err = _offsets(capsys, store, "delete", "--group", "g1", "--json")
+    assert code == 0 and "dry run: nothing written" in err
+    assert _rows(out) == [  # every topic of g1, its %RETRY% topic too (RocketMQ's removeOffset)
+        {"consumer_group": "g1", "topic": "%RETRY%g1", "queue_id": 0, "offset": 0},
+        {"consumer_group": "g1", "topic": "orders", "queue_id": 0, "offset": 3},
+        {"consumer_group": "g1", "topic": "orders", "queue_id": 1, "offset": 0}]
+    assert _hashes(store) == before
+
+
+def test_delete_execute_removes_only_the_groups_offsets(store: Path, capsys) -> None:
+    code, _, err = _offsets(capsys, store, "delete", "--group", "g1", "--execute")
+    assert code == 0 and "wrote" in err
+    config = store / "config"
+    assert (config / "consumerOffset.json").read_text() == (
+        '{\n\t"offsetTable":{\n'
+        '\t\t"payments@g2":{1:31\n\t\t},\n'
+        '\t\t"audit-log@g3":{2:40\n\t\t}\n'
+        '\t}\n}')
+    assert (config / "consumerOffset.json.bak").read_text() == OFFSETS
+
+
+def test_delete_a_topics_queues(store: Path, capsys) -> None:
+    code, out, _ = _offsets(capsys, store, "delete", "--group", "g1", "--topic", "orders:1",
+                            "--execute", "--json")
+    assert code == 0 and _rows(out) == [
+        {"consumer_group": "g1", "topic": "orders", "queue_id": 1, "offset": 0}]
+    code, out, _ = _offsets(capsys, store, "delete", "--group", "g1", "--topic", "orders",
+                            "--execute", "--json")
+    assert code == 0 and [r["queue_id"] for r in _rows(out)] == [0]
+    assert (store / "config" / "consumerOffset.json").read_text() == (
+        '{\n\t"offsetTable":{\n'
+        '\t\t"payments@g2":{1:31\n\t\t},\n'
+        '\t\t"audit-log@g3":{2:40\n\t\t},\n'
+        '\t\t"%RETRY%g1@g1":{0:0\n\t\t}\n'
+        '\t}\n}')
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--group", "g9"], "consumerOffset.json: group 'g9' has no committed offsets"),
+    (["--group", "g1", "--topic", "payments"],
+     "group 'g1' has no offsets for topic 'payments': it has offsets for %RETRY%g1, orders"),
+    (["--group", "g1", "--topic", "orders:1,2"],
+     "group 'g1' has no offset for queue 2 of topic 'orders': it has queues 0-1"),
+    (["--group", "g1", "--to-earliest"], "offsets delete takes no --to-earliest"),
+])
+def test_delete_of_what_the_group_has_not_is_refused(store: Path, capsys, argv: list[str],
+                                                     error: str) -> None:
+    before = _hashes(store)
+    code, out, err = _offsets(capsys, store, "delete", *argv, "--execute")
+    assert code == 2 and out == "" and error in err, err
+    assert _hashes(store) == before
+
+
+def test_delete_execute_is_refused_while_a_writer_holds_the_store(store: Path, capsys) -> None:
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(store)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "open"
+        offsets = (store / "config" / "consumerOffset.json").read_bytes()
+        code, out, err = _offsets(capsys, store, "delete", "--group", "g1", "--execute")
+        assert code == 3 and out == ""
+        assert "held by another writer" in err and "offsets not deleted" in err
+        assert (store / "config" / "consumerOffset.json").read_bytes() == offsets
     finally:
         writer.communicate("", timeout=60)
     assert writer.returncode == 0

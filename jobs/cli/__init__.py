@@ -27,8 +27,9 @@ from rocketlake.jobs.job_commands import (
     add_store,
     add_store_name,
     count,
+    fill_store,
 )
-from rocketlake.jobs.times import parse_time, to_datetime
+from rocketlake.jobs.times import duration, parse_time, to_datetime
 
 __all__ = ["COMMANDS", "main", "parser", "parse_time", "to_datetime"]
 
@@ -191,23 +192,55 @@ def _topic_status(p: argparse.ArgumentParser) -> None:
 
 
 def _offsets(p: argparse.ArgumentParser) -> None:
-    p.add_argument("action", choices=["reset"], help="what to do with the group's offsets")
+    p.add_argument("action", choices=["reset", "delete"],
+                   help="reset: set the group's offsets (kafka-consumer-groups --reset-offsets); "
+                        "delete: remove them (--delete-offsets, mqadmin deleteSubGroup's offsets)")
     add_store(p)
     add_settings(p)
     p.add_argument("--group", required=True, help="consumer group")
-    p.add_argument("--topic", required=True, help="topic whose queues to reset")
-    to = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("--topic", action="append", default=[], metavar="T[:Q,...]",
+                   help="this topic's queues, or only queues Q,... (orders:0,2); repeatable "
+                        "(delete: default every topic the group has offsets for)")
+    p.add_argument("--all-topics", action="store_true",
+                   help="reset: every topic the group has committed offsets for")
+    to = p.add_mutually_exclusive_group()
     to.add_argument("--to-datetime", type=parse_time,
                     help="the offset of the message stored at this time (ISO-8601 or epoch ms)")
+    to.add_argument("--by-duration", type=duration, metavar="PnDTnHnM",
+                    help="as --to-datetime, at now minus this ISO-8601 duration (P1DT2H, PT30M)")
+    to.add_argument("--to-earliest", action="store_true", help="each queue's min offset")
+    to.add_argument("--to-latest", action="store_true", help="each queue's max offset")
+    to.add_argument("--to-current", action="store_true",
+                    help="the committed offset (the max offset where none is, as Kafka)")
     to.add_argument("--to-offset", type=int, help="this offset, clamped to each queue's [min, max]")
     to.add_argument("--shift-by", type=int,
                     help="the committed offset plus this (negative: back), clamped to [min, max]")
-    mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--dry-run", action="store_true", help="print old and new offsets; write nothing")
+    to.add_argument("--from-file", type=Path, metavar="CSV",
+                    help="the offsets of a CSV file of topic,queue,offset rows (what --export prints)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan; write nothing (the default)")
     mode.add_argument("--execute", action="store_true",
-                      help="write the new offsets to config/consumerOffset.json (refused while a "
-                           "writer holds the store)")
-    _json_rows(p)
+                      help="write config/consumerOffset.json (refused while a writer holds the store)")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--export", action="store_true",
+                       help="reset: print the planned offsets as topic,queue,offset CSV "
+                            "(what --from-file reads)")
+    shown.add_argument("--json", action="store_true", help="print one JSON object per row, not a table")
+
+
+def _tail(p: argparse.ArgumentParser) -> None:
+    add_store(p)
+    add_settings(p)
+    p.add_argument("--topic", required=True, help="topic name")
+    p.add_argument("--queue", type=int, help="only this queue id (default: all the topic's queues)")
+    p.add_argument("-n", "--last", type=count, default=10, metavar="N",
+                   help="print the newest N messages first, in CommitLog order (default %(default)s)")
+    p.add_argument("-f", "--follow", action="store_true",
+                   help="then print each new message as a writer or broker appends it, until "
+                        "Ctrl-C or SIGTERM")
+    p.add_argument("--interval", type=float, default=0.5, metavar="SECONDS",
+                   help="--follow: seconds between looks at the CommitLog end (default %(default)s)")
+    _format(p)
 
 
 def _store_status(p: argparse.ArgumentParser) -> None:
@@ -266,8 +299,9 @@ COMMANDS: dict[str, Command] = {
     "topic-status": Command("min / max offset and last update per queue (mqadmin topicStatus)",
                             f"{_O}:cmd_topic_status", _topic_status,
                             "rocketlake topic-status --store var/store --topic orders"),
-    "offsets": Command("reset a group's offsets for a topic by time, offset or shift (dry run first)",
-                       f"{_O}:cmd_offsets", _offsets,
+    "offsets": Command("reset or delete a group's committed offsets (kafka-consumer-groups "
+                       "--reset-offsets / --delete-offsets); a dry run unless --execute",
+                       "rocketlake.jobs.cli.offsets:cmd_offsets", _offsets,
                        "rocketlake offsets reset --store var/store --group billing --topic orders "
                        "--to-datetime 2026-11-22T10:00:00Z --dry-run"),
     "store-status": Command("CommitLog offsets and times, disk use, dispatch behind, lock and last "
@@ -286,6 +320,9 @@ COMMANDS: dict[str, Command] = {
                       "offsets, their retry and DLQ topics (kafka-consumer-groups --list)",
                       "rocketlake.jobs.cli.groups:cmd_groups", _config_rows,
                       "rocketlake groups --store var/store"),
+    "tail": Command("the newest messages of a topic, then with --follow each new one "
+                    "(kafka-console-consumer without a broker)", "rocketlake.jobs.cli.tail:cmd_tail",
+                    _tail, "rocketlake tail --store var/store --topic orders -n 5 --follow --format text"),
 }
 
 
@@ -303,7 +340,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``rocketlake <command> [options]``; returns the exit code (see :mod:`exit_codes`)."""
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    p = parser()
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    fill_store(p, args)
     module, function = COMMANDS[args.command].target.split(":")
 
     def command() -> int:  # imported inside ``run``: a job without Spark installed says so

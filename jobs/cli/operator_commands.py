@@ -1,5 +1,5 @@
-"""Everyday operator commands of the CLI: lag, topic-status, offsets reset. No Spark; they read
-the store read-only (``offsets reset --execute`` writes `config/consumerOffset.json` only).
+"""Everyday operator commands of the CLI: lag, topic-status (and the table and store opening
+:mod:`offsets` uses too). No Spark; they read the store read-only.
 
 Each prints a table (rich on a terminal, plain columns when piped) or, with ``--json``, one
 JSON object per row. Their options are declared in :mod:`rocketlake.jobs.cli`.
@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
-import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -24,18 +22,12 @@ from rocketlake.jobs.printable import printable
 from rocketlake.jobs.times import time_fields
 from rocketlake.store import MessageStore
 from rocketlake.store.config import parse_set_options
-from rocketlake.store.config_files import ConfigFallbackWarning, write_consumer_offsets
 from rocketlake.store.consumer_lag import consumer_lag
-from rocketlake.store.errors import ConfigFileError, StoreLockedError
 from rocketlake.store.file_sizes import reading_config
-from rocketlake.store.lockfile import StoreLock, is_locked
 from rocketlake.store.message import GetStatus
-from rocketlake.store.store_dir import check_store
-
-log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
-_OFFSETS_FILE = "config/consumerOffset.json"
+OFFSETS_FILE = "config/consumerOffset.json"
 
 
 # --- shared --------------------------------------------------------------------------------------
@@ -126,7 +118,7 @@ def lag_rows(ms: MessageStore, group: str | None = None, topic: str | None = Non
             for r in consumer_lag({k: hi for k, (_, hi) in ms.queue_ranges().items()}, table)]
     if not rows and (group is not None or topic is not None):
         wanted = " and ".join(f"{k} {v}" for k, v in (("group", group), ("topic", topic)) if v is not None)
-        raise ValueError(f"{ms.root / _OFFSETS_FILE}: no committed offsets for {wanted}")
+        raise ValueError(f"{ms.root / OFFSETS_FILE}: no committed offsets for {wanted}")
     return rows
 
 
@@ -159,93 +151,4 @@ def cmd_topic_status(a: argparse.Namespace) -> int:
     with _open(a) as ms:
         rows = topic_status_rows(ms, a.topic)
     _show(a, rows, TOPIC_COLUMNS, f"topic status of {a.store}")
-    return 0
-
-
-# --- offsets reset -------------------------------------------------------------------------------
-RESET_COLUMNS = ("consumer_group", "topic", "queue_id", "min_offset", "max_offset", "old_offset",
-                 "new_offset")
-
-
-def committed_offsets(ms: MessageStore, for_rewrite: bool) -> dict[tuple[str, str], dict[int, int]]:
-    """`config/consumerOffset.json` as {(topic, group): {queue_id: offset}}. ``for_rewrite``
-    refuses (ConfigFileError) a main file that is unreadable, where reading falls back to the
-    .bak: writing would replace that .bak, the last readable copy, with the damaged file."""
-    with warnings.catch_warnings():
-        if for_rewrite:
-            warnings.simplefilter("error", ConfigFallbackWarning)
-        try:
-            return ms.consumer_offsets()
-        except ConfigFallbackWarning as w:
-            raise ConfigFileError(f"{w}; offsets not reset: writing would replace the .bak, the "
-                                  f"last readable copy (repair or move the damaged file first)") from None
-
-
-def reset_rows(ms: MessageStore, table: dict[tuple[str, str], dict[int, int]], group: str,
-               topic: str, *, to_time: int | None = None, to_offset: int | None = None,
-               shift_by: int | None = None) -> list[Row]:
-    """The new offset of every queue of ``topic`` for ``group`` (the queues it committed in
-    ``table`` and the store's queues of the topic), as Kafka's ``--reset-offsets``; exactly one
-    target:
-
-    - ``to_time``: :meth:`MessageStore.offset_by_time` (RocketMQ's resetOffsetByTime uses
-      getOffsetInQueueByTime);
-    - ``to_offset``: that offset clamped to the queue's [min_offset, max_offset];
-    - ``shift_by``: the committed offset (0 when none) plus ``shift_by``, clamped the same way.
-
-    ``old_offset`` is None for a queue without a committed offset. ValueError when the group has
-    no offsets for ``topic`` and the store has no queue of it."""
-    ranges = {q: r for (t, q), r in ms.queue_ranges().items() if t == topic}
-    committed = table.get((topic, group))
-    if committed is None and not ranges:
-        raise ValueError(f"{ms.root / _OFFSETS_FILE}: group {group!r} has no offsets for topic "
-                         f"{topic!r}, and the store has no queue of that topic")
-    committed = committed or {}
-    rows = []
-    for q in sorted(set(committed) | set(ranges)):
-        lo, hi = ranges.get(q, (0, 0))
-        old = committed.get(q)
-        if to_time is not None:
-            new = ms.offset_by_time(topic, q, to_time)
-        else:
-            wanted = to_offset if to_offset is not None else (old or 0) + (shift_by or 0)
-            new = min(max(wanted, lo), hi)
-        rows.append({"consumer_group": group, "topic": topic, "queue_id": q, "min_offset": lo,
-                     "max_offset": hi, "old_offset": old, "new_offset": new})
-    return rows
-
-
-def cmd_offsets(a: argparse.Namespace) -> int:
-    """``offsets reset``: print old and new offsets per queue; ``--execute`` writes them, holding
-    the store's writer lock meanwhile (refused with StoreLockedError while a broker or another
-    writer holds the store: it would overwrite them from its memory)."""
-    check_store(a.store)
-    lock = StoreLock(a.store) if a.execute else None
-    if lock is not None:
-        try:
-            lock.acquire()
-        except StoreLockedError as e:
-            raise StoreLockedError(f"{e}; offsets not reset (stop the broker or writer, then "
-                                   f"re-run)") from None
-    try:
-        with _open(a) as ms:
-            table = committed_offsets(ms, for_rewrite=a.execute)
-            rows = reset_rows(ms, table, a.group, a.topic, to_time=a.to_datetime,
-                              to_offset=a.to_offset, shift_by=a.shift_by)
-        _show(a, rows, RESET_COLUMNS, f"offsets reset of {a.group} on {a.topic}")
-        new_group = (a.topic, a.group) not in table
-        note = (f"group {a.group!r} has no offsets for topic {a.topic!r} yet: "
-                f"{'created' if a.execute else 'would be created'}; ") if new_group else ""
-        if a.execute:
-            path = a.store / _OFFSETS_FILE
-            kept = f" (previous content in {path.name}.bak)" if path.exists() else ""
-            table.setdefault((a.topic, a.group), {}).update({r["queue_id"]: r["new_offset"] for r in rows})
-            write_consumer_offsets(a.store, table)
-            log.info("%swrote %s%s", note, path, kept)
-        else:
-            live = " (a writer holds the store now: --execute would be refused)" if is_locked(a.store) else ""
-            log.info("%sdry run: nothing written; --execute to apply%s", note, live)
-    finally:
-        if lock is not None:
-            lock.release()
     return 0
