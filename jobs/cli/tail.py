@@ -65,14 +65,14 @@ def appended(ms: MessageStore, topic: str, queue_id: int | None, start: int, end
     """The records of ``topic`` (of queue ``queue_id``; None: any) in the CommitLog range
     [start, end) a ConsumeQueue serves, each from its queue's next offset in ``nexts`` on
     (which it advances); ValueError naming the offset when damage ends the range early."""
-    scan = ms.commitlog.scan(start, stop_at=end)
-    for r in scan:
+    walk = ms.commitlog.walk_records(start, stop_at=end)
+    for r in walk:
         if (r.topic == topic and (queue_id is None or r.queue_id == queue_id)
                 and goes_to_consume_queue(r.sys_flag) and r.queue_offset >= nexts.get(r.queue_id, 0)):
             nexts[r.queue_id] = r.queue_offset + 1
             yield r
-    if scan.end < end:
-        raise ValueError(f"{ms.root}: the CommitLog cannot be read past offset {scan.end}: {scan.error}")
+    if walk.end < end:
+        raise ValueError(f"{ms.root}: the CommitLog cannot be read past offset {walk.end}: {walk.error}")
 
 
 def _until(stop: threading.Event, records: Iterable[Record]) -> Iterator[tuple[Record, dict[str, Any]]]:
