@@ -10,6 +10,8 @@ from typing import Any
 from rocketlake.store.errors import ConfigFileError
 from rocketlake.store.safe_files import read_file, replace_files
 
+#: the committed offsets of every consumer group, under the store root (ConsumerOffsetManager)
+CONSUMER_OFFSETS = "config/consumerOffset.json"
 _UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
 
 
@@ -91,7 +93,7 @@ def write_config(path: Path, obj: Any) -> None:
 
 def read_consumer_offsets(root: Path) -> dict[tuple[str, str], dict[int, int]]:
     """`config/consumerOffset.json` -> {(topic, group): {queue_id: offset}}."""
-    path = Path(root) / "config" / "consumerOffset.json"
+    path = Path(root) / CONSUMER_OFFSETS
     data = read_config(path) or {}
     table = data.get("offsetTable", {}) if isinstance(data, dict) else None
     if not isinstance(table, dict):
@@ -133,4 +135,4 @@ def _non_negative_int(v: Any, path: Path, what: str) -> int:
 def write_consumer_offsets(root: Path, table: dict[tuple[str, str], dict[int, int]]) -> None:
     """Write {(topic, group): {queue_id: offset}} as `config/consumerOffset.json`."""
     obj = {"offsetTable": {f"{t}@{g}": dict(sorted(q.items())) for (t, g), q in table.items()}}
-    write_config(Path(root) / "config" / "consumerOffset.json", obj)
+    write_config(Path(root) / CONSUMER_OFFSETS, obj)

@@ -17,7 +17,7 @@ from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig, load_config
-from rocketlake.store.config_files import read_config, read_consumer_offsets
+from rocketlake.store.config_files import CONSUMER_OFFSETS, read_config, read_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue, read_units
 from rocketlake.store.dispatch import from_record
 from rocketlake.store.errors import ConfigFileError, StoreFormatError
@@ -447,17 +447,17 @@ class _Checker:
         try:
             offsets = read_consumer_offsets(self.root)
         except ConfigFileError as e:
-            self.problem("config", "config/consumerOffset.json", None, str(e))
+            self.problem("config", CONSUMER_OFFSETS, None, str(e))
             return
         for (topic, group), qs in sorted(offsets.items()):
             for q, off in sorted(qs.items()):
                 hi = queues_max.get((topic, q))
                 if hi is None:
                     if not topic.startswith("%RETRY%"):
-                        self.problem("config", "config/consumerOffset.json", None,
+                        self.problem("config", CONSUMER_OFFSETS, None,
                                      f"group {group}: queue {topic}/{q} does not exist", "warning")
                 elif off > hi:
-                    self.problem("config", "config/consumerOffset.json", None,
+                    self.problem("config", CONSUMER_OFFSETS, None,
                                  f"group {group}: offset {off} of {topic}/{q} is past its max {hi}")
 
 

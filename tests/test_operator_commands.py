@@ -9,13 +9,12 @@ import hashlib
 import io
 import json
 import os
-import pty
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from terminal import on_terminal
 
 from rocketlake.jobs import cli
 
@@ -445,32 +444,9 @@ def test_delete_execute_is_refused_while_a_writer_holds_the_store(store: Path, c
     assert writer.returncode == 0
 
 
-def _on_terminal(argv: list[str], columns: int) -> str:
-    """What ``rocketlake <argv>`` shows on a real pseudo-terminal ``columns`` wide, colour codes
-    dropped."""
-    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm",
-           "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))}
-    main, child = pty.openpty()
-    p = subprocess.Popen([sys.executable, "-m", "rocketlake.jobs.cli", *argv],
-                         stdout=child, stderr=subprocess.PIPE, env=env)
-    os.close(child)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(main, 4096)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(main)
-    assert p.wait(timeout=120) == 0
-    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode())
-
-
 def test_lag_on_a_terminal_is_a_rich_table(store: Path) -> None:
     """On a terminal (a real pseudo-terminal here) the rows come as a rich table; no cell wraps."""
-    text = _on_terminal(["lag", "--store", str(store), *SETTINGS, "--group", "g1", "--topic", "orders"], 200)
+    text = on_terminal(["lag", "--store", str(store), *SETTINGS, "--group", "g1", "--topic", "orders"], 200)
     lines = [line for line in text.splitlines() if "orders" in line]
     assert len(lines) == 4 and all("│" in line or "|" in line for line in lines)
     assert "2026-11-22T11:06:14.078Z" in lines[0] and "total lag: 117" in text
@@ -502,7 +478,7 @@ def test_tables_on_80_columns_fold_and_cut_nothing(tmp_path: Path, command: str)
                             for i in range(3)])
     assert put[-1].store_timestamp == 1_700_000_000_002
     write_consumer_offsets(root, {(LONG_TOPIC, LONG_GROUP): {0: 123_456_789_012}})
-    text = _on_terminal([command, "--store", str(root)], 80)
+    text = on_terminal([command, "--store", str(root)], 80)
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80, text
     # committed past the end (3): lag 0, nothing consumed at 123456789011
     want = ([LONG_GROUP, LONG_TOPIC, "0", "123456789012", "3", "0", "-"] if command == "lag" else

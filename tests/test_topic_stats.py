@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_operator_commands import _on_terminal
+from terminal import on_terminal
 
 from rocketlake.jobs import cli
 from rocketlake.store import Message, MessageStore
@@ -127,7 +127,7 @@ def test_plain_tables_name_user_and_system_topics_apart(tmp_path: Path, capsys) 
 def test_tables_on_80_columns_cut_nothing(tmp_path: Path) -> None:
     root = tmp_path / "s"
     _build(root, topic=LONG_TOPIC)
-    text = _on_terminal(["topic-stats", "--store", str(root), *SETTINGS], 80)
+    text = on_terminal(["topic-stats", "--store", str(root), *SETTINGS], 80)
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80, text
     for iso in ("2026-11-20T10:00:00.000Z", "2026-11-22T10:00:00.000Z", "2026-11-22T09:50:00.000Z"):
         assert iso in text

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_operator_commands import _on_terminal
+from terminal import on_terminal
 
 from rocketlake.jobs import cli
 from rocketlake.store import Message, MessageStore
@@ -118,7 +118,7 @@ def test_a_damaged_topics_json_names_the_file(store: Path, capsys) -> None:
 def test_tables_on_80_columns_cut_nothing(store: Path, command: str) -> None:
     offsets = store / "config" / "consumerOffset.json"
     offsets.write_text(offsets.read_text().replace("orders@g3", f"orders@{LONG_GROUP}"))
-    text = _on_terminal([command, "--store", str(store), *SETTINGS], 80)
+    text = on_terminal([command, "--store", str(store), *SETTINGS], 80)
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80, text
     cells = "".join(line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│"))
     assert (LONG_GROUP if command == "groups" else "undeclared") in cells

@@ -17,7 +17,8 @@ import sys
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from rocketlake.jobs.cli.operator_commands import Row, _open, _show
+from rocketlake.jobs.cli.reading import open_read_only
+from rocketlake.jobs.cli.tables import Row, show_rows
 from rocketlake.jobs.cli.topics import table_cell
 from rocketlake.store.config_files import read_subscription_groups
 from rocketlake.store.topic_config import read_topic_configs
@@ -59,12 +60,12 @@ def group_rows(groups: Mapping[str, Mapping[str, Any]], committed: Collection[tu
 
 
 def cmd_groups(a: argparse.Namespace) -> int:
-    with _open(a) as ms:
+    with open_read_only(a) as ms:
         rows = group_rows(read_subscription_groups(a.store), ms.consumer_offsets().keys(),
                           read_topic_configs(a.store).keys(), ms.queue_ranges())
     if a.json:
         sys.stdout.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     else:
-        _show(a, [{k: table_cell(v) for k, v in r.items()} for r in rows], COLUMNS,
+        show_rows(a, [{k: table_cell(v) for k, v in r.items()} for r in rows], COLUMNS,
               f"consumer groups of {a.store}")
     return 0

@@ -19,10 +19,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from rocketlake.jobs.cli.events import InputError
-from rocketlake.jobs.cli.operator_commands import OFFSETS_FILE, Row, _open, _show
+from rocketlake.jobs.cli.reading import open_read_only
 from rocketlake.jobs.cli.selection import id_ranges
+from rocketlake.jobs.cli.tables import Row, show_rows
 from rocketlake.store import MessageStore
-from rocketlake.store.config_files import ConfigFallbackWarning, write_consumer_offsets
+from rocketlake.store.config_files import CONSUMER_OFFSETS, ConfigFallbackWarning, write_consumer_offsets
 from rocketlake.store.errors import ConfigFileError, StoreLockedError
 from rocketlake.store.lockfile import StoreLock, is_locked
 from rocketlake.store.message_store import now_ms
@@ -88,13 +89,13 @@ def reset_scope(ms: MessageStore, table: Table, group: str,
     if topics is None:
         topics = {t: None for t, g in table if g == group}
         if not topics:
-            raise ValueError(f"{ms.root / OFFSETS_FILE}: group {group!r} has no committed offsets "
+            raise ValueError(f"{ms.root / CONSUMER_OFFSETS}: group {group!r} has no committed offsets "
                              f"(--all-topics resets the topics it has; name one with --topic)")
     queues: Queues = []
     for topic, wanted in sorted(topics.items()):
         known = _known_queues(ms, table, group, topic)
         if not known:
-            raise ValueError(f"{ms.root / OFFSETS_FILE}: group {group!r} has no offsets for topic "
+            raise ValueError(f"{ms.root / CONSUMER_OFFSETS}: group {group!r} has no offsets for topic "
                              f"{topic!r}, and the store has no queue of that topic")
         missing = (wanted or set()) - known
         if missing:
@@ -208,7 +209,7 @@ def _delete(a: argparse.Namespace, ms: MessageStore, table: Table) -> tuple[list
     """``offsets delete``: the rows of the offsets ``--group`` committed (of ``--topic``, every
     topic without it: also its %RETRY% topic, as RocketMQ's removeOffset) and the table without
     them; ValueError / InputError naming what the group has when nothing matches."""
-    path = ms.root / OFFSETS_FILE
+    path = ms.root / CONSUMER_OFFSETS
     mine = {t: qs for (t, g), qs in table.items() if g == a.group}
     if not mine:
         raise ValueError(f"{path}: group {a.group!r} has no committed offsets")
@@ -276,17 +277,17 @@ def cmd_offsets(a: argparse.Namespace) -> int:
     elif not any(_given(a, o) for o in RESET_TARGETS):
         raise InputError(f"offsets reset: give one of {', '.join(RESET_TARGETS)}")
     with _writer_lock(a):
-        with _open(a) as ms:
+        with open_read_only(a) as ms:
             table = committed_offsets(ms, _REFUSAL[a.action] if a.execute else None)
             rows, new = (_delete if a.action == "delete" else _reset)(a, ms, table)
         if a.export:
             sys.stdout.write("".join(f"{r['topic']},{r['queue_id']},{r['new_offset']}\n" for r in rows))
         else:
             what = "offsets reset" if a.action == "reset" else "offsets to delete"
-            _show(a, rows, RESET_COLUMNS if a.action == "reset" else DELETE_COLUMNS,
+            show_rows(a, rows, RESET_COLUMNS if a.action == "reset" else DELETE_COLUMNS,
                   f"{what} of {a.group}")
         if a.execute:
-            path = a.store / OFFSETS_FILE
+            path = a.store / CONSUMER_OFFSETS
             kept = f" (previous content in {path.name}.bak)" if path.exists() else ""
             write_consumer_offsets(a.store, new)
             log.info("wrote %s%s", path, kept)

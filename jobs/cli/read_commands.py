@@ -14,15 +14,14 @@ from typing import Any, TypeVar
 import numpy as np
 
 from rocketlake.jobs.cli.events import InputError
-from rocketlake.jobs.cli.operator_commands import store_time
 from rocketlake.jobs.cli.output import emit, emit_messages, row_text
+from rocketlake.jobs.cli.reading import open_read_only, store_time
 from rocketlake.jobs.cli.selection import check_ranges, check_selection
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.times import time_fields
-from rocketlake.store import MessageStore, Record, codec, file_sizes
+from rocketlake.store import MessageStore, Record, codec
 from rocketlake.store.codec import INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog, RecordWalk
-from rocketlake.store.config import StoreConfig, parse_set_options
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.message_store import tag_filter
@@ -72,12 +71,6 @@ class Cap:
                   f"--max N shows more", file=sys.stderr)
 
 
-def reading_config(a: argparse.Namespace) -> StoreConfig:
-    """Settings to read ``a.store`` with: `--set` over store.conf, file sizes from the store's
-    files (``store.file_sizes``; a `--set` the files contradict is an error naming both)."""
-    return file_sizes.reading_config(a.store, parse_set_options(a.set))
-
-
 def cmd_dump(a: argparse.Namespace) -> int:
     """Print the records, units or index entries that pass every filter given (topic, queue,
     offset range [--from-offset, --to-offset), store time range [--begin, --end], tags), the
@@ -89,7 +82,7 @@ def cmd_dump(a: argparse.Namespace) -> int:
                          "filters")
     check_ranges(a)
     cap = Cap(a.max)
-    with MessageStore(a.store, reading_config(a), read_only=True) as ms:
+    with open_read_only(a) as ms:
         if a.what == "commitlog":
             return _dump_commitlog(ms, a, cap)
         if a.what == "consumequeue":
@@ -263,7 +256,7 @@ def _matching_entries(entries: np.ndarray, begin_ts: int, from_offset: int, to_o
 def cmd_get(a: argparse.Namespace) -> int:
     """The status line, then the messages; finding none is not an error (exit 0), but a line on
     stderr says so. A topic or queue the store does not have is (InputError, exit 2)."""
-    with MessageStore(a.store, reading_config(a), read_only=True) as ms:
+    with open_read_only(a) as ms:
         check_selection(ms, a.topic, a.queue)
         g = ms.get(a.topic, a.queue, a.offset, a.max, a.tags)
         status = {"status": g.status.value, "next_begin_offset": g.next_begin_offset,
@@ -287,7 +280,7 @@ def cmd_query(a: argparse.Namespace) -> int:
     """Finding nothing is not an error (exit 0), but a line on stderr says so. A topic or queue
     the store does not have, or a time range that cannot match, is (InputError, exit 2)."""
     check_ranges(a)
-    with MessageStore(a.store, reading_config(a), read_only=True) as ms:
+    with open_read_only(a) as ms:
         if a.msg_id:
             emit_messages([(ms.lookup(a.msg_id, a.topic or None), {})], a,
                           ms.config.delay_levels_ms)

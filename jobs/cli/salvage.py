@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from rocketlake.jobs.cli.read_commands import reading_config
+from rocketlake.jobs.cli.reading import reading_config
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.printable import printable
 from rocketlake.store.salvage import SalvageReport, salvage

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from rocketlake.jobs.cli.operator_commands import _open
+from rocketlake.jobs.cli.reading import open_read_only
 from rocketlake.jobs.cli.verify_words import size_text
 from rocketlake.jobs.printable import printable
 from rocketlake.store import MessageStore
@@ -217,7 +217,7 @@ def status_json(s: StoreStatus) -> dict[str, Any]:
 
 
 def cmd_store_status(a: argparse.Namespace) -> int:
-    with _open(a) as ms:
+    with open_read_only(a) as ms:
         status = store_status(ms)
     out = sys.stdout
     if a.json:

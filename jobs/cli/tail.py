@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from rocketlake.jobs.cli.output import emit_messages
-from rocketlake.jobs.cli.read_commands import reading_config
+from rocketlake.jobs.cli.reading import open_read_only
 from rocketlake.jobs.cli.selection import check_selection
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.store import MessageStore, Record
@@ -90,7 +90,7 @@ def cmd_tail(a: argparse.Namespace) -> int:
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with MessageStore(a.store, reading_config(a), read_only=True) as ms:
+        with open_read_only(a) as ms:
             check_selection(ms, a.topic, a.queue)
             queues = sorted(q for t, q in ms.queues if t == a.topic and a.queue in (None, q))
             first, nexts, start = newest(ms, a.topic, queues, a.last)

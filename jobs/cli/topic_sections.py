@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from rocketlake.jobs.cli.operator_commands import Row, _show
+from rocketlake.jobs.cli.tables import Row, show_rows
 from rocketlake.jobs.printable import printable
 from rocketlake.store.topic_kinds import is_system_topic
 
@@ -30,4 +30,4 @@ def show_apart(a: argparse.Namespace, rows: Sequence[Row],
             if not out.isatty():
                 out.write(("" if first else "\n") + printable(title) + ":\n")
             first = False
-            _show(a, part, columns, title)
+            show_rows(a, part, columns, title)

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rocketlake.jobs.cli.operator_commands import Row, _open, store_time
+from rocketlake.jobs.cli.reading import open_read_only, store_time
+from rocketlake.jobs.cli.tables import Row
 from rocketlake.jobs.cli.topic_sections import show_apart
 from rocketlake.jobs.times import time_fields
 from rocketlake.store import MessageStore
@@ -120,7 +121,7 @@ def _table_rows(stats: Sequence[QueueStats]) -> list[Row]:
 
 
 def cmd_topic_stats(a: argparse.Namespace) -> int:
-    with _open(a) as ms:
+    with open_read_only(a) as ms:
         end = now_ms() if a.now else window_end(ms)
         stats = topic_stats(ms, end, a.topic)
     if end is not None:

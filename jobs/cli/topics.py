@@ -16,7 +16,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from rocketlake.jobs.cli.operator_commands import Row, _open
+from rocketlake.jobs.cli.reading import open_read_only
+from rocketlake.jobs.cli.tables import Row
 from rocketlake.jobs.cli.topic_sections import show_apart
 from rocketlake.store.topic_config import perm_text, read_topic_configs
 from rocketlake.store.topic_kinds import is_system_topic
@@ -55,7 +56,7 @@ def table_cell(v: Any) -> Any:
 
 
 def cmd_topics(a: argparse.Namespace) -> int:
-    with _open(a) as ms:
+    with open_read_only(a) as ms:
         counts: dict[str, int] = {}
         for topic, _ in ms.queue_ranges():
             counts[topic] = counts.get(topic, 0) + 1

@@ -8,7 +8,7 @@ import json
 import shlex
 from pathlib import Path
 
-from rocketlake.jobs.cli.read_commands import reading_config
+from rocketlake.jobs.cli.reading import reading_config
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.printable import printable
 from rocketlake.store.salvage import SalvageReport, assess

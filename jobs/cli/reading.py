@@ -1,0 +1,36 @@
+"""How a command opens the store it only reads: the ``--store`` read-only with the ``--set``
+settings over store.conf and the file sizes of its files (``store.file_sizes``; a setting the
+files contradict is an error naming both), and the one lookup of a message's store time."""
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from rocketlake.store import MessageStore, file_sizes
+from rocketlake.store.config import StoreConfig, parse_set_options
+from rocketlake.store.message import GetStatus
+
+
+def reading_config(a: argparse.Namespace) -> StoreConfig:
+    """Settings to read ``a.store`` with: `--set` over store.conf, file sizes from the files."""
+    return file_sizes.reading_config(a.store, parse_set_options(a.set))
+
+
+@contextmanager
+def open_read_only(a: argparse.Namespace) -> Iterator[MessageStore]:
+    """The ``--store`` opened read-only with :func:`reading_config`; NotAStoreError (exit 2) for
+    a path that is not a store."""
+    with MessageStore(a.store, reading_config(a), read_only=True) as ms:
+        yield ms
+
+
+def store_time(ms: MessageStore, topic: str, queue_id: int, queue_offset: int) -> int | None:
+    """Store timestamp (ms) of the message at ``queue_offset``; None when there is none (negative,
+    expired, past the end, unreadable). RocketMQ's DefaultMessageStore.getMessageStoreTimeStamp."""
+    if queue_offset < 0:
+        return None
+    g = ms.get(topic, queue_id, queue_offset, 1)
+    if g.status is GetStatus.FOUND and g.messages[0].queue_offset == queue_offset:
+        return g.messages[0].record.store_timestamp
+    return None
