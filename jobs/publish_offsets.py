@@ -45,6 +45,7 @@ from rocketlake.store.config_files import read_config, read_consumer_offsets
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.file_sizes import with_commitlog_size, with_consume_queue_size
 from rocketlake.store.store_dir import check_store
+from rocketlake.store.store_time import format_time
 from rocketlake.store.swap_journal import refuse_unfinished
 from rocketlake.transforms.offset_units import UNIT_SCHEMA, read_queue_units
 from rocketlake.transforms.offsets import (
@@ -219,7 +220,7 @@ def publish(spark: SparkSession, lake: str, snap: Snapshot, change_data_feed: bo
         (latest > F.lit(snap.ts)).alias("newer")).first()
     assert published is not None, "a global aggregate has exactly one row"
     if published.newer:
-        raise ValueError(f"snapshot time {snap.ts.isoformat()} is older than the published "
+        raise ValueError(f"snapshot time {format_time(epoch_ms(snap.ts))} is older than the published "
                          f"snapshot {published.ts} of store {snap.store}; nothing written")
     app_id, version = f"{APP_ID}/{snap.store}", epoch_ms(snap.ts)
     append_history(lake, snap, app_id, version)
@@ -270,12 +271,12 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
     with spark_progress(spark, "publish"):
         written = publish(spark, lake, snap, change_data_feed)
     if written:
-        print(f"{PROG}: published store {store} snapshot {ts.isoformat()}: {counts}")
+        print(f"{PROG}: published store {store} snapshot {format_time(epoch_ms(ts))}: {counts}")
     else:
         print(f"{PROG}: store {store} unchanged since its published snapshot ({counts}); "
               f"nothing written")
     record_run(spark, lake, PROG, root, started, "ok" if written else "unchanged",
-               {"snapshot": ts.isoformat(), "queues": queues, "consumer_rows": consumers})
+               {"snapshot": format_time(epoch_ms(ts)), "queues": queues, "consumer_rows": consumers})
     if database:
         register(spark, database, lake, (*TABLES, RUNS_TABLE))
     return written

@@ -39,8 +39,9 @@ def test_a_compact_run_that_deleted_nothing_says_why():
 def test_publish_offsets_and_unknown_jobs_in_words():
     pub = _run("publish-offsets", {"snapshot": "2026-11-23T04:00:00+00:00", "queues": 8,
                                    "consumer_rows": 1}, status="unchanged", seconds=3)
+    # a run of an older release wrote "+00:00": the sentence shows every time in one format
     assert describe_run(pub) == ("publish-offsets at 2026-11-23T04:00:00.000Z [unchanged]: snapshot "
-                                 "2026-11-23T04:00:00+00:00: 8 queues, 1 consumer row (took 3.0 s)")
+                                 "2026-11-23T04:00:00.000Z: 8 queues, 1 consumer row (took 3.0 s)")
     unknown = _run("rebalance", {"units": 12345, "queues": 3, "mode": "full", "files": ["a"]},
                    status="failed")
     assert describe_run(unknown) == ("rebalance at 2026-11-23T04:00:00.000Z [failed]: mode full, "

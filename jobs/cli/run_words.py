@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rocketlake.store.store_time import format_time
+from rocketlake.store.store_time import format_time, parse_time
 
 
 def when(ms: int) -> str:
@@ -49,8 +49,17 @@ def _compact(s: Mapping[str, Any]) -> list[str]:
     return parts
 
 
+def _time(text: object) -> str:
+    """A run summary's time in the one format (rows of older runs hold other ISO-8601 forms);
+    what it holds, as it is, when that is no time."""
+    try:
+        return format_time(parse_time(str(text)))
+    except ValueError:
+        return "?" if text is None else str(text)
+
+
 def _publish_offsets(s: Mapping[str, Any]) -> list[str]:
-    return [f"snapshot {s.get('snapshot', '?')}: {_n(s.get('queues', 0), 'queue')}, "
+    return [f"snapshot {_time(s.get('snapshot'))}: {_n(s.get('queues', 0), 'queue')}, "
             f"{_n(s.get('consumer_rows', 0), 'consumer row')}"]
 
 

@@ -319,7 +319,7 @@ def test_spark_submit_publishes_a_library_store(spark, store: Path, tmp_path: Pa
          T1.isoformat()],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "published store broker-a snapshot 2026-11-20T10:00:00+00:00: 4 queues, " \
+    assert "published store s1 snapshot 2026-11-20T10:00:00.000Z: 4 queues, " \
         "4 consumer rows" in r.stdout + r.stderr
     assert [r[:6] for r in queue_rows(spark, lake)] == [
         ("audit-log", 0, 0, 10, 10, ts(109)), ("orders", 0, 0, 34, 34, ts(99)),
