@@ -81,14 +81,14 @@ def test_exactly_once_under_kill_9_while_a_writer_appends(spark, tmp_path: Path)
     final = archive_job(store, lake)
     out, err = final.communicate(timeout=300)
     assert final.returncode == 0, err
-    assert json.loads(out.splitlines()[-1])["checkpoint"] == checkpoint_uri(lake_uri(str(lake)), "store")
+    assert json.loads(out.splitlines()[-1])["checkpoint"] == checkpoint_uri(lake_uri(str(lake)), "live")
 
     dump = rocketlake("dump", "commitlog", "--store", str(store), *sets(LIVE))
     assert dump.returncode == 0, dump.stderr
     want = [json.loads(line) for line in dump.stdout.splitlines()]
     assert len(want) == written
     rows = spark.read.format("delta").load(str(table)).select("store", "commitlog_offset", "body").collect()
-    assert {r.store for r in rows} == {"store"}
+    assert {r.store for r in rows} == {"live"}
     assert len(rows) == len(want)
     assert len({r.commitlog_offset for r in rows}) == len(want)
     got = sorted((r.commitlog_offset, bytes(r.body)) for r in rows)

@@ -179,7 +179,7 @@ def test_rerun_after_crash_between_archive_and_delete(spark, tmp_path, capsys):
     _store(root)
     cfg = load_config(SIZES)
     names = compact.plan(root, cfg, int(time.time() * 1000), True, False)["delete"]
-    compact.archive(spark, root, lake, cfg, names, "s",
+    compact.archive(spark, root, lake, cfg, names, "s1",
                     compact.file_counts(spark, root, cfg, names))  # killed here: archived, nothing deleted
     n = spark.read.format("delta").load(str(lake / "messages_archive")).count()
     assert compact.main([*named(root), "--lake", str(lake), "--force", *SETS]) == 0

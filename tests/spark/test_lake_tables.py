@@ -85,7 +85,8 @@ def test_file_uri_lake_end_to_end(spark, tmp_path: Path, capsys) -> None:
 
     out = tmp_path / "report.html"
     capsys.readouterr()
-    assert cli.main(["report", "--store", str(root), "--lake", lake, *SETS, "--out", str(out)]) == 0
+    assert cli.main(["report", "--store", str(root), "--lake", lake, "--store-name", "s1", *SETS,
+                     "--out", str(out)]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert (summary["lag_points"], summary["runs"]) == (4, 3)     # g1 on 2 queues x 2 snapshots
 

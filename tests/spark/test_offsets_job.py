@@ -213,8 +213,8 @@ def test_snapshots_current_tables_history_and_idempotence(spark, store: Path, tm
     commit(store, {("orders", "g1"): {0: 31, 1: 35, 2: 5}, ("audit-log", "g2"): {0: 10}})
     cfg = load_config(SMALL)
     snap = read_snapshot(spark, store, cfg, read_layout(store),
-                         read_consumer_offsets(store), "broker-a", T3)
-    append_history(lake, snap, f"{APP_ID}/broker-a", epoch_ms(T3))
+                         read_consumer_offsets(store), "s1", T3)
+    append_history(lake, snap, f"{APP_ID}/s1", epoch_ms(T3))
     assert consumer_rows(spark, lake)[0][3] == 30            # current tables not reached yet
     assert publish(store, lake, T3) == 0
     assert consumer_rows(spark, lake)[0] == ("g1", "orders", 0, 31, 36, 5, ts(90), naive(T3))
