@@ -44,7 +44,7 @@ def _read_all(store: Path) -> dict[str, dict[str, object]]:
     sent; a 5.x batch member carries a second UNIQ_KEY, the batch's)."""
     out = {}
     with MessageStore(store, read_only=True) as ms:
-        for (topic, q), cq in ms.queues.items():
+        for topic, q in ms.queues:
             if topic not in ("rl_plain", "rl_tx"):
                 continue
             got = ms.get(topic, q, 0, 1000)
