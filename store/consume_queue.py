@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.lazy_maps import LazyMappedFile
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, data_end
 from rocketlake.store.paths import CONSUME_QUEUE_DIR, queue_dir
+from rocketlake.store.rocksdb_store import load_rocksdb_queues, rocksdb_consume_queue
 from rocketlake.store.safe_files import disk_error, open_file
 from rocketlake.store.swap_journal import refuse_unfinished
 
@@ -290,8 +292,12 @@ def _written_units(mf: MappedFile) -> int:
 def load_queues(root: Path, file_size: int) -> dict[tuple[str, int], ConsumeQueue]:
     """Every ConsumeQueue under `<root>/consumequeue/<topic>/<queueId>/`, loaded; a directory
     whose name is not a topic / queue id, or that resolves outside the store, is an error (the
-    queues opened before it are closed again)."""
+    queues opened before it are closed again). Where `<root>/consumequeue` is a 5.x broker's
+    RocksDB database, its queues, read-only (``rocksdb_store``): they offer ConsumeQueue's
+    reading surface only, and every writer refuses such a store first (``refuse_writing``)."""
     refuse_unfinished(root)
+    if rocksdb_consume_queue(root):
+        return cast(dict[tuple[str, int], ConsumeQueue], load_rocksdb_queues(root))
     out: dict[tuple[str, int], ConsumeQueue] = {}
     base = Path(root) / CONSUME_QUEUE_DIR
     if not base.exists():

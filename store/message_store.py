@@ -47,6 +47,7 @@ from rocketlake.store.message_encoder import INT_FIELDS, MessageEncoder, check_i
 from rocketlake.store.record_walk import FileEnd, Gap, walk_past_damage
 from rocketlake.store.recovery import RecoveryReport, recover
 from rocketlake.store.retention import ExpiryReport, RetentionPolicy, delete_expired_files
+from rocketlake.store.rocksdb_store import refuse_writing
 from rocketlake.store.safe_files import open_file
 from rocketlake.store.store_dir import check_store, create_store
 from rocketlake.store.table_encoder import EncodedTable, TableEncoder, messages_to_table, warm_up
@@ -89,6 +90,7 @@ class MessageStore:
         if read_only:
             self._open_read_only(overrides)
             return
+        refuse_writing(self.root)
         create_store(self.root)
         self._lock_file = StoreLock(self.root)
         self._lock_file.acquire()
