@@ -16,6 +16,7 @@ starts.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import subprocess
@@ -66,16 +67,29 @@ def manifest(packages: str) -> Path:
 def delta_jars() -> list[Path]:
     """The local jar files of :func:`delta_packages`, resolved into :data:`IVY_DIR` first when no
     manifest lists them or a listed file is gone (the one time this needs the network; a
-    RuntimeError with Ivy's output when the resolution fails)."""
+    RuntimeError with Ivy's output when the resolution fails). Processes starting at once
+    resolve one at a time (a lock file in :data:`IVY_DIR`): the later ones read the first's list."""
     packages = delta_packages()
     listed = manifest(packages)
-    if listed.is_file():
-        jars = [Path(line) for line in listed.read_text(encoding="utf-8").splitlines() if line]
-        if jars and all(j.is_file() for j in jars):
-            return jars
-    jars = _resolve(packages)
-    write_whole(listed, "".join(f"{j}\n" for j in jars).encode(), "listing the Delta Lake jars")
+    jars = _listed(listed)
+    if jars is None:
+        IVY_DIR.mkdir(parents=True, exist_ok=True)
+        with open(IVY_DIR / "resolving.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            jars = _listed(listed)
+            if jars is None:
+                jars = _resolve(packages)
+                write_whole(listed, "".join(f"{j}\n" for j in jars).encode(),
+                            "listing the Delta Lake jars")
     return jars
+
+
+def _listed(listed: Path) -> list[Path] | None:
+    """The jars the manifest ``listed`` names, or None when it is missing or a jar is gone."""
+    if not listed.is_file():
+        return None
+    jars = [Path(line) for line in listed.read_text(encoding="utf-8").splitlines() if line]
+    return jars if jars and all(j.is_file() for j in jars) else None
 
 
 def _resolve(packages: str) -> list[Path]:
@@ -84,7 +98,6 @@ def _resolve(packages: str) -> list[Path]:
     from pyspark.find_spark_home import _find_spark_home
 
     log.info("fetching the Delta Lake jars (%s) into %s, once", packages, IVY_DIR)
-    IVY_DIR.mkdir(parents=True, exist_ok=True)
     submit = Path(_find_spark_home()) / "bin" / "spark-submit"
     done = subprocess.run(
         [str(submit), "--master", "local[1]", "--packages", packages,
