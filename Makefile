@@ -73,4 +73,4 @@ bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(AIRFLOW_VENV) var .ivy build dist store/kernels/compiled
+	rm -rf $(VENV) $(AIRFLOW_VENV) var build dist store/kernels/compiled

@@ -1,10 +1,11 @@
-"""The one place a SparkSession is built: master, Delta Lake, Ivy cache, Python workers.
+"""The one place a SparkSession is built: master, Delta Lake, Python workers.
 
 Every job calls :func:`build_session`. Under ``spark-submit`` the master (and anything else given
 with ``--master`` / ``--conf``) comes from spark-submit; started from plain Python it defaults to
-``local[*]``. Delta Lake is configured through ``delta.configure_spark_with_delta_pip``: the first
-session on a machine fetches the Delta jars from Maven Central into ``.ivy/`` (``IVY_DIR``),
-later sessions reuse them.
+``local[*]``. A session with Delta Lake gets the Delta jars from the per-user cache as local files
+(:mod:`rocketlake.jobs.delta_jars`: fetched once per user, then no resolution, no Ivy output, no
+network); a session without Delta (the rebuilds without ``--lake``, reading the store through the
+source) touches no jars at all.
 
 Python workers run ``spark.pyspark.python`` / ``$PYSPARK_PYTHON`` when set (a packed environment
 shipped with ``--archives env.tar.gz#env``), else this interpreter. On a master that is not local
@@ -25,21 +26,14 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-#: Where Ivy caches the Delta jars: ``$ROCKETLAKE_IVY_DIR``, else ``.ivy`` in the working directory
-#: (the checkout, for ``make run`` and the tests; git-ignored).
-IVY_DIR = Path(os.environ.get("ROCKETLAKE_IVY_DIR", ".ivy")).resolve()
+from rocketlake.jobs.delta_jars import delta_jars, delta_submit_args
+
 #: The master of sessions whose caller names none (outside spark-submit).
 DEFAULT_MASTER = "local[*]"
 LOG_LEVEL = "WARN"
 
-#: delta-spark wheel versions whose jars Maven Central does not carry, and the published jar
-#: version with the same Python API to fetch instead (4.4.1 exists on PyPI only; the Spark 4.2
-#: artifact ``delta-spark_4.2_2.13`` is published as 4.4.0).
-DELTA_JAR_VERSION_FOR_WHEEL: dict[str, str] = {"4.4.1": "4.4.0"}
-
 #: Session settings every job gets; callers and spark-submit --conf may override them.
 DEFAULT_CONF: dict[str, str] = {
-    "spark.jars.ivy": str(IVY_DIR),
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.ui.showConsoleProgress": "false",
@@ -69,11 +63,8 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None,
     that needs Delta must then be submitted with :func:`delta_submit_args`; without them this
     raises a RuntimeError saying so.
     """
-    from delta import configure_spark_with_delta_pip
-
     settings = {**DEFAULT_CONF, **(DELTA_CONF if delta else {}), **(conf or {})}
     _choose_worker_python(settings)
-    IVY_DIR.mkdir(exist_ok=True)
     builder = SparkSession.builder.appName(app_name)
     if not under_spark_submit():
         builder = builder.master(master or DEFAULT_MASTER)
@@ -82,13 +73,13 @@ def build_session(app_name: str, conf: Mapping[str, str] | None = None,
                                 f"-Dlog4j2.configurationFile={log4j2_file()}")
     for key, value in settings.items():
         builder = builder.config(key, value)
-    if delta:
-        builder = configure_spark_with_delta_pip(builder)
-        builder = builder.config("spark.jars.packages",
-                                 _published_delta_packages(builder._options["spark.jars.packages"]))
-        if under_spark_submit() and not _jvm_has_class(DELTA_CONF["spark.sql.extensions"]):
+    if delta and under_spark_submit():
+        if not _jvm_has_class(DELTA_CONF["spark.sql.extensions"]):
             raise RuntimeError("Delta Lake jars are not on this spark-submit's classpath; submit "
                                "with: spark-submit " + " ".join(delta_submit_args()) + " ...")
+    elif delta:
+        jars = [settings["spark.jars"]] if settings.get("spark.jars") else []
+        builder = builder.config("spark.jars", ",".join([*jars, *map(str, delta_jars())]))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(LOG_LEVEL)
     if delta:
@@ -172,14 +163,6 @@ def _zip_package(target: Path) -> None:
                     z.write(path, prefix / path.relative_to(folder))
 
 
-def delta_submit_args() -> list[str]:
-    """spark-submit options that put the Delta jars (fetched once into ``.ivy/``) on the classpath."""
-    from delta import configure_spark_with_delta_pip
-
-    packages = configure_spark_with_delta_pip(SparkSession.Builder())._options["spark.jars.packages"]
-    return ["--packages", _published_delta_packages(packages), "--conf", f"spark.jars.ivy={IVY_DIR}"]
-
-
 def _jvm_has_class(name: str) -> bool:
     from pyspark import SparkContext
 
@@ -192,14 +175,3 @@ def _jvm_has_class(name: str) -> bool:
         return True
     except Exception:  # py4j wraps the ClassNotFoundException
         return False
-
-
-def _published_delta_packages(packages: str) -> str:
-    """Rewrite the Delta coordinate ``configure_spark_with_delta_pip`` chose to a published one."""
-    out = []
-    for coord in packages.split(","):
-        group, artifact, version = coord.split(":")
-        if group == "io.delta":
-            version = DELTA_JAR_VERSION_FOR_WHEEL.get(version, version)
-        out.append(f"{group}:{artifact}:{version}")
-    return ",".join(out)

@@ -14,21 +14,28 @@ import pytest
 from matplotlib import image
 
 from rocketlake.jobs.cli import main
+from rocketlake.jobs.cli.lag_status import group_statuses
 from rocketlake.jobs.cli.report import (
     PageInput,
     RecordCounts,
+    TopicTotal,
+    _cell,
     consumer_lag,
     explain_counts,
     lag_figure,
     layout_figure,
+    page_view,
     rate_figure,
     render,
     retention_rows,
     store_facts,
+    topic_totals,
+    trend_words,
 )
 from rocketlake.store import Message, MessageStore, codec
 from rocketlake.store.config_files import write_consumer_offsets
 from rocketlake.store.retention import HOUR_MS, RetentionPolicy
+from rocketlake.store.store_time import parse_time
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -47,12 +54,13 @@ def report(tmp_path):
 
 def test_page_is_self_contained_and_has_the_sections(report):
     page = report.read_text()
-    for section in ("Store layout", "Message rate", "Consumer lag", "Last maintenance runs"):
+    for section in ("Store layout", "Message rate", "Consumer lag", "Last maintenance runs",
+                    "Store health", "User topics", "System topics"):
         assert section in page
     imgs = re.findall(r'<img alt="[^"]+" src="([^"]+)"', page)
     assert len(imgs) == 3 and all(src.startswith("data:image/png;base64,") for src in imgs)
     assert not re.search(r'(src|href)="(http|//)', page)  # nothing fetched from elsewhere
-    assert "<div class=v>240</div><div class=k>messages</div>" in page  # 2 topics x 3 queues x 40
+    assert "<div class=v>240</div><div class=k>messages in ConsumeQueues</div>" in page  # 2 x 3 x 40
     assert page.count("<td>40</td>") >= 6  # each queue row: 40 messages
 
 
@@ -160,7 +168,8 @@ def test_page_shows_group_status_runs_in_words_and_renders_without_history(tmp_p
                                     "compacted": {"user-state": {"kept": 17}}})}]
     policy = RetentionPolicy(48, frozenset({4}), 75)
     page = render(PageInput(root, facts, history, runs, 1_795_392_000_000, policy, 0.5, lake=True))
-    assert "<td>billing</td><td class=STALLED>STALLED</td><td>orders/0</td><td>8</td><td>3</td>" in page
+    assert ("<td>billing</td><td>orders</td><td class=STALLED>STALLED</td><td>orders/0</td><td>8</td>"
+            "<td>rose by 2</td><td>3</td>") in page
     assert ("<li>compact at 2026-11-23T04:00:00.000Z: deleted no CommitLog file (none expired), "
             "compacted user-state: 17 keys kept (took 2.0 s)</li>") in page
     empty = render(PageInput(root, facts, [], [], 1_795_392_000_000, policy, 0.5))
@@ -192,3 +201,79 @@ def test_a_lake_that_does_not_exist_is_an_error_naming_it(tmp_path, capsys):
     assert main(["report", "--store", str(root), "--lake", str(lake), "--out", str(out)]) == 2
     assert f"{lake}: no such lake directory" in capsys.readouterr().err
     assert not out.exists() and not lake.exists()
+
+
+# --- the headline, topics, health, group status per topic, one format -----------------------------
+T0 = 1_795_392_000_000                                     # 2026-11-23T00:00:00.000Z
+
+
+def test_facts_name_both_counts_and_put_system_topics_apart_with_their_bytes(tmp_path):
+    root = tmp_path / "store"
+    with MessageStore(root) as ms:
+        ms.put_batch([Message("orders", b"o" * 100, q, store_timestamp=T0) for q in (0, 1) for _ in range(5)])
+        orders_end = ms.commitlog.max_offset
+        ms.put_batch([Message("orders", b"d", 0, delay_level=2, store_timestamp=T0) for _ in range(3)])
+        delayed_end = ms.commitlog.max_offset
+        ms.put_batch([Message("orders", b"t", 1, sys_flag=codec.TRANSACTION_PREPARED, store_timestamp=T0)])
+        prepared_end = ms.commitlog.max_offset
+        ms.put_batch([Message("%RETRY%billing", b"r", 0, store_timestamp=T0) for _ in range(2)])
+        end = ms.commitlog.max_offset
+    facts = store_facts(root, {})
+    user, system = topic_totals(facts)
+    # orders: 10 units; 10 plain records and the PREPARED one (no unit) stored under its name
+    assert user == [TopicTotal("orders", 2, 10, 11, orders_end + (prepared_end - delayed_end))]
+    assert system == [TopicTotal("%RETRY%billing", 1, 2, 2, end - prepared_end),
+                      TopicTotal("SCHEDULE_TOPIC_XXXX", 1, 3, 3, delayed_end - orders_end)]
+    assert facts.health[0].startswith("OK: 16 records, 15 ConsumeQueue units, ")
+    view = page_view(PageInput(root, facts, [], [], T0, RetentionPolicy(48, frozenset({4}), 75), 0.5))
+    assert view["headline"] == "15 messages in ConsumeQueues; 16 records in the CommitLog"
+    assert [r[0] for r in view["user_topics"]["rows"]] == ["orders"]
+    assert [r[0] for r in view["system_topics"]["rows"]] == ["%RETRY%billing", "SCHEDULE_TOPIC_XXXX"]
+    assert view["health"] == facts.health
+
+
+def test_store_health_is_verify_summary_of_a_damaged_store(tmp_path):
+    root = tmp_path / "store"
+    with MessageStore(root) as ms:
+        ms.put_batch([Message("orders", b"x" * 100, 0) for _ in range(4)])
+    log = next((root / "commitlog").iterdir())
+    data = log.read_bytes()
+    with open(log, "r+b") as f:   # a body byte of the second record: its body CRC fails
+        f.seek(data.index(b"x" * 100, data.index(b"x" * 100) + 100) + 50)
+        f.write(b"\xff")
+    health = store_facts(root, {}).health
+    assert health[0].startswith("FAILED: ") and "errors" in health[0]
+    assert any("commitlog" in line for line in health[1:])
+
+
+def test_group_status_per_topic_is_its_worst_queue_with_the_lag_trend():
+    t0 = datetime(2026, 11, 23, 1)
+    rows = [{"consumer_group": "billing", "topic": "orders", "queue_id": q,
+             "snapshot_ts": t0 + timedelta(hours=h), "consumer_offset": off, "lag": lag}
+            for h in range(3) for q, off, lag in ((0, 5, 100), (1, 10 + 1000 * h, 3000 - 1000 * h))]
+    rows += [{"consumer_group": "billing", "topic": "audit", "queue_id": 0,
+              "snapshot_ts": t0 + timedelta(hours=h), "consumer_offset": 7, "lag": 0} for h in range(3)]
+    by_topic = group_statuses(rows, by_topic=True)
+    # orders/0 never moves with lag 100: STALLED decides orders, while its lag fell by 2,000 (q1)
+    assert [(s.topic, s.status, s.worst, s.lag, s.change) for s in by_topic] == [
+        ("audit", "OK", "audit/0", 0, 0), ("orders", "STALLED", "orders/0", 1100, -2000)]
+    assert [trend_words(s) for s in by_topic] == ["unchanged", "fell by 2,000"]
+    (group,) = group_statuses(rows)
+    assert (group.topic, group.status, group.lag, group.change) == (None, "STALLED", 1100, -2000)
+    assert trend_words(group_statuses(rows[:2])[0]) == "-"   # one snapshot: no trend
+
+
+def test_numbers_have_separators_and_the_rate_axis_shows_iso_utc_clock_times():
+    assert [_cell(v) for v in (7, 1234, 48943, -2000, np.int64(50000), "1.2 MiB", True)] == [
+        "7", "1,234", "48,943", "-2,000", "50,000", "1.2 MiB", "True"]
+    ts = T0 + 36 * HOUR_MS + np.arange(0, 2 * HOUR_MS, 30_000)   # 2026-11-24 12:00 to 14:00 UTC
+    fig = rate_figure(ts, np.array(["orders"] * ts.size, dtype=object))
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert len(labels) >= 3
+    for label in labels:  # format_time's one format, on the chart's span
+        assert re.fullmatch(r"2026-11-24T1[234]:\d\d:00\.000Z", label), label
+        assert T0 + 36 * HOUR_MS <= parse_time(label) <= T0 + 38 * HOUR_MS
+    assert ax.get_xlabel() == "UTC"
+    plt.close(fig)

@@ -117,7 +117,8 @@ def test_without_the_spark_extra_spark_commands_say_what_to_install(without_spar
     report = subprocess.run([str(without_spark / "rocketlake"), "report", "--store", "store",
                              "--out", "r.html", *sets], cwd=tmp_path, capture_output=True, text=True)
     assert report.returncode == 0, report.stderr        # the report of a store needs no Spark
-    assert "<div class=v>100</div><div class=k>messages</div>" in (tmp_path / "r.html").read_text()
+    assert ("<div class=v>100</div><div class=k>messages in ConsumeQueues</div>"
+            in (tmp_path / "r.html").read_text())
 
 
 def test_a_job_script_runs_from_the_wheel_alone(installed: Path, wheel: Path, tmp_path: Path) -> None:

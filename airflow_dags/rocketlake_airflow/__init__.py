@@ -30,6 +30,7 @@ import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset
 
+from rocketlake.jobs.delta_jars import IVY_DIR
 from rocketlake.jobs.rebuild_structures import rebuild_args, structures_arg
 from rocketlake.store.config import load_config
 
@@ -183,7 +184,7 @@ class Settings:
         conf = {**self.spark.get("conf", {}), "spark.pyspark.python": python,
                 "spark.pyspark.driver.python": python}
         if delta:
-            conf["spark.jars.ivy"] = _path(self.spark["ivy"])
+            conf["spark.jars.ivy"] = _path(self.spark["ivy"]) if "ivy" in self.spark else str(IVY_DIR)
         py_files = ",".join(_path(p) for p in self.spark.get("py_files", []))
         return {"conn_id": self.spark["conn_id"], "conf": conf,
                 "packages": self.spark["packages"] if delta else None, "py_files": py_files or None}

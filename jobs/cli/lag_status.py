@@ -13,7 +13,8 @@ Here a partition is a (topic, queue id) of the group and a sample is one ``publi
 snapshot (``offsets_history`` rows of kind "consumer"). Burrow's STOP rule (no commit for longer
 than the window spans) needs commit times, which consumerOffset.json does not keep, so it is not
 evaluated. A window of one sample with lag cannot tell a stall from a slow consumer: UNKNOWN. A
-group's status is its worst partition's. Pure Python: the report runs it without Spark.
+group's status (and a group's status on one topic) is its worst partition's. Pure Python: the
+report runs it without Spark.
 """
 from __future__ import annotations
 
@@ -53,34 +54,41 @@ def partition_status(samples: Sequence[Sample]) -> str:
 
 @dataclass(frozen=True)
 class GroupStatus:
-    """A group's status, the partition that decides it ("topic/queue"), its lag now (summed over
-    its partitions' latest samples) and how many snapshots the window holds."""
+    """A group's status (on ``topic``, or on all its topics when None), the partition that decides
+    it ("topic/queue"), its lag now (summed over its partitions' latest samples), how many
+    snapshots the window holds, and the lag's change over the window (summed over the partitions:
+    latest minus first sample; negative when it fell)."""
     group: str
     status: str
     worst: str
     lag: int
     samples: int
+    change: int = 0
+    topic: str | None = None
 
 
-def group_statuses(rows: Iterable[Mapping[str, Any]], window: int = DEFAULT_WINDOW) -> list[GroupStatus]:
+def group_statuses(rows: Iterable[Mapping[str, Any]], window: int = DEFAULT_WINDOW,
+                   by_topic: bool = False) -> list[GroupStatus]:
     """Rows with ``consumer_group, topic, queue_id, snapshot_ts, consumer_offset, lag`` (any order)
-    -> one status per group (sorted by name), each partition judged over its last ``window``
-    snapshots."""
+    -> one status per group (sorted by name), or per group and topic with ``by_topic``, each
+    partition judged over its last ``window`` snapshots."""
     if window < 1:
         raise ValueError(f"the lag window must hold at least 1 snapshot, got {window}")
     series: dict[tuple[str, str, int], list[tuple[Any, Sample]]] = {}
     for r in rows:
         series.setdefault((r["consumer_group"], r["topic"], r["queue_id"]), []).append(
             (r["snapshot_ts"], Sample(int(r["consumer_offset"]), int(r["lag"]))))
-    out: dict[str, GroupStatus] = {}
+    out: dict[tuple[str, str | None], GroupStatus] = {}
     for (group, topic, queue_id), points in sorted(series.items()):
         samples = [s for _, s in sorted(points, key=lambda p: p[0])][-window:]
         status = partition_status(samples)
-        prev = out.get(group)
+        key = (group, topic if by_topic else None)
+        prev = out.get(key)
         lag = samples[-1].lag + (prev.lag if prev else 0)
+        change = samples[-1].lag - samples[0].lag + (prev.change if prev else 0)
         n = max(len(samples), prev.samples if prev else 0)
         if prev is None or SEVERITY[status] > SEVERITY[prev.status]:
-            out[group] = GroupStatus(group, status, f"{topic}/{queue_id}", lag, n)
+            out[key] = GroupStatus(group, status, f"{topic}/{queue_id}", lag, n, change, key[1])
         else:
-            out[group] = GroupStatus(group, prev.status, prev.worst, lag, n)
-    return [out[g] for g in sorted(out)]
+            out[key] = GroupStatus(group, prev.status, prev.worst, lag, n, change, key[1])
+    return [out[k] for k in sorted(out, key=lambda k: (k[0], k[1] or ""))]

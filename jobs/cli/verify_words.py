@@ -33,9 +33,9 @@ def verify_summary(report: VerifyReport, max_problems: int, steps: list[str]) ->
     """The `verify` text report: the verdict, the problems counted by (file, kind), the first
     ``max_problems`` problems, then what to do."""
     errors = sum(p.severity == "error" for p in report.problems)
-    lines = [f"{'OK' if report.ok else 'FAILED'}: {report.records} records, {report.units} "
-             f"ConsumeQueue units, {report.keys_checked} index keys checked; {errors} errors, "
-             f"{len(report.problems) - errors} warnings"]
+    lines = [f"{'OK' if report.ok else 'FAILED'}: {report.records:,} records, {report.units:,} "
+             f"ConsumeQueue units, {report.keys_checked:,} index keys checked; {errors:,} errors, "
+             f"{len(report.problems) - errors:,} warnings"]
     if not report.problems:
         return lines
     if report.damage:

@@ -9,7 +9,8 @@ ships the folder as package data). A process uses the first of:
 1. ``$NUMBA_CACHE_DIR/rocketlake-<digest>`` when ``NUMBA_CACHE_DIR`` is set (numba's own override);
 2. the package's ``compiled/`` folder itself, when it is a writable directory (an editable or
    ``pip install``-ed package);
-3. ``$XDG_CACHE_HOME`` (default ``~/.cache``) ``/rocketlake/kernels-<digest>``, else the same
+3. ``kernels-<digest>`` in the per-user cache (``store/user_cache.py``: ``$XDG_CACHE_HOME``,
+   default ``~/.cache``, ``/rocketlake``), else the same
    under the temporary directory (an executor's home may not be writable).
 
 A folder other than the package's own is first filled with a copy of the package's (read from
@@ -30,6 +31,8 @@ from pathlib import Path, PurePosixPath
 from types import FunctionType
 
 from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLocator
+
+from rocketlake.store.user_cache import user_cache_dir
 
 #: the kernels' package folder (inside a zip when the package is imported from one)
 PACKAGE = Path(__file__).parent
@@ -120,8 +123,7 @@ def cache_folder() -> Path | None:
         candidates.append(Path(os.environ["NUMBA_CACHE_DIR"]) / f"rocketlake-{digest}")
     else:
         candidates.append(SHIPPED)
-        home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        candidates += [Path(home) / "rocketlake" / digest,
+        candidates += [user_cache_dir() / digest,
                        Path(tempfile.gettempdir()) / f"rocketlake-{os.getuid()}" / digest]
     for folder in candidates:
         if (folder != SHIPPED or PACKAGE.is_dir()) and _writable(folder):

@@ -30,7 +30,6 @@ conn_id = "spark_rocketlake"
 jobs = "jobs"
 python = ".venv/bin/python"
 packages = "io.delta:delta-spark_4.2_2.13:4.4.0"
-ivy = ".ivy"
 py_files = []
 
 [spark.conf]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -28,7 +29,9 @@ SPARK = ["spark-submit", "--master", "local[2]",
          "--conf", "spark.sql.session.timeZone=UTC", "--conf", "spark.sql.shuffle.partitions=8",
          "--conf", "spark.ui.enabled=false", "--conf", f"spark.pyspark.python={PY}",
          "--conf", f"spark.pyspark.driver.python={PY}"]
-SPARK_DELTA = [*SPARK, "--conf", f"spark.jars.ivy={PROJECT / '.ivy'}", "--packages", DELTA]
+#: the per-user Ivy folder (XDG base directory rule): the DAGs' default, and the commands' own
+IVY = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocketlake" / "ivy"
+SPARK_DELTA = [*SPARK, "--conf", f"spark.jars.ivy={IVY}", "--packages", DELTA]
 
 
 def test_dag_folder_parses_without_errors_quickly() -> None:
@@ -174,7 +177,7 @@ def test_configured_delta_packages_match_the_jobs(dagbag: Any) -> None:
         "import json; from jobs.spark_session import delta_submit_args; "
         "print(json.dumps(delta_submit_args()))"))
     assert args[args.index("--packages") + 1] == DELTA
-    assert args[args.index("--conf") + 1] == f"spark.jars.ivy={PROJECT / '.ivy'}"
+    assert args[args.index("--conf") + 1] == f"spark.jars.ivy={IVY}"
 
 
 def test_job_files_exist_for_every_application(dagbag: Any) -> None:

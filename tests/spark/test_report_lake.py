@@ -43,7 +43,8 @@ def test_report_judges_each_group_on_its_own_stores_history(spark, tmp_path: Pat
     # lag 25, 35, 45 at offset 5: stalled (broker-b's lag 0 in the same lake must not count)
     assert summary["groups"] == {"g1": "STALLED"} and summary["lag_points"] == 3
     page = out.read_text()
-    assert "<td>g1</td><td class=STALLED>STALLED</td><td>orders/0</td><td>45</td><td>3</td>" in page
+    assert ("<td>g1</td><td>orders</td><td class=STALLED>STALLED</td><td>orders/0</td><td>45</td>"
+            "<td>rose by 20</td><td>3</td>") in page
     assert page.count("<li>publish-offsets at ") == 4     # the runs of both stores, in words
     # the lag now, from the store itself: 60 messages, committed 5
     assert "<td>g1</td><td>orders</td><td>0</td><td>5</td><td>60</td><td>55</td>" in page
