@@ -238,3 +238,54 @@ def test_bad_lines_are_listed_up_to_10_and_all_counted(store, tmp_path, capsys):
         "rocketlake ingest: line 4: tags must be a string, got 5",
         "rocketlake ingest: line 8: tags must be a string, got 5",
         f"rocketlake ingest: error: {tmp_path / 'two.jsonl'}: 2 bad lines (all listed above)"]
+
+
+# --- events naming no queue ----------------------------------------------------------------------
+def _queues(store: Path) -> list[tuple[str, int, int, bytes]]:
+    """(topic, queue id, queue offset, body) of every record, in CommitLog order."""
+    with MessageStore(store, read_only=True, **dict(s.split("=") for s in SMALL[1::2])) as ms:
+        return [(r.topic, r.queue_id, r.queue_offset, r.body) for r in ms.commitlog.walk_records()]
+
+
+@pytest.mark.parametrize("path", ["json", "lines", "parquet"])
+def test_events_without_queue_id_go_round_robin_over_the_topics_queues(tmp_path, capsys, caplog, path):
+    """As RocketMQ's producer without a selector: each topic's next write queue in turn, 4 queues
+    for a topic topics.json does not declare (defaultTopicQueueNums), its writeQueueNums for one
+    it does; an event naming its queue keeps it and takes no turn."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "s"
+    first = _write(tmp_path / "one.jsonl", [json.dumps({"topic": "pay", "body": "p", "queue_id": 2})])
+    assert main(["ingest", "--store", str(root), "--create", *SMALL, str(first)]) == 0
+    (root / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": {
+        "pay": {"topicName": "pay", "readQueueNums": 3, "writeQueueNums": 3, "perm": 6}}}))
+    events = [{"topic": "orders", "body": "o0"}, {"topic": "pay", "body": "p0"},
+              {"topic": "orders", "body": "o1", "queue_id": 7}, {"topic": "orders", "body": "o2"},
+              {"topic": "pay", "body": "p1"}, {"topic": "pay", "body": "p2"}, {"topic": "pay", "body": "p3"},
+              *({"topic": "orders", "body": f"o{i}"} for i in range(3, 7))]
+    if path == "lines":  # properties take the line-by-line path
+        events = [{**e, "properties": {"x": "1"}} for e in events]
+    src = _write(tmp_path / "in.jsonl", [json.dumps(e) for e in events])
+    if path == "parquet":
+        src = tmp_path / "in.parquet"
+        pq.write_table(pa.table({"topic": [e["topic"] for e in events],
+                                 "body": [e["body"].encode() for e in events],
+                                 "queue_id": pa.array([e.get("queue_id") for e in events], pa.int64())}), src)
+    capsys.readouterr()
+    with caplog.at_level("INFO"):
+        assert main(["ingest", "--store", str(root), *SMALL, str(src)]) == 0
+    # hand-computed: orders 0,1,2,3 then 0,1 (o1 keeps 7); pay over its 3 declared queues 0,1,2,0
+    assert [(t, q, b.decode()) for t, q, _, b in _queues(root)[1:]] == [
+        ("orders", 0, "o0"), ("pay", 0, "p0"), ("orders", 7, "o1"), ("orders", 1, "o2"),
+        ("pay", 1, "p1"), ("pay", 2, "p2"), ("pay", 0, "p3"), ("orders", 2, "o3"),
+        ("orders", 3, "o4"), ("orders", 0, "o5"), ("orders", 1, "o6")]
+    assert "orders: 6 over 4 queues, pay: 4 over 3 queues" in caplog.text
+
+
+def test_events_naming_their_queues_are_spread_by_nobody(tmp_path, capsys, caplog):
+    src = _write(tmp_path / "in.jsonl", [json.dumps(e) for e in _events(6)])
+    with caplog.at_level("INFO"):
+        assert main(["ingest", "--store", str(tmp_path / "s"), "--create", *SMALL, str(src)]) == 0
+    assert [q for _, q, _, _ in _queues(tmp_path / "s")] == [0, 1, 2, 0, 1, 2]
+    assert "round-robin" not in caplog.text

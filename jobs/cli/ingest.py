@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import sys
 import tempfile
@@ -24,6 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rocketlake.jobs.cli.events import EVENT_FIELDS, INT_EVENT_FIELDS, InputError, event_to_message
+from rocketlake.jobs.cli.queue_spread import QueueSpread
 from rocketlake.jobs.printable import printable
 from rocketlake.store import Message, MessageRejected, MessageStore
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
@@ -33,6 +35,8 @@ from rocketlake.store.store_dir import store_problem
 from rocketlake.store.table_encoder import TableEncoder, messages_to_table
 
 BATCH = 1000
+log = logging.getLogger(__name__)
+
 #: bad lines of an input named on stderr at most (all are counted)
 MAX_BAD_LINES = 10
 _err = Console(stderr=True)
@@ -58,17 +62,22 @@ class BadLines:
 
 
 def _events(f: BinaryIO, prepare: Callable[[Message], object] | None = None,
-            bad: BadLines | None = None) -> Iterator[tuple[int, Message]]:
-    """(line number, Message) of every non-blank line of ``f`` from its start. A line that is not
-    UTF-8 JSON of a valid event or that ``prepare`` (the store's own ``MessageEncoder.prepare``)
-    refuses: InputError naming it, or with ``bad`` its error added there and the line skipped."""
+            bad: BadLines | None = None, spread: QueueSpread | None = None) -> Iterator[tuple[int, Message]]:
+    """(line number, Message) of every non-blank line of ``f`` from its start; an event without
+    ``queue_id`` takes the next of ``spread`` (queue 0 without one). A line that is not UTF-8 JSON
+    of a valid event or that ``prepare`` (the store's own ``MessageEncoder.prepare``) refuses:
+    InputError naming it, or with ``bad`` its error added there and the line skipped."""
     f.seek(0)
     for lineno, raw in enumerate(f, 1):
         try:
             line = raw.decode("utf-8")
             if not line.strip():
                 continue
-            m = event_to_message(json.loads(line))
+            ev = json.loads(line)
+            if spread is not None and isinstance(ev, dict) and "queue_id" not in ev \
+                    and isinstance(ev.get("topic"), str):
+                ev["queue_id"] = int(spread.take(ev["topic"], 1)[0])
+            m = event_to_message(ev)
             if prepare is not None:
                 prepare(m)
         except (ValueError, TypeError, RecursionError) as e:  # JSON, UTF-8, InputError, MessageRejected
@@ -124,6 +133,8 @@ def _event_table(batch: pa.RecordBatch) -> pa.Table | None:
                                         type=pa.binary())
             except ValueError:  # binascii.Error, or not ASCII
                 return None
+        elif name == "queue_id" and (pa.types.is_integer(t) or pa.types.is_null(t)):
+            cols[name] = arr  # a null: an event naming no queue (``QueueSpread.fill``)
         elif name in INT_EVENT_FIELDS:
             if not pa.types.is_integer(t) or arr.null_count:
                 return None
@@ -166,15 +177,17 @@ def _is_parquet(f: BinaryIO) -> bool:
 
 
 def _check_tables(tables: Iterable[pa.Table], cfg: StoreConfig, label: str) -> int:
-    """Validate every table with the store's own rules -> the number of rows; InputError naming
-    the ``label`` ("row") of the first bad one (counted over the whole input, from 0)."""
+    """Validate every table (rows naming no queue given one: ``QueueSpread.fill``) with the
+    store's own rules -> the number of rows; InputError naming the ``label`` ("row") of the first
+    bad one (counted over the whole input, from 0)."""
+    spread = QueueSpread({})
     encoder = TableEncoder(MessageEncoder(cfg))
     total = 0
     with _progress(None) as bar:
         task = bar.add_task("check", total=None)
         for table in tables:
             try:
-                encoder.encode(table)
+                encoder.encode(spread.fill(table))
             except MessageRejected as e:
                 where = "" if e.index is None else f"{label} {total + e.index}: "
                 raise InputError(f"{where}{e}") from None
@@ -191,7 +204,9 @@ def cmd_ingest(a: argparse.Namespace) -> int:
     meanwhile. Plain JSON events are read
     by pyarrow's JSON reader; a block it cannot take exactly (properties, odd types, a bad line)
     is read line by line, which names the first ``MAX_BAD_LINES`` bad lines. The store must
-    exist, unless ``--create`` (then a missing path or an empty directory becomes a new store)."""
+    exist, unless ``--create`` (then a missing path or an empty directory becomes a new store).
+    Events naming no queue are spread over their topic's queues (:mod:`queue_spread`), and the
+    log says so."""
     problem = store_problem(a.store, fresh=a.create)
     if problem is not None:
         if not a.create and store_problem(a.store, fresh=True) is None:
@@ -201,6 +216,7 @@ def cmd_ingest(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     n = size = 0
     queues: set[tuple[str, int]] = set()
+    spread = QueueSpread.for_store(a.store)
     with _open_input(a.file) as f:
         tables: Callable[[], Iterable[tuple[str, pa.Table]]]
         if _is_parquet(f):
@@ -215,12 +231,12 @@ def cmd_ingest(a: argparse.Namespace) -> int:
                 tables = partial(_numbered, _json_tables, f)
             except (ValueError, pa.ArrowException):  # InputError included: the lines name it
                 total = _check_lines(f, cfg, "stdin" if a.file == "-" else a.file)
-                tables = partial(_line_tables, f, cfg)
+                tables = partial(_line_tables, f, cfg, spread)
         with MessageStore(a.store, cfg) as ms, ms.all_or_nothing(), _progress(total) as bar:
             task = bar.add_task("ingest", total=total)
             for where, table in tables():
                 try:
-                    r = ms.put_table(table)
+                    r = ms.put_table(spread.fill(table))
                 except MessageRejected as e:  # only when the input changed after it was checked
                     raise InputError(f"{where}: {e} (the input changed while ingesting)") from None
                 n += len(r)
@@ -229,6 +245,8 @@ def cmd_ingest(a: argparse.Namespace) -> int:
                 queues.update((r.topics[int(k) >> 32], int(k) & 0xFFFFFFFF) for k in ids.tolist())
                 bar.advance(task, len(r))
     dt = time.perf_counter() - t0
+    if spread.summary():
+        log.info("rocketlake ingest: %s", spread.summary())
     print(json.dumps({"messages": n, "bytes": size, "queues": len(queues),
                       "topics": len({t for t, _ in queues}), "seconds": round(dt, 3),
                       "messages_per_second": round(n / dt) if dt else None}))
@@ -265,11 +283,12 @@ def _check_lines(f: BinaryIO, cfg: StoreConfig, name: str) -> int:
     return total
 
 
-def _line_tables(f: BinaryIO, cfg: StoreConfig) -> Iterator[tuple[str, pa.Table]]:
-    """The events line by line, ``BATCH`` at a time, as message tables."""
+def _line_tables(f: BinaryIO, cfg: StoreConfig, spread: QueueSpread) -> Iterator[tuple[str, pa.Table]]:
+    """The events line by line, ``BATCH`` at a time, as message tables (queues from ``spread``
+    where an event names none)."""
     encoder = MessageEncoder(cfg)
     batch: list[tuple[int, Message]] = []
-    for event in _events(f):
+    for event in _events(f, spread=spread):
         batch.append(event)
         if len(batch) >= BATCH:
             yield f"lines {batch[0][0]}-{batch[-1][0]}", messages_to_table([m for _, m in batch], encoder)
