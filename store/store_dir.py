@@ -27,7 +27,7 @@ def store_problem(root: str | Path, fresh: bool = False) -> str | None:
     if not root.exists():
         return None if fresh else f"{root}: no such store directory"
     if not root.is_dir():
-        return f"{root}: not a directory"
+        return f"{root}: is a file, not a store directory" if root.is_file() else f"{root}: not a directory"
     if (root / COMMITLOG_DIR).is_dir() or (fresh and not any(root.iterdir())):
         return None
     held = sorted(p.name + ("/" if p.is_dir() else "") for p in root.iterdir())

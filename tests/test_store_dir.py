@@ -80,3 +80,19 @@ def test_every_command_refuses_a_non_store_the_same_way(tmp_path: Path, capsys, 
     err = capsys.readouterr().err
     assert f"error: {project}: not a RocketMQ store (no commitlog/ directory; it holds config/)" in err
     assert _tree(project) == before and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv", [*READERS, ["store-status"], ["topic-stats"], ["topics"], ["groups"],
+                                  ["tail", "--topic", "t"], ["salvage", "--output", "R"],
+                                  ["ingest", "E"]], ids=lambda a: " ".join(a[:2]))
+def test_a_file_given_as_the_store_is_named_as_a_file(tmp_path: Path, capsys, argv: list[str]) -> None:
+    """`--store README.md` (a file): every command says it is a file, exit 2, nothing written."""
+    readme = tmp_path / "README.md"
+    readme.write_text("# not a store\n")
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"topic": "t", "body": "x"}\n')
+    args = [{"R": str(tmp_path / "out"), "L": str(tmp_path / "lake"), "E": str(events)}.get(a, a)
+            for a in argv]
+    assert main([args[0], "--store", str(readme), *args[1:]]) == 2
+    assert f"error: {readme}: is a file, not a store directory" in capsys.readouterr().err
+    assert readme.read_text() == "# not a store\n" and not (tmp_path / "out").exists()
