@@ -210,6 +210,7 @@ class MessageStore:
         declare_topics(self.root, queue_counts(self.queues))
         warm_up(self.table_encoder)
         self._last_ts = self.checkpoint.physic
+        self._recovered_end = self.commitlog.max_offset
         self._dispatch.last_timestamp = max(self._dispatch.last_timestamp, self.checkpoint.logics)
         self.flusher = FlushService(
             self._flush_commitlog, lambda: self.commitlog.max_offset, self._flush_logics,
@@ -403,6 +404,9 @@ class MessageStore:
         end = self.commitlog.max_offset
         self.commitlog.flush()
         self.checkpoint.physic = max(self.checkpoint.physic, ts)
+        if self.checkpoint.confirm_offset and end > self._recovered_end:
+            # a 5.x broker's confirmed offset: readers stop there, so it covers what we wrote
+            self.checkpoint.confirm_offset = max(self.checkpoint.confirm_offset, end)
         return end
 
     def _flush_logics(self) -> None:
