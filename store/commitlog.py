@@ -105,7 +105,8 @@ class CommitLog:
 
     def append_raw(self, raw: bytes, topic: str, queue_id: int, to_queue: bool) -> tuple[int, int]:
         """Copy a record verbatim to the end of the log, rewriting only QUEUEOFFSET and
-        PHYSICALOFFSET for its new place -> (commitlog offset, queue offset)."""
+        PHYSICALOFFSET for its new place (and a 5.x property CRC, which covers them)
+        -> (commitlog offset, queue offset)."""
         mf = self.files.last
         if mf is None or mf.wrote + len(raw) + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             mf = self._roll()
@@ -113,6 +114,7 @@ class CommitLog:
         qoff = self._next_queue_offset(topic, queue_id, to_queue)
         mf.mm[pos:pos + len(raw)] = raw
         _QUEUE_AND_PHYSICAL_OFFSET.pack_into(mf.mm, pos + codec.OFF_QUEUE_OFFSET, qoff, mf.start + pos)
+        codec.reseal_prop_crc(mf.mm, pos, len(raw))
         mf.wrote = pos + len(raw)
         return mf.start + pos, qoff
 
