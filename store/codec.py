@@ -123,6 +123,11 @@ DELAY_LEVELS_MS = (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 3000
 CQ_UNIT = struct.Struct(">qiq")
 CQ_UNIT_SIZE = CQ_UNIT.size  # 20
 CQ_UNIT_DTYPE = np.dtype([("commitlog_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+#: 5.x BatchConsumeQueue unit (``BatchConsumeQueue.CQ_STORE_UNIT_SIZE``, docs/FORMAT.md §9.6)
+BCQ_UNIT_DTYPE = np.dtype([("commitlog_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8"),
+                           ("store_timestamp", ">i8"), ("msg_base_offset", ">i8"),
+                           ("batch_size", ">i2"), ("compacted_offset", ">i4"), ("reserved", ">i4")])
+BCQ_UNIT_SIZE = BCQ_UNIT_DTYPE.itemsize  # 46
 #: size field of a pre-blank unit (``ConsumeQueue.fillPreBlank``): a placeholder, not a message
 CQ_BLANK_UNIT_SIZE = JAVA_INT_MAX
 CQ_PRE_BLANK = CQ_UNIT.pack(0, CQ_BLANK_UNIT_SIZE, 0)
@@ -445,7 +450,7 @@ def reseal_prop_crc(buf: bytearray | mmap.mmap, pos: int, size: int) -> None:
                       np.zeros(3, dtype=np.int64))
     if not n or kr.prop_crc(arr, int(out[0, kr.PROPS_START]), int(out[0, kr.PROPS_LEN])) == -1:
         return
-    crc = zlib.crc32(arr[:size - PROP_CRC_SIZE]) & JAVA_INT_MAX
+    crc = zlib.crc32(arr[:size - PROP_CRC_SIZE].tobytes()) & JAVA_INT_MAX
     end = pos + size - 1  # the closing \x02
     buf[end - PROP_CRC_DIGITS:end] = bytes(48 + crc // 10 ** k % 10 for k in range(PROP_CRC_DIGITS))
 

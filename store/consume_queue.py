@@ -181,6 +181,11 @@ class ConsumeQueue:
         n = max(0, min(count, (mf.wrote - pos) // CQ_UNIT_SIZE))
         return read_units(mf, pos // CQ_UNIT_SIZE, n)
 
+    def unit_spans(self, queue_offset: int, count: int) -> tuple[list[int], list[int]]:
+        """(queue offset, 1) of each of the ``count`` units ``units`` returns (the
+        BatchConsumeQueue interface: a unit here is one queue offset)."""
+        return list(range(queue_offset, queue_offset + count)), [1] * count
+
     def all_units(self) -> np.ndarray:
         """Every written unit from the first file (pre-blank units included)."""
         parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for mf in self.files.files]

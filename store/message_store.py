@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from rocketlake.store import codec, ingest_journal, swap_journal
+from rocketlake.store.batch_consume_queue import BatchConsumeQueue, load_batch_queues
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import Record
 from rocketlake.store.commitlog import CommitLog
@@ -27,6 +28,7 @@ from rocketlake.store.errors import (
     CorruptRecordError,
     MessageNotFoundError,
     MessageRejected,
+    StoreFormatError,
 )
 from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.flush import FlushService
@@ -108,6 +110,15 @@ class MessageStore:
         self.commitlog.files.load()
         self.queues: dict[tuple[str, int], ConsumeQueue] = load_queues(
             self.root, cfg.mappedFileSizeConsumeQueue)
+        #: a 5.x broker's BatchConsumeQueues, read only (a writer refuses a store that has them)
+        self.batch_queues: dict[tuple[str, int], BatchConsumeQueue] = load_batch_queues(self.root)
+        if self.batch_queues and not self.read_only:
+            t, q = next(iter(self.batch_queues))
+            raise StoreFormatError(
+                f"{self.root}: has a 5.x broker's BatchConsumeQueues ({len(self.batch_queues)}, "
+                f"first batchconsumequeue/{t}/{q}), which rocketlake reads but does not write: "
+                f"a writer would dispatch their topics into consumequeue/, and the broker then "
+                f"refuses to start; open the store read-only")
         self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) \
             if cfg.messageIndexEnable else None
         if self.index is not None:
@@ -133,11 +144,13 @@ class MessageStore:
         files = self.commitlog.files.files
         self._find_end(files[max(0, len(files) - 3)].start if files else 0)
         ingest_journal.hide(self.root, self.queues)
-        for cq in self.queues.values():  # units below retained CommitLog data are not served
+        every: list[ConsumeQueue | BatchConsumeQueue] = [*self.queues.values(),
+                                                          *self.batch_queues.values()]
+        for cq in every:  # units below retained CommitLog data are not served
             cq.correct_min_offset(self.commitlog.min_offset)
 
     def _close_maps(self) -> None:
-        for part in ("commitlog", "queues", "index"):
+        for part in ("commitlog", "queues", "batch_queues", "index"):
             obj = self.__dict__.pop(part, None)
             for closable in (obj.values() if isinstance(obj, dict) else [obj] if obj else []):
                 closable.close()
@@ -453,26 +466,37 @@ class MessageStore:
         self._visible()
         return self.commitlog.max_offset
 
+    def queue(self, topic: str, queue_id: int) -> ConsumeQueue | BatchConsumeQueue | None:
+        """The queue (a ConsumeQueue, or a 5.x broker's BatchConsumeQueue), None when there is
+        none."""
+        cq = self.queues.get((topic, queue_id))
+        return cq if cq is not None else self.batch_queues.get((topic, queue_id))
+
     def min_offset(self, topic: str, queue_id: int) -> int:
         self._visible()
-        cq = self.queues.get((topic, queue_id))
+        cq = self.queue(topic, queue_id)
         return cq.min_offset if cq else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         self._visible()
-        cq = self.queues.get((topic, queue_id))
+        cq = self.queue(topic, queue_id)
         return cq.max_offset if cq else 0
 
     def queue_ranges(self) -> dict[tuple[str, int], tuple[int, int]]:
-        """(topic, queue_id) -> (min offset, max offset) for every ConsumeQueue."""
+        """(topic, queue_id) -> (min offset, max offset) for every ConsumeQueue and
+        BatchConsumeQueue."""
         self._visible()
-        return {k: (cq.min_offset, cq.max_offset) for k, cq in sorted(self.queues.items())}
+        every: dict[tuple[str, int], ConsumeQueue | BatchConsumeQueue] = {
+            **self.batch_queues, **self.queues}
+        return {k: (cq.min_offset, cq.max_offset) for k, cq in sorted(every.items())}
 
     def get(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
             tags: str | Iterable[str] | None = None) -> GetResult:
-        """RocketMQ's getMessage: statuses, next-offset rules, tag filter by tagsCode + real tag."""
+        """RocketMQ's getMessage: statuses, next-offset rules, tag filter by tagsCode + real tag.
+        A BatchConsumeQueue unit is one record for several queue offsets: it is read from any of
+        them, and the next offset is the one after its last."""
         self._visible()
-        cq = self.queues.get((topic, queue_id))
+        cq = self.queue(topic, queue_id)
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         lo, hi = cq.min_offset, cq.max_offset
@@ -486,6 +510,7 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         wanted = tag_filter(tags)
         units = cq.units(offset, max(MAX_FILTER_UNITS, max_msgs))
+        firsts, nums = cq.unit_spans(offset, len(units))
         msgs: list[StoredMessage] = []
         status, total, scanned = GetStatus.NO_MATCHED_MESSAGE, 0, 0
         cl_min, cl_end = self.commitlog.min_offset, self.commitlog.max_offset
@@ -502,19 +527,19 @@ class MessageStore:
             scanned = i + 1
             if wanted is not None and tcode not in wanted[0]:
                 continue
-            rec = self._unit_record(topic, queue_id, offset + i, off, size) if off >= cl_min else None
+            rec = self._unit_record(topic, queue_id, firsts[i], off, size) if off >= cl_min else None
             if rec is None:  # removed by retention, or damaged: skipped, never served
                 if not msgs:
                     status = GetStatus.MESSAGE_WAS_REMOVING
                 continue
             if wanted is not None and rec.tags not in wanted[1]:
                 continue
-            msgs.append(StoredMessage(rec, offset + i, tcode))
+            msgs.append(StoredMessage(rec, firsts[i], tcode))
             total += size
             status = GetStatus.FOUND
         if scanned == 0:  # the first unit is not visible yet
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, offset)
-        return GetResult(status, offset + scanned, lo, hi, msgs)
+        return GetResult(status, firsts[scanned - 1] + nums[scanned - 1], lo, hi, msgs)
 
     def _unit_record(self, topic: str, queue_id: int, queue_offset: int, offset: int,
                      size: int) -> Record | None:

@@ -1,17 +1,20 @@
 """What a RocketMQ 5.x broker adds to a store, read (and kept) by rocketlake: the checkpoint's
-masterFlushedOffset and confirmPhyOffset, the property CRC. Expected values are bytes built from
-RocketMQ 5.3.3's layouts (docs/FORMAT.md section 9.6), independently of store/."""
+masterFlushedOffset and confirmPhyOffset, the property CRC, BatchConsumeQueues. Expected values
+are bytes built from RocketMQ 5.3.3's layouts (docs/FORMAT.md section 9.6), independently of
+store/."""
 from __future__ import annotations
 
+import base64
 import json
 import struct
 from pathlib import Path
 
-from reference import V2, pack, with_prop_crc
+import pytest
+from reference import V2, jhash, pack, with_prop_crc
 
 from rocketlake.jobs import cli
 from rocketlake.jobs.exit_codes import ExitCode
-from rocketlake.store import Message, MessageStore
+from rocketlake.store import Message, MessageStore, StoreFormatError
 from rocketlake.store.verify import verify
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,
@@ -109,3 +112,76 @@ def test_a_property_crc_mismatch_is_damage_at_its_offset(tmp_path: Path, capsys)
     out, err = capsys.readouterr()
     assert [json.loads(line)["queue_offset"] for line in out.splitlines()[1:]] == [0, 2]
     assert f"damaged at offset {bad} (property CRC " in err
+
+
+# --- BatchConsumeQueue (BatchConsumeQueue.java: 46-byte units under batchconsumequeue/<t>/<q>) -----
+BCQ_UNIT = struct.Struct(">qiqqqhii")  # offset, size, tagsCode, storeTime, msgBaseOffset, batchSize,
+#                                        compactedOffset (-1), reserved
+INNER_BATCH = 0x80  # MessageSysFlag.INNER_BATCH_FLAG
+
+
+def _batch_cq_store(root: Path) -> list[bytes]:
+    """A store as a 5.x broker leaves a BatchCQ topic ``bt`` (queue 0): two single messages (queue
+    offsets 0 and 1), then an inner batch of three (offsets 2-4, INNER_BASE 2, INNER_NUM 3);
+    units in a 460-byte file (10 units), and a consumer group ``g`` committed at offset 2."""
+    recs, at = [], 0
+    for i, (props, flag) in enumerate([("TAGS\x01a", 0), ("TAGS\x01a", 0),
+                                      ("TAGS\x01a\x02INNER_NUM\x013\x02INNER_BASE\x012", INNER_BATCH)]):
+        recs.append(pack(at, topic="bt", body=b"x%d" % i, props=props, queue_offset=i, sys_flag=flag,
+                         magic=V2, store_ts=1_700_000_000_000 + i))
+        at += len(recs[-1])
+    (root / "commitlog").mkdir(parents=True)
+    (root / "commitlog" / f"{0:020d}").write_bytes(b"".join(recs).ljust(4096, b"\0"))
+    units, at = b"", 0
+    for i, (rec, base, n) in enumerate(zip(recs, (0, 1, 2), (1, 1, 3))):
+        units += BCQ_UNIT.pack(at, len(rec), jhash("a"), 1_700_000_000_000 + i, base, n, -1, 0)
+        at += len(rec)
+    qdir = root / "batchconsumequeue" / "bt" / "0"
+    qdir.mkdir(parents=True)
+    (qdir / f"{0:020d}").write_bytes(units.ljust(460, b"\0"))
+    (root / "config").mkdir()
+    (root / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": {"bt": {
+        "topicName": "bt", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,
+        "attributes": {"queue.type": "BatchCQ"}}}}))
+    (root / "config" / "consumerOffset.json").write_text('{"offsetTable":{"bt@g":{0:2}}}')
+    return recs
+
+
+def _json_lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_a_batch_consume_queue_is_read_by_get_lag_and_topic_status(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "s"
+    recs = _batch_cq_store(root)
+    store = ["--store", str(root)]
+    assert cli.main(["topic-status", *store, "--json"]) == ExitCode.OK
+    assert [(r["topic"], r["queue_id"], r["min_offset"], r["max_offset"])
+            for r in _json_lines(capsys.readouterr().out)] == [("bt", 0, 0, 5)]
+    assert cli.main(["lag", *store, "--json"]) == ExitCode.OK
+    assert [(r["consumer_group"], r["consumer_offset"], r["max_offset"], r["lag"])
+            for r in _json_lines(capsys.readouterr().out)] == [("g", 2, 5, 3)]
+    # offset 3 is inside the batch: the whole record (queue offset 2) comes back, next is 5
+    assert cli.main(["get", *store, "--topic", "bt", "--queue", "0", "--offset", "3"]) == ExitCode.OK
+    head, *msgs = _json_lines(capsys.readouterr().out)
+    assert (head["next_begin_offset"], head["max_offset"]) == (5, 5)
+    assert [(m["queue_offset"], m["commitlog_offset"], m["body_b64"]) for m in msgs] == [
+        (2, len(recs[0]) + len(recs[1]), base64.b64encode(b"x2").decode())]
+    assert cli.main(["get", *store, "--topic", "bt", "--queue", "0"]) == ExitCode.OK
+    head, *msgs = _json_lines(capsys.readouterr().out)
+    assert head["next_begin_offset"] == 5 and [m["queue_offset"] for m in msgs] == [0, 1, 2]
+    assert cli.main(["dump", "consumequeue", *store, "--topic", "bt"]) == ExitCode.OK
+    assert [(r["queue_offset"], r["batch_size"], r["size"], r["store_timestamp"], r["tags_code"])
+            for r in _json_lines(capsys.readouterr().out)] == [
+        (0, 1, len(recs[0]), 1_700_000_000_000, 97), (1, 1, len(recs[1]), 1_700_000_000_001, 97),
+        (2, 3, len(recs[2]), 1_700_000_000_002, 97)]
+
+
+def test_a_writer_refuses_a_store_with_batch_consume_queues(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    _batch_cq_store(root)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with pytest.raises(StoreFormatError, match="batchconsumequeue/bt/0.*open the store read-only"):
+        MessageStore(root, **SMALL)
+    assert not (root / "consumequeue").exists()
+    assert {p: p.read_bytes() for p in before} == before
