@@ -185,3 +185,61 @@ def test_a_writer_refuses_a_store_with_batch_consume_queues(tmp_path: Path) -> N
         MessageStore(root, **SMALL)
     assert not (root / "consumequeue").exists()
     assert {p: p.read_bytes() for p in before} == before
+
+
+# --- pending timers (TimerCheckpoint, TimerWheel slots of 32 bytes, TimerLog units of 52) --------
+T = 1_700_000_000_000  # lastReadTimeMs: slots before it are delivered
+DAY = 86_400_000
+
+
+def _timer_store(root: Path) -> None:
+    """Six copies in rmq_sys_wheel_timer (queue offsets 0-5): r0 in a delivered slot (T-3s);
+    r1 (orders) and r2 (pay) due T+5s, r3 a delete of r2, all in slot T+5s; r4 (orders, due in 30
+    days) rolled into slot T+60s; r5 (pay, due T+7s) still in the queue (lastTimerQueueOffset 5)."""
+    copies = [("orders", T - 3000, "U0", ""), ("orders", T + 5000, "U1", ""), ("pay", T + 5000, "U2", ""),
+              ("pay", T + 5000, "U3", "\x02TIMER_DEL_UNIQKEY\x01pay+U2"), ("orders", T + 30 * DAY, "U4", ""),
+              ("pay", T + 7000, "U5", "")]
+    recs, at = [], 0
+    for i, (topic, due, uniq, more) in enumerate(copies):
+        props = f"REAL_TOPIC\x01{topic}\x02REAL_QID\x010\x02TIMER_OUT_MS\x01{due}\x02UNIQ_KEY\x01{uniq}{more}"
+        recs.append(pack(at, topic="rmq_sys_wheel_timer", body=b"t%d" % i, props=props, queue_offset=i,
+                         magic=V2))
+        at += len(recs[-1])
+    offsets = [sum(len(r) for r in recs[:i]) for i in range(len(recs))]
+    (root / "commitlog").mkdir(parents=True)
+    (root / "commitlog" / f"{0:020d}").write_bytes(b"".join(recs).ljust(4096, b"\0"))
+    cq = root / "consumequeue" / "rmq_sys_wheel_timer" / "0"
+    cq.mkdir(parents=True)
+    (cq / f"{0:020d}").write_bytes(b"".join(struct.pack(">qiq", o, len(r), 0)
+                                            for o, r in zip(offsets, recs)).ljust(200, b"\0"))
+    # TimerLog units: size, prev, magic (1 default, 2 roll, 4 delete), enqueue ms, delay, offsetPy,
+    # sizePy, topic hash, reserved
+    enq = T - 10_000
+    units = [(-1, 1, T - 3000, 0), (-1, 1, T + 5000, 1), (52, 1, T + 5000, 2), (-1, 3, T + 60_000, 4),
+             (104, 5, T + 5000, 3)]
+    log = b"".join(struct.pack(">iqiqiqiiq", 52, prev, magic, enq, due - enq, offsets[r], len(recs[r]), 0, 0)
+                   for prev, magic, due, r in units)
+    (root / "timerlog").mkdir()
+    (root / "timerlog" / f"{0:020d}").write_bytes(log.ljust(1024, b"\0"))
+    wheel = bytearray(32 * 32)  # 16 slots x 2, slot index = time / 1000 % 32
+    for due, first, last, num in ((T - 3000, 0, 0, 1), (T + 5000, 52, 208, 1), (T + 60_000, 156, 156, 1)):
+        struct.pack_into(">qqqii", wheel, due // 1000 % 32 * 32, due // 1000, first, last, num, 0)
+    (root / "timerwheel").write_bytes(bytes(wheel))
+    (root / "config").mkdir()
+    (root / "config" / "timercheck").write_bytes(struct.pack(">qqqq", T, len(log), 5, 0).ljust(4096, b"\0"))
+
+
+def test_timers_lists_what_a_5x_broker_has_not_delivered(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "s"
+    _timer_store(root)
+    assert cli.main(["timers", "--store", str(root), "--json"]) == ExitCode.OK
+    assert [(r["topic"], r["pending"], r["earliest_delivery_timestamp"], r["latest_delivery_timestamp"])
+            for r in _json_lines(capsys.readouterr().out)] == [
+        ("orders", 2, T + 5000, T + 30 * DAY), ("pay", 1, T + 7000, T + 7000)]
+
+
+def test_a_store_without_timers_has_no_timer_rows(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "s"
+    _put(root, 2)
+    assert cli.main(["timers", "--store", str(root), "--json", "--set", "mappedFileSizeCommitLog=4096"]) == 0
+    assert capsys.readouterr().out == ""
