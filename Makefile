@@ -28,7 +28,7 @@ WARM := env -u NUMBA_CACHE_DIR $(BIN)/python -m rocketlake.jobs.cli.warm_kernels
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[spark,test]'
+	$(BIN)/pip install --quiet -e '.[spark,test,rocksdb]'
 	$(WARM)
 	touch $(STAMP)
 

@@ -35,6 +35,7 @@ from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.store import swap_journal
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import CorruptRecordError, UnsafePathError
+from rocketlake.store.rocksdb_store import refuse_writing
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.topic_config import declare_topics, queue_counts
@@ -144,8 +145,11 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
             incremental: bool = False, split_bytes: int = DEFAULT_SPLIT_BYTES,
             structures: tuple[str, ...] = STRUCTURES, prog: str = PROG) -> Rebuilt:
     """Rebuild ``structures`` of ``store`` from one scan (see the module doc); ``prog`` names the
-    command in what it prints."""
+    command in what it prints. Rebuilding into a store whose ConsumeQueue is a 5.x RocksDB
+    database is refused (UnsupportedStoreError); ``output`` elsewhere is not."""
     check_output(output, structures)
+    if output is None:
+        refuse_writing(store)
     start = _incremental_start(store, cfg, structures) if incremental else _Start()
     files = commitlog_files(store, cfg.mappedFileSizeCommitLog)
     first = files[0][1] if files else 0

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketlake.store.errors import ConfigFileError
+from rocketlake.store.rocksdb_store import rocksdb_config
 from rocketlake.store.safe_files import read_file, replace_files
 
 _UNQUOTED_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
@@ -90,10 +91,18 @@ def write_config(path: Path, obj: Any) -> None:
 
 
 def read_consumer_offsets(root: Path) -> dict[tuple[str, str], dict[int, int]]:
-    """`config/consumerOffset.json` -> {(topic, group): {queue_id: offset}}."""
-    path = Path(root) / "config" / "consumerOffset.json"
-    data = read_config(path) or {}
-    table = data.get("offsetTable", {}) if isinstance(data, dict) else None
+    """`config/consumerOffset.json` -> {(topic, group): {queue_id: offset}}; from the RocksDB
+    database `config/consumerOffsets/` instead where a 5.x broker keeps one (``rocksdb_store``)."""
+    in_rocksdb = rocksdb_config(root, "consumerOffsets")
+    if in_rocksdb is not None:
+        path, entries = in_rocksdb
+        if not all(isinstance(v, dict) for v in entries.values()):
+            raise ConfigFileError(f"{path}: an entry is not a RocksDBOffsetSerializeWrapper object")
+        table: Any = {k: v.get("offsetTable") for k, v in entries.items()}
+    else:
+        path = Path(root) / "config" / "consumerOffset.json"
+        data = read_config(path) or {}
+        table = data.get("offsetTable", {}) if isinstance(data, dict) else None
     if not isinstance(table, dict):
         raise ConfigFileError(f"{path}: no offsetTable object")
     out: dict[tuple[str, str], dict[int, int]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.lazy_maps import LazyMappedFile
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, data_end
 from rocketlake.store.paths import CONSUME_QUEUE_DIR, queue_dir
+from rocketlake.store.rocksdb_store import load_rocksdb_queues, rocksdb_consume_queue
 from rocketlake.store.safe_files import disk_error, open_file
 from rocketlake.store.swap_journal import refuse_unfinished
 
@@ -181,11 +183,6 @@ class ConsumeQueue:
         n = max(0, min(count, (mf.wrote - pos) // CQ_UNIT_SIZE))
         return read_units(mf, pos // CQ_UNIT_SIZE, n)
 
-    def unit_spans(self, queue_offset: int, count: int) -> tuple[list[int], list[int]]:
-        """(queue offset, 1) of each of the ``count`` units ``units`` returns (the
-        BatchConsumeQueue interface: a unit here is one queue offset)."""
-        return list(range(queue_offset, queue_offset + count)), [1] * count
-
     def all_units(self) -> np.ndarray:
         """Every written unit from the first file (pre-blank units included)."""
         parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for mf in self.files.files]
@@ -295,8 +292,12 @@ def _written_units(mf: MappedFile) -> int:
 def load_queues(root: Path, file_size: int) -> dict[tuple[str, int], ConsumeQueue]:
     """Every ConsumeQueue under `<root>/consumequeue/<topic>/<queueId>/`, loaded; a directory
     whose name is not a topic / queue id, or that resolves outside the store, is an error (the
-    queues opened before it are closed again)."""
+    queues opened before it are closed again). Where `<root>/consumequeue` is a 5.x broker's
+    RocksDB database, its queues, read-only (``rocksdb_store``): they offer ConsumeQueue's
+    reading surface only, and every writer refuses such a store first (``refuse_writing``)."""
     refuse_unfinished(root)
+    if rocksdb_consume_queue(root):
+        return cast(dict[tuple[str, int], ConsumeQueue], load_rocksdb_queues(root))
     out: dict[tuple[str, int], ConsumeQueue] = {}
     base = Path(root) / CONSUME_QUEUE_DIR
     if not base.exists():

@@ -38,6 +38,12 @@ class StoreFormatError(RocketlakeError, ValueError):
     """A store file or directory that is not what RocketMQ would have written."""
 
 
+class UnsupportedStoreError(RocketlakeError, ValueError):
+    """A store rocketlake reads but does not write (a 5.x RocksDB ConsumeQueue), or one it can
+    read only with an optional binding that is not installed: the message names the broker
+    setting and what to install. A ValueError: the usage exit code."""
+
+
 class UnsafePathError(StoreFormatError):
     """A name that cannot name a store directory, or a store path that resolves outside the store."""
 

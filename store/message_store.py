@@ -49,6 +49,7 @@ from rocketlake.store.message_encoder import INT_FIELDS, MessageEncoder, check_i
 from rocketlake.store.record_walk import FileEnd, Gap, walk_past_damage
 from rocketlake.store.recovery import RecoveryReport, recover
 from rocketlake.store.retention import ExpiryReport, RetentionPolicy, delete_expired_files
+from rocketlake.store.rocksdb_store import refuse_writing
 from rocketlake.store.safe_files import open_file
 from rocketlake.store.store_dir import check_store, create_store
 from rocketlake.store.table_encoder import EncodedTable, TableEncoder, messages_to_table, warm_up
@@ -91,6 +92,7 @@ class MessageStore:
         if read_only:
             self._open_read_only(overrides)
             return
+        refuse_writing(self.root)
         create_store(self.root)
         self._lock_file = StoreLock(self.root)
         self._lock_file.acquire()
@@ -510,7 +512,8 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         wanted = tag_filter(tags)
         units = cq.units(offset, max(MAX_FILTER_UNITS, max_msgs))
-        firsts, nums = cq.unit_spans(offset, len(units))
+        firsts, nums = cq.unit_spans(offset, len(units)) if isinstance(cq, BatchConsumeQueue) else (
+            list(range(offset, offset + len(units))), [1] * len(units))  # a unit per queue offset
         msgs: list[StoredMessage] = []
         status, total, scanned = GetStatus.NO_MATCHED_MESSAGE, 0, 0
         cl_min, cl_end = self.commitlog.min_offset, self.commitlog.max_offset

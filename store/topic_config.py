@@ -20,6 +20,7 @@ from typing import Any
 from rocketlake.store import codec
 from rocketlake.store.config_files import read_config, write_config
 from rocketlake.store.errors import ConfigFileError
+from rocketlake.store.rocksdb_store import rocksdb_config
 
 TOPICS_JSON = Path("config") / "topics.json"
 #: PermName.PERM_READ | PermName.PERM_WRITE, a new topic's permission
@@ -47,12 +48,18 @@ def perm_text(perm: int) -> str:
 def read_topic_configs(root: str | Path) -> dict[str, dict[str, Any]]:
     """`<root>/config/topics.json`'s topicConfigTable: {topic: its TopicConfig as stored}; {} when
     there is no file. ConfigFileError naming the file when it (or its ``.bak``) cannot be read or
-    is not a topic table."""
-    path = Path(root) / TOPICS_JSON
-    data = read_config(path)
-    if data is None:
-        return {}
-    table = data.get("topicConfigTable") if isinstance(data, dict) else None
+    is not a topic table. From the RocksDB database `config/topics/` instead where a 5.x broker
+    keeps one (``rocksdb_store``)."""
+    in_rocksdb = rocksdb_config(Path(root), "topics")
+    if in_rocksdb is not None:
+        path, rows = in_rocksdb
+        table: Any = rows
+    else:
+        path = Path(root) / TOPICS_JSON
+        data = read_config(path)
+        if data is None:
+            return {}
+        table = data.get("topicConfigTable") if isinstance(data, dict) else None
     if not isinstance(table, dict) or not all(isinstance(tc, dict) for tc in table.values()):
         raise ConfigFileError(f"{path}: not a topic config (no topicConfigTable of TopicConfig objects)")
     return {str(t): tc for t, tc in table.items()}

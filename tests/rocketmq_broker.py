@@ -1,17 +1,26 @@
-"""Real RocketMQ brokers serving a store: the proof that a broker serves what rocketlake wrote.
+"""Real RocketMQ brokers on a store: one serves what rocketlake wrote, one writes what rocketlake reads.
 
-`tests/java/broker/` is a one-class Maven project (`rocketlake.broker.ServeStore`) that starts
-a name server and a broker of `org.apache.rocketmq` 4.9.7 or 5.3.3 (Maven Central) in one JVM on
-loopback, on a store directory, and pulls every message of every queue of the given topics with
-a real client (``DefaultMQPullConsumer``, from offset 0). :func:`build` compiles it once per
-version (``-Drocketmq.version``, into ``target/<version>/``; offline from the local Maven
-repository when it can); :func:`serve` runs it. Build and run go through `tests/rocketmq_peer.py`.
+`tests/java/broker/` is a small Maven project that starts a name server and a broker of
+`org.apache.rocketmq` 4.9.7 or 5.3.3 (Maven Central) in one JVM on loopback, on a store
+directory (`Loopback.java`), with real clients:
+
+- `ServeStore` (:func:`serve`) pulls every message of every queue of the given topics
+  (``DefaultMQPullConsumer``, from offset 0);
+- `ProduceStore` (:func:`produce`) declares topics (5.x attributes too), sends singles, batches,
+  delay-level, timer and transaction messages with ``DefaultMQProducer`` /
+  ``TransactionMQProducer``, lets a push consumer consume and commit, and reports what it sent
+  and the broker's own consumer progress, under chosen store settings (``storeType``, ...).
+
+:func:`build` compiles it once per version (``-Drocketmq.version``, into ``target/<version>/``;
+offline from the local Maven repository when it can). Build and run go through
+`tests/rocketmq_peer.py`.
 """
 from __future__ import annotations
 
 import json
 import os
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +29,7 @@ from rocketmq_peer import PeerError
 
 PROJECT = Path(__file__).resolve().parent / "java" / "broker"
 MAIN = "rocketlake.broker.ServeStore"
+PRODUCE_MAIN = "rocketlake.broker.ProduceStore"
 #: the broker versions the harness builds against (both resolve from Maven Central)
 VERSIONS = ("4.9.7", "5.3.3")
 MAVEN_CENTRAL = "https://repo.maven.apache.org/maven2/"
@@ -55,10 +65,49 @@ def serve(store: str | os.PathLike[str], topics: list[str], version: str, sizes:
     The broker changes the store as a broker does (its recovery, config files). ``home`` is the
     JVM's user.home (RocketMQ's stray files). PeerError when the broker refuses (a topic it
     does not serve) or fails."""
+    lines = _run(MAIN, version, home, timeout, store, *topics, *sizes)
+    return lines[:-1], lines[-1]
+
+
+@dataclass
+class Produced:
+    """What `ProduceStore` reports (see ProduceStore.java for each line's fields)."""
+
+    #: one per message sent, in send order: topic, queue_id, queue_offset (None where the broker
+    #: stores it elsewhere first: delay, timer, transaction), msg_id, keys, tags, body_b64, ...
+    sent: list[dict[str, Any]]
+    #: per queue of each declared topic: min_offset, max_offset in the store at the end
+    queues: list[dict[str, Any]]
+    #: the broker's ConsumerOffsetManager: group, topic, queue_id, committed, max_offset
+    progress: list[dict[str, Any]]
+    #: counts and times (startup_seconds, produce_seconds, shutdown_seconds)
+    done: dict[str, Any]
+
+
+def produce(store: str | os.PathLike[str], version: str, settings: dict[str, str], steps: list[str],
+            home: Path, timeout: float = 300) -> Produced:
+    """Start broker ``version`` on ``store`` (empty or existing) with the MessageStoreConfig
+    ``settings`` (broker.conf names: ``storeType``, ``timerWheelEnable``, ``enabledAppendPropCRC``,
+    ``storePathCommitLog`` with ``,`` between directories, ``readOnlyCommitLogStorePaths``, sizes),
+    run ``steps`` (`ProduceStore` options: ``--topic NAME QUEUES ATTRS``, ``--send TOPIC N``,
+    ``--batch``, ``--delay``, ``--timer``, ``--transaction``, ``--keyed``, ``--consume GROUP
+    TOPIC``) and shut it down cleanly. PeerError when a setting is unknown to that version, a send
+    fails or a message does not arrive."""
+    sets = [a for k, v in settings.items() for a in ("--set", f"{k}={v}")]
+    lines = _run(PRODUCE_MAIN, version, home, timeout, store, *sets, *steps)
+    kinds: dict[str, list[dict[str, Any]]] = {"sent": [], "queue": [], "progress": []}
+    for line in lines[:-1]:
+        kinds[line["kind"]].append(line)
+    return Produced(kinds["sent"], kinds["queue"], kinds["progress"], lines[-1])
+
+
+def _run(main: str, version: str, home: Path, timeout: float, *args: object) -> list[dict[str, Any]]:
+    """Run harness ``main`` of ``version``; its JSON lines, the last one ``"done"``. ``home`` is
+    the JVM's user.home (RocketMQ's stray files)."""
     home.mkdir(parents=True, exist_ok=True)
-    stdout = rocketmq_peer.java(build(version), MAIN, store, *topics, *sizes,
-                                options=(f"-Duser.home={home}",), timeout=timeout)
+    stdout = rocketmq_peer.java(build(version), main, *args, options=(f"-Duser.home={home}",),
+                                timeout=timeout)
     lines = [json.loads(line) for line in stdout.splitlines() if line]
     if not lines or lines[-1].get("kind") != "done":
-        raise PeerError(f"{MAIN} {store}: no closing line on stdout ({stdout[-200:]!r})")
-    return lines[:-1], lines[-1]
+        raise PeerError(f"{main} {args[0]}: no closing line on stdout ({stdout[-200:]!r})")
+    return lines
