@@ -9,6 +9,20 @@ from rocketlake.store.codec import CHECKPOINT, CHECKPOINT_FILE_SIZE, CHECKPOINT_
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.safe_files import create_file, disk_error, open_file, read_file
 
+#: where a 5.x broker in controller mode keeps its epochs (``MessageStoreConfig.storePathEpochFile``):
+#: only such a broker keeps confirmPhyOffset current
+EPOCH_FILE = "epochFileCheckpoint"
+
+
+def confirmed_end(root: Path) -> int | None:
+    """Where readers of the store at ``root`` stop: a 5.x broker's confirmPhyOffset in controller
+    mode (its `epochFileCheckpoint` exists, the offset is set); None otherwise. Outside controller
+    mode a broker sets the offset once at startup, to the start of the last record it recovered,
+    and serves everything it writes after it (docs/FORMAT.md §9.6)."""
+    if not (Path(root) / EPOCH_FILE).is_file():
+        return None
+    return Checkpoint(Path(root) / "checkpoint").confirm_offset or None
+
 
 class Checkpoint:
     """Timestamps (ms) of the newest message made durable in each structure; ``master_flushed``
