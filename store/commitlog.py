@@ -37,7 +37,8 @@ class CommitLog:
 
     def __init__(self, root: Path, cfg: StoreConfig) -> None:
         self.file_size = cfg.mappedFileSizeCommitLog
-        self.files = MappedFileQueue(Path(root) / "commitlog", self.file_size)
+        first, *also = cfg.commitlog_dirs(Path(root))
+        self.files = MappedFileQueue(first, self.file_size, also=also)
         self.check_crc = cfg.checkCRCOnRecover
         #: (topic, queue_id) -> next queue offset (RocketMQ's topicQueueTable)
         self.next_queue_offsets: dict[tuple[str, int], int] = {}

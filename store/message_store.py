@@ -28,6 +28,7 @@ from rocketlake.store.errors import (
     CorruptRecordError,
     MessageNotFoundError,
     MessageRejected,
+    SettingError,
     StoreFormatError,
 )
 from rocketlake.store.file_sizes import config_from_files
@@ -93,6 +94,11 @@ class MessageStore:
             self._open_read_only(overrides)
             return
         refuse_writing(self.root)
+        if self.config.commitlog_dirs(self.root) != [self.root / "commitlog"]:
+            raise SettingError(
+                f"{self.root}: storePathCommitLog / readOnlyCommitLogStorePaths name a CommitLog "
+                f"in {', '.join(map(str, self.config.commitlog_dirs(self.root)))}, which rocketlake "
+                f"reads but does not write (only <store>/commitlog); open the store read-only")
         create_store(self.root)
         self._lock_file = StoreLock(self.root)
         self._lock_file.acquire()

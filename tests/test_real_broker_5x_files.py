@@ -1,9 +1,9 @@
 """rocketlake reads what a real 5.3.3 broker with file ConsumeQueues writes for the 5.x features
 (`tests/rocketmq_broker.py` produce mode): the property CRC (``enabledAppendPropCRC``), a BatchCQ
-topic, a compaction topic, pending timers, transactions, and the checkpoint's confirmPhyOffset
-after a restart. Expected values come from the broker: what the clients sent, its store's queue
-bounds and its consumer progress. Skipped only when the harness cannot be built and Maven Central
-is unreachable.
+topic, a compaction topic, pending timers, transactions, the checkpoint's confirmPhyOffset after a
+restart, and (4.9.7 too) a CommitLog over two directories. Expected values come from the broker:
+what the clients sent, its store's queue bounds and its consumer progress. Skipped only when the
+harness cannot be built and Maven Central is unreachable.
 """
 from __future__ import annotations
 
@@ -166,3 +166,30 @@ def test_a_restarted_broker_leaves_a_stale_confirmed_offset(tmp_path: Path) -> N
     assert struct.unpack_from(">qq", (store / "checkpoint").read_bytes(), 24) == (
         0, put[-1].commitlog_offset + put[-1].size)
     assert put[0].commitlog_offset == end
+
+
+@pytest.mark.parametrize("version", ["4.9.7", VERSION])
+def test_a_multi_path_commitlog_is_read_where_the_setting_names_it(version: str,
+                                                                   tmp_path: Path) -> None:
+    """storePathCommitLog with two directories: the broker spreads the CommitLog files over them
+    (MultiPathMappedFileQueue); rocketlake reads every message sent given the same setting."""
+    try:
+        rocketmq_broker.build(version)
+    except rocketmq_peer.PeerError:
+        if not rocketmq_broker.maven_central_reachable():
+            pytest.skip(f"RocketMQ {version} broker harness not built and Maven Central unreachable")
+        raise
+    store = tmp_path / "store"
+    paths = f"{store / 'commitlog'},{store / 'commitlog2'}"
+    p = rocketmq_broker.produce(store, version,
+                                {"mappedFileSizeCommitLog": "16384", "storePathCommitLog": paths},
+                                ["--topic", "rl_plain", "2", "-", "--send", "rl_plain", "150"],
+                                tmp_path / "home")
+    placed = {f.name: d for d in ("commitlog", "commitlog2") for f in (store / d).iterdir()}
+    assert len(placed) >= 3  # file i in the (i % 2)-th directory of the two, sorted
+    assert placed == {n: ("commitlog", "commitlog2")[int(n) // 16384 % 2] for n in placed}
+    with MessageStore(store, read_only=True, storePathCommitLog=paths) as ms:
+        got = sorted(r.properties["KEYS"] for r in ms.commitlog.walk_records() if r.topic == "rl_plain")
+        assert all(ms.max_offset("rl_plain", q["queue_id"]) == q["max_offset"] for q in p.queues)
+    assert got == sorted(s["keys"] for s in p.sent)
+    assert verify(store, storePathCommitLog=paths).problems == []
