@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from rocketlake.store.codec import BCQ_UNIT_DTYPE, BCQ_UNIT_SIZE, CQ_UNIT_DTYPE
+from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.paths import BATCH_CONSUME_QUEUE_DIR, queue_dir
 from rocketlake.store.safe_files import read_file
@@ -25,9 +26,13 @@ class BatchConsumeQueue:
     offset >= 0, size > 0, base offset >= 0, batch size > 0). StoreFormatError for a file name
     that is not an offset or a file whose size is no multiple of 46."""
 
-    def __init__(self, root: Path, topic: str, queue_id: int) -> None:
+    def __init__(self, root: Path, topic: str, queue_id: int,
+                 within: str = BATCH_CONSUME_QUEUE_DIR) -> None:
         self.topic, self.queue_id = topic, queue_id
-        self.path = queue_dir(root, topic, queue_id, BATCH_CONSUME_QUEUE_DIR)
+        self.path = queue_dir(root, topic, queue_id, within)
+        #: where its units point: None for the CommitLog, else a 5.x compaction log
+        #: (``store.compaction_log``)
+        self.log: CommitLog | None = None
         parts = []
         for f in sorted(self.path.iterdir()):
             if not (f.name.isdigit() and len(f.name) == 20):
@@ -64,10 +69,13 @@ class BatchConsumeQueue:
         self._first = int(np.searchsorted(self.batch_units["commitlog_offset"], commitlog_min))
 
     def unit_index(self, queue_offset: int) -> int:
-        """The index in ``batch_units`` of the unit holding ``queue_offset`` (the first served
-        for one below it, ``len`` for one past the last)."""
+        """The index in ``batch_units`` of the unit holding ``queue_offset``, else of the next
+        one (a compacted queue has gaps; the first served for an offset below it, ``len`` for one
+        past the last)."""
         bases = self.batch_units["msg_base_offset"]
         i = int(np.searchsorted(bases, queue_offset, side="right")) - 1
+        if i >= 0 and queue_offset >= bases[i] + self.batch_units["batch_size"][i]:
+            i += 1
         return max(i, self._first)
 
     def units(self, queue_offset: int, count: int) -> np.ndarray:
@@ -87,7 +95,9 @@ class BatchConsumeQueue:
         return picked["msg_base_offset"].tolist(), picked["batch_size"].tolist()
 
     def close(self) -> None:
-        """Nothing stays open (the units were copied)."""
+        """Close its compaction log, if any (the units were copied)."""
+        if self.log is not None:
+            self.log.close()
 
 
 def load_batch_queues(root: Path) -> dict[tuple[str, int], BatchConsumeQueue]:

@@ -20,6 +20,7 @@ from rocketlake.store.batch_consume_queue import BatchConsumeQueue, load_batch_q
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import Record
 from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.compaction_log import load_compaction_queues
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import read_consumer_offsets, write_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
@@ -120,6 +121,9 @@ class MessageStore:
             self.root, cfg.mappedFileSizeConsumeQueue)
         #: a 5.x broker's BatchConsumeQueues, read only (a writer refuses a store that has them)
         self.batch_queues: dict[tuple[str, int], BatchConsumeQueue] = load_batch_queues(self.root)
+        #: a 5.x broker's compaction topics' queues (``store.compaction_log``), served before
+        #: their ConsumeQueues, as the broker serves them
+        self.compaction_queues = load_compaction_queues(self.root, cfg) if self.read_only else {}
         if self.batch_queues and not self.read_only:
             t, q = next(iter(self.batch_queues))
             raise StoreFormatError(
@@ -158,7 +162,7 @@ class MessageStore:
             cq.correct_min_offset(self.commitlog.min_offset)
 
     def _close_maps(self) -> None:
-        for part in ("commitlog", "queues", "batch_queues", "index"):
+        for part in ("commitlog", "queues", "batch_queues", "compaction_queues", "index"):
             obj = self.__dict__.pop(part, None)
             for closable in (obj.values() if isinstance(obj, dict) else [obj] if obj else []):
                 closable.close()
@@ -477,8 +481,12 @@ class MessageStore:
     def queue(self, topic: str, queue_id: int) -> ConsumeQueue | BatchConsumeQueue | None:
         """The queue (a ConsumeQueue, or a 5.x broker's BatchConsumeQueue), None when there is
         none."""
-        cq = self.queues.get((topic, queue_id))
-        return cq if cq is not None else self.batch_queues.get((topic, queue_id))
+        key = (topic, queue_id)
+        for table in (self.compaction_queues, self.queues, self.batch_queues):
+            cq = table.get(key)
+            if cq is not None:
+                return cq
+        return None
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         self._visible()
@@ -495,14 +503,16 @@ class MessageStore:
         BatchConsumeQueue."""
         self._visible()
         every: dict[tuple[str, int], ConsumeQueue | BatchConsumeQueue] = {
-            **self.batch_queues, **self.queues}
+            **self.batch_queues, **self.queues, **self.compaction_queues}
         return {k: (cq.min_offset, cq.max_offset) for k, cq in sorted(every.items())}
 
     def get(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
             tags: str | Iterable[str] | None = None) -> GetResult:
         """RocketMQ's getMessage: statuses, next-offset rules, tag filter by tagsCode + real tag.
         A BatchConsumeQueue unit is one record for several queue offsets: it is read from any of
-        them, and the next offset is the one after its last."""
+        them, and the next offset is the one after its last. A 5.x compaction topic's queue
+        serves from the first unit at or after ``offset``, below its minimum too
+        (``CompactionLog.getMessage``)."""
         self._visible()
         cq = self.queue(topic, queue_id)
         if cq is None:
@@ -510,7 +520,7 @@ class MessageStore:
         lo, hi = cq.min_offset, cq.max_offset
         if hi == 0:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
-        if offset < lo:
+        if offset < lo and (topic, queue_id) not in self.compaction_queues:
             return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
         if offset == hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
@@ -522,21 +532,23 @@ class MessageStore:
             list(range(offset, offset + len(units))), [1] * len(units))  # a unit per queue offset
         msgs: list[StoredMessage] = []
         status, total, scanned = GetStatus.NO_MATCHED_MESSAGE, 0, 0
-        cl_min, cl_end = self.commitlog.min_offset, self.commitlog.max_offset
+        # a compaction topic's units point into its compaction log, not the CommitLog
+        log = cq.log if isinstance(cq, BatchConsumeQueue) and cq.log is not None else self.commitlog
+        cl_min, cl_end = log.min_offset, log.max_offset
         for i, (off, size, tcode) in enumerate(units.tolist()):
             if msgs and (len(msgs) >= min(max_msgs, MAX_TRANSFER_COUNT)
                          or total + size > MAX_TRANSFER_BYTES):
                 break
             # Only a record at or after the visible end can be a running writer's: the end is
             # a record boundary, so a unit starting before it and reaching past it is damaged.
-            if self.read_only and off >= cl_end and off >= cl_min:
+            if self.read_only and log is self.commitlog and off >= cl_end and off >= cl_min:
                 cl_end = self._refresh_end()
                 if off >= cl_end:
                     break  # written by a running writer but not visible yet: retry from here
             scanned = i + 1
             if wanted is not None and tcode not in wanted[0]:
                 continue
-            rec = self._unit_record(topic, queue_id, firsts[i], off, size) if off >= cl_min else None
+            rec = self._unit_record(log, topic, queue_id, firsts[i], off, size) if off >= cl_min else None
             if rec is None:  # removed by retention, or damaged: skipped, never served
                 if not msgs:
                     status = GetStatus.MESSAGE_WAS_REMOVING
@@ -550,15 +562,17 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, offset)
         return GetResult(status, firsts[scanned - 1] + nums[scanned - 1], lo, hi, msgs)
 
-    def _unit_record(self, topic: str, queue_id: int, queue_offset: int, offset: int,
+    def _unit_record(self, log: CommitLog, topic: str, queue_id: int, queue_offset: int, offset: int,
                      size: int) -> Record | None:
-        """The record a ConsumeQueue unit points at, or None when there is no valid record there
-        or it is not this unit's (another queue's or another queue offset's record, or another
-        size): RocketMQ's dispatch wrote the unit from the record's own QUEUEID and QUEUEOFFSET
-        (CommitLog.checkMessageAndReturnSize), under the record's stored topic — for delayed
-        messages SCHEDULE_TOPIC_XXXX and queue delayLevel - 1, as the unit's queue is."""
+        """The record a ConsumeQueue unit points at in ``log`` (the CommitLog, or a compaction log), or None
+        when there is no valid record there or it is not this unit's (another queue's or another
+        queue offset's record, or another size): RocketMQ's dispatch wrote the unit from the
+        record's own QUEUEID and QUEUEOFFSET (CommitLog.checkMessageAndReturnSize), under the
+        record's stored topic — for delayed messages SCHEDULE_TOPIC_XXXX and queue delayLevel - 1,
+        as the unit's queue is."""
         try:
-            rec = self.commitlog.read(offset, check_crc=True)
+            # a compaction log's copies keep the property CRC of their first place: not checked
+            rec = log.read(offset, check_crc=log is self.commitlog)
         except CorruptRecordError as e:
             self._damaged(offset, str(e))
             return None

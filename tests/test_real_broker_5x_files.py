@@ -7,6 +7,7 @@ harness cannot be built and Maven Central is unreachable.
 """
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import struct
@@ -111,6 +112,16 @@ def test_the_property_crc_of_every_record_is_checked_and_holds(produced, tmp_pat
     log.write_bytes(bytes(raw))
     damage = [p for p in verify(copy).problems if p.kind == "commitlog-invalid-record"]
     assert [p.offset for p in damage] == [victim] and "property CRC" in damage[0].what
+
+
+def test_a_compaction_topic_is_served_from_the_brokers_compaction_log(produced) -> None:
+    store, p = produced
+    with MessageStore(store, read_only=True) as ms:
+        assert ms.queue("rl_compact", 0).log is not None  # compaction/compactionLog/rl_compact/0
+        got = ms.get("rl_compact", 0, 0, 100)
+    sent = [s for s in p.sent if s["topic"] == "rl_compact"]
+    assert [(m.queue_offset, m.record.properties["KEYS"], base64.b64encode(m.record.body).decode())
+            for m in got.messages] == [(s["queue_offset"], s["keys"], s["body_b64"]) for s in sent]
 
 
 def test_pending_timers_are_the_timer_messages_not_yet_due(produced, capsys) -> None:

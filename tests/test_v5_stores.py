@@ -292,3 +292,50 @@ def test_a_writer_refuses_a_commitlog_elsewhere(tmp_path: Path) -> None:
     with pytest.raises(SettingError, match="reads but does not write"):
         MessageStore(root, storePathCommitLog=f"{root / 'commitlog'},{root / 'commitlog2'}", **SMALL)
     assert not (root / "commitlog2" / f"{0:020d}").exists()
+
+
+# --- compaction topics (CompactionLog / SparseConsumeQueue: compaction/compactionLog/<t>/<q>
+# holds CommitLog records at their own offsets, compaction/compactionCq/<t>/<q> 46-byte units) -----
+def _compacted_store(root: Path) -> list[bytes]:
+    """A store whose CommitLog has dropped everything and whose broker compacted ``ck`` queue 0
+    down to the newest of keys k1 (queue offset 2) and k2 (queue offset 4): two records in the
+    compaction log, two units; group g committed at 3."""
+    recs, at = [], 0
+    for qo, key in ((2, "k1"), (4, "k2")):
+        recs.append(pack(at, topic="ck", body=key.encode(), props=f"KEYS\x01{key}", queue_offset=qo,
+                         magic=V2, store_ts=1_700_000_000_000 + qo))
+        at += len(recs[-1])
+    (root / "commitlog").mkdir(parents=True)
+    log = root / "compaction" / "compactionLog" / "ck" / "0"
+    log.mkdir(parents=True)
+    (log / f"{0:020d}").write_bytes(b"".join(recs).ljust(4600, b"\0"))
+    cq = root / "compaction" / "compactionCq" / "ck" / "0"
+    cq.mkdir(parents=True)
+    units = b"".join(BCQ_UNIT.pack(off, len(r), 0, 1_700_000_000_000 + qo, qo, 1, -1, 0)
+                     for off, r, qo in ((0, recs[0], 2), (len(recs[0]), recs[1], 4)))
+    (cq / f"{0:020d}").write_bytes(units.ljust(460, b"\0"))
+    (root / "config").mkdir()
+    (root / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": {"ck": {
+        "topicName": "ck", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,
+        "attributes": {"cleanup.policy": "COMPACTION"}}}}))
+    (root / "config" / "consumerOffset.json").write_text('{"offsetTable":{"ck@g":{0:3}}}')
+    return recs
+
+
+def test_a_compaction_topic_is_served_from_the_brokers_compaction_log(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "s"
+    recs = _compacted_store(root)
+    store = ["--store", str(root)]
+    assert cli.main(["topic-status", *store, "--json"]) == ExitCode.OK
+    assert [(r["min_offset"], r["max_offset"]) for r in _json_lines(capsys.readouterr().out)] == [(2, 5)]
+    assert cli.main(["get", *store, "--topic", "ck", "--queue", "0"]) == ExitCode.OK
+    head, *msgs = _json_lines(capsys.readouterr().out)
+    assert head["next_begin_offset"] == 5
+    assert [(m["queue_offset"], m["commitlog_offset"], base64.b64decode(m["body_b64"])) for m in msgs] == [
+        (2, 0, b"k1"), (4, len(recs[0]), b"k2")]
+    # offset 3 fell to compaction: the next kept one is served
+    assert cli.main(["get", *store, "--topic", "ck", "--queue", "0", "--offset", "3"]) == ExitCode.OK
+    assert [m["queue_offset"] for m in _json_lines(capsys.readouterr().out)[1:]] == [4]
+    assert cli.main(["lag", *store, "--json"]) == ExitCode.OK
+    assert [(r["consumer_offset"], r["max_offset"], r["lag"])
+            for r in _json_lines(capsys.readouterr().out)] == [(3, 5, 2)]

@@ -32,7 +32,7 @@ def check_selection(ms: MessageStore, topic: str | None, queue: int | None,
     (records read, which may include a topic with no ConsumeQueue, e.g. of PREPARED messages
     only). The error names the topics, or the topic's queues, that exist."""
     queues: dict[str, set[int]] = {}
-    for t, q in [*ms.queues, *ms.batch_queues, *seen]:
+    for t, q in [*ms.queues, *ms.batch_queues, *ms.compaction_queues, *seen]:
         queues.setdefault(t, set()).add(q)
     if topic is not None and topic not in queues:
         names = sorted(queues)
