@@ -40,6 +40,8 @@ def load_compaction_queues(root: Path, cfg: StoreConfig) -> dict[tuple[str, int]
     log (``BatchConsumeQueue.log``) opened. StoreFormatError for a log whose files differ in size."""
     root = Path(root)
     out: dict[tuple[str, int], BatchConsumeQueue] = {}
+    if not (root / QUEUE_DIR).is_dir():  # no compaction store: topics.json is not even read
+        return out
     try:
         for topic, tc in sorted(read_topic_configs(root).items()):
             tdir = root / QUEUE_DIR / topic
