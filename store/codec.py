@@ -59,6 +59,7 @@ from rocketlake.store.layout import (
 from rocketlake.store.layout import (
     OFF_QUEUE_OFFSET as OFF_QUEUE_OFFSET,
 )
+from rocketlake.store.layout import PROP_CRC_DIGITS, PROP_CRC_SIZE
 from rocketlake.store.layout import (
     PROPERTY_KEYS as PROPERTY_KEYS,
 )
@@ -122,6 +123,11 @@ DELAY_LEVELS_MS = (1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 3000
 CQ_UNIT = struct.Struct(">qiq")
 CQ_UNIT_SIZE = CQ_UNIT.size  # 20
 CQ_UNIT_DTYPE = np.dtype([("commitlog_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+#: 5.x BatchConsumeQueue unit (``BatchConsumeQueue.CQ_STORE_UNIT_SIZE``, docs/FORMAT.md §9.6)
+BCQ_UNIT_DTYPE = np.dtype([("commitlog_offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8"),
+                           ("store_timestamp", ">i8"), ("msg_base_offset", ">i8"),
+                           ("batch_size", ">i2"), ("compacted_offset", ">i4"), ("reserved", ">i4")])
+BCQ_UNIT_SIZE = BCQ_UNIT_DTYPE.itemsize  # 46
 #: size field of a pre-blank unit (``ConsumeQueue.fillPreBlank``): a placeholder, not a message
 CQ_BLANK_UNIT_SIZE = JAVA_INT_MAX
 CQ_PRE_BLANK = CQ_UNIT.pack(0, CQ_BLANK_UNIT_SIZE, 0)
@@ -432,6 +438,21 @@ def record_from_row(buf: npt.NDArray[np.uint8], row: list[int]) -> Record:
 def body_crc(body: bytes | memoryview) -> int:
     """BODYCRC: CRC-32 of the body & Integer.MAX_VALUE (``UtilAll.crc32``); 0 for no body."""
     return zlib.crc32(body) & JAVA_INT_MAX
+
+
+def reseal_prop_crc(buf: bytearray | mmap.mmap, pos: int, size: int) -> None:
+    """Rewrite the 5.x property CRC (docs/FORMAT.md §9.6) of the well-formed record at
+    ``buf[pos:pos+size]``, if it carries one, for the bytes it holds now: a copy whose QUEUEOFFSET
+    and PHYSICALOFFSET changed (the CRC covers them). Records without one are left alone."""
+    arr = np.frombuffer(buf, dtype=np.uint8, count=size, offset=pos)
+    out = np.empty((1, kr.NFIELDS), dtype=np.int64)
+    n, _, _ = kr.walk(arr, int(kr.be_i64(arr, OFF_PHYSICAL_OFFSET)), 0, 1, False, False, out,
+                      np.zeros(3, dtype=np.int64))
+    if not n or kr.prop_crc(arr, int(out[0, kr.PROPS_START]), int(out[0, kr.PROPS_LEN])) == -1:
+        return
+    crc = zlib.crc32(arr[:size - PROP_CRC_SIZE].tobytes()) & JAVA_INT_MAX
+    end = pos + size - 1  # the closing \x02
+    buf[end - PROP_CRC_DIGITS:end] = bytes(48 + crc // 10 ** k % 10 for k in range(PROP_CRC_DIGITS))
 
 
 def format_file_name(offset: int) -> str:

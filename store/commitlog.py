@@ -37,7 +37,8 @@ class CommitLog:
 
     def __init__(self, root: Path, cfg: StoreConfig) -> None:
         self.file_size = cfg.mappedFileSizeCommitLog
-        self.files = MappedFileQueue(Path(root) / "commitlog", self.file_size)
+        first, *also = cfg.commitlog_dirs(Path(root))
+        self.files = MappedFileQueue(first, self.file_size, also=also)
         self.check_crc = cfg.checkCRCOnRecover
         #: (topic, queue_id) -> next queue offset (RocketMQ's topicQueueTable)
         self.next_queue_offsets: dict[tuple[str, int], int] = {}
@@ -105,7 +106,8 @@ class CommitLog:
 
     def append_raw(self, raw: bytes, topic: str, queue_id: int, to_queue: bool) -> tuple[int, int]:
         """Copy a record verbatim to the end of the log, rewriting only QUEUEOFFSET and
-        PHYSICALOFFSET for its new place -> (commitlog offset, queue offset)."""
+        PHYSICALOFFSET for its new place (and a 5.x property CRC, which covers them)
+        -> (commitlog offset, queue offset)."""
         mf = self.files.last
         if mf is None or mf.wrote + len(raw) + END_FILE_MIN_BLANK_LENGTH > self.file_size:
             mf = self._roll()
@@ -113,6 +115,7 @@ class CommitLog:
         qoff = self._next_queue_offset(topic, queue_id, to_queue)
         mf.mm[pos:pos + len(raw)] = raw
         _QUEUE_AND_PHYSICAL_OFFSET.pack_into(mf.mm, pos + codec.OFF_QUEUE_OFFSET, qoff, mf.start + pos)
+        codec.reseal_prop_crc(mf.mm, pos, len(raw))
         mf.wrote = pos + len(raw)
         return mf.start + pos, qoff
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocketlake.store.compaction_log import is_compaction_topic
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets, write_consumer_offsets
 from rocketlake.store.errors import UnsafePathError
@@ -32,7 +33,6 @@ from rocketlake.store.paths import check_topic_name, resolve_inside
 
 SEGMENTS = "compaction"
 META = "compaction.json"
-COMPACTION_POLICY = "COMPACTION"
 
 
 def compaction_topics(root: Path, configured: Iterable[str] = ()) -> list[str]:
@@ -44,9 +44,7 @@ def compaction_topics(root: Path, configured: Iterable[str] = ()) -> list[str]:
     topics_json = root / "config" / "topics.json"
     data = read_config(topics_json) or {}
     for name, tc in (data.get("topicConfigTable") or {}).items():
-        attrs = (tc or {}).get("attributes") or {}
-        policy = attrs.get("cleanup.policy") or attrs.get("+cleanup.policy")
-        if str(policy).upper() == COMPACTION_POLICY:
+        if is_compaction_topic(tc or {}):
             out.add(check_topic_name(name, topics_json))
     return sorted(out)
 

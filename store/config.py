@@ -41,6 +41,8 @@ class StoreConfig:
     brokerIP1: str
     listenPort: int
     storeTimeZone: str
+    storePathCommitLog: str
+    readOnlyCommitLogStorePaths: str
 
     def __post_init__(self) -> None:
         if self.flushDiskType not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
@@ -66,6 +68,16 @@ class StoreConfig:
                 raise SettingError(f"messageDelayLevel: bad level {tok!r} (expected e.g. 5s, 2m, 1h)")
             out.append(int(tok[:-1]) * unit)
         return tuple(out)
+
+    def commitlog_dirs(self, root: Path) -> list[Path]:
+        """The directories of the CommitLog of the store at ``root``: `<root>/commitlog`, or
+        those ``storePathCommitLog`` and ``readOnlyCommitLogStorePaths`` name (``,`` between
+        them, ``MixAll.MULTI_PATH_SPLITTER``), each once, in the order given."""
+        named = [p.strip() for s in (self.storePathCommitLog, self.readOnlyCommitLogStorePaths)
+                 for p in s.split(",") if p.strip()]
+        if not self.storePathCommitLog.strip():
+            named.insert(0, str(Path(root) / "commitlog"))
+        return [Path(p) for p in dict.fromkeys(named)]
 
     @property
     def index_zone(self) -> tzinfo | None:

@@ -90,10 +90,13 @@ def reading_config(root: str | os.PathLike[str], settings: Mapping[str, str],
 
 
 def with_commitlog_size(root: Path, config: StoreConfig, explicit: Collection[str] = ()) -> StoreConfig:
-    """``config`` with ``mappedFileSizeCommitLog`` from the files under `commitlog/`."""
-    d = root / "commitlog"
-    size = _one_length(_sizes(d.iterdir() if d.is_dir() else ()), f"{d}: CommitLog files")
-    return _take(config, "mappedFileSizeCommitLog", size, explicit, f"the CommitLog files under {d}")
+    """``config`` with ``mappedFileSizeCommitLog`` from the CommitLog files (under `commitlog/`,
+    or the directories ``storePathCommitLog`` and ``readOnlyCommitLogStorePaths`` name)."""
+    dirs = config.commitlog_dirs(root)
+    where = ", ".join(str(d) for d in dirs)
+    size = _one_length(_sizes(f for d in dirs if d.is_dir() for f in d.iterdir()),
+                       f"{where}: CommitLog files")
+    return _take(config, "mappedFileSizeCommitLog", size, explicit, f"the CommitLog files under {where}")
 
 
 def with_consume_queue_size(root: Path, config: StoreConfig, explicit: Collection[str] = ()) -> StoreConfig:

@@ -83,3 +83,11 @@ PROPERTY_SEPARATOR_BYTE = ord(PROPERTY_SEPARATOR)
 KEY_SEPARATOR_BYTE = ord(KEY_SEPARATOR)
 #: between a topic and a key in an index key ("topic#key")
 INDEX_KEY_SEPARATOR = "#"
+
+# --- 5.x property CRC (``enabledAppendPropCRC``; docs/FORMAT.md §9.6) ------------------------------
+#: the properties end with ``PROP_CRC_NAME`` \x01, ``PROP_CRC_DIGITS`` ASCII digits of the CRC-32
+#: (& 0x7FFFFFFF, least significant first) of the record's bytes before these, then \x02
+PROP_CRC_NAME = "__CRC32#"
+PROP_CRC_DIGITS = 10
+#: ``CommitLog.CRC32_RESERVED_LEN``: 20
+PROP_CRC_SIZE = len(PROP_CRC_NAME) + 1 + PROP_CRC_DIGITS + 1

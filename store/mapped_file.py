@@ -6,6 +6,7 @@ import mmap
 import os
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -123,31 +124,40 @@ class MappedFile:
 
 
 class MappedFileQueue:
-    """The files of one directory, named by their 20-digit start offset, each ``file_size`` long,
-    opened as ``file_type`` (a ``MappedFile`` or a subclass that maps differently)."""
+    """The files of one directory (and, read only, those of ``also``: a multi-path CommitLog),
+    named by their 20-digit start offset, each ``file_size`` long, opened as ``file_type`` (a
+    ``MappedFile`` or a subclass that maps differently). New files go to ``directory``."""
 
     def __init__(self, directory: Path, file_size: int,
-                 file_type: type[MappedFile] = MappedFile) -> None:
+                 file_type: type[MappedFile] = MappedFile, also: Sequence[Path] = ()) -> None:
         self.dir = Path(directory)
+        self.dirs = [self.dir, *(Path(d) for d in also)]
         self.file_size = file_size
         self.file_type = file_type
         self.files: list[MappedFile] = []
 
     def load(self) -> None:
-        """Open every existing file; reject foreign names, wrong sizes and gaps."""
-        if not self.dir.exists():
-            return
-        names = sorted(p.name for p in self.dir.iterdir() if not p.name.startswith("."))
-        for name in names:
+        """Open every existing file of every directory in offset order; reject foreign names,
+        wrong sizes, gaps and a name in two directories."""
+        found: dict[str, Path] = {}
+        for d in self.dirs:
+            for p in (d.iterdir() if d.exists() else ()):
+                if p.name.startswith("."):
+                    continue
+                if p.name in found:
+                    raise StoreFormatError(f"{p}: the file {p.name} is also in {found[p.name].parent}")
+                found[p.name] = p
+        for name in sorted(found):
+            path = found[name]
             if not _NAME.match(name):
-                raise StoreFormatError(f"{self.dir / name}: not a store file name (20 digits expected)")
+                raise StoreFormatError(f"{path}: not a store file name (20 digits expected)")
             start = int(name)
             if start % self.file_size:
                 raise StoreFormatError(
-                    f"{self.dir / name}: start offset is not a multiple of the file size {self.file_size}")
+                    f"{path}: start offset is not a multiple of the file size {self.file_size}")
             if self.files and start != self.files[-1].end:
-                raise StoreFormatError(f"{self.dir / name}: gap after {self.files[-1].path.name}")
-            mf = self.file_type(self.dir / name, start, self.file_size)
+                raise StoreFormatError(f"{path}: gap after {self.files[-1].path}")
+            mf = self.file_type(path, start, self.file_size)
             mf.wrote = mf.flushed = self.file_size
             self.files.append(mf)
 

@@ -16,9 +16,11 @@ import numpy as np
 import pyarrow as pa
 
 from rocketlake.store import codec, ingest_journal, swap_journal
+from rocketlake.store.batch_consume_queue import BatchConsumeQueue, load_batch_queues
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import Record
 from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.compaction_log import load_compaction_queues
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import read_consumer_offsets, write_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue, load_queues
@@ -27,6 +29,8 @@ from rocketlake.store.errors import (
     CorruptRecordError,
     MessageNotFoundError,
     MessageRejected,
+    SettingError,
+    StoreFormatError,
 )
 from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.flush import FlushService
@@ -91,6 +95,11 @@ class MessageStore:
             self._open_read_only(overrides)
             return
         refuse_writing(self.root)
+        if self.config.commitlog_dirs(self.root) != [self.root / "commitlog"]:
+            raise SettingError(
+                f"{self.root}: storePathCommitLog / readOnlyCommitLogStorePaths name a CommitLog "
+                f"in {', '.join(map(str, self.config.commitlog_dirs(self.root)))}, which rocketlake "
+                f"reads but does not write (only <store>/commitlog); open the store read-only")
         create_store(self.root)
         self._lock_file = StoreLock(self.root)
         self._lock_file.acquire()
@@ -110,6 +119,18 @@ class MessageStore:
         self.commitlog.files.load()
         self.queues: dict[tuple[str, int], ConsumeQueue] = load_queues(
             self.root, cfg.mappedFileSizeConsumeQueue)
+        #: a 5.x broker's BatchConsumeQueues, read only (a writer refuses a store that has them)
+        self.batch_queues: dict[tuple[str, int], BatchConsumeQueue] = load_batch_queues(self.root)
+        #: a 5.x broker's compaction topics' queues (``store.compaction_log``), served before
+        #: their ConsumeQueues, as the broker serves them
+        self.compaction_queues = load_compaction_queues(self.root, cfg) if self.read_only else {}
+        if self.batch_queues and not self.read_only:
+            t, q = next(iter(self.batch_queues))
+            raise StoreFormatError(
+                f"{self.root}: has a 5.x broker's BatchConsumeQueues ({len(self.batch_queues)}, "
+                f"first batchconsumequeue/{t}/{q}), which rocketlake reads but does not write: "
+                f"a writer would dispatch their topics into consumequeue/, and the broker then "
+                f"refuses to start; open the store read-only")
         self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) \
             if cfg.messageIndexEnable else None
         if self.index is not None:
@@ -135,11 +156,13 @@ class MessageStore:
         files = self.commitlog.files.files
         self._find_end(files[max(0, len(files) - 3)].start if files else 0)
         ingest_journal.hide(self.root, self.queues)
-        for cq in self.queues.values():  # units below retained CommitLog data are not served
+        every: list[ConsumeQueue | BatchConsumeQueue] = [*self.queues.values(),
+                                                          *self.batch_queues.values()]
+        for cq in every:  # units below retained CommitLog data are not served
             cq.correct_min_offset(self.commitlog.min_offset)
 
     def _close_maps(self) -> None:
-        for part in ("commitlog", "queues", "index"):
+        for part in ("commitlog", "queues", "batch_queues", "compaction_queues", "index"):
             obj = self.__dict__.pop(part, None)
             for closable in (obj.values() if isinstance(obj, dict) else [obj] if obj else []):
                 closable.close()
@@ -212,6 +235,7 @@ class MessageStore:
         declare_topics(self.root, queue_counts(self.queues))
         warm_up(self.table_encoder)
         self._last_ts = self.checkpoint.physic
+        self._recovered_end = self.commitlog.max_offset
         self._dispatch.last_timestamp = max(self._dispatch.last_timestamp, self.checkpoint.logics)
         self.flusher = FlushService(
             self._flush_commitlog, lambda: self.commitlog.max_offset, self._flush_logics,
@@ -405,6 +429,9 @@ class MessageStore:
         end = self.commitlog.max_offset
         self.commitlog.flush()
         self.checkpoint.physic = max(self.checkpoint.physic, ts)
+        if self.checkpoint.confirm_offset and end > self._recovered_end:
+            # a 5.x broker's confirmed offset: readers stop there, so it covers what we wrote
+            self.checkpoint.confirm_offset = max(self.checkpoint.confirm_offset, end)
         return end
 
     def _flush_logics(self) -> None:
@@ -451,32 +478,49 @@ class MessageStore:
         self._visible()
         return self.commitlog.max_offset
 
+    def queue(self, topic: str, queue_id: int) -> ConsumeQueue | BatchConsumeQueue | None:
+        """The queue (a ConsumeQueue, or a 5.x broker's BatchConsumeQueue), None when there is
+        none."""
+        key = (topic, queue_id)
+        for table in (self.compaction_queues, self.queues, self.batch_queues):
+            cq = table.get(key)
+            if cq is not None:
+                return cq
+        return None
+
     def min_offset(self, topic: str, queue_id: int) -> int:
         self._visible()
-        cq = self.queues.get((topic, queue_id))
+        cq = self.queue(topic, queue_id)
         return cq.min_offset if cq else 0
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         self._visible()
-        cq = self.queues.get((topic, queue_id))
+        cq = self.queue(topic, queue_id)
         return cq.max_offset if cq else 0
 
     def queue_ranges(self) -> dict[tuple[str, int], tuple[int, int]]:
-        """(topic, queue_id) -> (min offset, max offset) for every ConsumeQueue."""
+        """(topic, queue_id) -> (min offset, max offset) for every ConsumeQueue and
+        BatchConsumeQueue."""
         self._visible()
-        return {k: (cq.min_offset, cq.max_offset) for k, cq in sorted(self.queues.items())}
+        every: dict[tuple[str, int], ConsumeQueue | BatchConsumeQueue] = {
+            **self.batch_queues, **self.queues, **self.compaction_queues}
+        return {k: (cq.min_offset, cq.max_offset) for k, cq in sorted(every.items())}
 
     def get(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
             tags: str | Iterable[str] | None = None) -> GetResult:
-        """RocketMQ's getMessage: statuses, next-offset rules, tag filter by tagsCode + real tag."""
+        """RocketMQ's getMessage: statuses, next-offset rules, tag filter by tagsCode + real tag.
+        A BatchConsumeQueue unit is one record for several queue offsets: it is read from any of
+        them, and the next offset is the one after its last. A 5.x compaction topic's queue
+        serves from the first unit at or after ``offset``, below its minimum too
+        (``CompactionLog.getMessage``)."""
         self._visible()
-        cq = self.queues.get((topic, queue_id))
+        cq = self.queue(topic, queue_id)
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         lo, hi = cq.min_offset, cq.max_offset
         if hi == 0:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
-        if offset < lo:
+        if offset < lo and (topic, queue_id) not in self.compaction_queues:
             return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
         if offset == hi:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
@@ -484,45 +528,51 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
         wanted = tag_filter(tags)
         units = cq.units(offset, max(MAX_FILTER_UNITS, max_msgs))
+        firsts, nums = cq.unit_spans(offset, len(units)) if isinstance(cq, BatchConsumeQueue) else (
+            list(range(offset, offset + len(units))), [1] * len(units))  # a unit per queue offset
         msgs: list[StoredMessage] = []
         status, total, scanned = GetStatus.NO_MATCHED_MESSAGE, 0, 0
-        cl_min, cl_end = self.commitlog.min_offset, self.commitlog.max_offset
+        # a compaction topic's units point into its compaction log, not the CommitLog
+        log = cq.log if isinstance(cq, BatchConsumeQueue) and cq.log is not None else self.commitlog
+        cl_min, cl_end = log.min_offset, log.max_offset
         for i, (off, size, tcode) in enumerate(units.tolist()):
             if msgs and (len(msgs) >= min(max_msgs, MAX_TRANSFER_COUNT)
                          or total + size > MAX_TRANSFER_BYTES):
                 break
             # Only a record at or after the visible end can be a running writer's: the end is
             # a record boundary, so a unit starting before it and reaching past it is damaged.
-            if self.read_only and off >= cl_end and off >= cl_min:
+            if self.read_only and log is self.commitlog and off >= cl_end and off >= cl_min:
                 cl_end = self._refresh_end()
                 if off >= cl_end:
                     break  # written by a running writer but not visible yet: retry from here
             scanned = i + 1
             if wanted is not None and tcode not in wanted[0]:
                 continue
-            rec = self._unit_record(topic, queue_id, offset + i, off, size) if off >= cl_min else None
+            rec = self._unit_record(log, topic, queue_id, firsts[i], off, size) if off >= cl_min else None
             if rec is None:  # removed by retention, or damaged: skipped, never served
                 if not msgs:
                     status = GetStatus.MESSAGE_WAS_REMOVING
                 continue
             if wanted is not None and rec.tags not in wanted[1]:
                 continue
-            msgs.append(StoredMessage(rec, offset + i, tcode))
+            msgs.append(StoredMessage(rec, firsts[i], tcode))
             total += size
             status = GetStatus.FOUND
         if scanned == 0:  # the first unit is not visible yet
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, offset)
-        return GetResult(status, offset + scanned, lo, hi, msgs)
+        return GetResult(status, firsts[scanned - 1] + nums[scanned - 1], lo, hi, msgs)
 
-    def _unit_record(self, topic: str, queue_id: int, queue_offset: int, offset: int,
+    def _unit_record(self, log: CommitLog, topic: str, queue_id: int, queue_offset: int, offset: int,
                      size: int) -> Record | None:
-        """The record a ConsumeQueue unit points at, or None when there is no valid record there
-        or it is not this unit's (another queue's or another queue offset's record, or another
-        size): RocketMQ's dispatch wrote the unit from the record's own QUEUEID and QUEUEOFFSET
-        (CommitLog.checkMessageAndReturnSize), under the record's stored topic — for delayed
-        messages SCHEDULE_TOPIC_XXXX and queue delayLevel - 1, as the unit's queue is."""
+        """The record a ConsumeQueue unit points at in ``log`` (the CommitLog, or a compaction log), or None
+        when there is no valid record there or it is not this unit's (another queue's or another
+        queue offset's record, or another size): RocketMQ's dispatch wrote the unit from the
+        record's own QUEUEID and QUEUEOFFSET (CommitLog.checkMessageAndReturnSize), under the
+        record's stored topic — for delayed messages SCHEDULE_TOPIC_XXXX and queue delayLevel - 1,
+        as the unit's queue is."""
         try:
-            rec = self.commitlog.read(offset, check_crc=True)
+            # a compaction log's copies keep the property CRC of their first place: not checked
+            rec = log.read(offset, check_crc=log is self.commitlog)
         except CorruptRecordError as e:
             self._damaged(offset, str(e))
             return None

@@ -14,6 +14,8 @@ from rocketlake.store import codec
 from rocketlake.store.errors import UnsafePathError
 
 CONSUME_QUEUE_DIR = "consumequeue"
+#: a 5.x broker's BatchConsumeQueues (``store.batch_consume_queue``)
+BATCH_CONSUME_QUEUE_DIR = "batchconsumequeue"
 
 
 def check_topic_name(topic: str, where: Path) -> str:

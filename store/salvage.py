@@ -15,14 +15,14 @@ written). The new store holds:
 - a placeholder record for each damaged record whose queue position can be known: same topic,
   queue id and queue offset, an empty body, no tags, the store time of the intact record before
   it, and the property ``SALVAGED`` = ``<kind>@<commitlog offset in the original>`` (kind ``crc``:
-  the body CRC failed; ``truncated``: the CommitLog's data ends in it; ``unreadable``: anything
-  else, zeros included). The position comes from (1) the original's ConsumeQueue units that
-  point into a damaged stretch (the unit names the queue, the queue offset and where the record
-  started), then (2) the neighbours: a queue offset missing between two intact records of a
-  queue, with a damaged stretch between them in the CommitLog, is placed at the first such
-  stretch. A damaged record of neither kind (no unit, and no intact record of its queue after
-  it; or a record that takes no queue offset, such as a PREPARED half message) leaves no trace
-  but the bytes counted lost.
+  the body CRC or a 5.x property CRC failed; ``truncated``: the CommitLog's data ends in it;
+  ``unreadable``: anything else, zeros included). The position comes from (1) the original's
+  ConsumeQueue units that point into a damaged stretch (the unit names the queue, the queue offset
+  and where the record started), then (2) the neighbours: a queue offset missing between two
+  intact records of a queue, with a damaged stretch between them in the CommitLog, is placed at
+  the first such stretch. A damaged record of neither kind (no unit, and no intact record of its
+  queue after it; or a record that takes no queue offset, such as a PREPARED half message) leaves
+  no trace but the bytes counted lost.
 - `config/` copied (topics, consumer offsets, delay offsets, subscription groups), the
   ConsumeQueues and index built from the new CommitLog (``single_process_rebuild``), and a
   checkpoint.
@@ -165,14 +165,14 @@ def _read(log: CommitLog, cfg: StoreConfig) -> tuple[Records, list[Gap]]:
 def _lost_ranges(log: CommitLog, gaps: list[Gap]) -> list[LostRange]:
     """Each gap as a byte range: up to where records resume, else up to the file's last
     non-zero byte (``truncated`` when that is the CommitLog's last file: its data ends in damage,
-    a torn write; else ``crc`` for a body CRC mismatch, ``unreadable`` for anything else)."""
+    a torn write; else ``crc`` for a body or property CRC mismatch, ``unreadable`` for anything else)."""
     lost = []
     for g in gaps:
         mf = log.files.find(g.offset)
         assert mf is not None  # the walk found the gap in it
         end = g.resumes_at if g.resumes_at is not None else _data_ends(mf, g.offset - mf.start)
         kind = ("truncated" if g.resumes_at is None and mf is log.files.last else
-                "crc" if g.status == kr.BAD_CRC else "unreadable")
+                "crc" if g.status in (kr.BAD_CRC, kr.BAD_PROP_CRC) else "unreadable")
         lost.append(LostRange(g.offset, end, kind, g.why or "zeros where a record should start"))
     return lost
 

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store import codec, ingest_journal
+from rocketlake.store.batch_consume_queue import BatchConsumeQueue, load_batch_queues
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog
@@ -262,10 +263,40 @@ class _Checker:
         cl_min = log.min_offset
         for key, cq in sorted(queues.items()):
             self._queue(cq, want.pop(key, None), records, cl_min)
+        try:
+            batch_queues = load_batch_queues(self.root)
+        except (StoreFormatError, OSError) as e:
+            self.problem("consumequeue-unreadable", "batchconsumequeue", None, str(e))
+            batch_queues = {}
+        for key, bq in sorted(batch_queues.items()):
+            self._batch_queue(bq, want.pop(key, None), records, cl_min)
         for (topic, qid), (qo, rows) in sorted(want.items()):
             self.problem("consumequeue-missing-queue", f"consumequeue/{topic}/{qid}", None,
                          f"queue missing: {qo.size} CommitLog records (first at queue offset "
                          f"{qo[0]}, commitlog offset {records.offset[rows[0]]}) have no unit")
+
+    def _batch_queue(self, bq: BatchConsumeQueue,
+                     want: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
+                     records: Records, cl_min: int) -> None:
+        """A 5.x BatchConsumeQueue: each record of its queue at or above the retained CommitLog
+        has the unit that starts at the record's queue offset, pointing at it with its size."""
+        units = bq.batch_units
+        self.report.units += len(units)
+        at = {int(b): (int(o), int(n)) for b, o, n in
+              zip(units["msg_base_offset"], units["commitlog_offset"], units["size"])}
+        where = f"batchconsumequeue/{bq.topic}/{bq.queue_id}"
+        for qo, row in zip(*(want or ((), ()))):
+            off, size = int(records.offset[row]), int(records.size[row])
+            if off < cl_min:
+                continue
+            unit = at.get(int(qo))
+            if unit is None:
+                self.problem("consumequeue-missing-unit", where, None,
+                             f"the record at commitlog offset {off} (queue offset {qo}) has no unit")
+            elif unit != (off, size):
+                self.problem("consumequeue-unit-mismatch", where, None,
+                             f"the unit at queue offset {qo} points at commitlog offset {unit[0]} "
+                             f"({unit[1]} bytes), the record is at {off} ({size} bytes)")
 
     def _queue(self, cq: ConsumeQueue, want: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
                records: Records, cl_min: int) -> None:
@@ -452,10 +483,11 @@ class _Checker:
         for (topic, group), qs in sorted(offsets.items()):
             for q, off in sorted(qs.items()):
                 hi = queues_max.get((topic, q))
-                if hi is None:
-                    if not topic.startswith("%RETRY%"):
+                if hi is None:  # offset 0: a queue never written to (a broker commits that too)
+                    if off > 0 and not topic.startswith("%RETRY%"):
                         self.problem("config", CONSUMER_OFFSETS, None,
-                                     f"group {group}: queue {topic}/{q} does not exist", "warning")
+                                     f"group {group}: queue {topic}/{q} does not exist (committed "
+                                     f"offset {off})", "warning")
                 elif off > hi:
                     self.problem("config", CONSUMER_OFFSETS, None,
                                  f"group {group}: offset {off} of {topic}/{q} is past its max {hi}")

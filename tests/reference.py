@@ -1,15 +1,47 @@
 """Independent, one-message-at-a-time reference of RocketMQ's dispatch (a plain port of
 ConsumeQueue.putMessagePositionInfo and IndexFile.putKey) to check the store's vectorised bytes.
 
-Deliberately shares nothing with store/ except the record decoder: own hashing, own loops.
+Deliberately shares nothing with store/ except the record decoder: own hashing, own loops. Also
+CommitLog records packed with `struct` from docs/FORMAT.md §2 (not by the store's encoder).
 """
 from __future__ import annotations
 
 import struct
 import time
 
+import crcmod.predefined
+
 DELAYS_MS = [1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000, 420000,
              480000, 540000, 600000, 1200000, 1800000, 3600000, 7200000]
+
+
+crc32 = crcmod.predefined.mkCrcFun("crc-32")
+V1, V2 = 0xDAA320A7, 0xDAA320AB
+
+
+def pack(offset: int, *, topic: str = "T", body: bytes = b"b", props: str = "", queue_id: int = 0,
+         queue_offset: int = 0, sys_flag: int = 0, magic: int = V1, born: bytes = b"\x7f\0\0\1",
+         store: bytes = b"\x0a\0\0\7", store_ts: int = 1_700_000_000_000, crc: int | None = None) -> bytes:
+    """One CommitLog record as docs/FORMAT.md §2 lays it out (struct, big-endian)."""
+    sys_flag |= (0x10 if len(born) == 16 else 0) | (0x20 if len(store) == 16 else 0)
+    t, p = topic.encode(), props.encode()
+    tl = struct.pack(">h", len(t)) if magic == V2 else struct.pack(">b", len(t))
+    tail = body + tl + t + struct.pack(">h", len(p)) + p
+    body_crc = (crc32(body) & 0x7FFFFFFF) if crc is None else crc
+    mid = (struct.pack(">I", magic) + struct.pack(">i", body_crc) + struct.pack(">ii", queue_id, 7)
+           + struct.pack(">qqi", queue_offset, offset, sys_flag) + struct.pack(">q", store_ts - 5)
+           + born + struct.pack(">i", 50000) + struct.pack(">q", store_ts) + store
+           + struct.pack(">i", 10911) + struct.pack(">iqi", 0, 0, len(body)))
+    total = 4 + len(mid) + len(tail)
+    return struct.pack(">i", total) + mid + tail
+
+
+def with_prop_crc(rec: bytes) -> bytes:
+    """``rec`` (properties ending in ``__CRC32#`` \\x01 ten placeholder digits \\x02) with the digits a
+    5.3.3 broker writes: CRC-32 & 0x7FFFFFFF of all but the last 20 bytes, least significant first
+    (CommitLog.DefaultAppendMessageCallback, MessageDecoder.createCrc32)."""
+    crc = crc32(rec[:-20]) & 0x7FFFFFFF
+    return rec[:-11] + "".join(str(crc // 10 ** k % 10) for k in range(10)).encode() + b"\x02"
 
 
 def jhash(s: str) -> int:

@@ -44,7 +44,7 @@ def test_every_job_is_a_command_and_every_option_has_help() -> None:
                              "report", "rebuild", "rebuild-consumequeue", "rebuild-index",
                              "publish-offsets", "compact", "optimize-lake", "lag", "topic-status",
                              "offsets", "archive", "store-status", "topic-stats", "topics",
-                             "groups", "salvage", "tail"}
+                             "groups", "salvage", "tail", "timers"}
     for name, p in commands.items():
         for a in p._actions:
             assert a.help, f"{name} {a.option_strings or a.dest}: no help text"

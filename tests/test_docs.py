@@ -28,7 +28,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 #: commands that run against the sample store (`offsets ... --execute` and `tail --follow`, which
 #: waits for new messages, are only parsed)
 RUN = {"dump", "get", "query", "verify", "lag", "topic-status", "offsets", "ingest",
-       "store-status", "topic-stats", "topics", "groups", "salvage", "tail"}
+       "store-status", "topic-stats", "topics", "groups", "salvage", "tail", "timers"}
 #: commands that start Spark (or write a lake): parsed only
 PARSE_ONLY = {"pipeline", "rebuild", "rebuild-consumequeue", "rebuild-index", "publish-offsets",
               "compact", "optimize-lake", "check-consistency", "report", "archive"}

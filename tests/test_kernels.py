@@ -7,12 +7,12 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-import crcmod.predefined
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import DELAYS_MS, jhash
+from reference import DELAYS_MS, V1, V2, jhash, pack, with_prop_crc
+from reference import crc32 as _crc32
 
 from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import hashing as kh
@@ -20,25 +20,7 @@ from rocketlake.store.kernels import records as kr
 from rocketlake.store.record_walk import Walk
 
 GOLDEN = Path(__file__).parent / "golden" / "rocketmq-4.9.8" / "store" / "commitlog"
-_crc32 = crcmod.predefined.mkCrcFun("crc-32")
-V1, V2, BLANK = 0xDAA320A7, 0xDAA320AB, 0xCBD43194
-
-
-def pack(offset: int, *, topic: str = "T", body: bytes = b"b", props: str = "", queue_id: int = 0,
-         queue_offset: int = 0, sys_flag: int = 0, magic: int = V1, born: bytes = b"\x7f\0\0\1",
-         store: bytes = b"\x0a\0\0\7", store_ts: int = 1_700_000_000_000, crc: int | None = None) -> bytes:
-    """One CommitLog record as docs/FORMAT.md §2 lays it out (struct, big-endian)."""
-    sys_flag |= (0x10 if len(born) == 16 else 0) | (0x20 if len(store) == 16 else 0)
-    t, p = topic.encode(), props.encode()
-    tl = struct.pack(">h", len(t)) if magic == V2 else struct.pack(">b", len(t))
-    tail = body + tl + t + struct.pack(">h", len(p)) + p
-    body_crc = (_crc32(body) & 0x7FFFFFFF) if crc is None else crc
-    mid = (struct.pack(">I", magic) + struct.pack(">i", body_crc) + struct.pack(">ii", queue_id, 7)
-           + struct.pack(">qqi", queue_offset, offset, sys_flag) + struct.pack(">q", store_ts - 5)
-           + born + struct.pack(">i", 50000) + struct.pack(">q", store_ts) + store
-           + struct.pack(">i", 10911) + struct.pack(">iqi", 0, 0, len(body)))
-    total = 4 + len(mid) + len(tail)
-    return struct.pack(">i", total) + mid + tail
+BLANK = 0xCBD43194
 
 
 def blank(remaining: int) -> bytes:
@@ -160,6 +142,31 @@ def test_damage_stops_the_walk_after_the_valid_records(damage, status):
     assert (len(rows), end, got) == (1, len(first), status)
     rows, _, got, _ = walk_all(as_buf(first + damage(second)), check_crc=False)
     assert len(rows) == (2 if status == kr.BAD_CRC else 1)
+
+
+@pytest.mark.parametrize("magic", [V1, V2], ids=["v1", "v2"])
+@pytest.mark.parametrize("props", ["", "TAGS\x01a\x02"], ids=["alone", "after-tags"])
+def test_a_property_crc_is_checked_where_the_body_crc_is(magic, props):
+    first = with_prop_crc(pack(0, props=props + "__CRC32#\x010000000000\x02", magic=magic))
+    second = with_prop_crc(pack(len(first), props=props + "__CRC32#\x010000000000\x02", magic=magic))
+    rows, end, status, _ = walk_all(as_buf(first + second))
+    assert (len(rows), end, status) == (2, len(first + second), kr.ZEROS)
+    # FLAG (bytes 16-20) is no part of the body: only the property CRC covers it
+    flipped = second[:19] + bytes([second[19] ^ 1]) + second[20:]
+    rows, end, status, detail = walk_all(as_buf(first + flipped))
+    want = _crc32(second[:-20]) & 0x7FFFFFFF
+    assert (len(rows), end, status, detail[0], detail[1]) == (
+        1, len(first), kr.BAD_PROP_CRC, want, _crc32(flipped[:-20]) & 0x7FFFFFFF)
+    assert kr.describe(status, len(first), detail, as_buf(first)) == (
+        f"offset {len(first)}: property CRC {want} != computed {detail[1]}")
+    assert len(walk_all(as_buf(first + flipped), check_crc=False)[0]) == 2
+
+
+def test_a_crc_named_property_that_is_not_the_trailing_one_is_not_checked():
+    # no \x02 before it: the end of another property's value; 4.9's form ends without \x02
+    for props in ("X\x01a__CRC32#\x010000000001\x02", "TAGS\x01a\x02__CRC32#\x010000000001"):
+        rows, _, status, _ = walk_all(as_buf(pack(0, props=props)))
+        assert (len(rows), status) == (1, kr.ZEROS)
 
 
 def test_torn_tail_is_not_a_record():

@@ -60,7 +60,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from rocketlake.store.checkpoint import Checkpoint
+from rocketlake.store.checkpoint import confirmed_end
 from rocketlake.store.errors import CorruptRecordError, DataLossError, StreamOffsetError
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.record_walk import Walk
@@ -127,9 +127,9 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                 for path, start in paths])
 
     def _stop(self) -> int:
-        """No walk passes this: AvailableNow's target, a 5.x broker's confirmed offset."""
-        confirmed = Checkpoint(self.root / "checkpoint").confirm_offset
-        stops = [s for s in (self.target, confirmed or None) if s is not None]
+        """No walk passes this: AvailableNow's target, a 5.x controller-mode broker's confirmed
+        offset (``store.checkpoint.confirmed_end``)."""
+        stops = [s for s in (self.target, confirmed_end(self.root)) if s is not None]
         return min(stops) if stops else 1 << 62
 
     def _offset(self, n: int) -> dict:

@@ -320,6 +320,10 @@ COMMANDS: dict[str, Command] = {
                       "offsets, their retry and DLQ topics (kafka-consumer-groups --list)",
                       "rocketlake.jobs.cli.groups:cmd_groups", _config_rows,
                       "rocketlake groups --store var/store"),
+    "timers": Command("timed messages a 5.x broker has not delivered yet, per real topic: how "
+                      "many, earliest and latest delivery (timerwheel, timerlog)",
+                      "rocketlake.jobs.cli.timers:cmd_timers", _config_rows,
+                      "rocketlake timers --store var/store"),
     "tail": Command("the newest messages of a topic, then with --follow each new one "
                     "(kafka-console-consumer without a broker)", "rocketlake.jobs.cli.tail:cmd_tail",
                     _tail, "rocketlake tail --store var/store --topic orders -n 5 --follow --format text"),

@@ -20,8 +20,10 @@ from rocketlake.jobs.cli.selection import check_ranges, check_selection
 from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.times import time_fields
 from rocketlake.store import MessageStore, Record, codec
+from rocketlake.store.batch_consume_queue import BatchConsumeQueue
 from rocketlake.store.codec import INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog, RecordWalk
+from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.message_store import tag_filter
@@ -168,12 +170,25 @@ def _early_stop(ms: MessageStore, walk: RecordWalk) -> str | None:
 def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Generator[dict[str, Any], None, None]:
     """The units of the selected queues in the queue offset range, ``DUMP_CHUNK`` at a time;
     with a time range, those whose record was stored in it (each unit's record is read for its
-    store time); with ``--tags``, those whose tagsCode and record's tag the expression names."""
+    store time); with ``--tags``, those whose tagsCode and record's tag the expression names.
+    A 5.x BatchConsumeQueue's units come with their batch size and store time, each at the first
+    queue offset it covers (the unit covering ``--from-offset`` included)."""
     timed = a.begin > _EARLIEST or a.end < _LATEST
     wanted = tag_filter(a.tags)
-    for (t, q), cq in sorted(ms.queues.items()):
-        if (a.topic is not None and t != a.topic) or (a.queue is not None and q != a.queue):
-            continue
+
+    def passes(off: int, tcode: int) -> bool:
+        return ((not timed or a.begin <= _store_time(ms, off) <= a.end)
+                and (wanted is None or (tcode in wanted[0] and _tags(ms, off) in wanted[1])))
+
+    def batch_rows(t: str, q: int, bq: BatchConsumeQueue) -> Iterator[dict[str, Any]]:
+        for off, size, tcode, ts, base, batch, *_ in bq.batch_units[bq.unit_index(a.from_offset):].tolist():
+            if a.to_offset is not None and base >= a.to_offset:
+                return
+            if passes(off, tcode):
+                yield {"topic": t, "queue_id": q, "queue_offset": base, "commitlog_offset": off,
+                       "size": size, "tags_code": tcode, "batch_size": batch, "store_timestamp": ts}
+
+    def rows(t: str, q: int, cq: ConsumeQueue) -> Iterator[dict[str, Any]]:
         at = max(a.from_offset, cq.files.min_offset // codec.CQ_UNIT_SIZE)
         stop = cq.max_offset if a.to_offset is None else min(a.to_offset, cq.max_offset)
         while at < stop:
@@ -181,15 +196,19 @@ def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Generator[dict[str, Any
             if not len(units):  # the rest of a file not written: go on at the next file
                 mf = cq.files.find(at * codec.CQ_UNIT_SIZE)
                 if mf is None:
-                    break
+                    return
                 at = mf.end // codec.CQ_UNIT_SIZE
                 continue
             for i, (off, size, tcode) in enumerate(units.tolist()):
-                if ((not timed or a.begin <= _store_time(ms, off) <= a.end)
-                        and (wanted is None or (tcode in wanted[0] and _tags(ms, off) in wanted[1]))):
+                if passes(off, tcode):
                     yield {"topic": t, "queue_id": q, "queue_offset": at + i,
                            "commitlog_offset": off, "size": size, "tags_code": tcode}
             at += len(units)
+
+    for t, q in sorted({*ms.queues, *ms.batch_queues}):
+        if (a.topic is None or t == a.topic) and (a.queue is None or q == a.queue):
+            cq = ms.queues.get((t, q))
+            yield from rows(t, q, cq) if cq is not None else batch_rows(t, q, ms.batch_queues[(t, q)])
 
 
 def _store_time(ms: MessageStore, offset: int) -> int:

@@ -28,11 +28,11 @@ def id_ranges(ids: Iterable[int]) -> str:
 def check_selection(ms: MessageStore, topic: str | None, queue: int | None,
                     seen: Iterable[tuple[str, int]] = ()) -> None:
     """InputError unless ``topic`` (None: any) has a queue ``queue`` (None: any) in the store:
-    among its ConsumeQueues or the (topic, queue id) pairs of ``seen`` (records read, which may
-    include a topic with no ConsumeQueue, e.g. of PREPARED messages only). The error names the
-    topics, or the topic's queues, that exist."""
+    among its ConsumeQueues and BatchConsumeQueues or the (topic, queue id) pairs of ``seen``
+    (records read, which may include a topic with no ConsumeQueue, e.g. of PREPARED messages
+    only). The error names the topics, or the topic's queues, that exist."""
     queues: dict[str, set[int]] = {}
-    for t, q in [*ms.queues, *seen]:
+    for t, q in [*ms.queues, *ms.batch_queues, *ms.compaction_queues, *seen]:
         queues.setdefault(t, set()).add(q)
     if topic is not None and topic not in queues:
         names = sorted(queues)

@@ -1,4 +1,5 @@
-"""Walk CommitLog records over a byte buffer: heads, field spans, body CRC, UTF-8 checks.
+"""Walk CommitLog records over a byte buffer: heads, field spans, body and property CRC, UTF-8
+checks.
 
 The rules are ``codec.decode_record``'s (docs/FORMAT.md §2), applied to every record of a range in
 one compiled loop. A walk starts at a known record start and stops at the first byte that does not
@@ -23,6 +24,7 @@ from rocketlake.store.layout import (
     MAGIC_V1,
     MAGIC_V2,
     MIN_RECORD_SIZE,
+    NAME_VALUE_BYTE,
     OFF_BODY_CRC,
     OFF_BORN_HOST,
     OFF_BORN_TIMESTAMP,
@@ -32,6 +34,10 @@ from rocketlake.store.layout import (
     OFF_QUEUE_ID,
     OFF_QUEUE_OFFSET,
     OFF_SYS_FLAG,
+    PROP_CRC_DIGITS,
+    PROP_CRC_NAME,
+    PROP_CRC_SIZE,
+    PROPERTY_SEPARATOR_BYTE,
     PROPLEN_SIZE,
 )
 
@@ -51,14 +57,15 @@ RECORD_DTYPE = np.dtype([(n, np.int64) for n in FIELDS])
 
 # --- why a walk stopped ---------------------------------------------------------------------------
 LIMIT, BLANK, ZEROS, TRUNCATED, BAD_MAGIC, BAD_SIZE, SHORT_FOR_SYSFLAG, BAD_BODY_LEN, \
-    BAD_TOPIC_LEN, BAD_PROPS_LEN, BAD_PHYSICAL_OFFSET, BAD_CRC, BAD_UTF8, BAD_NAME = range(14)
+    BAD_TOPIC_LEN, BAD_PROPS_LEN, BAD_PHYSICAL_OFFSET, BAD_CRC, BAD_UTF8, BAD_NAME, \
+    BAD_PROP_CRC = range(15)
 #: status -> (name, whether valid data ends there because of damage)
 STATUS = {LIMIT: "limit", BLANK: "blank", ZEROS: "zeros", TRUNCATED: "truncated header",
           BAD_MAGIC: "bad magic", BAD_SIZE: "bad TOTALSIZE", SHORT_FOR_SYSFLAG: "short for SYSFLAG",
           BAD_BODY_LEN: "bad BODYLEN", BAD_TOPIC_LEN: "bad TOPICLEN",
           BAD_PROPS_LEN: "TOTALSIZE disagrees", BAD_PHYSICAL_OFFSET: "bad PHYSICALOFFSET",
           BAD_CRC: "body CRC mismatch", BAD_UTF8: "topic/properties not UTF-8",
-          BAD_NAME: "topic or queue id no writer stores"}
+          BAD_NAME: "topic or queue id no writer stores", BAD_PROP_CRC: "property CRC mismatch"}
 
 #: the magic's first three bytes, shared by v1 and v2 (``find_start`` looks for them), and the last
 _MAGIC_HEAD = (MAGIC_V1 & 0xFFFFFF00) >> 8
@@ -84,6 +91,7 @@ def _crc_tables() -> npt.NDArray[np.uint32]:
 
 
 _CRC = _crc_tables()
+_PROP_CRC_NAME = np.frombuffer(PROP_CRC_NAME.encode(), dtype=np.uint8)
 
 
 @kernel
@@ -129,6 +137,31 @@ def be_i32(buf: npt.NDArray[np.uint8], p: int) -> int:
 def be_i16(buf: npt.NDArray[np.uint8], p: int) -> int:
     v = (byte(buf, p) << 8) | byte(buf, p + 1)
     return v - (1 << 16) if v >= (1 << 15) else v
+
+
+@kernel
+def prop_crc(buf: npt.NDArray[np.uint8], props_at: int, props_len: int) -> int:
+    """The CRC a 5.x broker wrote at the end of the properties at ``buf[props_at:+props_len]``
+    (``__CRC32#`` \\x01 ten digits, least significant first, \\x02, after a \\x02 unless alone):
+    -1 where there is none, -2 where its digits are not digits."""
+    if props_len < PROP_CRC_SIZE:
+        return -1
+    at = props_at + props_len - PROP_CRC_SIZE
+    if at > props_at and buf[at - 1] != PROPERTY_SEPARATOR_BYTE:
+        return -1
+    for k in range(_PROP_CRC_NAME.size):
+        if buf[at + k] != _PROP_CRC_NAME[k]:
+            return -1
+    at += _PROP_CRC_NAME.size
+    if buf[at] != NAME_VALUE_BYTE or buf[at + 1 + PROP_CRC_DIGITS] != PROPERTY_SEPARATOR_BYTE:
+        return -1
+    v = 0
+    for k in range(PROP_CRC_DIGITS - 1, -1, -1):
+        d = byte(buf, at + 1 + k) - 48
+        if d < 0 or d > 9:
+            return -2
+        v = v * 10 + d
+    return v
 
 
 @kernel
@@ -274,6 +307,14 @@ def walk(buf: npt.NDArray[np.uint8], base: int, pos: int, limit: int, check_crc:
                 detail[0] = stored_crc
                 detail[1] = crc
                 return n, pos, BAD_CRC
+        if check_crc:
+            want = prop_crc(buf, p, props_len)
+            if want != -1:
+                crc = crc32(buf, pos, total - PROP_CRC_SIZE) & 0x7FFFFFFF
+                if crc != want:
+                    detail[0] = want
+                    detail[1] = crc
+                    return n, pos, BAD_PROP_CRC
         if not (utf8_ok(buf, topic_at, topic_len) and utf8_ok(buf, p, props_len)):
             return n, pos, BAD_UTF8
         queue_id = be_i32(buf, pos + OFF_QUEUE_ID)
@@ -325,6 +366,7 @@ _DAMAGE = {
     BAD_CRC: "body CRC {d0} != computed {d1}",
     BAD_UTF8: "topic/properties not UTF-8",
     BAD_NAME: "topic {topic!r} / queue {d0} cannot have been written",
+    BAD_PROP_CRC: "property CRC {d0} != computed {d1}",
 }
 
 

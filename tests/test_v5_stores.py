@@ -1,0 +1,341 @@
+"""What a RocketMQ 5.x broker adds to a store, read (and kept) by rocketlake: the checkpoint's
+masterFlushedOffset and confirmPhyOffset, the property CRC, BatchConsumeQueues, pending timers,
+and (4.9 too) a CommitLog over several directories. Expected values are bytes built from
+RocketMQ 5.3.3's layouts (docs/FORMAT.md section 9.6), independently of store/."""
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from reference import V2, jhash, pack, with_prop_crc
+
+from rocketlake.jobs import cli
+from rocketlake.jobs.exit_codes import ExitCode
+from rocketlake.store import Message, MessageStore, SettingError, StoreFormatError
+from rocketlake.store.verify import verify
+
+SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,
+             maxIndexNum=20)
+
+
+# --- checkpoint (StoreCheckpoint: longs @0 physic, @8 logics, @16 index, @24 masterFlushedOffset,
+# @32 confirmPhyOffset; the rest of the 4096 bytes is never written) -------------------------------
+def _put(root: Path, n: int, first: int = 0) -> list:
+    with MessageStore(root, **SMALL) as ms:
+        return [ms.put(Message(topic="t5", body=b"b%d" % i, queue_id=0)) for i in range(first, first + n)]
+
+
+def _set_checkpoint_tail(root: Path, master_flushed: int, confirm: int, trailer: bytes) -> None:
+    """What a 5.x broker leaves at @24 and @32, and bytes past @40 nobody writes."""
+    raw = bytearray((root / "checkpoint").read_bytes())
+    struct.pack_into(">qq", raw, 24, master_flushed, confirm)
+    raw[40:40 + len(trailer)] = trailer
+    (root / "checkpoint").write_bytes(raw)
+
+
+def test_a_writer_keeps_what_a_5x_broker_wrote_after_the_timestamps(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    put = _put(root, 3)
+    # a broker recovering normally confirms up to the start of the last valid record
+    _set_checkpoint_tail(root, 777_000, put[-1].commitlog_offset, b"\x5a" * 8)
+    with MessageStore(root, **SMALL) as ms:   # opened for writing, nothing written
+        ms.flush()
+    raw = (root / "checkpoint").read_bytes()
+    assert len(raw) == 4096
+    assert struct.unpack_from(">qq", raw, 24) == (777_000, put[-1].commitlog_offset)
+    assert raw[40:48] == b"\x5a" * 8
+
+
+def test_appending_advances_a_set_confirm_offset_past_what_was_written(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    put = _put(root, 3)
+    _set_checkpoint_tail(root, 777_000, put[-1].commitlog_offset, b"")
+    more = _put(root, 2, first=3)
+    end = more[-1].commitlog_offset + more[-1].size
+    assert end == sum(p.size for p in put + more)
+    assert struct.unpack_from(">qq", (root / "checkpoint").read_bytes(), 24) == (777_000, end)
+
+
+def test_a_store_without_5x_offsets_keeps_them_unset(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    _put(root, 3)
+    _put(root, 1, first=3)
+    assert (root / "checkpoint").read_bytes()[24:4096] == bytes(4096 - 24)
+
+
+# --- the property CRC (enabledAppendPropCRC: properties end with __CRC32# \x01 ten digits \x02) ---
+def _crc_records(n: int) -> list[bytes]:
+    """Records as a 5.3.3 broker with enabledAppendPropCRC stores them, packed at offsets 0, ..."""
+    out: list[bytes] = []
+    at = 0
+    for i in range(n):
+        out.append(with_prop_crc(pack(at, topic="t5", body=b"m%d" % i, queue_offset=i, magic=V2,
+                                      props="TAGS\x01a\x02__CRC32#\x010000000000\x02")))
+        at += len(out[-1])
+    return out
+
+
+def test_copied_records_carry_a_property_crc_of_their_new_place(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    first = _put(root, 1)[0]
+    with MessageStore(root, **SMALL) as ms:
+        placed = ms.put_records(_crc_records(2))
+    log = (root / "commitlog" / f"{0:020d}").read_bytes()
+    for p in placed:
+        rec = log[p.commitlog_offset:p.commitlog_offset + p.size]
+        assert struct.unpack_from(">q", rec, 28)[0] == p.commitlog_offset > first.commitlog_offset
+        assert rec == with_prop_crc(rec)   # the digits are those of the bytes it holds here
+    assert verify(root, **SMALL).problems == []
+
+
+def test_a_property_crc_mismatch_is_damage_at_its_offset(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "s"
+    with MessageStore(root, **SMALL) as ms:
+        placed = ms.put_records(_crc_records(3))
+    bad = placed[1].commitlog_offset
+    path = root / "commitlog" / f"{0:020d}"
+    with open(path, "r+b") as f:   # FLAG: no part of the body, covered by the property CRC only
+        f.seek(bad + 19)
+        b = f.read(1)
+        f.seek(bad + 19)
+        f.write(bytes([b[0] ^ 1]))
+    problems = verify(root, **SMALL).problems
+    damage = [p for p in problems if p.kind == "commitlog-invalid-record"]
+    assert [(p.file, p.offset) for p in damage] == [(f"commitlog/{0:020d}", bad)]
+    assert "property CRC" in damage[0].what
+    # reads skip the damaged record, warning once with its offset (as for a body CRC mismatch)
+    sets = [a for k, v in SMALL.items() for a in ("--set", f"{k}={v}")]
+    assert cli.main(["get", "--store", str(root), "--topic", "t5", "--queue", "0", *sets]) == ExitCode.OK
+    out, err = capsys.readouterr()
+    assert [json.loads(line)["queue_offset"] for line in out.splitlines()[1:]] == [0, 2]
+    assert f"damaged at offset {bad} (property CRC " in err
+
+
+# --- BatchConsumeQueue (BatchConsumeQueue.java: 46-byte units under batchconsumequeue/<t>/<q>) -----
+BCQ_UNIT = struct.Struct(">qiqqqhii")  # offset, size, tagsCode, storeTime, msgBaseOffset, batchSize,
+#                                        compactedOffset (-1), reserved
+INNER_BATCH = 0x80  # MessageSysFlag.INNER_BATCH_FLAG
+
+
+def _batch_cq_store(root: Path) -> list[bytes]:
+    """A store as a 5.x broker leaves a BatchCQ topic ``bt`` (queue 0): two single messages (queue
+    offsets 0 and 1), then an inner batch of three (offsets 2-4, INNER_BASE 2, INNER_NUM 3);
+    units in a 460-byte file (10 units), and a consumer group ``g`` committed at offset 2."""
+    recs, at = [], 0
+    for i, (props, flag) in enumerate([("TAGS\x01a", 0), ("TAGS\x01a", 0),
+                                      ("TAGS\x01a\x02INNER_NUM\x013\x02INNER_BASE\x012", INNER_BATCH)]):
+        recs.append(pack(at, topic="bt", body=b"x%d" % i, props=props, queue_offset=i, sys_flag=flag,
+                         magic=V2, store_ts=1_700_000_000_000 + i))
+        at += len(recs[-1])
+    (root / "commitlog").mkdir(parents=True)
+    (root / "commitlog" / f"{0:020d}").write_bytes(b"".join(recs).ljust(4096, b"\0"))
+    units, at = b"", 0
+    for i, (rec, base, n) in enumerate(zip(recs, (0, 1, 2), (1, 1, 3))):
+        units += BCQ_UNIT.pack(at, len(rec), jhash("a"), 1_700_000_000_000 + i, base, n, -1, 0)
+        at += len(rec)
+    qdir = root / "batchconsumequeue" / "bt" / "0"
+    qdir.mkdir(parents=True)
+    (qdir / f"{0:020d}").write_bytes(units.ljust(460, b"\0"))
+    (root / "config").mkdir()
+    (root / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": {"bt": {
+        "topicName": "bt", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,
+        "attributes": {"queue.type": "BatchCQ"}}}}))
+    (root / "config" / "consumerOffset.json").write_text('{"offsetTable":{"bt@g":{0:2}}}')
+    return recs
+
+
+def _json_lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_a_batch_consume_queue_is_read_by_get_lag_and_topic_status(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "s"
+    recs = _batch_cq_store(root)
+    store = ["--store", str(root)]
+    assert cli.main(["topic-status", *store, "--json"]) == ExitCode.OK
+    assert [(r["topic"], r["queue_id"], r["min_offset"], r["max_offset"])
+            for r in _json_lines(capsys.readouterr().out)] == [("bt", 0, 0, 5)]
+    assert cli.main(["lag", *store, "--json"]) == ExitCode.OK
+    assert [(r["consumer_group"], r["consumer_offset"], r["max_offset"], r["lag"])
+            for r in _json_lines(capsys.readouterr().out)] == [("g", 2, 5, 3)]
+    # offset 3 is inside the batch: the whole record (queue offset 2) comes back, next is 5
+    assert cli.main(["get", *store, "--topic", "bt", "--queue", "0", "--offset", "3"]) == ExitCode.OK
+    head, *msgs = _json_lines(capsys.readouterr().out)
+    assert (head["next_begin_offset"], head["max_offset"]) == (5, 5)
+    assert [(m["queue_offset"], m["commitlog_offset"], m["body_b64"]) for m in msgs] == [
+        (2, len(recs[0]) + len(recs[1]), base64.b64encode(b"x2").decode())]
+    assert cli.main(["get", *store, "--topic", "bt", "--queue", "0"]) == ExitCode.OK
+    head, *msgs = _json_lines(capsys.readouterr().out)
+    assert head["next_begin_offset"] == 5 and [m["queue_offset"] for m in msgs] == [0, 1, 2]
+    assert cli.main(["dump", "consumequeue", *store, "--topic", "bt"]) == ExitCode.OK
+    assert [(r["queue_offset"], r["batch_size"], r["size"], r["store_timestamp"], r["tags_code"])
+            for r in _json_lines(capsys.readouterr().out)] == [
+        (0, 1, len(recs[0]), 1_700_000_000_000, 97), (1, 1, len(recs[1]), 1_700_000_000_001, 97),
+        (2, 3, len(recs[2]), 1_700_000_000_002, 97)]
+
+
+def test_a_writer_refuses_a_store_with_batch_consume_queues(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    _batch_cq_store(root)
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with pytest.raises(StoreFormatError, match="batchconsumequeue/bt/0.*open the store read-only"):
+        MessageStore(root, **SMALL)
+    assert not (root / "consumequeue").exists()
+    assert {p: p.read_bytes() for p in before} == before
+
+
+# --- pending timers (TimerCheckpoint, TimerWheel slots of 32 bytes, TimerLog units of 52) --------
+T = 1_700_000_000_000  # lastReadTimeMs: slots before it are delivered
+DAY = 86_400_000
+
+
+def _timer_store(root: Path) -> None:
+    """Six copies in rmq_sys_wheel_timer (queue offsets 0-5): r0 in a delivered slot (T-3s);
+    r1 (orders) and r2 (pay) due T+5s, r3 a delete of r2, all in slot T+5s; r4 (orders, due in 30
+    days) rolled into slot T+60s; r5 (pay, due T+7s) still in the queue (lastTimerQueueOffset 5)."""
+    copies = [("orders", T - 3000, "U0", ""), ("orders", T + 5000, "U1", ""), ("pay", T + 5000, "U2", ""),
+              ("pay", T + 5000, "U3", "\x02TIMER_DEL_UNIQKEY\x01pay+U2"), ("orders", T + 30 * DAY, "U4", ""),
+              ("pay", T + 7000, "U5", "")]
+    recs, at = [], 0
+    for i, (topic, due, uniq, more) in enumerate(copies):
+        props = f"REAL_TOPIC\x01{topic}\x02REAL_QID\x010\x02TIMER_OUT_MS\x01{due}\x02UNIQ_KEY\x01{uniq}{more}"
+        recs.append(pack(at, topic="rmq_sys_wheel_timer", body=b"t%d" % i, props=props, queue_offset=i,
+                         magic=V2))
+        at += len(recs[-1])
+    offsets = [sum(len(r) for r in recs[:i]) for i in range(len(recs))]
+    (root / "commitlog").mkdir(parents=True)
+    (root / "commitlog" / f"{0:020d}").write_bytes(b"".join(recs).ljust(4096, b"\0"))
+    cq = root / "consumequeue" / "rmq_sys_wheel_timer" / "0"
+    cq.mkdir(parents=True)
+    (cq / f"{0:020d}").write_bytes(b"".join(struct.pack(">qiq", o, len(r), 0)
+                                            for o, r in zip(offsets, recs)).ljust(200, b"\0"))
+    # TimerLog units: size, prev, magic (1 default, 2 roll, 4 delete), enqueue ms, delay, offsetPy,
+    # sizePy, topic hash, reserved
+    enq = T - 10_000
+    units = [(-1, 1, T - 3000, 0), (-1, 1, T + 5000, 1), (52, 1, T + 5000, 2), (-1, 3, T + 60_000, 4),
+             (104, 5, T + 5000, 3)]
+    log = b"".join(struct.pack(">iqiqiqiiq", 52, prev, magic, enq, due - enq, offsets[r], len(recs[r]), 0, 0)
+                   for prev, magic, due, r in units)
+    (root / "timerlog").mkdir()
+    (root / "timerlog" / f"{0:020d}").write_bytes(log.ljust(1024, b"\0"))
+    wheel = bytearray(32 * 32)  # 16 slots x 2, slot index = time / 1000 % 32
+    for due, first, last, num in ((T - 3000, 0, 0, 1), (T + 5000, 52, 208, 1), (T + 60_000, 156, 156, 1)):
+        struct.pack_into(">qqqii", wheel, due // 1000 % 32 * 32, due // 1000, first, last, num, 0)
+    (root / "timerwheel").write_bytes(bytes(wheel))
+    (root / "config").mkdir()
+    (root / "config" / "timercheck").write_bytes(struct.pack(">qqqq", T, len(log), 5, 0).ljust(4096, b"\0"))
+
+
+def test_timers_lists_what_a_5x_broker_has_not_delivered(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "s"
+    _timer_store(root)
+    assert cli.main(["timers", "--store", str(root), "--json"]) == ExitCode.OK
+    assert [(r["topic"], r["pending"], r["earliest_delivery_timestamp"], r["latest_delivery_timestamp"])
+            for r in _json_lines(capsys.readouterr().out)] == [
+        ("orders", 2, T + 5000, T + 30 * DAY), ("pay", 1, T + 7000, T + 7000)]
+
+
+def test_a_store_without_timers_has_no_timer_rows(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "s"
+    _put(root, 2)
+    assert cli.main(["timers", "--store", str(root), "--json", "--set", "mappedFileSizeCommitLog=4096"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+# --- multi-path CommitLog (MultiPathMappedFileQueue: storePathCommitLog "a,b", file i in the
+# i % n-th of the sorted directories; readOnlyCommitLogStorePaths read as well) -----------------
+def _spread(root: Path, n: int) -> list[str]:
+    """A store of several 4 KiB CommitLog files, file i moved to the i % 2-th of `commitlog`,
+    `commitlog2` as a broker with ``storePathCommitLog=<root>/commitlog,<root>/commitlog2`` places
+    them; the messages' bodies."""
+    bodies = [b"%04d" % i + b"x" * 300 for i in range(n)]
+    with MessageStore(root, **SMALL) as ms:
+        ms.put_batch([Message(topic="mp", body=b, queue_id=0) for b in bodies])
+    (root / "commitlog2").mkdir()
+    files = sorted((root / "commitlog").iterdir())
+    for i, f in enumerate(files):
+        if i % 2:
+            f.rename(root / "commitlog2" / f.name)
+    assert len(files) >= 4
+    return [b.decode() for b in bodies]
+
+
+def test_a_commitlog_over_several_directories_is_read_where_the_setting_names_them(
+        tmp_path: Path, capsys) -> None:
+    root = tmp_path / "s"
+    bodies = _spread(root, 40)
+    paths = f"{root / 'commitlog'},{root / 'commitlog2'}"
+    store = ["--store", str(root), "--set", f"storePathCommitLog={paths}"]
+    got, at = [], 0
+    while at < len(bodies):  # a get ends at a ConsumeQueue file's end (10 units here)
+        assert cli.main(["get", *store, "--topic", "mp", "--queue", "0", "--offset", str(at)]) == 0
+        head, *msgs = _json_lines(capsys.readouterr().out)
+        got += [base64.b64decode(m["body_b64"]).decode() for m in msgs]
+        at = head["next_begin_offset"]
+    assert got == bodies
+    assert verify(root, storePathCommitLog=paths).problems == []
+    # the second directory as a read-only path reads the same
+    ro = ["--store", str(root), "--set", f"readOnlyCommitLogStorePaths={root / 'commitlog2'}"]
+    assert cli.main(["dump", "commitlog", *ro, "--topic", "mp"]) == ExitCode.OK
+    assert len(_json_lines(capsys.readouterr().out)) == len(bodies)
+    # without the setting the files of commitlog2 are missing: refused naming the gap
+    assert cli.main(["dump", "commitlog", "--store", str(root), "--topic", "mp"]) == ExitCode.UNUSABLE
+    assert "gap after" in capsys.readouterr().err
+
+
+def test_a_writer_refuses_a_commitlog_elsewhere(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    _spread(root, 40)
+    with pytest.raises(SettingError, match="reads but does not write"):
+        MessageStore(root, storePathCommitLog=f"{root / 'commitlog'},{root / 'commitlog2'}", **SMALL)
+    assert not (root / "commitlog2" / f"{0:020d}").exists()
+
+
+# --- compaction topics (CompactionLog / SparseConsumeQueue: compaction/compactionLog/<t>/<q>
+# holds CommitLog records at their own offsets, compaction/compactionCq/<t>/<q> 46-byte units) -----
+def _compacted_store(root: Path) -> list[bytes]:
+    """A store whose CommitLog has dropped everything and whose broker compacted ``ck`` queue 0
+    down to the newest of keys k1 (queue offset 2) and k2 (queue offset 4): two records in the
+    compaction log, two units; group g committed at 3."""
+    recs, at = [], 0
+    for qo, key in ((2, "k1"), (4, "k2")):
+        recs.append(pack(at, topic="ck", body=key.encode(), props=f"KEYS\x01{key}", queue_offset=qo,
+                         magic=V2, store_ts=1_700_000_000_000 + qo))
+        at += len(recs[-1])
+    (root / "commitlog").mkdir(parents=True)
+    log = root / "compaction" / "compactionLog" / "ck" / "0"
+    log.mkdir(parents=True)
+    (log / f"{0:020d}").write_bytes(b"".join(recs).ljust(4600, b"\0"))
+    cq = root / "compaction" / "compactionCq" / "ck" / "0"
+    cq.mkdir(parents=True)
+    units = b"".join(BCQ_UNIT.pack(off, len(r), 0, 1_700_000_000_000 + qo, qo, 1, -1, 0)
+                     for off, r, qo in ((0, recs[0], 2), (len(recs[0]), recs[1], 4)))
+    (cq / f"{0:020d}").write_bytes(units.ljust(460, b"\0"))
+    (root / "config").mkdir()
+    (root / "config" / "topics.json").write_text(json.dumps({"topicConfigTable": {"ck": {
+        "topicName": "ck", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6,
+        "attributes": {"cleanup.policy": "COMPACTION"}}}}))
+    (root / "config" / "consumerOffset.json").write_text('{"offsetTable":{"ck@g":{0:3}}}')
+    return recs
+
+
+def test_a_compaction_topic_is_served_from_the_brokers_compaction_log(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "s"
+    recs = _compacted_store(root)
+    store = ["--store", str(root)]
+    assert cli.main(["topic-status", *store, "--json"]) == ExitCode.OK
+    assert [(r["min_offset"], r["max_offset"]) for r in _json_lines(capsys.readouterr().out)] == [(2, 5)]
+    assert cli.main(["get", *store, "--topic", "ck", "--queue", "0"]) == ExitCode.OK
+    head, *msgs = _json_lines(capsys.readouterr().out)
+    assert head["next_begin_offset"] == 5
+    assert [(m["queue_offset"], m["commitlog_offset"], base64.b64decode(m["body_b64"])) for m in msgs] == [
+        (2, 0, b"k1"), (4, len(recs[0]), b"k2")]
+    # offset 3 fell to compaction: the next kept one is served
+    assert cli.main(["get", *store, "--topic", "ck", "--queue", "0", "--offset", "3"]) == ExitCode.OK
+    assert [m["queue_offset"] for m in _json_lines(capsys.readouterr().out)[1:]] == [4]
+    assert cli.main(["lag", *store, "--json"]) == ExitCode.OK
+    assert [(r["consumer_offset"], r["max_offset"], r["lag"])
+            for r in _json_lines(capsys.readouterr().out)] == [(3, 5, 2)]
