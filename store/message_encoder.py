@@ -92,6 +92,12 @@ class MessageEncoder:
         self._tags: dict[str, int] = {}
         self._hosts: dict[str, tuple[bytes, int]] = {}
 
+    @property
+    def settings(self) -> tuple[object, ...]:
+        """What the encoding depends on besides the message: two encoders with equal settings
+        encode every message alike."""
+        return self.max_body, self.max_record, self.delay_ms, self.store_addr, self.store_port
+
     def _topic(self, topic: str) -> _Topic:
         """The cached layout of a topic, validated (whatever its type) the first time it is seen."""
         t = self._topics.get(topic) if topic.__class__ is str else None

@@ -75,6 +75,7 @@ class EncodedTable:
     tags_code: I64
     delayed: npt.NDArray[np.bool_]
     given_hashes: npt.NDArray[np.int32]
+    settings: tuple[object, ...]      # the encoder's (``MessageEncoder.settings``)
 
     def __len__(self) -> int:
         return int(self.rows.shape[0])
@@ -370,7 +371,7 @@ class _Encoding:
         return EncodedTable(rows, topics, topic_off, np.frombuffer(b"".join(names), dtype=np.uint8),
                             hosts, host_table, body.data, tags.data, keys.data,
                             np.frombuffer(props, dtype=np.uint8), to_queue, key_counts, tags_code,
-                            delayed, codec.index_key_hash(codec.java_hash_many(given)))
+                            delayed, codec.index_key_hash(codec.java_hash_many(given)), enc.settings)
 
     def _prepare(self, suspects: I64, general: I64) -> dict[int, Prepared]:
         """``prepare`` the ``general`` rows; raise the MessageRejected (``index``: its row) of the

@@ -238,3 +238,20 @@ def test_bad_lines_are_listed_up_to_10_and_all_counted(store, tmp_path, capsys):
         "rocketlake ingest: line 4: tags must be a string, got 5",
         "rocketlake ingest: line 8: tags must be a string, got 5",
         f"rocketlake ingest: error: {tmp_path / 'two.jsonl'}: 2 bad lines (all listed above)"]
+
+
+def test_bad_lines_of_every_kind_are_listed_in_line_order(store, tmp_path, capsys):
+    """A line the store refuses and a line that is not JSON, in one batch and across batches
+    (1,000 lines each), are named in the order of the file."""
+    refused = json.dumps({"topic": "orders", "body": "x", "tags": 5})
+    lines = [_good(i) for i in range(2500)]
+    lines[4], lines[5], lines[1500], lines[1999], lines[2000] = refused, "{", "[]", refused, "{"
+    before = _snapshot(store)
+    assert main(["ingest", "--store", str(store), *SMALL, str(_write(tmp_path / "in.jsonl", lines))]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert [e.split(":")[0:2] for e in err[:-1]] == [
+        ["rocketlake ingest", " line 5"], ["rocketlake ingest", " line 6"],
+        ["rocketlake ingest", " line 1501"], ["rocketlake ingest", " line 2000"],
+        ["rocketlake ingest", " line 2001"]]
+    assert err[-1].endswith("5 bad lines (all listed above)")
+    assert _snapshot(store) == before

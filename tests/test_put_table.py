@@ -425,3 +425,33 @@ def test_the_error_is_puts_for_the_first_row_put_refuses(tmp_path_factory, rows)
                 ms.put_table(_table(table_rows))
             assert str(e.value) == want
             assert _snapshot(root) == before
+
+
+def test_put_encoded_writes_what_put_table_writes_and_only_under_the_same_settings(tmp_path):
+    """Rows encoded beforehand (``TableEncoder`` with the store's settings, through an
+    ``EncodedSpool`` as ``rocketlake ingest`` keeps them) store put_table's bytes; rows encoded
+    for another store host or file size are refused with nothing written."""
+    from rocketlake.jobs.cli.encoded_spool import EncodedSpool
+    from rocketlake.store.config import load_config
+    from rocketlake.store.table_encoder import TableEncoder
+
+    rows = [{"topic": f"t{i % 2}", "body": bytes([i]) * i, "queue_id": i % 3, "tags": "A",
+             "keys": [f"k{i}"], "properties": [("UNIQ_KEY", f"u{i}")] if i % 2 else None,
+             "born_host": "[::1]:7" if i == 3 else None, "store_timestamp": TS + i}
+            for i in range(12)]
+    with MessageStore(tmp_path / "table", **SMALL) as ms:
+        ms.put_table(_table(rows))
+    with EncodedSpool() as spool:
+        spool.add(TableEncoder(MessageEncoder(load_config(SMALL))).encode(_table(rows[:5])))
+        spool.add(TableEncoder(MessageEncoder(load_config(SMALL))).encode(_table(rows[5:])))
+        with MessageStore(tmp_path / "encoded", **SMALL) as ms:
+            assert [len(ms.put_encoded(t)) for t in spool] == [5, 7]
+    for sub in ("commitlog", "consumequeue", "index"):
+        assert same_tree(tmp_path / "table", tmp_path / "encoded", sub) == []
+    for other in ({**SMALL, "brokerIP1": "10.9.9.9"}, {**SMALL, "mappedFileSizeCommitLog": 8192}):
+        encoded = TableEncoder(MessageEncoder(load_config(other))).encode(_table(rows))
+        with MessageStore(tmp_path / "other", **SMALL) as ms:
+            before = _snapshot(tmp_path / "other")
+            with pytest.raises(ValueError, match="encoded under other settings"):
+                ms.put_encoded(encoded)
+            assert _snapshot(tmp_path / "other") == before
