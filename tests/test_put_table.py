@@ -455,3 +455,37 @@ def test_put_encoded_writes_what_put_table_writes_and_only_under_the_same_settin
             with pytest.raises(ValueError, match="encoded under other settings"):
                 ms.put_encoded(encoded)
             assert _snapshot(tmp_path / "other") == before
+
+
+def test_properties_and_hosts_from_columns_are_puts_bytes(tmp_path):
+    """Rows with properties and hosts (laid out from the columns unless a name is one prepare
+    sets or a name is given twice) store what put stores, row for row."""
+    rows = [
+        {"properties": [("UNIQ_KEY", "u1"), ("a", "1")], "tags": "T", "keys": "k1  k2"},
+        {"properties": [("TAGS", "user"), ("x", "y")], "tags": "T2"},
+        {"properties": [("KEYS", "uk")], "keys": ["k3"]},
+        {"properties": [("DELAY", "2")]},
+        {"properties": [("a", "1"), ("b", "2"), ("a", "3")]},
+        {"properties": [], "tags": "T"},
+        {"born_host": "10.0.0.7:1234", "store_host": "[2001:db8::2]:10911", "keys": ["k4", "k5"]},
+        {"born_host": "", "properties": None, "tags": ""},
+        {"properties": [("UNIQ_KEY", "")], "keys": ["k6"]},
+        {"properties": [("é", "ü")], "born_host": "[::1]:0"},
+    ]
+    rows = [{"topic": "t", "body": b"b%d" % i, "queue_id": i % 2, "store_timestamp": TS + i,
+             "keys": None, **r} for i, r in enumerate(rows)]
+    for r in rows:
+        if isinstance(r["keys"], list):
+            r["keys"] = " ".join(r["keys"])
+    with MessageStore(tmp_path / "table", **SMALL) as ms:
+        ms.put_table(_table(rows))
+        got = [ms.read(o) for o in ms.put_table(_table(rows[:1])).commitlog_offset.tolist()]
+        assert ms.read(0).properties_string == "UNIQ_KEY\x01u1\x02a\x011\x02TAGS\x01T\x02KEYS\x01k1  k2"
+        assert [r.properties_string for r in got] == [ms.read(0).properties_string]
+        assert ms.read(ms.read(0).size).properties_string == "TAGS\x01T2\x02x\x01y"
+    with MessageStore(tmp_path / "put", **SMALL) as ms:
+        for r in [*rows, rows[0]]:
+            ms.put(Message(**{**r, "properties": None if r.get("properties") is None
+                              else dict(r["properties"])}))
+    for sub in ("commitlog", "consumequeue", "index"):
+        assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []
