@@ -255,3 +255,18 @@ def test_bad_lines_of_every_kind_are_listed_in_line_order(store, tmp_path, capsy
         ["rocketlake ingest", " line 2001"]]
     assert err[-1].endswith("5 bad lines (all listed above)")
     assert _snapshot(store) == before
+
+
+def test_the_json_reader_does_not_read_through_the_line_paths_handle(tmp_path, monkeypatch):
+    """pyarrow's JSON reader reads ahead in threads that may outlive it: when a block sends
+    the input to the line-by-line path, that reader must not move the handle the lines are read
+    from (it did: a loaded machine once read line 466 from the middle of a line)."""
+    from rocketlake.jobs.cli import ingest
+    monkeypatch.setattr(ingest, "JSON_BLOCK", 4096)
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"topic": "t", "body": "x" * 50, "properties": {"a": str(i)}})
+                           + "\n" for i in range(2000)))
+    with open(src, "rb") as f:
+        with pytest.raises(ValueError, match="not a plain message block"):
+            list(ingest._json_tables(f))
+        assert f.tell() == 0

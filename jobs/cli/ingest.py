@@ -74,15 +74,16 @@ def _lines(f: BinaryIO) -> Iterator[tuple[int, Message | str]]:
 
 
 def _open_input(src: str) -> BinaryIO:
-    """The input file, or stdin spooled to an anonymous temporary file (read twice, in bounded
-    memory)."""
+    """The input file, or stdin spooled to a temporary file (read twice, in bounded memory);
+    its ``name`` is a path that opens it again."""
     if src != "-":
         if not Path(src).is_file():
             raise FileNotFoundError(f"{src}: no such input file")
         return open(src, "rb")
-    spool = tempfile.TemporaryFile()
+    spool = tempfile.NamedTemporaryFile()
     shutil.copyfileobj(sys.stdin.buffer, spool)
-    return spool
+    spool.flush()
+    return spool  # type: ignore[return-value]  # a BufferedRandom, read as BinaryIO
 
 
 #: bytes of JSON Lines parsed at a time (a longer line takes the line-by-line path)
@@ -133,13 +134,15 @@ def _event_table(batch: pa.RecordBatch) -> pa.Table | None:
 
 def _json_tables(f: BinaryIO) -> Iterator[pa.Table]:
     """The events of ``f`` as message tables, block by block; ValueError when a block is not
-    one (``_event_table``) or pyarrow cannot read it."""
-    f.seek(0)
-    for batch in pj.open_json(f, read_options=pj.ReadOptions(block_size=JSON_BLOCK)):
-        table = _event_table(batch)
-        if table is None:
-            raise ValueError("not a plain message block")
-        yield table
+    one (``_event_table``) or pyarrow cannot read it. pyarrow reads ahead in threads of its
+    own, which may go on after this stops: it reads the file through a handle of its own, so
+    ``f`` is left as it was for the line-by-line path."""
+    with pa.OSFile(f.name) as own:
+        for batch in pj.open_json(own, read_options=pj.ReadOptions(block_size=JSON_BLOCK)):
+            table = _event_table(batch)
+            if table is None:
+                raise ValueError("not a plain message block")
+            yield table
 
 
 def _parquet_tables(f: BinaryIO) -> Iterator[pa.Table]:
