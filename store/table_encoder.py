@@ -508,15 +508,15 @@ class _Extras:
     """Rows with properties or hosts (no delay, no sys flag) laid out from the columns, as
     ``prepare`` would: user properties in their order, then TAGS and KEYS."""
     rows: I64
-    props: list[bytes]
-    born_addr: list[bytes]
-    born_port: list[int]
-    store_addr: list[bytes]
-    store_port: list[int]
-    sys_flag: list[int]
-    length: list[int]
-    index_keys: list[tuple[str, ...]]
-    tags_code: list[int]
+    props: Sequence[bytes]
+    born_addr: Sequence[bytes]
+    born_port: Sequence[int]
+    store_addr: Sequence[bytes]
+    store_port: Sequence[int]
+    sys_flag: Sequence[int]
+    length: Sequence[int]
+    index_keys: Sequence[tuple[str, ...]]
+    tags_code: Sequence[int]
 
     @classmethod
     def of(cls, encoding: _Encoding, sel: I64, fixed: I64) -> _Extras:
@@ -534,42 +534,42 @@ class _Extras:
             user, uniq, decide = _user_properties(arrays.get("properties"), taken)
         except pa.ArrowNotImplementedError:  # a type ``take`` has no kernel for: prepare decides
             return out
-        kept: list[int] = []
         born_default, store_default = (enc.store_addr, 0), (enc.store_addr, enc.store_port)
-        tags_sep, keys_sep = codec.PROPERTY_TAGS + codec.NAME_VALUE_SEPARATOR, \
-            codec.PROPERTY_KEYS + codec.NAME_VALUE_SEPARATOR
-        for j, (i, f, t, tg, k, u, uq, b, h) in enumerate(zip(
-                sel.tolist(), fixed[sel].tolist(), topics, tags, keys, user, uniq, born, store)):
-            if decide[j]:
+        tags_sep, keys_sep = (codec.PROPERTY_SEPARATOR + codec.PROPERTY_TAGS + codec.NAME_VALUE_SEPARATOR,
+                              codec.PROPERTY_SEPARATOR + codec.PROPERTY_KEYS + codec.NAME_VALUE_SEPARATOR)
+        host, tags_code, max_record = enc.host, enc.tags_code, enc.max_record
+        v6 = {(4, 4): 0, (16, 4): codec.FLAG_BORNHOST_V6, (4, 16): codec.FLAG_STOREHOST_V6,
+              (16, 16): codec.FLAG_BORNHOST_V6 | codec.FLAG_STOREHOST_V6}
+        laid: list[tuple[int, bytes, bytes, int, bytes, int, int, int, tuple[str, ...], int]] = []
+        for i, f, t, tg, k, u, uq, b, h, d in zip(sel.tolist(), fixed[sel].tolist(), topics, tags,
+                                                  keys, user, uniq, born, store, decide.tolist()):
+            if d:
                 continue
-            parts = [u] if u else []
-            if tg:
-                parts.append(tags_sep + tg)
-            if k:
-                parts.append(keys_sep + k)
-            pb = codec.PROPERTY_SEPARATOR.join(parts).encode()
+            # user properties, then TAGS and KEYS, each after a separator (dropped at the start)
+            pb = f"{'' if u is None else u}{tags_sep + tg if tg else ''}{keys_sep + k if k else ''}"
+            if pb and not u:
+                pb = pb[1:]
+            pb_bytes = pb.encode()
             try:
-                born_addr, born_port = enc.host("born_host", b, born_default)
-                store_addr, store_port = enc.host("store_host", h, store_default)
+                born_addr, born_port = host("born_host", b, born_default)
+                store_addr, store_port = host("store_host", h, store_default)
             except MessageRejected:
                 continue
-            sys_flag = ((codec.FLAG_BORNHOST_V6 if len(born_addr) == 16 else 0)
-                        | (codec.FLAG_STOREHOST_V6 if len(store_addr) == 16 else 0))
-            length = f + len(pb) + codec.record_length(sys_flag, 0, 0, 0) - _FIXED
-            if len(pb) > codec.MAX_PROPERTIES_LENGTH or length > enc.max_record:
+            sys_flag = v6[len(born_addr), len(store_addr)]
+            length = f + len(pb_bytes) + (_V6_EXTRA if len(born_addr) == 16 else 0) \
+                + (_V6_EXTRA if len(store_addr) == 16 else 0)
+            if len(pb_bytes) > codec.MAX_PROPERTIES_LENGTH or length > max_record:
                 continue
-            kept.append(i)
-            out.props.append(pb)
-            out.born_addr.append(born_addr)
-            out.born_port.append(born_port)
-            out.store_addr.append(store_addr)
-            out.store_port.append(store_port)
-            out.sys_flag.append(sys_flag)
-            out.length.append(length)
-            out.index_keys.append(codec.index_keys(t, uq, k))
-            out.tags_code.append(enc.tags_code(tg) if tg else 0)
-        out.rows = np.array(kept, dtype=np.int64)
-        return out
+            prefix = t + codec.INDEX_KEY_SEPARATOR
+            index_keys = [prefix + uq] if uq else []
+            if k:
+                index_keys.extend(prefix + key for key in k.split(codec.KEY_SEPARATOR) if key)
+            laid.append((i, pb_bytes, born_addr, born_port, store_addr, store_port, sys_flag, length,
+                         tuple(index_keys), tags_code(tg) if tg else 0))
+        if not laid:
+            return out
+        columns = list(zip(*laid))
+        return cls(np.array(columns[0], dtype=np.int64), *columns[1:])
 
 
 def _built_props_len(tags_len: I64, keys_len: I64) -> I64:
