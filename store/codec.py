@@ -4,6 +4,7 @@ Everything is big-endian, as Java's ByteBuffer writes it. See docs/FORMAT.md §2
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import mmap
 import re
@@ -306,9 +307,15 @@ def parse_host(host: str) -> tuple[bytes, int]:
     else:
         addr, _, port = host.rpartition(":")
     try:
-        return ipaddress.ip_address(addr).packed, int(port)
+        return _packed_address(addr), int(port)
     except ValueError as e:
         raise ValueError(f"bad host {host!r}: expected ip:port or [ipv6]:port") from e
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _packed_address(addr: str) -> bytes:
+    """The bytes of an IP address (producers are few, their ports many: cached by address)."""
+    return ipaddress.ip_address(addr).packed
 
 
 def format_host(addr: bytes, port: int) -> str:

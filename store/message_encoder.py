@@ -77,8 +77,9 @@ class MessageEncoder:
 
     Every field is checked here, before the store reserves a queue offset or a byte: a str or
     None where a str is expected, an int (never a bool) within its record field where an int is
-    (``INT_FIELDS``), a host "ip:port" with a port in [0, 65535]. Caches per topic, tag and host
-    keep the common message (topic, body, queue, tags, keys) to a handful of string operations.
+    (``INT_FIELDS``), a host "ip:port" with a port in [0, 65535]. Caches per topic and tag (and
+    ``codec``'s per host address) keep the common message (topic, body, queue, tags, keys) to a
+    handful of string operations.
     """
 
     def __init__(self, cfg: StoreConfig) -> None:
@@ -90,7 +91,12 @@ class MessageEncoder:
         self.v6_store = len(self.store_addr) == 16
         self._topics: dict[str, _Topic] = {}
         self._tags: dict[str, int] = {}
-        self._hosts: dict[str, tuple[bytes, int]] = {}
+
+    @property
+    def settings(self) -> tuple[object, ...]:
+        """What the encoding depends on besides the message: two encoders with equal settings
+        encode every message alike."""
+        return self.max_body, self.max_record, self.delay_ms, self.store_addr, self.store_port
 
     def _topic(self, topic: str) -> _Topic:
         """The cached layout of a topic, validated (whatever its type) the first time it is seen."""
@@ -103,24 +109,22 @@ class MessageEncoder:
             t = self._topics[topic] = _Topic(bytes((len(b),)) + b, codec.record_length(0, 0, len(b), 0))
         return t
 
-    def _host(self, name: str, host: str | None, default: tuple[bytes, int]) -> tuple[bytes, int]:
+    def host(self, name: str, host: str | None, default: tuple[bytes, int]) -> tuple[bytes, int]:
         """Address bytes and port of a message's ``born_host`` / ``store_host`` (None or "": default)."""
         if host is None or host == "":
             return default
         if host.__class__ is not str:
             raise MessageRejected(f"{name} must be a string 'ip:port', got {reprlib.repr(host)}")
-        h = self._hosts.get(host)
-        if h is None:
-            try:
-                addr, port = codec.parse_host(host)
-            except ValueError as e:
-                raise MessageRejected(f"{name}: {e}") from None
-            if not 0 <= port <= 0xFFFF:
-                raise MessageRejected(f"{name} {host!r}: port {port} is outside [0, 65535]")
-            h = self._hosts[host] = (addr, port)
-        return h
+        try:
+            addr, port = codec.parse_host(host)
+        except ValueError as e:
+            raise MessageRejected(f"{name}: {e}") from None
+        if not 0 <= port <= 0xFFFF:
+            raise MessageRejected(f"{name} {host!r}: port {port} is outside [0, 65535]")
+        return addr, port
 
-    def _tags_code(self, tags: str) -> int:
+    def tags_code(self, tags: str) -> int:
+        """ConsumeQueue tagsCode of a non-empty TAGS (cached)."""
         c = self._tags.get(tags)
         if c is None:
             c = self._tags[tags] = codec.java_hash(tags)
@@ -156,7 +160,7 @@ class MessageEncoder:
         given = {}
         if tags:
             given[codec.PROPERTY_TAGS] = tags
-            tags_code = self._tags.get(tags) or self._tags_code(tags)
+            tags_code = self._tags.get(tags) or self.tags_code(tags)
         else:
             tags_code = 0
         if keys:
@@ -230,7 +234,7 @@ class MessageEncoder:
             except ValueError:
                 raise MessageRejected(f"DELAY property {props[codec.PROPERTY_DELAY]!r} "
                                       "is not a level") from None
-        tags_code = self._tags_code(tags) if tags else 0
+        tags_code = self.tags_code(tags) if tags else 0
         delayed = level > 0 and dispatch.goes_to_consume_queue(sys_flag)
         if delayed:
             if level > len(self.delay_ms):  # CommitLog.asyncPutMessage stores the highest level
@@ -244,8 +248,8 @@ class MessageEncoder:
         pb = codec.properties_to_string(props).encode() if props else b""
         if len(pb) > codec.MAX_PROPERTIES_LENGTH:
             raise MessageRejected(f"properties are {len(pb)} bytes, over {codec.MAX_PROPERTIES_LENGTH}")
-        born_addr, born_port = self._host("born_host", m.born_host, (self.store_addr, 0))
-        store_addr, store_port = self._host("store_host", m.store_host,
+        born_addr, born_port = self.host("born_host", m.born_host, (self.store_addr, 0))
+        store_addr, store_port = self.host("store_host", m.store_host,
                                             (self.store_addr, self.store_port))
         if len(born_addr) == 16:
             sys_flag |= FLAG_BORNHOST_V6

@@ -279,7 +279,7 @@ class MessageStore:
         if not msgs:
             return []
         table = self.table_encoder.encode(messages_to_table(msgs, self.encoder))
-        r = self._put_encoded(table)
+        r = self.put_encoded(table)
         topics, addrs = r.topics, r.store_addrs
         return [_put_result((r.status, o, n, q, t, topics[tid], qid, addrs[h], port))
                 for o, n, q, t, tid, qid, h, port in zip(
@@ -300,11 +300,16 @@ class MessageStore:
             if e.index is None:
                 raise
             raise MessageRejected(f"row {e.index}: {e}", index=e.index) from None
-        return self._put_encoded(encoded)
+        return self.put_encoded(encoded)
 
-    def _put_encoded(self, table: EncodedTable) -> TablePutResult:
-        """Write validated rows: every file they need (CommitLog, ConsumeQueue, index) is created
+    def put_encoded(self, table: EncodedTable) -> TablePutResult:
+        """Write rows a ``TableEncoder`` validated under this store's settings (ValueError
+        otherwise), once: every file they need (CommitLog, ConsumeQueue, index) is created
         first, then the records, then their dispatch (ConsumeQueue units and index keys)."""
+        self._check_open()
+        if table.settings != self.encoder.settings:
+            raise ValueError(f"{self.root}: rows encoded under other settings (maxMessageSize, "
+                             f"CommitLog file size, delay levels, store host) than this store's")
         rows = table.rows
         if not len(table):
             none = np.zeros(0, dtype=np.int64)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rocketlake.store import codec, kernels
 from rocketlake.store.errors import MessageRejected
@@ -75,6 +76,7 @@ class EncodedTable:
     tags_code: I64
     delayed: npt.NDArray[np.bool_]
     given_hashes: npt.NDArray[np.int32]
+    settings: tuple[object, ...]      # the encoder's (``MessageEncoder.settings``)
 
     def __len__(self) -> int:
         return int(self.rows.shape[0])
@@ -310,6 +312,12 @@ class _Encoding:
         if common_sys_flag:
             length += 2 * _V6_EXTRA
         suspect |= (props_len > codec.MAX_PROPERTIES_LENGTH) | (length > enc.max_record)
+        # properties and hosts alone are laid out from the columns (``_Extras``); a row whose
+        # value breaks or may break a rule, or that needs prepare's rewrites, is prepared
+        extras = _Extras.of(self, np.flatnonzero(general & (ints["delay_level"] == 0)
+                                                 & (ints["sys_flag"] == 0) & ~suspect),
+                            length - props_len - (2 * _V6_EXTRA if common_sys_flag else 0))
+        general[extras.rows] = False
         suspect &= ~general
 
         prepared = self._prepare(np.flatnonzero(suspect), np.flatnonzero(general))
@@ -332,15 +340,26 @@ class _Encoding:
         to_queue = np.ones(n, dtype=np.bool_)
         key_counts = np.empty(n, dtype=np.int64)
         ke.token_counts(keys.data, keys.start, keys.length, key_counts)
-        hosts = [enc.store_addr]
-        props = b""
         tags_code = np.zeros(n, dtype=np.int64)
         delayed = np.zeros(n, dtype=np.bool_)
-        given: list[str] = []
+        host_id = {enc.store_addr: 0}
+        blobs: list[bytes] = []
+        at = 0
+        if len(extras.rows):
+            sel = extras.rows
+            rows[sel, ke.BORN_HOST] = [host_id.setdefault(a, len(host_id)) for a in extras.born_addr]
+            rows[sel, ke.STORE_HOST] = [host_id.setdefault(a, len(host_id)) for a in extras.store_addr]
+            rows[sel, ke.BORN_PORT], rows[sel, ke.STORE_PORT] = extras.born_port, extras.store_port
+            rows[sel, ke.SYS_FLAG], rows[sel, ke.LENGTH] = extras.sys_flag, extras.length
+            rows[sel, ke.PROPS_LEN] = [len(pb) for pb in extras.props]
+            rows[sel, ke.PROPS_START] = np.cumsum(rows[sel, ke.PROPS_LEN]) - rows[sel, ke.PROPS_LEN]
+            at = int(rows[sel[-1], ke.PROPS_START] + rows[sel[-1], ke.PROPS_LEN])
+            blobs.extend(extras.props)
+            key_counts[sel] = [len(k) for k in extras.index_keys]
+            tags_code[sel] = extras.tags_code
+        index_keys: dict[int, tuple[str, ...]] = dict(zip(extras.rows.tolist(), extras.index_keys))
         if prepared:
             topic_id = {t: k for k, t in enumerate(topics)}
-            host_id = {enc.store_addr: 0}
-            blobs, at = [], 0
             for i, p in prepared.items():
                 tid = topic_id.get(p.topic)
                 if tid is None:
@@ -358,9 +377,10 @@ class _Encoding:
                 to_queue[i] = p.to_queue
                 key_counts[i] = len(p.index_keys)
                 tags_code[i], delayed[i] = p.tags_code, p.delayed
-                given.extend(p.index_keys)
-            hosts = list(host_id)
-            props = b"".join(blobs)
+                index_keys[i] = p.index_keys
+        hosts = list(host_id)
+        props = b"".join(blobs)
+        given = list(chain.from_iterable(index_keys[i] for i in sorted(index_keys)))
         host_table = np.zeros((len(hosts), 16), dtype=np.uint8)
         for k, addr in enumerate(hosts):
             host_table[k, :len(addr)] = np.frombuffer(addr, dtype=np.uint8)
@@ -370,7 +390,7 @@ class _Encoding:
         return EncodedTable(rows, topics, topic_off, np.frombuffer(b"".join(names), dtype=np.uint8),
                             hosts, host_table, body.data, tags.data, keys.data,
                             np.frombuffer(props, dtype=np.uint8), to_queue, key_counts, tags_code,
-                            delayed, codec.index_key_hash(codec.java_hash_many(given)))
+                            delayed, codec.index_key_hash(codec.java_hash_many(given)), enc.settings)
 
     def _prepare(self, suspects: I64, general: I64) -> dict[int, Prepared]:
         """``prepare`` the ``general`` rows; raise the MessageRejected (``index``: its row) of the
@@ -427,6 +447,129 @@ class _Encoding:
             out.flags.writeable = False  # as the buffers of Arrow columns: one kernel specialization
             return BytesColumn(start, length, out, valid)
         return self._string("keys")
+
+
+#: property names whose value ``prepare`` sets or reads besides copying it: a row giving one is
+#: prepared
+_RESERVED = [codec.PROPERTY_TAGS, codec.PROPERTY_KEYS, codec.PROPERTY_DELAY]
+
+
+def _strings(arr: pa.Array | None, taken: pa.Array) -> list[str | None]:
+    """The Python strings of a string (or list of strings: joined by spaces) column at rows
+    ``taken``; all None without the column."""
+    if arr is None:
+        return [None] * len(taken)
+    arr = arr.take(taken)
+    if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        arr = pc.binary_join(arr, codec.KEY_SEPARATOR)
+    values: list[str | None] = arr.to_pylist()
+    return values
+
+
+def _user_properties(arr: pa.Array | None, taken: pa.Array
+                     ) -> tuple[list[str | None], list[str | None], npt.NDArray[np.bool_]]:
+    """(properties string, UNIQ_KEY, whether ``prepare`` must decide) of a map column's rows
+    ``taken``: decided there are a null value, an empty name, a \\x01 or \\x02 separator, a name
+    given twice or a ``_RESERVED`` one."""
+    n = len(taken)
+    if arr is None:
+        return [None] * n, [None] * n, np.zeros(n, dtype=np.bool_)
+    m = arr.take(taken)
+    off = np.frombuffer(m.offsets.buffers()[1], dtype=np.int32)[m.offsets.offset:m.offsets.offset + n + 1]
+    names, values = m.keys, m.items
+    lo, hi = int(off[0]), int(off[-1])
+    names, values = names.slice(lo, hi - lo), values.slice(lo, hi - lo)
+    parent = np.repeat(np.arange(n), np.diff(off))
+    bad = (np.asarray(values.is_null(), dtype=np.bool_)
+           | np.asarray(pc.is_in(names, pa.array(_RESERVED)), dtype=np.bool_))
+    for col in (names, values):
+        text = _bytes_column("properties", col, binary=False)
+        sep = np.empty(len(col), dtype=np.bool_)
+        ke.has_separator(text.data, text.start, text.length, sep)
+        bad |= sep | (text.length == 0 if col is names else False)
+    if len(names):
+        ids = np.asarray(pc.dictionary_encode(names).indices, dtype=np.int64)
+        pair = np.sort(parent * (int(ids.max()) + 1) + ids)
+        twice = pair[1:][pair[1:] == pair[:-1]] // (int(ids.max()) + 1)
+    else:
+        twice = np.zeros(0, dtype=np.int64)
+    decide = np.zeros(n, dtype=np.bool_)
+    decide[parent[bad]] = True
+    decide[twice] = True
+    pairs = pc.binary_join_element_wise(names, values, codec.NAME_VALUE_SEPARATOR)
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array(off - lo), pairs, mask=m.is_null()),
+                            codec.PROPERTY_SEPARATOR).to_pylist()
+    uniq = pc.map_lookup(m, codec.PROPERTY_UNIQ_KEY, "first").to_pylist()
+    return joined, uniq, decide
+
+
+@dataclass
+class _Extras:
+    """Rows with properties or hosts (no delay, no sys flag) laid out from the columns, as
+    ``prepare`` would: user properties in their order, then TAGS and KEYS."""
+    rows: I64
+    props: Sequence[bytes]
+    born_addr: Sequence[bytes]
+    born_port: Sequence[int]
+    store_addr: Sequence[bytes]
+    store_port: Sequence[int]
+    sys_flag: Sequence[int]
+    length: Sequence[int]
+    index_keys: Sequence[tuple[str, ...]]
+    tags_code: Sequence[int]
+
+    @classmethod
+    def of(cls, encoding: _Encoding, sel: I64, fixed: I64) -> _Extras:
+        """The rows ``sel`` that need no more than this (``fixed``: each row's record length
+        without properties and IPv6 hosts); the others are left to ``prepare``."""
+        enc, arrays = encoding.encoder, encoding.arrays
+        out = cls(np.zeros(0, dtype=np.int64), [], [], [], [], [], [], [], [], [])
+        if not sel.size:
+            return out
+        taken = pa.array(sel, type=pa.int64())
+        try:
+            topics, tags = _strings(arrays["topic"], taken), _strings(arrays.get("tags"), taken)
+            keys = _strings(arrays.get("keys"), taken)
+            born, store = _strings(arrays.get("born_host"), taken), _strings(arrays.get("store_host"), taken)
+            user, uniq, decide = _user_properties(arrays.get("properties"), taken)
+        except pa.ArrowNotImplementedError:  # a type ``take`` has no kernel for: prepare decides
+            return out
+        born_default, store_default = (enc.store_addr, 0), (enc.store_addr, enc.store_port)
+        tags_sep, keys_sep = (codec.PROPERTY_SEPARATOR + codec.PROPERTY_TAGS + codec.NAME_VALUE_SEPARATOR,
+                              codec.PROPERTY_SEPARATOR + codec.PROPERTY_KEYS + codec.NAME_VALUE_SEPARATOR)
+        host, tags_code, max_record = enc.host, enc.tags_code, enc.max_record
+        v6 = {(4, 4): 0, (16, 4): codec.FLAG_BORNHOST_V6, (4, 16): codec.FLAG_STOREHOST_V6,
+              (16, 16): codec.FLAG_BORNHOST_V6 | codec.FLAG_STOREHOST_V6}
+        laid: list[tuple[int, bytes, bytes, int, bytes, int, int, int, tuple[str, ...], int]] = []
+        for i, f, t, tg, k, u, uq, b, h, d in zip(sel.tolist(), fixed[sel].tolist(), topics, tags,
+                                                  keys, user, uniq, born, store, decide.tolist()):
+            if d:
+                continue
+            # user properties, then TAGS and KEYS, each after a separator (dropped at the start)
+            pb = f"{'' if u is None else u}{tags_sep + tg if tg else ''}{keys_sep + k if k else ''}"
+            if pb and not u:
+                pb = pb[1:]
+            pb_bytes = pb.encode()
+            try:
+                born_addr, born_port = host("born_host", b, born_default)
+                store_addr, store_port = host("store_host", h, store_default)
+            except MessageRejected:
+                continue
+            sys_flag = v6[len(born_addr), len(store_addr)]
+            length = f + len(pb_bytes) + (_V6_EXTRA if len(born_addr) == 16 else 0) \
+                + (_V6_EXTRA if len(store_addr) == 16 else 0)
+            if len(pb_bytes) > codec.MAX_PROPERTIES_LENGTH or length > max_record:
+                continue
+            prefix = t + codec.INDEX_KEY_SEPARATOR
+            index_keys = [prefix + uq] if uq else []
+            if k:
+                index_keys.extend(prefix + key for key in k.split(codec.KEY_SEPARATOR) if key)
+            laid.append((i, pb_bytes, born_addr, born_port, store_addr, store_port, sys_flag, length,
+                         tuple(index_keys), tags_code(tg) if tg else 0))
+        if not laid:
+            return out
+        columns = list(zip(*laid))
+        return cls(np.array(columns[0], dtype=np.int64), *columns[1:])
 
 
 def _built_props_len(tags_len: I64, keys_len: I64) -> I64:

@@ -425,3 +425,67 @@ def test_the_error_is_puts_for_the_first_row_put_refuses(tmp_path_factory, rows)
                 ms.put_table(_table(table_rows))
             assert str(e.value) == want
             assert _snapshot(root) == before
+
+
+def test_put_encoded_writes_what_put_table_writes_and_only_under_the_same_settings(tmp_path):
+    """Rows encoded beforehand (``TableEncoder`` with the store's settings, through an
+    ``EncodedSpool`` as ``rocketlake ingest`` keeps them) store put_table's bytes; rows encoded
+    for another store host or file size are refused with nothing written."""
+    from rocketlake.jobs.cli.encoded_spool import EncodedSpool
+    from rocketlake.store.config import load_config
+    from rocketlake.store.table_encoder import TableEncoder
+
+    rows = [{"topic": f"t{i % 2}", "body": bytes([i]) * i, "queue_id": i % 3, "tags": "A",
+             "keys": [f"k{i}"], "properties": [("UNIQ_KEY", f"u{i}")] if i % 2 else None,
+             "born_host": "[::1]:7" if i == 3 else None, "store_timestamp": TS + i}
+            for i in range(12)]
+    with MessageStore(tmp_path / "table", **SMALL) as ms:
+        ms.put_table(_table(rows))
+    with EncodedSpool() as spool:
+        spool.add(TableEncoder(MessageEncoder(load_config(SMALL))).encode(_table(rows[:5])))
+        spool.add(TableEncoder(MessageEncoder(load_config(SMALL))).encode(_table(rows[5:])))
+        with MessageStore(tmp_path / "encoded", **SMALL) as ms:
+            assert [len(ms.put_encoded(t)) for t in spool] == [5, 7]
+    for sub in ("commitlog", "consumequeue", "index"):
+        assert same_tree(tmp_path / "table", tmp_path / "encoded", sub) == []
+    for other in ({**SMALL, "brokerIP1": "10.9.9.9"}, {**SMALL, "mappedFileSizeCommitLog": 8192}):
+        encoded = TableEncoder(MessageEncoder(load_config(other))).encode(_table(rows))
+        with MessageStore(tmp_path / "other", **SMALL) as ms:
+            before = _snapshot(tmp_path / "other")
+            with pytest.raises(ValueError, match="encoded under other settings"):
+                ms.put_encoded(encoded)
+            assert _snapshot(tmp_path / "other") == before
+
+
+def test_properties_and_hosts_from_columns_are_puts_bytes(tmp_path):
+    """Rows with properties and hosts (laid out from the columns unless a name is one prepare
+    sets or a name is given twice) store what put stores, row for row."""
+    rows = [
+        {"properties": [("UNIQ_KEY", "u1"), ("a", "1")], "tags": "T", "keys": "k1  k2"},
+        {"properties": [("TAGS", "user"), ("x", "y")], "tags": "T2"},
+        {"properties": [("KEYS", "uk")], "keys": ["k3"]},
+        {"properties": [("DELAY", "2")]},
+        {"properties": [("a", "1"), ("b", "2"), ("a", "3")]},
+        {"properties": [], "tags": "T"},
+        {"born_host": "10.0.0.7:1234", "store_host": "[2001:db8::2]:10911", "keys": ["k4", "k5"]},
+        {"born_host": "", "properties": None, "tags": ""},
+        {"properties": [("UNIQ_KEY", "")], "keys": ["k6"]},
+        {"properties": [("é", "ü")], "born_host": "[::1]:0"},
+    ]
+    rows = [{"topic": "t", "body": b"b%d" % i, "queue_id": i % 2, "store_timestamp": TS + i,
+             "keys": None, **r} for i, r in enumerate(rows)]
+    for r in rows:
+        if isinstance(r["keys"], list):
+            r["keys"] = " ".join(r["keys"])
+    with MessageStore(tmp_path / "table", **SMALL) as ms:
+        ms.put_table(_table(rows))
+        got = [ms.read(o) for o in ms.put_table(_table(rows[:1])).commitlog_offset.tolist()]
+        assert ms.read(0).properties_string == "UNIQ_KEY\x01u1\x02a\x011\x02TAGS\x01T\x02KEYS\x01k1  k2"
+        assert [r.properties_string for r in got] == [ms.read(0).properties_string]
+        assert ms.read(ms.read(0).size).properties_string == "TAGS\x01T2\x02x\x01y"
+    with MessageStore(tmp_path / "put", **SMALL) as ms:
+        for r in [*rows, rows[0]]:
+            ms.put(Message(**{**r, "properties": None if r.get("properties") is None
+                              else dict(r["properties"])}))
+    for sub in ("commitlog", "consumequeue", "index"):
+        assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []

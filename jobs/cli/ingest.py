@@ -12,8 +12,7 @@ import sys
 import tempfile
 import time
 from binascii import a2b_base64
-from collections.abc import Callable, Iterable, Iterator
-from functools import partial
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -24,6 +23,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from rocketlake.jobs.cli.encoded_spool import EncodedSpool
 from rocketlake.jobs.cli.events import EVENT_FIELDS, INT_EVENT_FIELDS, InputError, event_to_message
 from rocketlake.jobs.cli.queue_spread import QueueSpread
 from rocketlake.jobs.printable import printable
@@ -61,43 +61,37 @@ class BadLines:
             self.first.append(error)
 
 
-def _events(f: BinaryIO, prepare: Callable[[Message], object] | None = None,
-            bad: BadLines | None = None, spread: QueueSpread | None = None) -> Iterator[tuple[int, Message]]:
-    """(line number, Message) of every non-blank line of ``f`` from its start; an event without
-    ``queue_id`` takes the next of ``spread`` (queue 0 without one). A line that is not UTF-8 JSON
-    of a valid event or that ``prepare`` (the store's own ``MessageEncoder.prepare``) refuses:
-    InputError naming it, or with ``bad`` its error added there and the line skipped."""
+def _lines(f: BinaryIO, spread: QueueSpread) -> Iterator[tuple[int, Message | str]]:
+    """(line number, Message) of every non-blank line of ``f`` from its start, an event without
+    ``queue_id`` given the next of ``spread``; in place of the Message, the error of a line that
+    is not UTF-8 JSON of a valid event ("line N: ...")."""
     f.seek(0)
     for lineno, raw in enumerate(f, 1):
+        event: Message | str
         try:
             line = raw.decode("utf-8")
             if not line.strip():
                 continue
             ev = json.loads(line)
-            if spread is not None and isinstance(ev, dict) and "queue_id" not in ev \
-                    and isinstance(ev.get("topic"), str):
+            if isinstance(ev, dict) and "queue_id" not in ev and isinstance(ev.get("topic"), str):
                 ev["queue_id"] = int(spread.take(ev["topic"], 1)[0])
-            m = event_to_message(ev)
-            if prepare is not None:
-                prepare(m)
-        except (ValueError, TypeError, RecursionError) as e:  # JSON, UTF-8, InputError, MessageRejected
-            if bad is None:
-                raise InputError(f"line {lineno}: {e}") from None
-            bad.add(f"line {lineno}: {e}")
-            continue
-        yield lineno, m
+            event = event_to_message(ev)
+        except (ValueError, TypeError, RecursionError) as e:  # JSON, UTF-8, InputError
+            event = f"line {lineno}: {e}"
+        yield lineno, event
 
 
 def _open_input(src: str) -> BinaryIO:
-    """The input file, or stdin spooled to an anonymous temporary file (read twice, in bounded
-    memory)."""
+    """The input file, or stdin spooled to a temporary file (read twice, in bounded memory);
+    its ``name`` is a path that opens it again."""
     if src != "-":
         if not Path(src).is_file():
             raise FileNotFoundError(f"{src}: no such input file")
         return open(src, "rb")
-    spool = tempfile.TemporaryFile()
+    spool = tempfile.NamedTemporaryFile()
     shutil.copyfileobj(sys.stdin.buffer, spool)
-    return spool
+    spool.flush()
+    return spool  # type: ignore[return-value]  # a BufferedRandom, read as BinaryIO
 
 
 #: bytes of JSON Lines parsed at a time (a longer line takes the line-by-line path)
@@ -150,13 +144,15 @@ def _event_table(batch: pa.RecordBatch) -> pa.Table | None:
 
 def _json_tables(f: BinaryIO) -> Iterator[pa.Table]:
     """The events of ``f`` as message tables, block by block; ValueError when a block is not
-    one (``_event_table``) or pyarrow cannot read it."""
-    f.seek(0)
-    for batch in pj.open_json(f, read_options=pj.ReadOptions(block_size=JSON_BLOCK)):
-        table = _event_table(batch)
-        if table is None:
-            raise ValueError("not a plain message block")
-        yield table
+    one (``_event_table``) or pyarrow cannot read it. pyarrow reads ahead in threads of its
+    own, which may go on after this stops: it reads the file through a handle of its own, so
+    ``f`` is left as it was for the line-by-line path."""
+    with pa.OSFile(f.name) as own:
+        for batch in pj.open_json(own, read_options=pj.ReadOptions(block_size=JSON_BLOCK)):
+            table = _event_table(batch)
+            if table is None:
+                raise ValueError("not a plain message block")
+            yield table
 
 
 def _parquet_tables(f: BinaryIO) -> Iterator[pa.Table]:
@@ -176,18 +172,18 @@ def _is_parquet(f: BinaryIO) -> bool:
     return f.read(4) == b"PAR1"
 
 
-def _check_tables(tables: Iterable[pa.Table], cfg: StoreConfig, label: str) -> int:
-    """Validate every table (rows naming no queue given one: ``QueueSpread.fill``) with the
-    store's own rules -> the number of rows; InputError naming the ``label`` ("row") of the first
-    bad one (counted over the whole input, from 0)."""
-    spread = QueueSpread({})
+def _check_tables(tables: Iterable[pa.Table], cfg: StoreConfig, label: str,
+                  spool: EncodedSpool, spread: QueueSpread) -> int:
+    """Validate every table (rows naming no queue given one by ``spread``) with the store's own
+    rules and add it to ``spool`` encoded -> the number of rows; InputError naming the ``label``
+    ("row") of the first bad one (counted over the whole input, from 0)."""
     encoder = TableEncoder(MessageEncoder(cfg))
     total = 0
     with _progress(None) as bar:
         task = bar.add_task("check", total=None)
         for table in tables:
             try:
-                encoder.encode(spread.fill(table))
+                spool.add(encoder.encode(spread.fill(table)))
             except MessageRejected as e:
                 where = "" if e.index is None else f"{label} {total + e.index}: "
                 raise InputError(f"{where}{e}") from None
@@ -198,12 +194,12 @@ def _check_tables(tables: Iterable[pa.Table], cfg: StoreConfig, label: str) -> i
 
 def cmd_ingest(a: argparse.Namespace) -> int:
     """All rows or none: the whole input (JSON Lines, or Parquet with ``put_table``'s columns) is
-    checked, with the store's own validation, before the store is opened; a bad line or row
-    leaves the store untouched. The rows are then written inside ``MessageStore.all_or_nothing``:
-    a full disk, any other error or a kill stores none of them. The input must not change
-    meanwhile. Plain JSON events are read
-    by pyarrow's JSON reader; a block it cannot take exactly (properties, odd types, a bad line)
-    is read line by line, which names the first ``MAX_BAD_LINES`` bad lines. The store must
+    checked and encoded, with the store's own validation, before the store is opened, once: the
+    encoded rows wait in an ``EncodedSpool``. A bad line or row leaves the store untouched. The
+    rows are then written inside ``MessageStore.all_or_nothing``: a full disk, any other error
+    or a kill stores none of them. Plain JSON events are read by pyarrow's JSON reader; a block
+    it cannot take exactly (properties, odd types, a bad line) is read line by line, which names
+    the first ``MAX_BAD_LINES`` bad lines. The store must
     exist, unless ``--create`` (then a missing path or an empty directory becomes a new store).
     Events naming no queue are spread over their topic's queues (:mod:`queue_spread`), and the
     log says so."""
@@ -217,28 +213,23 @@ def cmd_ingest(a: argparse.Namespace) -> int:
     n = size = 0
     queues: set[tuple[str, int]] = set()
     spread = QueueSpread.for_store(a.store)
-    with _open_input(a.file) as f:
-        tables: Callable[[], Iterable[tuple[str, pa.Table]]]
+    with _open_input(a.file) as f, EncodedSpool() as spool:
         if _is_parquet(f):
             try:
-                total = _check_tables(_parquet_tables(f), cfg, "row")
+                total = _check_tables(_parquet_tables(f), cfg, "row", spool, spread)
             except (pa.ArrowException, OSError) as e:
                 raise InputError(f"{a.file}: not a readable Parquet file: {e}") from None
-            tables = partial(_numbered, _parquet_tables, f)
         else:
             try:
-                total = _check_tables(_json_tables(f), cfg, "row")
-                tables = partial(_numbered, _json_tables, f)
+                total = _check_tables(_json_tables(f), cfg, "row", spool, spread)
             except (ValueError, pa.ArrowException):  # InputError included: the lines name it
-                total = _check_lines(f, cfg, "stdin" if a.file == "-" else a.file)
-                tables = partial(_line_tables, f, cfg, spread)
+                spool.clear()
+                spread = QueueSpread.for_store(a.store)  # the lines from the first again
+                total = _check_lines(f, cfg, "stdin" if a.file == "-" else a.file, spool, spread)
         with MessageStore(a.store, cfg) as ms, ms.all_or_nothing(), _progress(total) as bar:
             task = bar.add_task("ingest", total=total)
-            for where, table in tables():
-                try:
-                    r = ms.put_table(spread.fill(table))
-                except MessageRejected as e:  # only when the input changed after it was checked
-                    raise InputError(f"{where}: {e} (the input changed while ingesting)") from None
+            for table in spool:
+                r = ms.put_encoded(table)
                 n += len(r)
                 size += int(r.size.sum())
                 ids = np.unique(r.topic << 32 | r.queue_id)
@@ -253,26 +244,48 @@ def cmd_ingest(a: argparse.Namespace) -> int:
     return 0
 
 
-def _numbered(read: Callable[[BinaryIO], Iterator[pa.Table]], f: BinaryIO
-              ) -> Iterator[tuple[str, pa.Table]]:
-    """The tables ``read(f)`` yields, each with the rows it holds ("rows 0-999")."""
-    at = 0
-    for table in read(f):
-        yield f"rows {at}-{at + table.num_rows - 1}", table
-        at += table.num_rows
-
-
-def _check_lines(f: BinaryIO, cfg: StoreConfig, name: str) -> int:
-    """Check every line (``_events``) -> the number of events. Bad lines: the first
-    ``MAX_BAD_LINES`` each on a line of stderr, then InputError counting them all."""
+def _check_lines(f: BinaryIO, cfg: StoreConfig, name: str, spool: EncodedSpool,
+                 spread: QueueSpread) -> int:
+    """Check every line, ``BATCH`` lines at a time encoded into ``spool`` -> the number of
+    events. Bad lines: the first ``MAX_BAD_LINES`` each on a line of stderr, then InputError
+    counting them all."""
     encoder = MessageEncoder(cfg)
+    tables = TableEncoder(encoder)
     total, bad = 0, BadLines()
+    batch: list[tuple[int, Message | str]] = []
+
+    def check(batch: list[tuple[int, Message | str]]) -> None:
+        """Spool the batch encoded while every line so far is good; otherwise, or when the
+        batch holds a bad line, name each of its bad lines in order."""
+        msgs = [m for _, m in batch if isinstance(m, Message)]
+        if not bad.count and len(msgs) == len(batch):
+            try:
+                spool.add(tables.encode(messages_to_table(msgs, encoder)))
+                return
+            except MessageRejected:
+                pass  # the rows are checked one by one below, which names the line
+        for lineno, m in batch:
+            if isinstance(m, str):
+                bad.add(m)
+                continue
+            try:
+                encoder.prepare(m)
+            except MessageRejected as e:
+                bad.add(f"line {lineno}: {e}")
+
     with _progress(None) as bar:
         task = bar.add_task("check", total=None)
-        for _ in _events(f, encoder.prepare, bad):
-            total += 1
-            if total % BATCH == 0:
+        for event in _lines(f, spread):
+            batch.append(event)
+            if len(batch) >= BATCH:
+                check(batch)
+                total += len(batch)
+                batch = []
                 bar.update(task, completed=total)
+        if batch:
+            check(batch)
+            total += len(batch)
+    total -= bad.count
     if bad.count == 1:
         raise InputError(bad.first[0])
     if bad.count:
@@ -281,17 +294,3 @@ def _check_lines(f: BinaryIO, cfg: StoreConfig, name: str) -> int:
         listed = "all" if bad.count == len(bad.first) else f"the first {len(bad.first)}"
         raise InputError(f"{name}: {bad.count} bad lines ({listed} listed above)")
     return total
-
-
-def _line_tables(f: BinaryIO, cfg: StoreConfig, spread: QueueSpread) -> Iterator[tuple[str, pa.Table]]:
-    """The events line by line, ``BATCH`` at a time, as message tables (queues from ``spread``
-    where an event names none)."""
-    encoder = MessageEncoder(cfg)
-    batch: list[tuple[int, Message]] = []
-    for event in _events(f, spread=spread):
-        batch.append(event)
-        if len(batch) >= BATCH:
-            yield f"lines {batch[0][0]}-{batch[-1][0]}", messages_to_table([m for _, m in batch], encoder)
-            batch = []
-    if batch:
-        yield f"lines {batch[0][0]}-{batch[-1][0]}", messages_to_table([m for _, m in batch], encoder)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Iterator
 
-from rocketlake.jobs.cli.operator_commands import Row, _open, _show
+from rocketlake.jobs.cli.reading import open_read_only
+from rocketlake.jobs.cli.tables import Row, show_rows
 from rocketlake.jobs.times import time_fields
 from rocketlake.store import MessageStore, Record
 from rocketlake.store.codec import TIMER_TOPIC
@@ -43,7 +44,7 @@ def _queued(ms: MessageStore, queue_offset: int) -> Iterator[Record]:
 
 
 def cmd_timers(a: argparse.Namespace) -> int:
-    with _open(a) as ms:
+    with open_read_only(a) as ms:
         rows = timer_rows(pending_timers(ms.root, ms.commitlog.read, lambda n: _queued(ms, n)))
-    _show(a, rows, COLUMNS, f"pending timer messages of {a.store}")
+    show_rows(a, rows, COLUMNS, f"pending timer messages of {a.store}")
     return 0
