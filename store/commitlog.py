@@ -22,9 +22,10 @@ from rocketlake.store.codec import (
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.kernels import encode as ke
+from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue
 from rocketlake.store.message_encoder import Prepared
-from rocketlake.store.record_walk import Walk
+from rocketlake.store.record_walk import FileEnd, Gap, RecordBatch, Walk, find_record_start
 
 if TYPE_CHECKING:
     from rocketlake.store.table_encoder import EncodedTable
@@ -196,6 +197,39 @@ class CommitLog:
         return Walk(files, self.min_offset if start is None else start,
                     self.max_offset if stop_at is None else stop_at,
                     self.check_crc if check_crc is None else check_crc, check_names)
+
+    def walk_past_damage(self, past_zeros: bool = False, start: int | None = None,
+                         stop: int | None = None) -> Iterator[RecordBatch | Gap | FileEnd]:
+        """Every valid record from ``start`` (a record start; default the first) up to
+        ``stop`` (default the end of the last file), CRC checked, as batches in CommitLog order,
+        walking on past damage: where a file's valid data stops at an invalid record, a ``Gap`` is
+        yielded and the walk resumes at the next record start in that file
+        (``find_record_start``); each file walked ends with a ``FileEnd``. ``past_zeros`` also
+        treats zeros inside a file's data (valid data stopping at zeros with a record start after
+        them) as a gap; without it zeros end the file's data."""
+        files = self.files.files
+        begin = self.min_offset if start is None else start
+        end = (files[-1].end if files else 0) if stop is None else stop
+        for mf in files:
+            if mf.end <= begin or mf.start >= end:
+                continue
+            buf = np.frombuffer(mf.mm, dtype=np.uint8)
+            at, limit = max(begin, mf.start), min(mf.end, end)
+            while True:
+                walk = self.walk(at, check_crc=True, stop_at=limit)
+                yield from walk
+                pos = walk.end - mf.start
+                if walk.error is None and not (past_zeros and walk.status == kr.ZEROS):
+                    break
+                found = find_record_start(buf, mf.start, pos + 1, limit - mf.start)
+                if found >= limit - mf.start and walk.error is None:
+                    break  # zeros up to the limit: the end of the file's data
+                resumes = mf.start + found if found < limit - mf.start else None
+                yield Gap(mf.start + pos, resumes, walk.status, walk.error)
+                if resumes is None:
+                    break
+                at = resumes
+            yield FileEnd(mf, pos, walk.status, walk.error is not None)
 
     def flush(self) -> None:
         self.files.flush()

@@ -48,7 +48,7 @@ from rocketlake.store.message import (
     TablePutResult,
 )
 from rocketlake.store.message_encoder import INT_FIELDS, MessageEncoder, check_int
-from rocketlake.store.record_walk import FileEnd, Gap, walk_past_damage
+from rocketlake.store.record_walk import FileEnd, Gap
 from rocketlake.store.recovery import RecoveryReport, recover
 from rocketlake.store.retention import ExpiryReport, RetentionPolicy, delete_expired_files
 from rocketlake.store.rocksdb_store import refuse_writing
@@ -170,7 +170,7 @@ class MessageStore:
     def _find_end(self, start: int) -> None:
         """Read-only: the end of valid CommitLog data, scanning from ``start`` (a record
         boundary) through the mapped files, walking on past damage inside a file
-        (``record_walk.walk_past_damage``; the damage is warned about, ``_damaged``), at most
+        (``CommitLog.walk_past_damage``; the damage is warned about, ``_damaged``), at most
         the end before an unfinished ingest (``store.ingest_journal``); sets each file's
         ``wrote``: where its last run of valid data ends. Damage with no valid record after it
         in the last file is not warned about: it is also what a running writer's record looks
@@ -185,7 +185,7 @@ class MessageStore:
             start = min(start, stop)
         for mf in files:
             mf.wrote = mf.size if mf.end <= start else max(0, min(mf.size, start - mf.start))
-        for item in walk_past_damage(self.commitlog, start=start, stop=stop):
+        for item in self.commitlog.walk_past_damage(start=start, stop=stop):
             if isinstance(item, Gap) and (item.resumes_at is not None or item.offset < files[-1].start):
                 self._damaged(item.offset, item.why or "zeros where a record should start")
             elif isinstance(item, FileEnd):

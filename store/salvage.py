@@ -7,7 +7,7 @@ The original is only read (``StoreFiles``: mapped as it is, no recovery, no lock
 written). The new store holds:
 
 - a CommitLog with every valid record of the original (walked past damage:
-  ``record_walk.walk_past_damage``, which resumes at the next record start after an invalid
+  ``CommitLog.walk_past_damage``, which resumes at the next record start after an invalid
   record or a stretch of zeros), byte for byte but for QUEUEOFFSET and PHYSICALOFFSET, which
   name its place in the new log. Records are laid out one after the other: a CommitLog offset
   (and so an offset msgId, a stream checkpoint) of the original does not carry over; a queue
@@ -44,7 +44,7 @@ from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile, data_end
 from rocketlake.store.message import Message
 from rocketlake.store.message_encoder import MessageEncoder
-from rocketlake.store.record_walk import Gap, RecordBatch, walk_past_damage
+from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.safe_files import fsync_tree, read_file, write_whole
 from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.store_dir import check_store, create_store
@@ -154,7 +154,7 @@ def _report(src: Path, output: str | None, records: Records, lost: list[LostRang
 def _read(log: CommitLog, cfg: StoreConfig) -> tuple[Records, list[Gap]]:
     """The original's valid records (as columns) and the gaps between them."""
     columns, gaps = RecordColumns(), []
-    for item in walk_past_damage(log, past_zeros=True):
+    for item in log.walk_past_damage(past_zeros=True):
         if isinstance(item, RecordBatch):
             columns.add(item, cfg.delay_levels_ms)
         elif isinstance(item, Gap):

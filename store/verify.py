@@ -26,7 +26,7 @@ from rocketlake.store.index import IndexFile, IndexService, header_problems
 from rocketlake.store.kernels import index as index_kernels
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import first_nonzero
-from rocketlake.store.record_walk import Gap, RecordBatch, walk_past_damage
+from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.swap_journal import refuse_unfinished
@@ -201,7 +201,7 @@ class _Checker:
     # --- CommitLog ---------------------------------------------------------------------------------
     def commitlog(self) -> tuple[CommitLog, Records] | None:
         """Walk every CommitLog file; past an invalid record, the walk resumes at the next valid
-        record start in the file (``record_walk.walk_past_damage``), so the records after
+        record start in the file (``CommitLog.walk_past_damage``), so the records after
         damage are checked and counted too (``VerifyReport.damage``)."""
         try:
             log = self.files.commitlog
@@ -210,7 +210,7 @@ class _Checker:
             return None
         columns = RecordColumns()
         last = log.files.files[-1] if log.files.files else None
-        for item in walk_past_damage(log):
+        for item in log.walk_past_damage():
             if isinstance(item, RecordBatch):
                 columns.add(item, self.cfg.delay_levels_ms)
             elif isinstance(item, Gap):
