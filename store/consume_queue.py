@@ -57,11 +57,12 @@ class ConsumeQueue:
         self.max_physic_offset = -1  # end (offset + size) of the last dispatched record
 
     # --- loading ----------------------------------------------------------------------------------
-    def load(self) -> None:
+    def load(self, commitlog_min: int | None = None) -> None:
         """Open the files (none is mapped), then find the written extent: the first valid unit
         of the first file, and the last non-zero unit of the newest file holding one. Only the
         files' data regions are read (pre-allocated space reads as zeros); a file whose data
-        holds at most ``SCAN_UNITS`` units is read once (one descriptor), whatever is asked of it."""
+        holds at most ``SCAN_UNITS`` units is read once (one descriptor), whatever is asked of it.
+        With ``commitlog_min``, the minimum is then ``correct_min_offset(commitlog_min)``'s."""
         self.files.load()
         files = self.files.files
         if not files:
@@ -82,14 +83,23 @@ class ConsumeQueue:
             mf.wrote = mf.flushed = n * CQ_UNIT_SIZE
             if n:
                 break
+        self.set_max_physic(last)
         first = files[0]
-        if head is not None and head[0] == 0:
+        whole = head is not None and head[0] == 0  # the first file's data, read whole
+        if commitlog_min is not None:
+            ok = _first_valid_in(head[1][:first.wrote // CQ_UNIT_SIZE], commitlog_min) \
+                if head is not None and whole else None
+            if ok is None:
+                self.correct_min_offset(commitlog_min)
+            else:
+                self.min_logic_offset = first.start + ok * CQ_UNIT_SIZE
+            return
+        if head is not None and whole:
             valid = _first_valid_in(head[1], 0)
         else:
             count = head[0] + head[1].size if head is not None else _data_units(first)
             valid = self._first_valid(first, count, 0)
         self.min_logic_offset = first.start + (valid or 0) * CQ_UNIT_SIZE
-        self._set_max_physic(last)
 
     def _first_valid(self, mf: MappedFile, count: int, commitlog_min: int) -> int | None:
         """Index of the first of ``mf``'s first ``count`` units that is valid (a record at or
@@ -104,16 +114,16 @@ class ConsumeQueue:
         # The last unit written; a crash can leave the newest file empty, so look back.
         for mf in reversed(self.files.files):
             if mf.wrote:
-                self._set_max_physic(read_units(mf, mf.wrote // CQ_UNIT_SIZE - 1, 1)[0])
+                self.set_max_physic(read_units(mf, mf.wrote // CQ_UNIT_SIZE - 1, 1)[0].item())
                 return
-        self._set_max_physic(None)
+        self.set_max_physic(None)
 
-    def _set_max_physic(self, last: np.void | None) -> None:
-        """Take the end of the record of ``last``, the last unit written (None: there is none;
-        a pre-blank unit is no record's)."""
+    def set_max_physic(self, last: tuple[int, int, int] | None) -> None:
+        """Take the end of the record of ``last``, the last unit written (offset, size, tagsCode)
+        as the caller read it (None: there is none; a pre-blank unit is no record's)."""
         self.max_physic_offset = -1
         if last is not None:
-            off, size, _ = last.item()
+            off, size, _ = last
             if size != CQ_BLANK_UNIT_SIZE:
                 self.max_physic_offset = off + size
 
@@ -307,30 +317,32 @@ def _first_valid_in(u: np.ndarray, commitlog_min: int) -> int | None:
     return int(ok[0]) if ok.size else None
 
 
-def _written_units(mf: MappedFile, lo: int, u: np.ndarray) -> tuple[int, np.void | None]:
+def _written_units(mf: MappedFile, lo: int, u: np.ndarray) -> tuple[int, tuple[int, int, int] | None]:
     """How many units ``mf`` holds up to and with its last non-zero one, and that unit (None when
     none is), read back to front from ``u``, its units from ``lo`` to the end of its data."""
     while True:
         written = np.flatnonzero((u["commitlog_offset"] != 0) | (u["size"] != 0)
                                  | (u["tags_code"] != 0))
         if written.size:
-            return lo + int(written[-1]) + 1, u[written[-1]]
+            return lo + int(written[-1]) + 1, u[written[-1]].item()
         if lo == 0:
             return 0, None
         hi, lo = lo, max(0, lo - SCAN_UNITS)
         u = read_units(mf, lo, hi - lo)
 
 
-def load_queues(root: Path, file_size: int) -> dict[tuple[str, int], ConsumeQueue]:
-    """Every ConsumeQueue under `<root>/consumequeue/<topic>/<queueId>/`, loaded; a directory
-    whose name is not a topic / queue id, or that resolves outside the store, is an error (the
-    queues opened before it are closed again)."""
+def load_queues(root: Path, file_size: int,
+                commitlog_min: int | None = None) -> dict[tuple[str, int], ConsumeQueue]:
+    """Every ConsumeQueue under `<root>/consumequeue/<topic>/<queueId>/`, loaded (with
+    ``commitlog_min``: their minimum corrected to it, ``ConsumeQueue.load``); a directory whose
+    name is not a topic / queue id, or that resolves outside the store, is an error (the queues
+    opened before it are closed again)."""
     refuse_unfinished(root)
     out: dict[tuple[str, int], ConsumeQueue] = {}
     try:
         for topic, queue_id, qdir in queue_dirs(root):
             cq = out[(topic, queue_id)] = ConsumeQueue(root, topic, queue_id, file_size, qdir)
-            cq.load()
+            cq.load(commitlog_min)
     except BaseException:
         for cq in out.values():
             cq.close()

@@ -154,9 +154,10 @@ class MappedFileQueue:
 
     def load(self) -> None:
         """Open every existing file; reject foreign names, wrong sizes and gaps."""
-        if not self.dir.exists():
+        try:
+            names = sorted(name for name in os.listdir(self.dir) if not name.startswith("."))
+        except FileNotFoundError:
             return
-        names = sorted(p.name for p in self.dir.iterdir() if not p.name.startswith("."))
         for name in names:
             if not _NAME.match(name):
                 raise StoreFormatError(f"{self.dir / name}: not a store file name (20 digits expected)")

@@ -106,8 +106,10 @@ class MessageStore:
         self.checkpoint = Checkpoint(self.root / "checkpoint", writer=not self.read_only)
         self.commitlog = CommitLog(self.root, cfg)
         self.commitlog.files.load()
+        # read-only, units below retained CommitLog data are not served
         self.queues: dict[tuple[str, int], ConsumeQueue] = load_queues(
-            self.root, cfg.mappedFileSizeConsumeQueue)
+            self.root, cfg.mappedFileSizeConsumeQueue,
+            self.commitlog.min_offset if self.read_only else None)
         self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) \
             if cfg.messageIndexEnable else None
         if self.index is not None:
@@ -132,9 +134,9 @@ class MessageStore:
                     raise
         files = self.commitlog.files.files
         self._find_end(files[max(0, len(files) - 3)].start if files else 0)
-        ingest_journal.hide(self.root, self.queues)
-        for cq in self.queues.values():  # units below retained CommitLog data are not served
-            cq.correct_min_offset(self.commitlog.min_offset)
+        if ingest_journal.hide(self.root, self.queues):
+            for cq in self.queues.values():
+                cq.correct_min_offset(self.commitlog.min_offset)
 
     def _close_maps(self) -> None:
         for part in ("commitlog", "queues", "index"):

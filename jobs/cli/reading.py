@@ -19,9 +19,10 @@ def reading_config(a: argparse.Namespace) -> StoreConfig:
 
 @contextmanager
 def open_read_only(a: argparse.Namespace) -> Iterator[MessageStore]:
-    """The ``--store`` opened read-only with :func:`reading_config`; NotAStoreError (exit 2) for
+    """The ``--store`` opened read-only with the settings of :func:`reading_config` (the open
+    takes the file sizes from the files: they are looked up once); NotAStoreError (exit 2) for
     a path that is not a store."""
-    with MessageStore(a.store, reading_config(a), read_only=True) as ms:
+    with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
         yield ms
 
 
