@@ -1,15 +1,18 @@
 """Benchmark: the commands on a store of many small queues (issue 27, "Scale in queues").
 
     .venv/bin/python -m benchmarks.bench_many_queues [--topics 10000] [--queues 10]
-        [--per-queue 3] [--cq-file 6000000] [--runs 2] [--only verify,lag]
+        [--per-queue 3] [--cq-file 600] [--runs 2] [--only verify,lag]
         [--dir var/bench/many_queues]
 
 Writes (once, reused when present) a store of ``--topics`` x ``--queues`` queues of
 ``--per-queue`` messages each with the independent writer of
 `tests/reliability/test_many_queues.py` (ConsumeQueue files of ``--cq-file`` bytes, sparse; a
-1 GiB CommitLog file), plus a `config/consumerOffset.json` in which one group committed offset 1
-on every queue (so ``lag`` has a row per queue). Then times each command in a new process under
-``ulimit -n 1024`` (wall and CPU seconds of the process), ``--runs`` times each:
+1 GiB CommitLog file), plus a `config/consumerOffset.json` in which one group committed
+offset 1 on every queue (so ``lag`` has a row per queue). A rebuild reserves the space of
+every file it writes: files of the default 6,000,000 bytes would need 600 GB for 100,000
+queues (the rebuilds are skipped when the disk lacks the room). Then times each command in a
+new process under ``ulimit -n 1024`` (wall and CPU seconds of the process), ``--runs`` times
+each:
 
 - ``open after a crash``: a writer open with `abort` present (abnormal recovery), then close;
 - ``verify --json``, ``topic-status --json``, ``lag --json``;
@@ -70,9 +73,11 @@ def timed(args: list[str]) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def commands(store: Path, out: Path) -> dict[str, tuple[list[str], Callable[[], None]]]:
-    """name -> (argv, what to do before each run)."""
+def commands(store: Path, out: Path, cq_file: int) -> dict[str, tuple[list[str], Callable[[], None]]]:
+    """name -> (argv, what to do before each run); the writers (the open, the rebuilds) are
+    given the ConsumeQueue file size."""
     py, cli = sys.executable, [sys.executable, "-m", "rocketlake.jobs.cli"]
+    setting = f"mappedFileSizeConsumeQueue={cq_file}"
 
     def crash() -> None:
         (store / "abort").touch()
@@ -84,14 +89,17 @@ def commands(store: Path, out: Path) -> dict[str, tuple[list[str], Callable[[], 
         pass
     return {
         "open after a crash": ([py, "-c", "import sys; from rocketlake.store import MessageStore; "
-                                "MessageStore(sys.argv[1]).close()", str(store)], crash),
+                                "MessageStore(sys.argv[1], mappedFileSizeConsumeQueue=int(sys.argv[2]))"
+                                ".close()", str(store), str(cq_file)], crash),
         "verify": ([*cli, "verify", "--store", str(store), "--json"], nothing),
         "topic-status": ([*cli, "topic-status", "--store", str(store), "--json"], nothing),
         "lag": ([*cli, "lag", "--store", str(store), "--json"], nothing),
         "single-process rebuild": ([py, "-c", "import sys; from rocketlake.store.single_process_rebuild "
-                                    "import rebuild; rebuild(sys.argv[1], sys.argv[2])",
-                                    str(store), str(out)], fresh_out),
-        "Spark rebuild": ([*cli, "rebuild", "--store", str(store), "--output", str(out)], fresh_out),
+                                    "import rebuild; rebuild(sys.argv[1], sys.argv[2], "
+                                    "mappedFileSizeConsumeQueue=int(sys.argv[3]))",
+                                    str(store), str(out), str(cq_file)], fresh_out),
+        "Spark rebuild": ([*cli, "rebuild", "--store", str(store), "--output", str(out),
+                           "--set", setting], fresh_out),
     }
 
 
@@ -100,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--topics", type=int, default=10000)
     p.add_argument("--queues", type=int, default=10)
     p.add_argument("--per-queue", type=int, default=3)
-    p.add_argument("--cq-file", type=int, default=6000000, help="ConsumeQueue file size in bytes")
+    p.add_argument("--cq-file", type=int, default=600,
+                   help="ConsumeQueue file size in bytes (a rebuild allocates one per queue)")
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--only", help="comma-separated command names (default: all)")
     p.add_argument("--dir", type=Path, default=ROOT / "var" / "bench" / "many_queues")
@@ -114,8 +123,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"store: {args.topics * args.queues:,} queues, {args.per_queue} messages each, "
           f"ConsumeQueue files of {args.cq_file:,} bytes ({t_make:.1f} s to write, 0: reused); "
           f"ulimit -n {DESCRIPTORS}; load average {os.getloadavg()[0]:.1f}", flush=True)
-    todo = commands(store, out)
+    todo = commands(store, out, args.cq_file)
     wanted = args.only.split(",") if args.only else list(todo)
+    need = args.topics * args.queues * args.cq_file * 2  # a rebuild's files, with room to spare
+    free = shutil.disk_usage(args.dir).free
+    if need > free:  # a rebuild reserves every file's space (posix_fallocate)
+        for what in ("single-process rebuild", "Spark rebuild"):
+            if what in wanted:
+                wanted.remove(what)
+                print(f"{what}: skipped, its ConsumeQueue files need {need / 1e9:.0f} GB, "
+                      f"{free / 1e9:.0f} GB free")
     print("\n| command | " + " | ".join(f"run {i + 1}: wall s (CPU s)" for i in range(args.runs)) + " |")
     print("|---|" + "---:|" * args.runs, flush=True)
     try:
