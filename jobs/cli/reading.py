@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from rocketlake.store import MessageStore, file_sizes
-from rocketlake.store.config import StoreConfig, parse_set_options
+from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.message import GetStatus
 
 
@@ -22,7 +23,9 @@ def open_read_only(a: argparse.Namespace) -> Iterator[MessageStore]:
     """The ``--store`` opened read-only with the settings of :func:`reading_config` (the open
     takes the file sizes from the files: they are looked up once); NotAStoreError (exit 2) for
     a path that is not a store."""
-    with MessageStore(a.store, read_only=True, **parse_set_options(a.set)) as ms:
+    settings: dict[str, Any] = parse_set_options(a.set)
+    # the names are checked (load_config) before they are given as keywords
+    with MessageStore(a.store, load_config(settings), read_only=True, **settings) as ms:
         yield ms
 
 
