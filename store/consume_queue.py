@@ -18,7 +18,7 @@ from rocketlake.store.codec import (
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.lazy_maps import LazyMappedFile
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, data_end
-from rocketlake.store.paths import CONSUME_QUEUE_DIR, queue_dir
+from rocketlake.store.paths import queue_dir, queue_dirs
 from rocketlake.store.rocksdb_store import load_rocksdb_queues, rocksdb_consume_queue
 from rocketlake.store.safe_files import disk_error, open_file
 from rocketlake.store.swap_journal import refuse_unfinished
@@ -47,58 +47,87 @@ class ConsumeQueue:
     ``<root>/consumequeue/<topic>/<queueId>`` (UnsafePathError for a name that cannot be one).
     Its files are mapped only while written (``store.lazy_maps``); reads copy."""
 
-    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int) -> None:
+    def __init__(self, root: Path, topic: str, queue_id: int, file_size: int,
+                 directory: Path | None = None) -> None:
+        """``directory``: the queue's directory as ``paths.queue_dirs`` found it (checked there);
+        by default it is built and checked here (``paths.queue_dir``)."""
         self.topic, self.queue_id = topic, queue_id
         self.file_size = file_size
-        self.files = MappedFileQueue(queue_dir(root, topic, queue_id), file_size, LazyMappedFile)
+        self.files = MappedFileQueue(queue_dir(root, topic, queue_id) if directory is None else directory,
+                                     file_size, LazyMappedFile)
         self.min_logic_offset = 0  # byte offset of the first valid unit
         self.max_physic_offset = -1  # end (offset + size) of the last dispatched record
 
     # --- loading ----------------------------------------------------------------------------------
-    def load(self) -> None:
+    def load(self, commitlog_min: int | None = None) -> None:
         """Open the files (none is mapped), then find the written extent: the first valid unit
         of the first file, and the last non-zero unit of the newest file holding one. Only the
-        files' data regions are read (pre-allocated space reads as zeros)."""
+        files' data regions are read (pre-allocated space reads as zeros); a file whose data
+        holds at most ``SCAN_UNITS`` units is read once (one descriptor), whatever is asked of it.
+        With ``commitlog_min``, the minimum is then ``correct_min_offset(commitlog_min)``'s."""
         self.files.load()
         files = self.files.files
         if not files:
             return
-        first = files[0]
-        valid = self._first_valid(first, _data_units(first), 0)
-        self.min_logic_offset = first.start + (valid or 0) * CQ_UNIT_SIZE
         # Extent: the newest file holding any unit ends after its last non-zero unit (zeros are
         # pre-allocated space); files after it are empty (``reserve`` creates files ahead of the
         # units), files before it are full. A damaged unit does not hide the units after it:
         # recovery finds it and rebuilds the queue from the CommitLog.
         for mf in files:
             mf.wrote = mf.flushed = mf.size
+        head: tuple[int, np.ndarray] | None = None  # the first file's data tail, when read
+        last = None  # the last unit written
         for mf in reversed(files):
-            n = _written_units(mf)
+            lo, u = _data_tail(mf)
+            if mf is files[0]:
+                head = lo, u
+            n, last = _written_units(mf, lo, u)
             mf.wrote = mf.flushed = n * CQ_UNIT_SIZE
             if n:
                 break
-        self._refresh_max_physic()
+        self.set_max_physic(last)
+        first = files[0]
+        whole = head is not None and head[0] == 0  # the first file's data, read whole
+        if commitlog_min is not None:
+            ok = _first_valid_in(head[1][:first.wrote // CQ_UNIT_SIZE], commitlog_min) \
+                if head is not None and whole else None
+            if ok is None:
+                self.correct_min_offset(commitlog_min)
+            else:
+                self.min_logic_offset = first.start + ok * CQ_UNIT_SIZE
+            return
+        if head is not None and whole:
+            valid = _first_valid_in(head[1], 0)
+        else:
+            count = head[0] + head[1].size if head is not None else _data_units(first)
+            valid = self._first_valid(first, count, 0)
+        self.min_logic_offset = first.start + (valid or 0) * CQ_UNIT_SIZE
 
     def _first_valid(self, mf: MappedFile, count: int, commitlog_min: int) -> int | None:
         """Index of the first of ``mf``'s first ``count`` units that is valid (a record at or
         above ``commitlog_min``, not a pre-blank unit), None when none is."""
         for lo in range(0, count, SCAN_UNITS):
-            u = read_units(mf, lo, min(SCAN_UNITS, count - lo))
-            ok = np.flatnonzero((u["commitlog_offset"] >= commitlog_min) & (u["size"] > 0)
-                                & (u["size"] != CQ_BLANK_UNIT_SIZE))
-            if ok.size:
-                return lo + int(ok[0])
+            ok = _first_valid_in(read_units(mf, lo, min(SCAN_UNITS, count - lo)), commitlog_min)
+            if ok is not None:
+                return lo + ok
         return None
 
     def _refresh_max_physic(self) -> None:
         # The last unit written; a crash can leave the newest file empty, so look back.
-        self.max_physic_offset = -1
         for mf in reversed(self.files.files):
             if mf.wrote:
-                off, size, _ = read_units(mf, mf.wrote // CQ_UNIT_SIZE - 1, 1).item()
-                if size != CQ_BLANK_UNIT_SIZE:
-                    self.max_physic_offset = off + size
+                self.set_max_physic(read_units(mf, mf.wrote // CQ_UNIT_SIZE - 1, 1)[0].item())
                 return
+        self.set_max_physic(None)
+
+    def set_max_physic(self, last: tuple[int, int, int] | None) -> None:
+        """Take the end of the record of ``last``, the last unit written (offset, size, tagsCode)
+        as the caller read it (None: there is none; a pre-blank unit is no record's)."""
+        self.max_physic_offset = -1
+        if last is not None:
+            off, size, _ = last
+            if size != CQ_BLANK_UNIT_SIZE:
+                self.max_physic_offset = off + size
 
     # --- writing ----------------------------------------------------------------------------------
     def _file_at(self, byte_offset: int) -> MappedFile:
@@ -275,43 +304,51 @@ def _data_units(mf: MappedFile) -> int:
     return min(mf.size, data_end(mf.path) + CQ_UNIT_SIZE - 1) // CQ_UNIT_SIZE
 
 
-def _written_units(mf: MappedFile) -> int:
-    """How many units ``mf`` holds up to and with its last non-zero one, read back to front."""
-    hi = _data_units(mf)
-    while hi > 0:
-        lo = max(0, hi - SCAN_UNITS)
-        u = read_units(mf, lo, hi - lo)
+def _data_tail(mf: MappedFile) -> tuple[int, np.ndarray]:
+    """(index of the first, units): ``mf``'s last up to ``SCAN_UNITS`` units before the end of
+    its data (``MappedFile.read_data_tail``)."""
+    pos, raw = mf.read_data_tail(CQ_UNIT_SIZE, SCAN_UNITS * CQ_UNIT_SIZE)
+    return pos // CQ_UNIT_SIZE, raw.view(CQ_UNIT_DTYPE)
+
+
+def _first_valid_in(u: np.ndarray, commitlog_min: int) -> int | None:
+    """Index of the first of units ``u`` that is valid (a record at or above ``commitlog_min``,
+    not a pre-blank unit), None when none is."""
+    ok = np.flatnonzero((u["commitlog_offset"] >= commitlog_min) & (u["size"] > 0)
+                        & (u["size"] != CQ_BLANK_UNIT_SIZE))
+    return int(ok[0]) if ok.size else None
+
+
+def _written_units(mf: MappedFile, lo: int, u: np.ndarray) -> tuple[int, tuple[int, int, int] | None]:
+    """How many units ``mf`` holds up to and with its last non-zero one, and that unit (None when
+    none is), read back to front from ``u``, its units from ``lo`` to the end of its data."""
+    while True:
         written = np.flatnonzero((u["commitlog_offset"] != 0) | (u["size"] != 0)
                                  | (u["tags_code"] != 0))
         if written.size:
-            return lo + int(written[-1]) + 1
-        hi = lo
-    return 0
+            return lo + int(written[-1]) + 1, u[written[-1]].item()
+        if lo == 0:
+            return 0, None
+        hi, lo = lo, max(0, lo - SCAN_UNITS)
+        u = read_units(mf, lo, hi - lo)
 
 
-def load_queues(root: Path, file_size: int) -> dict[tuple[str, int], ConsumeQueue]:
-    """Every ConsumeQueue under `<root>/consumequeue/<topic>/<queueId>/`, loaded; a directory
-    whose name is not a topic / queue id, or that resolves outside the store, is an error (the
-    queues opened before it are closed again). Where `<root>/consumequeue` is a 5.x broker's
-    RocksDB database, its queues, read-only (``rocksdb_store``): they offer ConsumeQueue's
-    reading surface only, and every writer refuses such a store first (``refuse_writing``)."""
+def load_queues(root: Path, file_size: int,
+                commitlog_min: int | None = None) -> dict[tuple[str, int], ConsumeQueue]:
+    """Every ConsumeQueue under `<root>/consumequeue/<topic>/<queueId>/`, loaded (with
+    ``commitlog_min``: their minimum corrected to it, ``ConsumeQueue.load``); a directory whose
+    name is not a topic / queue id, or that resolves outside the store, is an error (the queues
+    opened before it are closed again). Where `<root>/consumequeue` is a 5.x broker's RocksDB
+    database, its queues, read-only (``rocksdb_store``): they offer ConsumeQueue's reading surface
+    only, and every writer refuses such a store first (``refuse_writing``)."""
     refuse_unfinished(root)
     if rocksdb_consume_queue(root):
         return cast(dict[tuple[str, int], ConsumeQueue], load_rocksdb_queues(root))
     out: dict[tuple[str, int], ConsumeQueue] = {}
-    base = Path(root) / CONSUME_QUEUE_DIR
-    if not base.exists():
-        return out
     try:
-        for tdir in sorted(base.iterdir()):
-            if not tdir.is_dir():
-                continue
-            for qdir in sorted(tdir.iterdir()):
-                if not qdir.name.isdigit():
-                    raise StoreFormatError(f"{qdir}: queue directory name is not a queue id")
-                cq = ConsumeQueue(root, tdir.name, int(qdir.name), file_size)
-                out[(tdir.name, int(qdir.name))] = cq
-                cq.load()
+        for topic, queue_id, qdir in queue_dirs(root):
+            cq = out[(topic, queue_id)] = ConsumeQueue(root, topic, queue_id, file_size, qdir)
+            cq.load(commitlog_min)
     except BaseException:
         for cq in out.values():
             cq.close()

@@ -102,11 +102,10 @@ def with_commitlog_size(root: Path, config: StoreConfig, explicit: Collection[st
 def with_consume_queue_size(root: Path, config: StoreConfig, explicit: Collection[str] = ()) -> StoreConfig:
     """``config`` with ``mappedFileSizeConsumeQueue`` from the files under `consumequeue/`."""
     base = root / CONSUME_QUEUE_DIR
-    qdirs = [q for t in _dirs(base) for q in _dirs(t)]
-    sizes = _sizes(f for q in qdirs for f in q.iterdir())
+    sizes = _queue_file_sizes(base)
     size = _one_length(sizes, f"{base}: ConsumeQueue files")
     if size is not None and size % CQ_UNIT_SIZE:
-        first = min(sizes)
+        first = min(map(Path, sizes))
         others = f" (as are the other {len(sizes) - 1})" if len(sizes) > 1 else ""
         raise StoreFormatError(f"{first}: ConsumeQueue file is {size} bytes, not a multiple of the "
                                f"{CQ_UNIT_SIZE}-byte unit{others}: mappedFileSizeConsumeQueue is "
@@ -214,26 +213,32 @@ def _agree(w: npt.NDArray[np.uint32], slots: npt.NDArray[np.int64], words: int, 
     return ok
 
 
-def _dirs(d: Path) -> list[Path]:
-    return sorted(p for p in d.iterdir() if p.is_dir()) if d.is_dir() else []
-
-
 def _sizes(files: Iterable[Path]) -> dict[Path, int]:
     return {p: p.stat().st_size for p in files if _STORE_FILE.match(p.name)}
 
 
-def _one_length(sizes: dict[Path, int], what: str) -> int | None:
+def _queue_file_sizes(base: Path) -> dict[str, int]:
+    """The size of every store file in ``base``'s `<topic>/<queueId>/` directories (entries that
+    are no directory skipped, links followed), by path: one ``scandir`` per directory."""
+    if not base.is_dir():
+        return {}
+    return {f.path: f.stat().st_size for t in os.scandir(base) if t.is_dir()
+            for q in os.scandir(t.path) if q.is_dir()
+            for f in os.scandir(q.path) if _STORE_FILE.match(f.name)}
+
+
+def _one_length(sizes: Mapping[Path, int] | Mapping[str, int], what: str) -> int | None:
     """The one length of ``sizes``' files, None for no files; StoreFormatError naming a file of
     each length when they differ."""
+    if len(set(sizes.values())) <= 1:
+        return next(iter(sizes.values()), None)
     lengths: dict[int, list[Path]] = {}
-    for p, n in sorted(sizes.items()):
+    for p, n in sorted((Path(p), n) for p, n in sizes.items()):
         lengths.setdefault(n, []).append(p)
-    if len(lengths) > 1:
-        parts = [f"{len(ps)} of {n} bytes ({', '.join(str(p) for p in ps[:3])}"
-                 f"{', ...' if len(ps) > 3 else ''})" for n, ps in sorted(lengths.items())]
-        raise StoreFormatError(f"{what} differ in size: {'; '.join(parts)}; a store's files of one "
-                               f"kind share one size")
-    return next(iter(lengths), None)
+    parts = [f"{len(ps)} of {n} bytes ({', '.join(str(p) for p in ps[:3])}"
+             f"{', ...' if len(ps) > 3 else ''})" for n, ps in sorted(lengths.items())]
+    raise StoreFormatError(f"{what} differ in size: {'; '.join(parts)}; a store's files of one "
+                           f"kind share one size")
 
 
 def _take(config: StoreConfig, name: str, size: int | None, explicit: Collection[str],

@@ -133,16 +133,17 @@ def discard(root: Path, log: CommitLog, queues: Queues, index: IndexService | No
     return found
 
 
-def hide(root: Path, queues: Queues) -> None:
+def hide(root: Path, queues: Queues) -> bool:
     """Read-only open while a write is unfinished: hide (not cut) its ConsumeQueue units and drop
-    the ConsumeQueues it created from ``queues``. Nothing when no write is unfinished."""
+    the ConsumeQueues it created from ``queues``; whether it did (a write is unfinished)."""
     journal = read(root)
     if journal is None:
-        return
+        return False
     for key in set(queues) - journal.queues:
         queues.pop(key).close()
     for cq in queues.values():
         cq.hide_past(journal.commitlog_end)
+    return True
 
 
 def readable_end(root: Path) -> int | None:

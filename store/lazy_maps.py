@@ -115,9 +115,19 @@ class LazyMappedFile(MappedFile):
                 return
         fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            n = os.preadv(fd, [out.view(np.uint8).data], pos)
+            self._pread(fd, pos, out)
         finally:
             os.close(fd)
+
+    def _read_with(self, fd: int, pos: int, out: np.ndarray) -> None:
+        with LAZY_MAPS.lock:
+            if self._mm is not None:
+                super().read_into(pos, out)
+                return
+        self._pread(fd, pos, out)
+
+    def _pread(self, fd: int, pos: int, out: np.ndarray) -> None:
+        n = os.preadv(fd, [out.view(np.uint8).data], pos)
         if n != out.nbytes:
             raise StoreFormatError(f"{self.path}: {n} bytes at {pos}, expected {out.nbytes} "
                                    f"(the file is shorter than {self.size} bytes)")

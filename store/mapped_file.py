@@ -81,6 +81,25 @@ class MappedFile:
         n = out.nbytes
         out.view(np.uint8)[:] = np.frombuffer(self.mm, dtype=np.uint8, count=n, offset=pos)
 
+    def read_data_tail(self, unit: int, limit: int) -> tuple[int, np.ndarray]:
+        """(where they start, a copy of them): the file's last bytes before the end of its data
+        (``data_end`` rounded up to a whole ``unit``, at most the file's size), at most ``limit``
+        of them (a multiple of ``unit``), starting at a multiple of ``unit``. One descriptor
+        finds the end and reads."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            end = min(self.size, _data_end(fd) + unit - 1) // unit * unit
+            pos = max(0, end - limit)
+            out = np.empty(end - pos, dtype=np.uint8)
+            self._read_with(fd, pos, out)
+        finally:
+            os.close(fd)
+        return pos, out
+
+    def _read_with(self, fd: int, pos: int, out: np.ndarray) -> None:
+        """``read_into``, given a read-only descriptor of the file (this class reads the map)."""
+        self.read_into(pos, out)
+
     def write(self, pos: int, data: bytes) -> None:
         """Write ``data`` at ``pos`` through the mapping."""
         self.mm[pos:pos + len(data)] = data
@@ -138,15 +157,19 @@ class MappedFileQueue:
 
     def load(self) -> None:
         """Open every existing file of every directory in offset order; reject foreign names,
-        wrong sizes, gaps and a name in two directories."""
+        wrong sizes, gaps and a name in two directories (one directory listing each)."""
         found: dict[str, Path] = {}
         for d in self.dirs:
-            for p in (d.iterdir() if d.exists() else ()):
-                if p.name.startswith("."):
+            try:
+                names = os.listdir(d)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if name.startswith("."):
                     continue
-                if p.name in found:
-                    raise StoreFormatError(f"{p}: the file {p.name} is also in {found[p.name].parent}")
-                found[p.name] = p
+                if name in found:
+                    raise StoreFormatError(f"{d / name}: the file {name} is also in {found[name].parent}")
+                found[name] = d / name
         for name in sorted(found):
             path = found[name]
             if not _NAME.match(name):
@@ -236,18 +259,22 @@ def data_end(path: Path | str) -> int:
     them reports the whole file as data). A scan can stop there without reading the rest."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        size, end = os.fstat(fd).st_size, 0
-        while end < size:
-            try:
-                lo = os.lseek(fd, end, os.SEEK_DATA)
-            except OSError as e:
-                if e.errno == errno.ENXIO:  # no data after ``end``
-                    break
-                raise
-            end = min(size, os.lseek(fd, lo, os.SEEK_HOLE))
-        return end
+        return _data_end(fd)
     finally:
         os.close(fd)
+
+
+def _data_end(fd: int) -> int:
+    size, end = os.fstat(fd).st_size, 0
+    while end < size:
+        try:
+            lo = os.lseek(fd, end, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno == errno.ENXIO:  # no data after ``end``
+                break
+            raise
+        end = min(size, os.lseek(fd, lo, os.SEEK_HOLE))
+    return end
 
 
 def first_nonzero(mf: MappedFile, pos: int, chunk: int = 1 << 22) -> int | None:

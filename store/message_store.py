@@ -117,8 +117,10 @@ class MessageStore:
         self.checkpoint = Checkpoint(self.root / "checkpoint", writer=not self.read_only)
         self.commitlog = CommitLog(self.root, cfg)
         self.commitlog.files.load()
+        # read-only, units below retained CommitLog data are not served
         self.queues: dict[tuple[str, int], ConsumeQueue] = load_queues(
-            self.root, cfg.mappedFileSizeConsumeQueue)
+            self.root, cfg.mappedFileSizeConsumeQueue,
+            self.commitlog.min_offset if self.read_only else None)
         #: a 5.x broker's BatchConsumeQueues, read only (a writer refuses a store that has them)
         self.batch_queues: dict[tuple[str, int], BatchConsumeQueue] = load_batch_queues(self.root)
         #: a 5.x broker's compaction topics' queues (``store.compaction_log``), served before
@@ -155,10 +157,12 @@ class MessageStore:
                     raise
         files = self.commitlog.files.files
         self._find_end(files[max(0, len(files) - 3)].start if files else 0)
-        ingest_journal.hide(self.root, self.queues)
-        every: list[ConsumeQueue | BatchConsumeQueue] = [*self.queues.values(),
+        hidden = ingest_journal.hide(self.root, self.queues)
+        # units below retained CommitLog data are not served (the queues loaded corrected; again
+        # where the ingest journal hid units, and the BatchConsumeQueues)
+        every: list[ConsumeQueue | BatchConsumeQueue] = [*(self.queues.values() if hidden else ()),
                                                           *self.batch_queues.values()]
-        for cq in every:  # units below retained CommitLog data are not served
+        for cq in every:
             cq.correct_min_offset(self.commitlog.min_offset)
 
     def _close_maps(self) -> None:

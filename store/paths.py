@@ -8,10 +8,11 @@ inside the directory it was built under.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from rocketlake.store import codec
-from rocketlake.store.errors import UnsafePathError
+from rocketlake.store.errors import StoreFormatError, UnsafePathError
 
 CONSUME_QUEUE_DIR = "consumequeue"
 #: a 5.x broker's BatchConsumeQueues (``store.batch_consume_queue``)
@@ -39,11 +40,14 @@ def check_queue_id(queue_id: int, where: Path) -> int:
 def resolve_inside(root: Path, path: Path) -> Path:
     """``path`` when it resolves (symlinks followed, missing parts allowed) inside ``root``'s
     resolution; UnsafePathError naming both otherwise. Returns ``path`` as given."""
-    base = Path(os.path.realpath(root))
     real = Path(os.path.realpath(path))
-    if real != base and base not in real.parents:
+    if not _inside(Path(os.path.realpath(root)), real):
         raise UnsafePathError(f"{path}: resolves to {real}, outside {root}; refusing to use it")
     return path
+
+
+def _inside(base: Path, real: Path) -> bool:
+    return real == base or base in real.parents
 
 
 def queue_dir(root: Path, topic: str, queue_id: int, within: str = CONSUME_QUEUE_DIR) -> Path:
@@ -53,3 +57,29 @@ def queue_dir(root: Path, topic: str, queue_id: int, within: str = CONSUME_QUEUE
     path = base / check_topic_name(topic, base) / str(check_queue_id(queue_id, base / topic))
     return resolve_inside(root, path)
 
+
+
+def queue_dirs(root: Path) -> Iterator[tuple[str, int, Path]]:
+    """(topic, queue id, directory) of every ``<root>/consumequeue/<topic>/<queueId>``, by topic
+    then queue id name; entries of `consumequeue/` that are not directories are skipped. As
+    ``queue_dir`` builds them: UnsafePathError for a topic name that is not one and for a path
+    that resolves outside ``root``; StoreFormatError for a queue directory name that is not a
+    queue id. One ``realpath`` per topic directory: a queue directory that is no link stays
+    inside its topic directory's resolution, so only a link is resolved itself."""
+    base = Path(root) / CONSUME_QUEUE_DIR
+    if not base.exists():
+        return
+    real_root = Path(os.path.realpath(root))
+    for topic in sorted(e.name for e in os.scandir(base) if e.is_dir()):
+        tdir = base / topic
+        topic_inside: bool | None = None
+        for entry in sorted(os.scandir(tdir), key=lambda e: e.name):
+            qdir = tdir / entry.name
+            if not entry.name.isdigit():
+                raise StoreFormatError(f"{qdir}: queue directory name is not a queue id")
+            check_topic_name(topic, base)
+            if topic_inside is None:
+                topic_inside = _inside(real_root, Path(os.path.realpath(tdir)))
+            if not topic_inside or entry.is_symlink():
+                resolve_inside(root, qdir)
+            yield topic, int(entry.name), qdir

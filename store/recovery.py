@@ -42,6 +42,7 @@ import numpy as np
 
 from rocketlake.store import codec
 from rocketlake.store.checkpoint import Checkpoint
+from rocketlake.store.codec import CQ_BLANK_UNIT_SIZE, CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.dispatch import Dispatcher
@@ -113,13 +114,16 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         end, reason = _valid_end(log, start, None)
     log.files.truncate_after(end)
     queue_redo = end
-    for cq in queues.values():
-        bad = _first_bad_unit(cq, log, end)
+    checked = _check_all(list(queues.values()), log, end)
+    for cq, (bad, last, _) in zip(list(queues.values()), checked):
         if bad is not None:
             rebuilt.append(f"{cq.files.dir}: unit {bad[0]} {bad[1]}; rebuilt from the CommitLog")
             cq.cut(bad[0])
             queue_redo = min(queue_redo, max(cq.max_physic_offset, log.min_offset))
-        cq.truncate_dirty(end)
+        if bad is None and last is not None:  # ``truncate_dirty`` would cut nothing
+            cq.set_max_physic(last)
+        else:
+            cq.truncate_dirty(end)
     if not abnormal:
         if index is not None:
             dropped = index.truncate(end, store_time)
@@ -131,8 +135,13 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         dispatch_from = min(dispatch_from, queue_redo)
         for batch in log.walk(queue_redo, check_crc=False, stop_at=end):
             redispatch(batch)
+    # units are only added after the ones checked: a minimum found among them stands
+    found_min = {id(cq): lo for cq, (_, _, lo) in zip(queues.values(), checked) if lo is not None}
     for cq in queues.values():
-        cq.correct_min_offset(log.min_offset)
+        if id(cq) in found_min:
+            cq.min_logic_offset = found_min[id(cq)]
+        else:
+            cq.correct_min_offset(log.min_offset)
     dispatch.flush()
     if out_of_range and index is not None:
         first = min(out_of_range)
@@ -155,35 +164,104 @@ def _store_time(log: CommitLog, at: int) -> int | None:
         return None
 
 
-def _first_bad_unit(cq: ConsumeQueue, log: CommitLog, end: int) -> tuple[int, str] | None:
-    """The first unit of ``cq``'s last three files that disagrees with the CommitLog, and how:
-    not a unit (offset < 0 or size <= 0), pointing past ``end`` with units inside it after it
-    (units are in CommitLog order; a tail past the end is the cut data's, not damage; a unit of
-    the pre-blank size after the queue's pre-blank units points past it), or, at or above the
-    CommitLog's minimum (below it retention removed the records: never read), not at the head
-    of a record (MAGIC v1 or v2, PHYSICALOFFSET = its address, TOTALSIZE = the unit's size).
-    A record's other head fields are not compared: a damaged QUEUEOFFSET or QUEUEID in the
-    CommitLog is no reason to move a unit that points at its record. Vectorised over the units:
-    O(units), one gather of 36 bytes per unit."""
-    first, u = cq.recent_units()
+Checked = tuple[tuple[int, str] | None, tuple[int, int, int] | None, int | None]
+#: units checked at once, over as many queues as they fill (20 MiB)
+CHECK_UNITS = 1 << 20
+
+
+def _check_all(queues: list[ConsumeQueue], log: CommitLog, end: int) -> list[Checked]:
+    """``_check_queues`` of every queue, in groups of at most ``CHECK_UNITS`` units (a queue's
+    are never split)."""
+    out: list[Checked] = []
+    group: list[ConsumeQueue] = []
+    units = 0
+    for cq in queues:
+        n = sum(mf.wrote for mf in cq.files.files[-3:]) // CQ_UNIT_SIZE
+        if group and units + n > CHECK_UNITS:
+            out += _check_queues(group, log, end)
+            group, units = [], 0
+        group.append(cq)
+        units += n
+    return out + _check_queues(group, log, end)
+
+
+def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int) -> list[Checked]:
+    """For each queue, from the units of its last three files (vectorised over all the queues:
+    one gather of record heads for all):
+
+    - the first unit that disagrees with the CommitLog, and how (None when none does): not a
+      unit (offset < 0 or size <= 0), pointing past ``end`` with units inside it after it (units
+      are in CommitLog order; a tail past the end is the cut data's, not damage; a unit of the
+      pre-blank size after the queue's pre-blank units points past it), or, at or above the
+      CommitLog's minimum (below it retention removed the records: never read), not at the head
+      of a record (MAGIC v1 or v2, PHYSICALOFFSET = its address, TOTALSIZE = the unit's size).
+      A record's other head fields are not compared: a damaged QUEUEOFFSET or QUEUEID in the
+      CommitLog is no reason to move a unit that points at its record;
+    - the last unit written, when ``ConsumeQueue.truncate_dirty(end)`` would cut nothing (the
+      newest file holds units and none of them points past ``end``), else None;
+    - when the queue has at most three files (all read), the byte offset of its first unit whose
+      record is at or above the CommitLog's minimum (``correct_min_offset``), else None."""
+    recent = [cq.recent_units() for cq in queues]
+    sizes = np.array([u.size for _, u in recent], dtype=np.int64)
+    bounds = np.concatenate(([0], np.cumsum(sizes)))
+    u = np.concatenate([u for _, u in recent]) if recent else np.zeros(0, dtype=CQ_UNIT_DTYPE)
+    qi = np.repeat(np.arange(len(queues)), sizes)
+    pos = np.arange(u.size) - bounds[qi]  # index among the queue's units
+    first = np.array([f for f, _ in recent], dtype=np.int64)
+    whole = np.array([len(cq.files.files) <= 3 and all(mf.wrote == mf.size for mf in cq.files.files[:-1])
+                      for cq in queues], dtype=bool)  # every unit read, numbered without gaps
     off, size = u["commitlog_offset"], u["size"].astype(np.int64)
-    unit = np.arange(first, first + u.size) >= cq.pre_blank_end()  # the rest fill the first file
+    # pre-blank units lead the first file: read whole above, else looked up
+    blank = (off == 0) & (u["size"] == CQ_BLANK_UNIT_SIZE) & (u["tags_code"] == 0)
+    first_written = np.array([cq.files.files[0].wrote // CQ_UNIT_SIZE if cq.files.files else 0
+                              for cq in queues], dtype=np.int64)
+    lead = _first_per_queue(~blank | (pos >= first_written[qi]), qi, len(queues))
+    pre_blank_end = np.where(lead >= 0, first + lead, first + first_written)
+    for k in np.flatnonzero(~whole).tolist():
+        pre_blank_end[k] = queues[k].pre_blank_end()
+    unit = first[qi] + pos >= pre_blank_end[qi]  # the rest fill the first file
     garbage = unit & ((off < 0) | (size <= 0))
-    inside = np.flatnonzero(unit & ~garbage & (off + size <= end))
-    before_last_inside = np.arange(u.size) < (inside[-1] if inside.size else 0)
-    past = unit & ~garbage & (off + size > end) & before_last_inside
-    check = inside[off[inside] >= log.min_offset]
+    inside = unit & ~garbage & (off + size <= end)
+    last_inside = np.zeros(len(queues), dtype=np.int64)
+    np.maximum.at(last_inside, qi[inside], pos[inside])
+    beyond = unit & ~garbage & (off + size > end)
+    past = beyond & (pos < last_inside[qi])
+    check = np.flatnonzero(inside & (off >= log.min_offset))
     head = _heads(log, off[check])
     wrong = np.zeros(u.size, dtype=bool)
     wrong[check] = (~np.isin(head[:, 1], (codec.MAGIC_V1, codec.MAGIC_V2)) | (head[:, 0] != size[check])
                     | (head[:, 2] != off[check]))
-    bad = [(int(np.flatnonzero(m)[0]), what) for what, m in
-           (("is not a unit", garbage), ("points past the CommitLog end", past),
-            ("does not point at a record head", wrong)) if m.any()]
-    if not bad:
-        return None
-    i, what = min(bad)
-    return first + i, what
+    firsts = [(_first_per_queue(m, qi, len(queues)), what) for what, m in
+              (("is not a unit", garbage), ("points past the CommitLog end", past),
+               ("does not point at a record head", wrong))]
+    last_written = np.array([cq.files.files[-1].wrote // CQ_UNIT_SIZE if cq.files.files else 0
+                             for cq in queues], dtype=np.int64)
+    tail_beyond = _first_per_queue(beyond & (pos >= sizes[qi] - last_written[qi]), qi, len(queues))
+    min_unit = _first_per_queue((off >= log.min_offset) & (size > 0) & (size != CQ_BLANK_UNIT_SIZE),
+                                qi, len(queues))
+    out: list[Checked] = []
+    for k in range(len(queues)):
+        bad = [(int(f[k]), what) for f, what in firsts if f[k] >= 0]
+        if bad:
+            i, what = min(bad)
+            out.append(((int(first[k]) + i, what), None, None))
+            continue
+        settled = last_written[k] > 0 and tail_beyond[k] < 0
+        out.append((None, u[bounds[k + 1] - 1].item() if settled else None,
+                    int(first[k] + min_unit[k]) * CQ_UNIT_SIZE if settled and whole[k] and min_unit[k] >= 0
+                    else None))
+    return out
+
+
+def _first_per_queue(mask: np.ndarray, qi: np.ndarray, n: int) -> np.ndarray:
+    """For each of ``n`` queues, the index among its units (``qi``: the queue of each unit, in
+    order) of its first unit where ``mask`` holds; -1 where none does."""
+    out = np.full(n, -1, dtype=np.int64)
+    hits = np.flatnonzero(mask)
+    queues, at = np.unique(qi[hits], return_index=True)
+    starts = np.searchsorted(qi, queues)
+    out[queues] = hits[at] - starts
+    return out
 
 
 def _heads(log: CommitLog, offsets: np.ndarray) -> np.ndarray:

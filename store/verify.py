@@ -259,7 +259,7 @@ class _Checker:
         except StoreFormatError as e:
             self.problem("consumequeue-unreadable", "consumequeue", None, str(e))
             return
-        want = {key: _by_queue_offset(records, rows) for key, rows in expected.items()}
+        want = _by_queue_offset(records, expected)
         cl_min = log.min_offset
         for key, cq in sorted(queues.items()):
             self._queue(cq, want.pop(key, None), records, cl_min)
@@ -493,16 +493,25 @@ class _Checker:
                                  f"group {group}: offset {off} of {topic}/{q} is past its max {hi}")
 
 
-def _by_queue_offset(records: Records, rows: npt.NDArray[np.int64]
-                     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """(queue offsets ascending, row) of one queue's records ``rows`` (CommitLog order); where
-    records claim the same queue offset, the last one stands for it."""
+def _by_queue_offset(records: Records, expected: dict[tuple[str, int], npt.NDArray[np.int64]]
+                     ) -> dict[tuple[str, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+    """For each queue of ``expected`` (its records' rows, in CommitLog order): (queue offsets
+    ascending, row); where records claim the same queue offset, the last one stands for it.
+    One sort for all the queues."""
+    sizes = np.array([rows.size for rows in expected.values()], dtype=np.int64)
+    if not sizes.size:
+        return {}
+    rows = np.concatenate(list(expected.values()))
+    group = np.repeat(np.arange(sizes.size), sizes)
     qo = records.queue_offset[rows]
-    order = np.argsort(qo, kind="stable")
-    qo, rows = qo[order], rows[order]
+    order = np.lexsort((qo, group))  # stable: CommitLog order among equal queue offsets
+    rows, group, qo = rows[order], group[order], qo[order]
     last = np.ones(qo.size, dtype=np.bool_)
-    last[:-1] = qo[1:] != qo[:-1]
-    return qo[last], rows[last]
+    last[:-1] = (qo[1:] != qo[:-1]) | (group[1:] != group[:-1])
+    rows, group, qo = rows[last], group[last], qo[last]
+    bounds = np.searchsorted(group, np.arange(sizes.size + 1))
+    return {key: (qo[a:b], rows[a:b])
+            for key, a, b in zip(expected, bounds[:-1].tolist(), bounds[1:].tolist())}
 
 
 def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any) -> VerifyReport:

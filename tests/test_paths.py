@@ -94,6 +94,25 @@ def test_topic_directory_linked_out_of_the_store_is_refused(tmp_path: Path, vict
     assert outside(tmp_path, store) == victims
 
 
+def test_queue_directory_linked_out_of_the_store_is_refused(tmp_path: Path, victims) -> None:
+    """Loading resolves each topic directory once; a queue directory inside one that stays in the
+    store is still resolved itself when it is a link, and refused when that leads out (one
+    linked back inside is a queue like any other)."""
+    store = tmp_path / "s"
+    with MessageStore(store, **SMALL) as ms:
+        ms.put(Message("orders", b"x"))
+    topic = store / "consumequeue" / "orders"
+    (topic / "1").symlink_to(topic / "0")  # inside: a queue
+    assert sorted(load_queues(store, SMALL["mappedFileSizeConsumeQueue"])) == [("orders", 0), ("orders", 1)]
+    (topic / "2").symlink_to(tmp_path / "victim_dir")
+    victims = outside(tmp_path, store)
+    with pytest.raises(UnsafePathError, match=f"{topic / '2'}: resolves to .*victim_dir, outside"):
+        load_queues(store, SMALL["mappedFileSizeConsumeQueue"])
+    with pytest.raises(UnsafePathError, match="outside"):
+        MessageStore(store, read_only=True)
+    assert outside(tmp_path, store) == victims
+
+
 def test_library_rebuild_refuses_a_record_with_a_hostile_topic(tmp_path: Path, victims) -> None:
     store = tmp_path / "s"
     with MessageStore(store, **SMALL) as ms:

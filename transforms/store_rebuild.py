@@ -265,11 +265,15 @@ def write_queues(job: QueueJob, staging: str, root: str, cq_name: str, file_size
     """Write task: the ConsumeQueue files of ``job``'s queues under ``root/cq_name`` (units below a
     queue's current max offset are skipped). Returns units written per topic."""
     folder, written = Path(staging), dict[str, int]()
+    loaded: dict[tuple[int, str], np.ndarray] = {}  # each part's file mapped once per task
+
+    def part(p: int, kind: str) -> np.ndarray:
+        if (p, kind) not in loaded:
+            loaded[(p, kind)] = np.load(part_path(folder, p, kind), mmap_mode="r")
+        return loaded[(p, kind)]
     for topic, qid, after, slices in job.queues:
-        qoff = np.concatenate([np.load(part_path(folder, p, "qoff"), mmap_mode="r")[lo:hi]
-                               for p, lo, hi in slices])
-        units = np.concatenate([np.load(part_path(folder, p, "units"), mmap_mode="r")[lo:hi]
-                                for p, lo, hi in slices])
+        qoff = np.concatenate([part(p, "qoff")[lo:hi] for p, lo, hi in slices])
+        units = np.concatenate([part(p, "units")[lo:hi] for p, lo, hi in slices])
         n = write_consume_queue_files(queue_dir(Path(root), topic, qid, cq_name), qoff, units,
                                       file_size, after)
         written[topic] = written.get(topic, 0) + n

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from rocketlake.store import MessageStore, file_sizes
-from rocketlake.store.config import StoreConfig, parse_set_options
+from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.message import GetStatus
 
 
@@ -19,9 +20,12 @@ def reading_config(a: argparse.Namespace) -> StoreConfig:
 
 @contextmanager
 def open_read_only(a: argparse.Namespace) -> Iterator[MessageStore]:
-    """The ``--store`` opened read-only with :func:`reading_config`; NotAStoreError (exit 2) for
+    """The ``--store`` opened read-only with the settings of :func:`reading_config` (the open
+    takes the file sizes from the files: they are looked up once); NotAStoreError (exit 2) for
     a path that is not a store."""
-    with MessageStore(a.store, reading_config(a), read_only=True) as ms:
+    settings: dict[str, Any] = parse_set_options(a.set)
+    # the names are checked (load_config) before they are given as keywords
+    with MessageStore(a.store, load_config(settings), read_only=True, **settings) as ms:
         yield ms
 
 

@@ -50,14 +50,17 @@ def _body(topic: str, queue_id: int, k: int) -> str:
     return f"{topic}/{queue_id}/{k}"
 
 
-def _write_store(root: Path) -> None:
-    """TOPICS x QUEUES queues of PER_QUEUE messages each, stored round-robin over the queues."""
+def _write_store(root: Path, topics: int = TOPICS, queues: int = QUEUES, per_queue: int = PER_QUEUE,
+                 cq_file: int = CQ_FILE) -> None:
+    """``topics`` x ``queues`` queues of ``per_queue`` messages each, stored round-robin over the
+    queues, in ConsumeQueue files of ``cq_file`` bytes (``benchmarks/bench_many_queues.py`` writes
+    its stores with it too)."""
     log = bytearray()
     units: dict[tuple[str, int], list[bytes]] = {}
     i = 0
-    for k in range(PER_QUEUE):
-        for t in range(TOPICS):
-            for q in range(QUEUES):
+    for k in range(per_queue):
+        for t in range(topics):
+            for q in range(queues):
                 topic = _topic(t)
                 rec = _record(len(log), topic, q, k, STORE_TS + i, _body(topic, q, k).encode())
                 units.setdefault((topic, q), []).append(
@@ -75,7 +78,7 @@ def _write_store(root: Path) -> None:
         qdir.mkdir(parents=True)
         with open(qdir / f"{0:020d}", "wb") as f:
             f.write(b"".join(us))
-            f.truncate(CQ_FILE)
+            f.truncate(cq_file)
 
 
 def _java_hash(s: str) -> int:
