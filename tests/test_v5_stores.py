@@ -339,3 +339,36 @@ def test_a_compaction_topic_is_served_from_the_brokers_compaction_log(tmp_path: 
     assert cli.main(["lag", *store, "--json"]) == ExitCode.OK
     assert [(r["consumer_offset"], r["max_offset"], r["lag"])
             for r in _json_lines(capsys.readouterr().out)] == [(3, 5, 2)]
+
+
+# --- Spark jobs that read ConsumeQueues as files or write them refuse 5.x queues before Spark ----
+def _rocksdb_cq_store(root: Path) -> None:
+    """A store whose `consumequeue/` is a RocksDB database (storeType=defaultRocksDB): a database
+    directory names its MANIFEST in `CURRENT`."""
+    _put(root, 3)
+    for f in (root / "consumequeue" / "t5" / "0").iterdir():
+        f.unlink()
+    (root / "consumequeue" / "t5" / "0").rmdir()
+    (root / "consumequeue" / "t5").rmdir()
+    (root / "consumequeue" / "CURRENT").write_text("MANIFEST-000005\n")
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("command", [["publish-offsets", "--lake", "LAKE"], ["rebuild"],
+                                     ["rebuild", "--incremental"], ["compact", "--lake", "LAKE"]])
+@pytest.mark.parametrize(("build", "named"), [
+    (_rocksdb_cq_store, "storeType=defaultRocksDB"),
+    (_batch_cq_store, "batchconsumequeue/bt: a BatchConsumeQueue (topic 'bt' is a 5.x BatchCQ topic)")])
+def test_jobs_on_consume_queues_refuse_5x_queues_before_spark(tmp_path: Path, capsys, command,
+                                                              build, named) -> None:
+    root = tmp_path / "store"
+    build(root)
+    before = _tree(root)
+    argv = [a.replace("LAKE", str(tmp_path / "lake")) for a in command]
+    assert cli.main([*argv, "--store", str(root)]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert named in err and f"{command[0]} reads and writes 4.9 ConsumeQueue files only" in err
+    assert _tree(root) == before and not (tmp_path / "lake").exists()
