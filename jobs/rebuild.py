@@ -151,6 +151,7 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
     command in what it prints. Rebuilding into a store with a 5.x RocksDB ConsumeQueue or
     BatchConsumeQueues is refused (``job_support.refuse_5x_queues``); ``output`` elsewhere is not."""
     check_output(store, output, structures, prog)
+    job_support.refuse_commitlog_elsewhere(store, cfg, prog)
     start = _incremental_start(store, cfg, structures) if incremental else _Start()
     files = commitlog_files(store, cfg.mappedFileSizeCommitLog)
     first = files[0][1] if files else 0
@@ -238,6 +239,7 @@ def run_structures(prog: str, structures: tuple[str, ...], args: argparse.Namesp
     cfg = job_support.store_config(args, () if args.incremental else structures)
     store = check_store(args.store)
     check_output(store, args.output, structures, prog)  # before Spark starts
+    job_support.refuse_commitlog_elsewhere(store, cfg, prog)
     spark = build_session(f"rocketlake {prog}", master=args.master, delta=args.lake is not None)
     rebuilt = rebuild(spark, store, cfg, args.output, args.incremental,
                       args.split_bytes or DEFAULT_SPLIT_BYTES, structures, prog=prog)

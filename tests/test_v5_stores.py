@@ -294,6 +294,25 @@ def test_a_writer_refuses_a_commitlog_elsewhere(tmp_path: Path) -> None:
     assert not (root / "commitlog2" / f"{0:020d}").exists()
 
 
+
+@pytest.mark.parametrize("command", [["rebuild"], ["rebuild", "--output", "OUT"],
+                                     ["publish-offsets", "--lake", "LAKE"],
+                                     ["compact", "--lake", "LAKE"], ["archive", "--lake", "LAKE"]])
+def test_spark_jobs_refuse_a_commitlog_over_several_directories(tmp_path: Path, capsys,
+                                                                command) -> None:
+    root = tmp_path / "s"
+    _spread(root, 40)
+    before = _tree(root)
+    argv = [a.replace("LAKE", str(tmp_path / "lake")).replace("OUT", str(tmp_path / "out"))
+            for a in command]
+    paths = f"{root / 'commitlog'},{root / 'commitlog2'}"
+    assert cli.main([*argv, "--store", str(root), "--set", f"storePathCommitLog={paths}"]) == \
+        ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "storePathCommitLog" in err and f"{command[0]} reads <store>/commitlog only" in err
+    assert _tree(root) == before
+    assert not (tmp_path / "lake").exists() and not (tmp_path / "out").exists()
+
 # --- compaction topics (CompactionLog / SparseConsumeQueue: compaction/compactionLog/<t>/<q>
 # holds CommitLog records at their own offsets, compaction/compactionCq/<t>/<q> 46-byte units) -----
 def _compacted_store(root: Path) -> list[bytes]:
