@@ -87,6 +87,7 @@ def archive_stream(root: Path, cfg: StoreConfig, lake: str, store_name: str | No
     the offset reached."""
     started = time.time_ns() // 1_000_000
     root = check_store(root)
+    job_support.refuse_commitlog_elsewhere(root, cfg, PROG)
     store_name = lake_store_name(root, store_name)
     spark = build_session(f"rocketlake-{PROG}", master=master)
     uri, checkpoint = table_uri(lake, ARCHIVE_TABLE), checkpoint_uri(lake, store_name)

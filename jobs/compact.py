@@ -299,6 +299,8 @@ def maintain(root: Path, cfg: StoreConfig, lake: str, store_name: str | None = N
     session this starts."""
     started = time.time_ns() // 1_000_000
     root = check_store(root)
+    job_support.refuse_5x_queues(root, PROG)
+    job_support.refuse_commitlog_elsewhere(root, cfg, PROG)
     store_name = lake_store_name(root, store_name)
     now = now_ms if now_ms is not None else started
     summary: dict = {"plan": plan(root, cfg, now, force, protect_unconsumed, respect_delete_when)}

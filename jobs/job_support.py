@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 from rocketlake.store import swap_journal
 from rocketlake.store.config import StoreConfig, parse_set_options
-from rocketlake.store.errors import StoreLockedError
+from rocketlake.store.consume_queue import not_file_queues
+from rocketlake.store.errors import SettingError, StoreLockedError, UnsupportedStoreError
 from rocketlake.store.file_sizes import reading_config
 from rocketlake.store.lockfile import StoreLock
 from rocketlake.transforms.commitlog_scan import ScanEnd
@@ -31,6 +32,29 @@ def store_config(args: argparse.Namespace, replacing: Collection[str] = ()) -> S
     return reading_config(args.store, parse_set_options(args.set), replacing)
 
 
+def refuse_commitlog_elsewhere(root: Path, cfg: StoreConfig, job: str) -> None:
+    """The store guard of the Spark jobs, which read the CommitLog in `<root>/commitlog` only:
+    SettingError (exit 2) naming storePathCommitLog when ``cfg`` puts the CommitLog of the store
+    at ``root`` elsewhere or over several directories (``StoreConfig.commitlog_dirs``, the
+    library's rule), before anything is read or written."""
+    dirs = cfg.commitlog_dirs(root)
+    if dirs != [Path(root) / "commitlog"]:
+        raise SettingError(
+            f"{root}: storePathCommitLog / readOnlyCommitLogStorePaths put the CommitLog in "
+            f"{', '.join(map(str, dirs))}; {job} reads <store>/commitlog only and refuses it, "
+            f"nothing was read or written (the rocketlake commands read it: dump, get, verify)")
+
+
+def refuse_5x_queues(root: Path, job: str) -> None:
+    """The store guard of the jobs that read ConsumeQueues as files or write them (publish-offsets,
+    rebuild into the store, compact): UnsupportedStoreError (exit 2) when the store at ``root``
+    keeps a 5.x RocksDB ConsumeQueue or BatchConsumeQueues (``consume_queue.not_file_queues``
+    names which), before anything is read or written."""
+    reason = not_file_queues(root)
+    if reason is not None:
+        raise UnsupportedStoreError(
+            f"{reason}; {job} reads and writes 4.9 ConsumeQueue files only and refuses this store, "
+            f"nothing was read or written (the rocketlake commands read it: get, lag, topic-status)")
 
 
 @contextmanager

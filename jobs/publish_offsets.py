@@ -249,6 +249,8 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
     Spark master of a session this starts."""
     started = time.time_ns() // 1_000_000
     root = check_store(root)
+    job_support.refuse_5x_queues(root, PROG)
+    job_support.refuse_commitlog_elsewhere(root, cfg, PROG)
     cfg = with_consume_queue_size(root, with_commitlog_size(root, cfg))  # the files' sizes
     store = store_name(root, store)
     ts = whole_ms(ts or datetime.now(UTC))

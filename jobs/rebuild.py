@@ -35,7 +35,6 @@ from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.store import swap_journal
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import CorruptRecordError, UnsafePathError
-from rocketlake.store.rocksdb_store import refuse_writing
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.topic_config import declare_topics, queue_counts
@@ -127,10 +126,12 @@ def _run_write(task: tuple[str, object], staging: str, root: str, cq_name: str,
     return kind, sr.write_queues(job, staging, root, cq_name, cfg.mappedFileSizeConsumeQueue)
 
 
-def check_output(output: Path | None, structures: tuple[str, ...]) -> None:
-    """Refuse what a rebuild of ``structures`` into ``output`` (None: into the store) cannot do
-    (no Spark needed): an unknown structure (ValueError), a structure's directory under
-    ``output`` that holds files (FileExistsError naming it: a rebuild never overwrites them)."""
+def check_output(store: Path, output: Path | None, structures: tuple[str, ...],
+                 prog: str = PROG) -> None:
+    """Refuse what a rebuild of ``structures`` of ``store`` into ``output`` (None: into the store)
+    cannot do (no Spark needed): an unknown structure (ValueError), a structure's directory under
+    ``output`` that holds files (FileExistsError naming it: a rebuild never overwrites them), a
+    store with 5.x queues to rebuild into (``job_support.refuse_5x_queues``)."""
     unknown = set(structures) - set(STRUCTURES)
     if unknown or not structures:
         raise ValueError(f"structures must be among {', '.join(STRUCTURES)}, got {', '.join(structures)}")
@@ -138,6 +139,8 @@ def check_output(output: Path | None, structures: tuple[str, ...]) -> None:
         if output is not None and (output / name).is_dir() and any((output / name).iterdir()):
             raise FileExistsError(f"{output / name}: already exists and is not empty (a rebuild "
                                   f"never overwrites files; give a new or empty --output)")
+    if output is None:
+        job_support.refuse_5x_queues(store, prog)
 
 
 @job_support.locks_store
@@ -145,11 +148,10 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
             incremental: bool = False, split_bytes: int = DEFAULT_SPLIT_BYTES,
             structures: tuple[str, ...] = STRUCTURES, prog: str = PROG) -> Rebuilt:
     """Rebuild ``structures`` of ``store`` from one scan (see the module doc); ``prog`` names the
-    command in what it prints. Rebuilding into a store whose ConsumeQueue is a 5.x RocksDB
-    database is refused (UnsupportedStoreError); ``output`` elsewhere is not."""
-    check_output(output, structures)
-    if output is None:
-        refuse_writing(store)
+    command in what it prints. Rebuilding into a store with a 5.x RocksDB ConsumeQueue or
+    BatchConsumeQueues is refused (``job_support.refuse_5x_queues``); ``output`` elsewhere is not."""
+    check_output(store, output, structures, prog)
+    job_support.refuse_commitlog_elsewhere(store, cfg, prog)
     start = _incremental_start(store, cfg, structures) if incremental else _Start()
     files = commitlog_files(store, cfg.mappedFileSizeCommitLog)
     first = files[0][1] if files else 0
@@ -236,7 +238,8 @@ def run_structures(prog: str, structures: tuple[str, ...], args: argparse.Namesp
     # a full or --output rebuild writes its structures anew: their damaged sizes do not stop it
     cfg = job_support.store_config(args, () if args.incremental else structures)
     store = check_store(args.store)
-    check_output(args.output, structures)  # before Spark starts
+    check_output(store, args.output, structures, prog)  # before Spark starts
+    job_support.refuse_commitlog_elsewhere(store, cfg, prog)
     spark = build_session(f"rocketlake {prog}", master=args.master, delta=args.lake is not None)
     rebuilt = rebuild(spark, store, cfg, args.output, args.incremental,
                       args.split_bytes or DEFAULT_SPLIT_BYTES, structures, prog=prog)

@@ -3,6 +3,7 @@ RocketMQ's ``ConsumeQueue`` writes them."""
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from pathlib import Path
 from typing import cast
 
@@ -18,8 +19,8 @@ from rocketlake.store.codec import (
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.lazy_maps import LazyMappedFile
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, data_end
-from rocketlake.store.paths import queue_dir, queue_dirs
-from rocketlake.store.rocksdb_store import load_rocksdb_queues, rocksdb_consume_queue
+from rocketlake.store.paths import BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_DIR, queue_dir, queue_dirs
+from rocketlake.store.rocksdb_store import SETTING, load_rocksdb_queues, rocksdb_consume_queue
 from rocketlake.store.safe_files import disk_error, open_file
 from rocketlake.store.swap_journal import refuse_unfinished
 
@@ -331,6 +332,22 @@ def _written_units(mf: MappedFile, lo: int, u: np.ndarray) -> tuple[int, tuple[i
             return 0, None
         hi, lo = lo, max(0, lo - SCAN_UNITS)
         u = read_units(mf, lo, hi - lo)
+
+
+def not_file_queues(root: Path, topics: Collection[str] | None = None) -> str | None:
+    """Why the ConsumeQueues of the store at ``root`` (of ``topics``; None: every topic) are not
+    all 4.9 ConsumeQueue files, which code that reads them as files or writes them must know: a
+    5.x RocksDB ConsumeQueue (naming ``storeType=defaultRocksDB``), or a BatchConsumeQueue
+    (naming its topic). None when they are."""
+    if rocksdb_consume_queue(root):
+        return f"{Path(root) / CONSUME_QUEUE_DIR}: a RocksDB ConsumeQueue ({SETTING}, RocketMQ 5.x)"
+    base = Path(root) / BATCH_CONSUME_QUEUE_DIR
+    batch = sorted(d.name for d in (base.iterdir() if base.is_dir() else ())
+                   if d.is_dir() and (topics is None or d.name in topics))
+    if batch:
+        return (f"{base / batch[0]}: a BatchConsumeQueue (topic {batch[0]!r} is a 5.x BatchCQ "
+                f"topic{f', and {len(batch) - 1} more' if len(batch) > 1 else ''})")
+    return None
 
 
 def load_queues(root: Path, file_size: int,

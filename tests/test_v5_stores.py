@@ -294,6 +294,25 @@ def test_a_writer_refuses_a_commitlog_elsewhere(tmp_path: Path) -> None:
     assert not (root / "commitlog2" / f"{0:020d}").exists()
 
 
+
+@pytest.mark.parametrize("command", [["rebuild"], ["rebuild", "--output", "OUT"],
+                                     ["publish-offsets", "--lake", "LAKE"],
+                                     ["compact", "--lake", "LAKE"], ["archive", "--lake", "LAKE"]])
+def test_spark_jobs_refuse_a_commitlog_over_several_directories(tmp_path: Path, capsys,
+                                                                command) -> None:
+    root = tmp_path / "s"
+    _spread(root, 40)
+    before = _tree(root)
+    argv = [a.replace("LAKE", str(tmp_path / "lake")).replace("OUT", str(tmp_path / "out"))
+            for a in command]
+    paths = f"{root / 'commitlog'},{root / 'commitlog2'}"
+    assert cli.main([*argv, "--store", str(root), "--set", f"storePathCommitLog={paths}"]) == \
+        ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert "storePathCommitLog" in err and f"{command[0]} reads <store>/commitlog only" in err
+    assert _tree(root) == before
+    assert not (tmp_path / "lake").exists() and not (tmp_path / "out").exists()
+
 # --- compaction topics (CompactionLog / SparseConsumeQueue: compaction/compactionLog/<t>/<q>
 # holds CommitLog records at their own offsets, compaction/compactionCq/<t>/<q> 46-byte units) -----
 def _compacted_store(root: Path) -> list[bytes]:
@@ -339,3 +358,36 @@ def test_a_compaction_topic_is_served_from_the_brokers_compaction_log(tmp_path: 
     assert cli.main(["lag", *store, "--json"]) == ExitCode.OK
     assert [(r["consumer_offset"], r["max_offset"], r["lag"])
             for r in _json_lines(capsys.readouterr().out)] == [(3, 5, 2)]
+
+
+# --- Spark jobs that read ConsumeQueues as files or write them refuse 5.x queues before Spark ----
+def _rocksdb_cq_store(root: Path) -> None:
+    """A store whose `consumequeue/` is a RocksDB database (storeType=defaultRocksDB): a database
+    directory names its MANIFEST in `CURRENT`."""
+    _put(root, 3)
+    for f in (root / "consumequeue" / "t5" / "0").iterdir():
+        f.unlink()
+    (root / "consumequeue" / "t5" / "0").rmdir()
+    (root / "consumequeue" / "t5").rmdir()
+    (root / "consumequeue" / "CURRENT").write_text("MANIFEST-000005\n")
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("command", [["publish-offsets", "--lake", "LAKE"], ["rebuild"],
+                                     ["rebuild", "--incremental"], ["compact", "--lake", "LAKE"]])
+@pytest.mark.parametrize(("build", "named"), [
+    (_rocksdb_cq_store, "storeType=defaultRocksDB"),
+    (_batch_cq_store, "batchconsumequeue/bt: a BatchConsumeQueue (topic 'bt' is a 5.x BatchCQ topic)")])
+def test_jobs_on_consume_queues_refuse_5x_queues_before_spark(tmp_path: Path, capsys, command,
+                                                              build, named) -> None:
+    root = tmp_path / "store"
+    build(root)
+    before = _tree(root)
+    argv = [a.replace("LAKE", str(tmp_path / "lake")) for a in command]
+    assert cli.main([*argv, "--store", str(root)]) == ExitCode.USAGE
+    err = capsys.readouterr().err
+    assert named in err and f"{command[0]} reads and writes 4.9 ConsumeQueue files only" in err
+    assert _tree(root) == before and not (tmp_path / "lake").exists()

@@ -95,7 +95,7 @@ from pyspark.sql.types import (
 )
 
 from rocketlake.store import codec, dispatch
-from rocketlake.store.consume_queue import load_queues
+from rocketlake.store.consume_queue import load_queues, not_file_queues
 from rocketlake.store.errors import CorruptRecordError, SettingError
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.paths import CONSUME_QUEUE_DIR
@@ -330,8 +330,11 @@ class CommitLogReader(_BoundsReader):
     def partitions(self) -> list[InputPartition]:
         lo, hi = self.bounds.get("commitlog_offset", UNBOUNDED)
         topics, start, plan = self._topics(), None, None
+        # the ConsumeQueue path reads 4.9 ConsumeQueue files: a 5.x RocksDB ConsumeQueue or a
+        # BatchCQ topic (the pattern may match one without a consumequeue/ directory) is walked
         if self.opts.consumable and topics is not None and \
-                all(dispatch.served_as_such(t) for t in topics):
+                all(dispatch.served_as_such(t) for t in topics) and \
+                not_file_queues(self.root, None if self.opts.topic_pattern else topics) is None:
             files = commitlog_files(self.root, self.file_size)
             plan = topic_reads.plan(
                 self.root, self.opts.file_size("mappedFileSizeConsumeQueue"), files[0][1], topics,

@@ -80,6 +80,21 @@ def test_common_topic_no_consumable_or_system_topic_is_walked(store) -> None:
         assert all(isinstance(p, ScanRange) for p in plan(root, **options)), options
 
 
+def test_a_5x_rocksdb_or_batch_consume_queue_is_walked_not_read_as_files(store, tmp_path: Path) -> None:
+    rocks, batch = tmp_path / "rocks", tmp_path / "batch"
+    shutil.copytree(store[0], rocks)
+    shutil.rmtree(rocks / "consumequeue")
+    (rocks / "consumequeue").mkdir()
+    (rocks / "consumequeue" / "CURRENT").write_text("MANIFEST-000005\n")  # a RocksDB database
+    shutil.copytree(store[0], batch)
+    (batch / "batchconsumequeue" / "rare" / "0").mkdir(parents=True)  # "rare" as a BatchCQ topic
+    for root, options in ((rocks, {"topics": "rare"}), (rocks, {"topicPattern": "ra.*"}),
+                          (batch, {"topics": "rare"}), (batch, {"topicPattern": "ra.*"})):
+        parts = plan(root, consumable="true", **options)
+        assert parts and all(isinstance(p, ScanRange) for p in parts), (root, options)
+    assert any(isinstance(p, tuple) for p in plan(store[0], consumable="true", topics="rare"))
+
+
 def test_records_after_the_dispatch_watermark_are_walked(spark, tmp_path: Path) -> None:
     """ConsumeQueues behind the CommitLog (a live broker's tail not yet dispatched): the units'
     records come from the ConsumeQueues, the rest from a walk of the tail."""
