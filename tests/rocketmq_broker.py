@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import rocketmq_peer
 from rocketmq_peer import PeerError
 
@@ -55,6 +56,17 @@ def maven_central_reachable(timeout: float = 10) -> bool:
             return True
     except OSError:
         return False
+
+
+def built_or_skip(version: str) -> Path:
+    """The harness jar of ``version`` (built when needed); the calling test is skipped, naming
+    why, only when it is not built and Maven Central is unreachable."""
+    try:
+        return build(version)
+    except PeerError:
+        if not maven_central_reachable():
+            pytest.skip(f"RocketMQ {version} broker harness not built and Maven Central unreachable")
+        raise
 
 
 def serve(store: str | os.PathLike[str], topics: list[str], version: str, sizes: list[str],

@@ -15,7 +15,6 @@ import base64
 import ipaddress
 import json
 import shutil
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -99,16 +98,6 @@ def _served(messages: list[dict[str, Any]]) -> dict[tuple[str, int, int], dict[s
     return out
 
 
-@cache
-def _harness(version: str) -> Path:
-    try:
-        return rocketmq_broker.build(version)
-    except rocketmq_peer.PeerError:
-        if not rocketmq_broker.maven_central_reachable():
-            pytest.skip(f"RocketMQ {version} broker harness not built and Maven Central unreachable")
-        raise
-
-
 @pytest.fixture(scope="module")
 def events_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("events") / "events.jsonl"
@@ -149,7 +138,7 @@ def killed_store(tmp_path_factory: pytest.TempPathFactory, events_file: Path) ->
 def test_a_broker_serves_every_message_of_a_store_rocketlake_wrote(
         which: str, version: str, request: pytest.FixtureRequest, tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    _harness(version)
+    rocketmq_broker.built_or_skip(version)
     store = tmp_path / "store"
     shutil.copytree(request.getfixturevalue(which), store)  # the broker changes what it opens
     messages, done = rocketmq_broker.serve(store, TOPICS, version, HARNESS_SIZES, tmp_path / "home")

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import rocketmq_broker
-import rocketmq_peer
 
 from rocketlake.jobs.cli import main
 from rocketlake.store import MessageStore
@@ -28,12 +27,7 @@ STEPS = ["--topic", "rl_plain", "4", "-", "--topic", "rl_tx", "2", "-",
 
 @pytest.fixture(scope="module")
 def produced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, rocketmq_broker.Produced]:
-    try:
-        rocketmq_broker.build(VERSION)
-    except rocketmq_peer.PeerError:
-        if not rocketmq_broker.maven_central_reachable():
-            pytest.skip(f"RocketMQ {VERSION} broker harness not built and Maven Central unreachable")
-        raise
+    rocketmq_broker.built_or_skip(VERSION)
     base = tmp_path_factory.mktemp("rocks5")
     store = base / "store"
     return store, rocketmq_broker.produce(store, VERSION, SETTINGS, STEPS, base / "home")

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import rocketmq_broker
-import rocketmq_peer
 
 from rocketlake.jobs.cli import main
 from rocketlake.store import Message, MessageStore, StoreFormatError
@@ -37,18 +36,9 @@ STEPS = ["--topic", "rl_plain", "2", "-", "--topic", "rl_batch", "2", "+queue.ty
 USER_TOPICS = ("rl_plain", "rl_batch", "rl_compact", "rl_tx")
 
 
-def _built() -> None:
-    try:
-        rocketmq_broker.build(VERSION)
-    except rocketmq_peer.PeerError:
-        if not rocketmq_broker.maven_central_reachable():
-            pytest.skip(f"RocketMQ {VERSION} broker harness not built and Maven Central unreachable")
-        raise
-
-
 @pytest.fixture(scope="module")
 def produced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, rocketmq_broker.Produced]:
-    _built()
+    rocketmq_broker.built_or_skip(VERSION)
     base = tmp_path_factory.mktemp("five")
     store = base / "store"
     return store, rocketmq_broker.produce(store, VERSION, SETTINGS, STEPS, base / "home")
@@ -159,7 +149,7 @@ def test_a_writer_refuses_the_store_of_a_batch_topic(produced) -> None:
 def test_a_restarted_broker_leaves_a_stale_confirmed_offset(tmp_path: Path) -> None:
     """Outside controller mode a broker's restart sets confirmPhyOffset to the start of the last
     record it recovered; what it writes next lies past it and is served all the same."""
-    _built()
+    rocketmq_broker.built_or_skip(VERSION)
     store = tmp_path / "store"
     steps = ["--topic", "rl_plain", "2", "-", "--send", "rl_plain", "3"]
     settings = {"mappedFileSizeCommitLog": str(1 << 20)}
@@ -184,12 +174,7 @@ def test_a_multi_path_commitlog_is_read_where_the_setting_names_it(version: str,
                                                                    tmp_path: Path) -> None:
     """storePathCommitLog with two directories: the broker spreads the CommitLog files over them
     (MultiPathMappedFileQueue); rocketlake reads every message sent given the same setting."""
-    try:
-        rocketmq_broker.build(version)
-    except rocketmq_peer.PeerError:
-        if not rocketmq_broker.maven_central_reachable():
-            pytest.skip(f"RocketMQ {version} broker harness not built and Maven Central unreachable")
-        raise
+    rocketmq_broker.built_or_skip(version)
     store = tmp_path / "store"
     paths = f"{store / 'commitlog'},{store / 'commitlog2'}"
     p = rocketmq_broker.produce(store, version,
