@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         StoreLockedError,
         StreamOffsetError,
         UnsafePathError,
+        UnsupportedStoreError,
     )
     from rocketlake.store.message import GetResult, GetStatus, Message, PutResult, PutStatus, StoredMessage
     from rocketlake.store.message_store import MessageStore
@@ -46,7 +47,7 @@ _HOMES = {
     **dict.fromkeys(["ConfigFileError", "CorruptRecordError", "LinkedFileError", "MessageNotFoundError",
                      "MessageRejected", "NotAStoreError", "RocketlakeError", "SettingError",
                      "StoreFormatError", "StoreFullError", "StoreLockedError", "UnsafePathError",
-                     "StreamOffsetError", "DataLossError"],
+                     "StreamOffsetError", "DataLossError", "UnsupportedStoreError"],
                     "errors"),
     **dict.fromkeys(["GetResult", "GetStatus", "Message", "PutResult", "PutStatus", "StoredMessage"],
                     "message"),
@@ -61,6 +62,7 @@ __all__ = [
     "CorruptRecordError", "StoreFormatError",
     "UnsafePathError", "StoreFullError", "StoreLockedError", "ConfigFileError",
     "LinkedFileError", "NotAStoreError", "StreamOffsetError", "DataLossError",
+    "UnsupportedStoreError",
 ]
 
 

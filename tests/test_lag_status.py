@@ -56,15 +56,16 @@ def test_group_status_is_its_worst_queue_and_lag_is_the_latest_sum():
             + _rows("billing", "orders", 2, [(1, 4), (3, 5), (5, 6)])     # WARNING
             + _rows("audit", "audit", 0, [(0, 9), (4, 6), (8, 2)]))       # OK (catching up)
     rows.reverse()  # the evaluation orders samples by snapshot time itself
-    assert group_statuses(rows) == [GroupStatus("audit", OK, "audit/0", 2, 3),
-                                    GroupStatus("billing", STALLED, "orders/1", 1 + 9 + 6, 3)]
+    # change = latest minus first lag, summed: audit 2 - 9; billing (1 - 3) + (9 - 4) + (6 - 4)
+    assert group_statuses(rows) == [GroupStatus("audit", OK, "audit/0", 2, 3, 2 - 9),
+                                    GroupStatus("billing", STALLED, "orders/1", 1 + 9 + 6, 3, -2 + 5 + 2)]
 
 
 def test_the_window_keeps_only_the_last_snapshots():
     # moving (lag never decreasing) at first, stuck at offset 4 in the last three snapshots
     rows = _rows("g", "t", 0, [(2, 3), (4, 4), (4, 6), (4, 8)])
     assert group_statuses(rows, window=4)[0].status == WARNING
-    assert group_statuses(rows, window=3) == [GroupStatus("g", STALLED, "t/0", 8, 3)]
+    assert group_statuses(rows, window=3) == [GroupStatus("g", STALLED, "t/0", 8, 3, 8 - 4)]
     with pytest.raises(ValueError, match="at least 1 snapshot"):
         group_statuses(rows, window=0)
 
