@@ -2,6 +2,7 @@
 RocketMQ's ``ConsumeQueue`` writes them."""
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Collection
 from pathlib import Path
@@ -18,7 +19,7 @@ from rocketlake.store.codec import (
 )
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.lazy_maps import LazyMappedFile
-from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, data_end
+from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, check_size, data_end
 from rocketlake.store.paths import BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_DIR, queue_dir, queue_dirs
 from rocketlake.store.rocksdb_store import SETTING, load_rocksdb_queues, rocksdb_consume_queue
 from rocketlake.store.safe_files import disk_error, open_file
@@ -363,13 +364,96 @@ def load_queues(root: Path, file_size: int,
         return cast(dict[tuple[str, int], ConsumeQueue], load_rocksdb_queues(root))
     out: dict[tuple[str, int], ConsumeQueue] = {}
     try:
+        small = _SmallQueues()
         for topic, queue_id, qdir in queue_dirs(root):
             cq = out[(topic, queue_id)] = ConsumeQueue(root, topic, queue_id, file_size, qdir)
-            cq.load(commitlog_min)
+            if not small.add(cq):
+                cq.load(commitlog_min)
+        small.load(commitlog_min)
     except BaseException:
         for cq in out.values():
             cq.close()
         raise
+    return out
+
+
+class _SmallQueues:
+    """``ConsumeQueue.load`` in bulk for the common queue of one file whose data holds at most
+    ``SCAN_UNITS`` units: each file is opened once (checked, its data found and read), and the
+    extent and minimum of all such queues are found in one vectorised pass, with the results
+    ``ConsumeQueue.load`` gives each."""
+
+    def __init__(self) -> None:
+        self.queues: list[ConsumeQueue] = []
+        self.data: list[np.ndarray] = []
+
+    def add(self, cq: ConsumeQueue) -> bool:
+        """Open ``cq``'s file and read its data, to be loaded by ``load``; False (nothing done)
+        for a queue this is not for (more than one file, more data, a file that is a link)."""
+        listed = cq.files.listed()
+        if not listed:
+            return True
+        if len(listed) > 1:
+            return False
+        path, start = listed[0]
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as e:
+            if e.errno == errno.ELOOP:  # a link: opening it checks it
+                return False
+            raise
+        try:
+            check_size(fd, path, cq.file_size)
+            mf = LazyMappedFile.checked(path, start, cq.file_size)
+            lo, raw = mf.read_data_tail(CQ_UNIT_SIZE, SCAN_UNITS * CQ_UNIT_SIZE, fd)
+        finally:
+            os.close(fd)
+        if lo:
+            return False
+        cq.files.add(mf)
+        self.queues.append(cq)
+        self.data.append(raw)
+        return True
+
+    def load(self, commitlog_min: int | None) -> None:
+        """``ConsumeQueue.load(commitlog_min)`` of every queue added."""
+        if not self.queues:
+            return
+        counts = np.array([d.size // CQ_UNIT_SIZE for d in self.data], dtype=np.int64)
+        u = np.concatenate(self.data).view(CQ_UNIT_DTYPE)
+        firsts = np.cumsum(counts) - counts
+        qi = np.repeat(np.arange(counts.size), counts)
+        pos = np.arange(u.size) - firsts[qi]
+        off, size = u["commitlog_offset"], u["size"]
+        # the last non-zero unit ends the written units (zeros are pre-allocated space)
+        written = _per_queue((off != 0) | (size != 0) | (u["tags_code"] != 0), qi, pos, counts.size,
+                             last=True) + 1
+        valid = _per_queue((off >= (commitlog_min or 0)) & (size > 0) & (size != CQ_BLANK_UNIT_SIZE)
+                           & (pos < written[qi]), qi, pos, counts.size, last=False)
+        tail = u[np.maximum(firsts + written - 1, 0)] if u.size else np.zeros(counts.size, CQ_UNIT_DTYPE)
+        ends = np.where((written > 0) & (tail["size"] != CQ_BLANK_UNIT_SIZE),
+                        tail["commitlog_offset"] + tail["size"], -1)
+        for cq, n, first, end in zip(self.queues, written.tolist(), valid.tolist(), ends.tolist()):
+            mf = cq.files.files[0]
+            mf.wrote = mf.flushed = n * CQ_UNIT_SIZE
+            cq.max_physic_offset = end
+            # none valid: corrected to a CommitLog minimum, the queue's end; else its start
+            cq.min_logic_offset = mf.start + (first * CQ_UNIT_SIZE if first >= 0 else
+                                              mf.wrote if commitlog_min is not None else 0)
+
+
+def _per_queue(mask: np.ndarray, qi: np.ndarray, pos: np.ndarray, n: int, last: bool) -> np.ndarray:
+    """For each of ``n`` queues, the index (``pos``) among its units (``qi``: the queue of each
+    unit, ascending) of its first (``last``: last) unit where ``mask`` holds; -1 where none does."""
+    out = np.full(n, -1, dtype=np.int64)
+    hits = np.flatnonzero(mask)
+    q = qi[hits]
+    edge = np.ones(q.size, dtype=bool)
+    if last:
+        edge[:-1] = q[1:] != q[:-1]
+    else:
+        edge[1:] = q[1:] != q[:-1]
+    out[q[edge]] = pos[hits[edge]]
     return out
 
 

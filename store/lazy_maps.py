@@ -16,6 +16,7 @@ import resource
 import sys
 import threading
 from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
 
@@ -91,6 +92,16 @@ class LazyMappedFile(MappedFile):
     file (its size, and no link where it may be written) without mapping it."""
 
     __slots__ = ()
+
+    @classmethod
+    def checked(cls, path: Path, start: int, size: int) -> LazyMappedFile:
+        """The file at ``path``, which the caller has checked as opening one does (``size``
+        bytes long, no link where it may be written): nothing is opened here."""
+        mf = cls.__new__(cls)
+        mf.path, mf.start, mf.size = path, start, size
+        mf.wrote = mf.flushed = 0
+        mf._mm = None
+        return mf
 
     def _first_map(self) -> mmap.mmap | None:
         os.close(self._open_checked())

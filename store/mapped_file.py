@@ -54,11 +54,11 @@ class MappedFile:
     def _open_checked(self) -> int:
         """``_open``, StoreFormatError when the file is not ``size`` bytes long."""
         fd = self._open()
-        actual = os.fstat(fd).st_size
-        if actual != self.size:
+        try:
+            check_size(fd, self.path, self.size)
+        except BaseException:
             os.close(fd)
-            raise StoreFormatError(f"{self.path}: file is {actual} bytes, expected {self.size} "
-                                   f"(check the configured file size)")
+            raise
         return fd
 
     def _first_map(self) -> mmap.mmap | None:
@@ -81,19 +81,22 @@ class MappedFile:
         n = out.nbytes
         out.view(np.uint8)[:] = np.frombuffer(self.mm, dtype=np.uint8, count=n, offset=pos)
 
-    def read_data_tail(self, unit: int, limit: int) -> tuple[int, np.ndarray]:
+    def read_data_tail(self, unit: int, limit: int, fd: int | None = None) -> tuple[int, np.ndarray]:
         """(where they start, a copy of them): the file's last bytes before the end of its data
         (``data_end`` rounded up to a whole ``unit``, at most the file's size), at most ``limit``
         of them (a multiple of ``unit``), starting at a multiple of ``unit``. One descriptor
-        finds the end and reads."""
-        fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            end = min(self.size, _data_end(fd) + unit - 1) // unit * unit
-            pos = max(0, end - limit)
-            out = np.empty(end - pos, dtype=np.uint8)
-            self._read_with(fd, pos, out)
-        finally:
-            os.close(fd)
+        finds the end and reads: ``fd``, a read-only descriptor of the file the caller keeps
+        (by default one opened here)."""
+        if fd is None:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                return self.read_data_tail(unit, limit, fd)
+            finally:
+                os.close(fd)
+        end = min(self.size, data_end_of(fd) + unit - 1) // unit * unit
+        pos = max(0, end - limit)
+        out = np.empty(end - pos, dtype=np.uint8)
+        self._read_with(fd, pos, out)
         return pos, out
 
     def _read_with(self, fd: int, pos: int, out: np.ndarray) -> None:
@@ -158,6 +161,18 @@ class MappedFileQueue:
     def load(self) -> None:
         """Open every existing file of every directory in offset order; reject foreign names,
         wrong sizes, gaps and a name in two directories (one directory listing each)."""
+        for path, start in self.listed():
+            self.add(self.file_type(path, start, self.file_size))
+
+    def add(self, mf: MappedFile) -> None:
+        """Append ``mf``, an opened existing file that follows the last (``listed``), as full."""
+        mf.wrote = mf.flushed = self.file_size
+        self.files.append(mf)
+
+    def listed(self) -> list[tuple[Path, int]]:
+        """(path, start offset) of every existing file of every directory, in offset order;
+        StoreFormatError for a foreign name, a start that is no multiple of the file size, a gap
+        and a name in two directories (one directory listing each). Nothing is opened."""
         found: dict[str, Path] = {}
         for d in self.dirs:
             try:
@@ -170,6 +185,7 @@ class MappedFileQueue:
                 if name in found:
                     raise StoreFormatError(f"{d / name}: the file {name} is also in {found[name].parent}")
                 found[name] = d / name
+        out: list[tuple[Path, int]] = []
         for name in sorted(found):
             path = found[name]
             if not _NAME.match(name):
@@ -178,11 +194,11 @@ class MappedFileQueue:
             if start % self.file_size:
                 raise StoreFormatError(
                     f"{path}: start offset is not a multiple of the file size {self.file_size}")
-            if self.files and start != self.files[-1].end:
-                raise StoreFormatError(f"{path}: gap after {self.files[-1].path}")
-            mf = self.file_type(path, start, self.file_size)
-            mf.wrote = mf.flushed = self.file_size
-            self.files.append(mf)
+            last = out[-1] if out else (self.files[-1].path, self.files[-1].start) if self.files else None
+            if last is not None and start != last[1] + self.file_size:
+                raise StoreFormatError(f"{path}: gap after {last[0]}")
+            out.append((path, start))
+        return out
 
     @property
     def last(self) -> MappedFile | None:
@@ -253,18 +269,27 @@ def zero_tail(mf: MappedFile, pos: int, chunk: int = 1 << 22) -> None:
         lo = first_nonzero(mf, hi, chunk)
 
 
+def check_size(fd: int, path: Path, size: int) -> None:
+    """StoreFormatError naming ``path`` when the file open at ``fd`` is not ``size`` bytes long."""
+    actual = os.fstat(fd).st_size
+    if actual != size:
+        raise StoreFormatError(f"{path}: file is {actual} bytes, expected {size} "
+                               f"(check the configured file size)")
+
+
 def data_end(path: Path | str) -> int:
     """Where the last data region of a file ends (0: it has none); past it the file is holes or
     unwritten extents, which read as zeros (``SEEK_DATA`` / ``SEEK_HOLE``; a file system without
     them reports the whole file as data). A scan can stop there without reading the rest."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        return _data_end(fd)
+        return data_end_of(fd)
     finally:
         os.close(fd)
 
 
-def _data_end(fd: int) -> int:
+def data_end_of(fd: int) -> int:
+    """``data_end`` of the file open at ``fd``."""
     size, end = os.fstat(fd).st_size, 0
     while end < size:
         try:
