@@ -152,7 +152,7 @@ class MappedFileQueue:
 
     def __init__(self, directory: Path, file_size: int,
                  file_type: type[MappedFile] = MappedFile, also: Sequence[Path] = ()) -> None:
-        self.dir = Path(directory)
+        self.dir = directory if isinstance(directory, Path) else Path(directory)
         self.dirs = [self.dir, *(Path(d) for d in also)]
         self.file_size = file_size
         self.file_type = file_type
@@ -176,15 +176,16 @@ class MappedFileQueue:
         found: dict[str, Path] = {}
         for d in self.dirs:
             try:
-                names = os.listdir(d)
+                paths = list(d.iterdir())
             except FileNotFoundError:
                 continue
-            for name in names:
+            for path in paths:
+                name = path.name
                 if name.startswith("."):
                     continue
                 if name in found:
-                    raise StoreFormatError(f"{d / name}: the file {name} is also in {found[name].parent}")
-                found[name] = d / name
+                    raise StoreFormatError(f"{path}: the file {name} is also in {found[name].parent}")
+                found[name] = path
         out: list[tuple[Path, int]] = []
         for name in sorted(found):
             path = found[name]

@@ -73,13 +73,12 @@ def queue_dirs(root: Path) -> Iterator[tuple[str, int, Path]]:
     for topic in sorted(e.name for e in os.scandir(base) if e.is_dir()):
         tdir = base / topic
         topic_inside: bool | None = None
-        for entry in sorted(os.scandir(tdir), key=lambda e: e.name):
-            qdir = tdir / entry.name
-            if not entry.name.isdigit():
+        for qdir in sorted(tdir.iterdir(), key=lambda p: p.name):
+            if not qdir.name.isdigit():
                 raise StoreFormatError(f"{qdir}: queue directory name is not a queue id")
             check_topic_name(topic, base)
             if topic_inside is None:
                 topic_inside = _inside(real_root, Path(os.path.realpath(tdir)))
-            if not topic_inside or entry.is_symlink():
+            if not topic_inside or qdir.is_symlink():
                 resolve_inside(root, qdir)
-            yield topic, int(entry.name), qdir
+            yield topic, int(qdir.name), qdir
