@@ -417,6 +417,14 @@ def decode_record(buf: RecordBuffer, pos: int, file_offset: int = 0, check_crc: 
     is not UTF-8. The checks are the compiled walk's (``kernels.records.walk``), one record long.
     """
     arr = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+    row = decode_row(arr, pos, file_offset, check_crc)
+    return row if isinstance(row, int) else record_from_row(arr, row)
+
+
+def decode_row(arr: npt.NDArray[np.uint8], pos: int, file_offset: int = 0,
+               check_crc: bool = True) -> list[int] | int:
+    """``decode_record`` without building the Record: the walked row (``kernels.records.FIELDS``
+    values), or a BLANK record's TOTALSIZE; CorruptRecordError as there."""
     out = np.empty((1, kr.NFIELDS), dtype=np.int64)
     detail = np.zeros(3, dtype=np.int64)
     n, _, status = kr.walk(arr, file_offset, pos, pos + 1, check_crc, False, out, detail)
@@ -424,7 +432,7 @@ def decode_record(buf: RecordBuffer, pos: int, file_offset: int = 0, check_crc: 
         return int(detail[0])
     if not n:
         raise CorruptRecordError(kr.describe(status, file_offset + pos, detail, arr))
-    return record_from_row(arr, out[0].tolist())
+    return list(out[0].tolist())
 
 
 def record_from_row(buf: npt.NDArray[np.uint8], row: list[int]) -> Record:

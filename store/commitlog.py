@@ -174,14 +174,21 @@ class CommitLog:
 
     def read(self, offset: int, check_crc: bool = False) -> Record:
         """Decode the record at ``offset``; CorruptRecordError if none is there."""
+        buf, row = self.read_row(offset, check_crc)
+        return codec.record_from_row(buf, row)
+
+    def read_row(self, offset: int, check_crc: bool = False) -> tuple[np.ndarray, list[int]]:
+        """``read`` without building the Record: (the bytes of the file holding it, its walked
+        row: ``kernels.records.FIELDS`` values, positions in those bytes)."""
         mf = self.files.find(offset)
         if mf is None or offset - mf.start >= mf.wrote:
             raise CorruptRecordError(f"offset {offset}: outside the CommitLog "
                                      f"[{self.min_offset}, {self.max_offset})")
-        r = codec.decode_record(mf.mm, offset - mf.start, mf.start, check_crc)
-        if isinstance(r, int):
+        buf = np.frombuffer(mf.mm, dtype=np.uint8)
+        row = codec.decode_row(buf, offset - mf.start, mf.start, check_crc)
+        if isinstance(row, int):
             raise CorruptRecordError(f"offset {offset}: BLANK end-of-file record, not a message")
-        return r
+        return buf, row
 
     def walk_records(self, start: int | None = None, check_crc: bool | None = None,
                      stop_at: int | None = None) -> RecordWalk:

@@ -36,6 +36,7 @@ from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.flush import FlushService
 from rocketlake.store.index import IndexService
 from rocketlake.store.kernels import encode as ke
+from rocketlake.store.kernels import records as kr
 from rocketlake.store.lockfile import StoreLock
 from rocketlake.store.mapped_file import MappedFile
 from rocketlake.store.message import (
@@ -570,6 +571,50 @@ class MessageStore:
         if scanned == 0:  # the first unit is not visible yet
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, offset)
         return GetResult(status, firsts[scanned - 1] + nums[scanned - 1], lo, hi, msgs)
+
+    def store_times(self, wanted: Sequence[tuple[str, int, int]]) -> list[int | None]:
+        """The store time (epoch ms) of the message at each (topic, queue id, queue offset); None
+        where ``get(topic, queue_id, offset, 1)`` would not return the message at that offset
+        (negative, below the minimum, past the end, removed, damaged, not the unit's record):
+        RocketMQ's ``getMessageStoreTimeStamp``. A ConsumeQueue's unit is read and its record
+        checked as ``get`` checks it (CRC included) without building a message; a compaction
+        topic's or a BatchConsumeQueue's message through ``get``."""
+        self._visible()
+        log = self.commitlog
+        out: list[int | None] = []
+        for topic, queue_id, offset in wanted:
+            key = (topic, queue_id)
+            cq = None if key in self.compaction_queues else self.queues.get(key)
+            if cq is None or offset < 0:
+                out.append(self._got_store_time(topic, queue_id, offset) if offset >= 0 else None)
+                continue
+            units = cq.units(offset, 1) if cq.min_offset <= offset < cq.max_offset else ()
+            if not len(units):
+                out.append(None)
+                continue
+            off, size, _ = units[0].item()
+            if off < log.min_offset or (self.read_only and off >= log.max_offset
+                                        and off >= self._refresh_end()):
+                out.append(None)  # removed by retention / not visible yet
+                continue
+            try:
+                buf, row = log.read_row(off, check_crc=True)
+            except CorruptRecordError as e:
+                self._damaged(off, str(e))
+                out.append(None)
+                continue
+            at, n = row[kr.TOPIC_START], row[kr.TOPIC_LEN]
+            mine = ((row[kr.QUEUE_ID], row[kr.QUEUE_OFFSET], row[kr.SIZE]) == (queue_id, offset, size)
+                    and bytes(buf[at:at + n]).decode() == topic)
+            out.append(row[kr.STORE_TS] if mine else None)
+        return out
+
+    def _got_store_time(self, topic: str, queue_id: int, offset: int) -> int | None:
+        """``store_times`` of one message, through ``get``."""
+        g = self.get(topic, queue_id, offset, 1)
+        if g.status is GetStatus.FOUND and g.messages[0].queue_offset == offset:
+            return g.messages[0].record.store_timestamp
+        return None
 
     def _unit_record(self, log: CommitLog, topic: str, queue_id: int, queue_offset: int, offset: int,
                      size: int) -> Record | None:

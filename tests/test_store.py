@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import reference
+from goldens import GOLDEN_498
 
 from rocketlake.store import (
     TRANSACTION_COMMIT,
@@ -23,6 +24,7 @@ from rocketlake.store import (
     codec,
 )
 from rocketlake.store.config_files import read_config, read_consumer_offsets
+from rocketlake.store.message_store import DamagedRecordsSkipped
 from rocketlake.store.lockfile import is_locked
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,
@@ -355,3 +357,30 @@ def test_an_ipv6_broker_address_is_stored_as_an_ipv6_store_host(tmp_path):
                 rec.properties_string.encode())
             assert rec.store_host == "[0:0:0:0:0:0:0:1]:10911" and len(r.msg_id) == 56
             assert ms.lookup(r.msg_id).body == rec.body
+
+
+def test_store_times_are_those_of_the_messages_get_returns(golden_store):
+    """``store_times`` answers per (topic, queue, offset) what ``get`` returns there: the store
+    times RocketMQ 4.9.8 recorded (tests/golden/rocketmq-4.9.8/read.jsonl), None for a record
+    whose body CRC no longer matches, a unit pointing at another queue offset's record, a
+    negative offset, the max offset and a queue the store does not have."""
+    times = {(r["topic"], r["queue_id"], r["queue_offset"]): r["store_timestamp"]
+             for r in map(json.loads, (GOLDEN_498 / "read.jsonl").read_text().splitlines())
+             if "topic" in r}
+    log = golden_store / "commitlog" / "00000000000000000000"
+    with open(log, "r+b") as f:  # orders/0 offset 1: the record at 2658, its BODYCRC (bytes 8-11)
+        f.seek(2658 + 8)
+        crc = f.read(4)
+        f.seek(2658 + 8)
+        f.write(bytes(b ^ 0xFF for b in crc))
+    with open(golden_store / "consumequeue" / "orders" / "0" / "00000000000000000000", "r+b") as f:
+        f.seek(2 * 20)  # orders/0 offset 2 points at offset 3's record (11436, 259 bytes)
+        f.write((11436).to_bytes(8, "big") + (259).to_bytes(4, "big"))
+    with pytest.warns(DamagedRecordsSkipped), MessageStore(golden_store, read_only=True) as ms:
+        high = ms.max_offset("orders", 0)
+        got = ms.store_times([("orders", 0, 0), ("orders", 0, 1), ("orders", 0, 2), ("orders", 0, 3),
+                              ("orders", 0, -1), ("orders", 0, high), ("orders", 0, high - 1),
+                              ("nothing", 0, 0)])
+    assert got == [times[("orders", 0, 0)], None, None, times[("orders", 0, 3)], None, None,
+                   times[("orders", 0, high - 1)], None]
+    assert times[("orders", 0, 0)] == 1795345574046 and times[("orders", 0, 3)] == 1795345574101

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from rocketlake.jobs.cli.reading import open_read_only, store_time
+from rocketlake.jobs.cli.reading import open_read_only
 from rocketlake.jobs.cli.tables import Row, show_rows
 from rocketlake.jobs.times import time_fields
 from rocketlake.store import MessageStore
@@ -27,10 +27,11 @@ def lag_rows(ms: MessageStore, group: str | None = None, topic: str | None = Non
     message is gone). ValueError when the filters match no committed offsets."""
     table = {k: v for k, v in ms.consumer_offsets().items()
              if (group is None or k[1] == group) and (topic is None or k[0] == topic)}
+    lags = consumer_lag({k: hi for k, (_, hi) in ms.queue_ranges().items()}, table)
+    times = ms.store_times([(r.topic, r.queue_id, r.consumer_offset - 1) for r in lags])
     rows = [{"consumer_group": r.group, "topic": r.topic, "queue_id": r.queue_id,
              "consumer_offset": r.consumer_offset, "max_offset": r.max_offset, "lag": r.lag,
-             **time_fields("last_consumed", store_time(ms, r.topic, r.queue_id, r.consumer_offset - 1))}
-            for r in consumer_lag({k: hi for k, (_, hi) in ms.queue_ranges().items()}, table)]
+             **time_fields("last_consumed", t)} for r, t in zip(lags, times)]
     if not rows and (group is not None or topic is not None):
         wanted = " and ".join(f"{k} {v}" for k, v in (("group", group), ("topic", topic)) if v is not None)
         raise ValueError(f"{ms.root / CONSUMER_OFFSETS}: no committed offsets for {wanted}")
@@ -54,9 +55,10 @@ def topic_status_rows(ms: MessageStore, topic: str | None = None) -> list[Row]:
     """One row per queue (of ``topic``), as ``mqadmin topicStatus``: min and max offset and the
     store time of the last message (at max_offset - 1; None for an empty queue). ValueError when
     the store has no queue of ``topic``."""
+    ranges = [(key, lo_hi) for key, lo_hi in ms.queue_ranges().items() if topic is None or key[0] == topic]
+    times = ms.store_times([(t, q, hi - 1) for (t, q), (_, hi) in ranges])
     rows = [{"topic": t, "queue_id": q, "min_offset": lo, "max_offset": hi,
-             **time_fields("last_update", store_time(ms, t, q, hi - 1))}
-            for (t, q), (lo, hi) in ms.queue_ranges().items() if topic is None or t == topic]
+             **time_fields("last_update", time)} for ((t, q), (lo, hi)), time in zip(ranges, times)]
     if not rows and topic is not None:
         raise ValueError(f"{ms.root}: no ConsumeQueue of topic {topic!r}")
     return rows

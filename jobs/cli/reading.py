@@ -10,7 +10,6 @@ from typing import Any
 
 from rocketlake.store import MessageStore, file_sizes
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
-from rocketlake.store.message import GetStatus
 
 
 def reading_config(a: argparse.Namespace) -> StoreConfig:
@@ -31,10 +30,6 @@ def open_read_only(a: argparse.Namespace) -> Iterator[MessageStore]:
 
 def store_time(ms: MessageStore, topic: str, queue_id: int, queue_offset: int) -> int | None:
     """Store timestamp (ms) of the message at ``queue_offset``; None when there is none (negative,
-    expired, past the end, unreadable). RocketMQ's DefaultMessageStore.getMessageStoreTimeStamp."""
-    if queue_offset < 0:
-        return None
-    g = ms.get(topic, queue_id, queue_offset, 1)
-    if g.status is GetStatus.FOUND and g.messages[0].queue_offset == queue_offset:
-        return g.messages[0].record.store_timestamp
-    return None
+    expired, past the end, unreadable). RocketMQ's DefaultMessageStore.getMessageStoreTimeStamp;
+    many at once: ``MessageStore.store_times``."""
+    return ms.store_times([(topic, queue_id, queue_offset)])[0]

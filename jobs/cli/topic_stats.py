@@ -78,7 +78,7 @@ def _unit_bytes(ms: MessageStore, topic: str, queue_id: int, lo: int, hi: int) -
 
 def window_end(ms: MessageStore) -> int | None:
     """The newest store time of any queue's last message; None when no queue has one."""
-    times = [store_time(ms, t, q, hi - 1) for (t, q), (_, hi) in ms.queue_ranges().items()]
+    times = ms.store_times([(t, q, hi - 1) for (t, q), (_, hi) in ms.queue_ranges().items()])
     return max((t for t in times if t is not None), default=None)
 
 
