@@ -24,8 +24,8 @@ from rocketlake.store import (
     codec,
 )
 from rocketlake.store.config_files import read_config, read_consumer_offsets
-from rocketlake.store.message_store import DamagedRecordsSkipped
 from rocketlake.store.lockfile import is_locked
+from rocketlake.store.message_store import DamagedRecordsSkipped
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,
              maxIndexNum=20)
