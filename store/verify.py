@@ -25,7 +25,7 @@ from rocketlake.store.errors import ConfigFileError, StoreFormatError
 from rocketlake.store.index import IndexFile, IndexService, header_problems
 from rocketlake.store.kernels import index as index_kernels
 from rocketlake.store.kernels import records as kr
-from rocketlake.store.mapped_file import first_nonzero
+from rocketlake.store.mapped_file import MappedFile, first_nonzero
 from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
@@ -261,8 +261,7 @@ class _Checker:
             return
         want = _by_queue_offset(records, expected)
         cl_min = log.min_offset
-        for key, cq in sorted(queues.items()):
-            self._queue(cq, want.pop(key, None), records, cl_min)
+        self._queues([cq for _, cq in sorted(queues.items())], want, records, cl_min)
         try:
             batch_queues = load_batch_queues(self.root)
         except (StoreFormatError, OSError) as e:
@@ -298,63 +297,29 @@ class _Checker:
                              f"the unit at queue offset {qo} points at commitlog offset {unit[0]} "
                              f"({unit[1]} bytes), the record is at {off} ({size} bytes)")
 
-    def _queue(self, cq: ConsumeQueue, want: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
-               records: Records, cl_min: int) -> None:
-        """One queue's units, file by file, against the records it should have (queue offsets,
-        rows: ``_by_queue_offset``); units before the queue's first valid one (pre-blank) or
-        below the retained CommitLog are not checked."""
-        want_q, want_rows = want if want is not None else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        claimed = np.zeros(want_q.size, dtype=np.bool_)
-        for mf in cq.files.files:
-            units = read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE)
-            q = mf.start // CQ_UNIT_SIZE + np.arange(units.size, dtype=np.int64)
-            off = units["commitlog_offset"].astype(np.int64)
-            keep = (q >= cq.min_offset) & (off >= cl_min)
-            q, off, units = q[keep], off[keep], units[keep]
-            self.report.units += int(q.size)
-            rec, has_rec = records.find(off)
-            w, has_want = _lookup(want_q, q)
-            claimed[w[has_want]] = True
-            # ok: the record the unit's queue offset belongs to starts where the unit points
-            ok = has_want.copy()
-            ok[has_want] = records.offset[want_rows[w[has_want]]] == off[has_want]
-            r_ok = want_rows[w[ok]]
-            differs = np.zeros(q.size, dtype=np.bool_)
-            differs[ok] = ((records.size[r_ok] != units["size"][ok])
-                           | (records.tags_code[r_ok] != units["tags_code"][ok]))
-            for i in np.flatnonzero(~ok | differs).tolist():
-                u, fpos = int(q[i]), int(q[i]) * CQ_UNIT_SIZE - mf.start
-                o = int(off[i])
-                if not has_rec[i]:
-                    self.problem("consumequeue-bad-unit", mf.path, fpos,
-                                 f"unit {u} points at commitlog offset {o}, where no valid record starts")
-                elif not ok[i]:
-                    r = int(rec[i])
-                    self.problem("consumequeue-bad-unit", mf.path, fpos,
-                                 f"unit {u} points at the record at {o} "
-                                 f"({records.topics[int(records.topic[r])]}/{records.queue_id[r]} "
-                                 f"queue offset {records.queue_offset[r]})")
-                else:
-                    r = int(want_rows[w[i]])
-                    self.problem("consumequeue-unit-mismatch", mf.path, fpos,
-                                 f"unit {u}: size/tagsCode {units['size'][i]}/{units['tags_code'][i]}, "
-                                 f"record says {records.size[r]}/{records.tags_code[r]}")
-            del units  # a view on the map
-        qdir = f"consumequeue/{cq.topic}/{cq.queue_id}"
-        retained = ~claimed & (records.offset[want_rows] >= cl_min)
-        missing = retained & (want_q >= cq.min_offset)
-        for i in np.flatnonzero(missing).tolist():
-            self.problem("consumequeue-missing-unit", qdir, int(want_q[i]) * CQ_UNIT_SIZE,
-                         f"no unit for queue offset {want_q[i]} (record at "
-                         f"{records.offset[want_rows[i]]})")
-        # Below the queue's minimum only records retention removed may be: ``get`` hides the rest.
-        hidden = np.flatnonzero(retained & (want_q < cq.min_offset))
-        if hidden.size:
-            first = int(hidden[0])
-            self.problem("consumequeue-missing-unit", qdir, int(want_q[first]) * CQ_UNIT_SIZE,
-                         f"{hidden.size} records still in the CommitLog (first: queue offset "
-                         f"{want_q[first]}, record at {records.offset[want_rows[first]]}) are below the "
-                         f"queue's min offset {cq.min_offset}: get answers OFFSET_TOO_SMALL for them")
+    def _queues(self, queues: list[ConsumeQueue],
+                want: dict[tuple[str, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]],
+                records: Records, cl_min: int) -> None:
+        """Each queue's units, file by file, against the records it should have (``want``:
+        queue offsets, rows by queue, ``_by_queue_offset``; taken out of it); units before the
+        queue's first valid one (pre-blank) or below the retained CommitLog are not checked.
+        Vectorised over all the queues, in groups of files of at most ``CHECK_UNITS`` units;
+        the problems come queue by queue as ``queues`` are ordered."""
+        check = _UnitCheck(queues, [want.pop((cq.topic, cq.queue_id), None) for cq in queues],
+                           records, cl_min)
+        group: list[tuple[int, MappedFile]] = []
+        units = 0
+        for k, cq in enumerate(queues):
+            for mf in cq.files.files:
+                group.append((k, mf))
+                units += mf.wrote // CQ_UNIT_SIZE
+                if units >= CHECK_UNITS:
+                    check.files(group)
+                    group, units = [], 0
+        check.files(group)
+        self.report.units += check.units
+        for args in check.problems():
+            self.problem(*args)
 
     # --- index -------------------------------------------------------------------------------------
     def index(self, log: CommitLog, records: Records) -> None:
@@ -491,6 +456,114 @@ class _Checker:
                 elif off > hi:
                     self.problem("config", CONSUMER_OFFSETS, None,
                                  f"group {group}: offset {off} of {topic}/{q} is past its max {hi}")
+
+
+#: units checked at a time by ``_UnitCheck.files``
+CHECK_UNITS = 1 << 20
+
+#: a problem's ``_Checker.problem`` arguments
+ProblemArgs = tuple[str, Path | str, int | None, str]
+
+
+class _UnitCheck:
+    """``_Checker._queues``' check of ConsumeQueue units against records, vectorised: ``files``
+    checks groups of the queues' files, ``problems`` then lists what was found."""
+
+    def __init__(self, queues: list[ConsumeQueue],
+                 want: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None],
+                 records: Records, cl_min: int) -> None:
+        self.queues, self.records, self.cl_min = queues, records, cl_min
+        empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        pairs = [w if w is not None else empty for w in want]
+        sizes = np.array([qo.size for qo, _ in pairs], dtype=np.int64)
+        self.want_queue = np.repeat(np.arange(len(queues), dtype=np.int64), sizes)
+        self.want_qo = np.concatenate([qo for qo, _ in pairs]) if pairs else empty[0]
+        self.want_rows = np.concatenate([rows for _, rows in pairs]) if pairs else empty[0]
+        # a (queue, queue offset) key ascending with both: the queue's number times the distinct
+        # queue offsets, plus the offset's rank among them (exact for any offset a record claims)
+        self.offsets = np.unique(self.want_qo)
+        self.want_key = self.want_queue * self.offsets.size + np.searchsorted(self.offsets, self.want_qo)
+        self.min_offset = np.array([cq.min_offset for cq in queues], dtype=np.int64)
+        self.claimed = np.zeros(self.want_qo.size, dtype=np.bool_)
+        self.units = 0
+        self.found: dict[int, list[ProblemArgs]] = {}
+
+    def files(self, group: list[tuple[int, MappedFile]]) -> None:
+        """Check the written units of each (queue's number, file) of ``group``."""
+        if not group:
+            return
+        records = self.records
+        parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for _, mf in group]
+        counts = np.array([p.size for p in parts], dtype=np.int64)
+        units = np.concatenate(parts)
+        fi = np.repeat(np.arange(len(group)), counts)
+        qk = np.array([k for k, _ in group], dtype=np.int64)[fi]
+        firsts = np.array([mf.start // CQ_UNIT_SIZE for _, mf in group], dtype=np.int64)
+        q = firsts[fi] + np.arange(units.size, dtype=np.int64) - (np.cumsum(counts) - counts)[fi]
+        off = units["commitlog_offset"].astype(np.int64)
+        keep = (q >= self.min_offset[qk]) & (off >= self.cl_min)
+        fi, qk, q, off, units = fi[keep], qk[keep], q[keep], off[keep], units[keep]
+        self.units += int(q.size)
+        rec, has_rec = records.find(off)
+        rank = np.minimum(np.searchsorted(self.offsets, q), max(self.offsets.size - 1, 0))
+        w, has_want = _lookup(self.want_key, qk * self.offsets.size + rank)
+        if self.offsets.size:
+            has_want &= self.offsets[rank] == q
+        self.claimed[w[has_want]] = True
+        # ok: the record the unit's queue offset belongs to starts where the unit points
+        ok = has_want.copy()
+        ok[has_want] = records.offset[self.want_rows[w[has_want]]] == off[has_want]
+        r_ok = self.want_rows[w[ok]]
+        differs = np.zeros(q.size, dtype=np.bool_)
+        differs[ok] = ((records.size[r_ok] != units["size"][ok])
+                       | (records.tags_code[r_ok] != units["tags_code"][ok]))
+        for i in np.flatnonzero(~ok | differs).tolist():
+            mf = group[int(fi[i])][1]
+            u, fpos, o = int(q[i]), int(q[i]) * CQ_UNIT_SIZE - mf.start, int(off[i])
+            if not has_rec[i]:
+                found: ProblemArgs = ("consumequeue-bad-unit", mf.path, fpos, f"unit {u} points at "
+                                      f"commitlog offset {o}, where no valid record starts")
+            elif not ok[i]:
+                r = int(rec[i])
+                found = ("consumequeue-bad-unit", mf.path, fpos,
+                         f"unit {u} points at the record at {o} "
+                         f"({records.topics[int(records.topic[r])]}/{records.queue_id[r]} "
+                         f"queue offset {records.queue_offset[r]})")
+            else:
+                r = int(self.want_rows[w[i]])
+                found = ("consumequeue-unit-mismatch", mf.path, fpos,
+                         f"unit {u}: size/tagsCode {units['size'][i]}/{units['tags_code'][i]}, "
+                         f"record says {records.size[r]}/{records.tags_code[r]}")
+            self.found.setdefault(int(qk[i]), []).append(found)
+
+    def problems(self) -> list[ProblemArgs]:
+        """Every problem, by queue: its units' (as ``files`` found them), then the records of
+        the queue that have no unit."""
+        records, wq, qo, rows = self.records, self.want_queue, self.want_qo, self.want_rows
+        retained = ~self.claimed & (records.offset[rows] >= self.cl_min)
+        below = qo < self.min_offset[wq]
+        missing = np.flatnonzero(retained & ~below)
+        # Below the queue's minimum only records retention removed may be: ``get`` hides the rest.
+        hidden = np.flatnonzero(retained & below)
+        hidden_queues, hidden_first, hidden_count = np.unique(wq[hidden], return_index=True,
+                                                              return_counts=True)
+        found = self.found
+        for i in missing.tolist():
+            cq = self.queues[int(wq[i])]
+            found.setdefault(int(wq[i]), []).append((
+                "consumequeue-missing-unit", f"consumequeue/{cq.topic}/{cq.queue_id}",
+                int(qo[i]) * CQ_UNIT_SIZE, f"no unit for queue offset {qo[i]} (record at "
+                                           f"{records.offset[rows[i]]})"))
+        for k, first, n in zip(hidden_queues.tolist(), hidden[hidden_first].tolist(),
+                               hidden_count.tolist()):
+            cq = self.queues[k]
+            found.setdefault(k, []).append((
+                "consumequeue-missing-unit", f"consumequeue/{cq.topic}/{cq.queue_id}",
+                int(qo[first]) * CQ_UNIT_SIZE,
+                f"{n} records still in the CommitLog (first: queue offset {qo[first]}, record at "
+                f"{records.offset[rows[first]]}) are below the queue's min offset {cq.min_offset}: "
+                f"get answers OFFSET_TOO_SMALL for them"))
+        return [p for k in sorted(found) for p in found[k]]
 
 
 def _by_queue_offset(records: Records, expected: dict[tuple[str, int], npt.NDArray[np.int64]]
