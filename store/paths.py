@@ -65,7 +65,9 @@ def queue_dirs(root: Path) -> Iterator[tuple[str, int, Path]]:
     ``queue_dir`` builds them: UnsafePathError for a topic name that is not one and for a path
     that resolves outside ``root``; StoreFormatError for a queue directory name that is not a
     queue id. One ``realpath`` per topic directory: a queue directory that is no link stays
-    inside its topic directory's resolution, so only a link is resolved itself."""
+    inside its topic directory's resolution, so only a link (or an entry the topic directory's
+    listing did not show as no link) is resolved itself. The queue directories' paths come from
+    the listing (``Path.iterdir``): no path is parsed per queue."""
     base = Path(root) / CONSUME_QUEUE_DIR
     if not base.exists():
         return
@@ -73,12 +75,13 @@ def queue_dirs(root: Path) -> Iterator[tuple[str, int, Path]]:
     for topic in sorted(e.name for e in os.scandir(base) if e.is_dir()):
         tdir = base / topic
         topic_inside: bool | None = None
+        plain = {e.name for e in os.scandir(tdir) if not e.is_symlink()}  # not links, as listed
         for qdir in sorted(tdir.iterdir(), key=lambda p: p.name):
             if not qdir.name.isdigit():
                 raise StoreFormatError(f"{qdir}: queue directory name is not a queue id")
             check_topic_name(topic, base)
             if topic_inside is None:
                 topic_inside = _inside(real_root, Path(os.path.realpath(tdir)))
-            if not topic_inside or qdir.is_symlink():
+            if not topic_inside or qdir.name not in plain:
                 resolve_inside(root, qdir)
             yield topic, int(qdir.name), qdir
