@@ -199,15 +199,21 @@ class Dispatcher:
             group = topic_ids[sel] << 32 | (queue_ids[sel] & 0xFFFFFFFF)
             order = np.argsort(group, kind="stable")
             sel, group = sel[order], group[order]
-            bounds = np.flatnonzero(np.diff(group)) + 1
-            for rows in np.split(sel, bounds):
+            starts = np.concatenate(([0], np.flatnonzero(np.diff(group)) + 1))
+            queues = [self.queue(topics[t], q) for t, q in
+                      zip(topic_ids[sel[starts]].tolist(), queue_ids[sel[starts]].tolist())]
+            # units of records that end at or before the end of a queue's last dispatched record
+            # are there already (``put_many`` skips them): only queues with others are written
+            done = np.array([cq.max_physic_offset for cq in queues], dtype=np.int64)
+            ends = np.append(starts[1:], sel.size)
+            fresh = offsets[sel] + sizes[sel] > np.repeat(done, ends - starts)
+            for k in np.flatnonzero(np.logical_or.reduceat(fresh, starts)).tolist():
+                rows = sel[starts[k]:ends[k]]
                 units = np.empty(rows.size, dtype=codec.CQ_UNIT_DTYPE)
                 units["commitlog_offset"] = offsets[rows]
                 units["size"] = sizes[rows]
                 units["tags_code"] = tags_code[rows]
-                first = int(rows[0])
-                self.queue(topics[int(topic_ids[first])], int(queue_ids[first])).put_many(
-                    queue_offsets[rows], units)
+                queues[k].put_many(queue_offsets[rows], units)
         if self.index is not None and key_hashes.size:
             self.index.add_hashes(key_hashes, np.repeat(offsets, key_counts),
                                   np.repeat(store_ts, key_counts))
