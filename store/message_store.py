@@ -588,8 +588,8 @@ class MessageStore:
             if cq is None or offset < 0:
                 out.append(self._got_store_time(topic, queue_id, offset) if offset >= 0 else None)
                 continue
-            units = cq.units(offset, 1) if cq.min_offset <= offset < cq.max_offset else ()
-            if not len(units):
+            units = cq.units(offset, 1) if cq.min_offset <= offset < cq.max_offset else None
+            if units is None or not units.size:
                 out.append(None)
                 continue
             off, size, _ = units[0].item()
