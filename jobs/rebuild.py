@@ -121,7 +121,8 @@ def _run_write(task: tuple[str, object], staging: str, root: str, cq_name: str,
     kind, job = task
     if kind == "index":
         assert isinstance(job, sr.IndexJob)
-        return kind, {"": sr.write_index_file_task(job, staging, cfg.maxHashSlotNum, cfg.maxIndexNum)}
+        return kind, {job.path: sr.write_index_file_task(job, staging, cfg.maxHashSlotNum,
+                                                         cfg.maxIndexNum)}
     assert isinstance(job, sr.QueueJob)
     return kind, sr.write_queues(job, staging, root, cq_name, cfg.mappedFileSizeConsumeQueue)
 
@@ -184,8 +185,11 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
         made += [d for d in dirs.values() if output is None and not incremental]
         if want_index:
             dirs["index"].mkdir(parents=True, exist_ok=True)
-            tasks += [("index", j) for j in sr.plan_index(valid.parts, staging, dirs["index"],
-                                                          cfg.maxIndexNum, start.index, cfg.index_zone)]
+            index_jobs = sr.plan_index(valid.parts, staging, dirs["index"], cfg.maxIndexNum,
+                                       start.index, cfg.index_zone)
+            sr.create_index_files(index_jobs, cfg.maxHashSlotNum, cfg.maxIndexNum)
+            shares = -(-sc.defaultParallelism // max(1, len(index_jobs)))  # every core busy
+            tasks += [("index", j) for j in sr.share_index(index_jobs, cfg.maxHashSlotNum, shares)]
             for p in valid.parts:
                 for t, n in p.key_topics.items():
                     result.keys[t] = result.keys.get(t, 0) + n
@@ -199,10 +203,13 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
             with spark_progress(spark, "write"):
                 done = sc.parallelize(tasks, len(tasks)).map(
                     lambda t: _run_write(t, str(staging), root, cq_name, cfg)).collect()
+            filled: dict[str, int] = {}
             for kind, counts in done:
-                if kind == "consumequeue":
-                    for t, n in counts.items():
-                        result.units[t] = result.units.get(t, 0) + n
+                total = result.units if kind == "consumequeue" else filled
+                for t, n in counts.items():
+                    total[t] = total.get(t, 0) + n
+            if want_index:
+                sr.finish_index_files(index_jobs, filled, cfg.maxHashSlotNum, cfg.maxIndexNum)
         made = []  # from here the new directories are the swap's (swap_journal.swap_in)
         if output is None and not incremental:
             swap_journal.swap_in(store, dirs)

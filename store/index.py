@@ -129,18 +129,34 @@ class IndexFile:
                   ts: npt.NDArray[np.int64]) -> None:
         """Apply puts that fit (``len <= free``), in order; each key at its index time
         (``codec.index_time`` of ``ts``)."""
-        n = key_hash.size
-        if n == 0:
-            return
-        ts = codec.index_time(np.asarray(ts, dtype=np.int64))
-        self.slot_count += kernels.place(
+        if key_hash.size:
+            filled = self.place(key_hash, phy, ts)
+            self.count_placed(key_hash.size, (int(phy[0]), int(ts[0])), (int(phy[-1]), int(ts[-1])),
+                              filled)
+
+    def place(self, key_hash: npt.NDArray[np.int32], phy: npt.NDArray[np.int64],
+              ts: npt.NDArray[np.int64], slots: tuple[int, int] | None = None) -> int:
+        """Write the entries and slots of the puts of :meth:`put_batch` whose hash slot is in
+        ``slots`` (``[lo, hi)``; None: all), at the positions and times the whole batch gives them
+        (``kernels.index.place``). The header is left alone: :meth:`count_placed` updates it once
+        every slot range of the batch is placed (by this object or by other processes mapping the
+        same file over disjoint ranges). Returns how many of these puts found their slot empty."""
+        lo, hi = slots if slots is not None else (0, self.slot_num)
+        return int(kernels.place(
             self.buf, self.slot_num, np.ascontiguousarray(key_hash, dtype=np.int32),
-            np.ascontiguousarray(phy, dtype=np.int64), np.ascontiguousarray(ts, dtype=np.int64),
-            self.index_count, self.begin_ts)
+            np.ascontiguousarray(phy, dtype=np.int64),
+            np.ascontiguousarray(codec.index_time(np.asarray(ts, dtype=np.int64))),
+            self.index_count, self.begin_ts, lo, hi))
+
+    def count_placed(self, n: int, first: tuple[int, int], last: tuple[int, int], filled: int) -> None:
+        """Account for a batch of ``n`` puts placed by :meth:`place` (over all slot ranges):
+        ``first`` and ``last`` are the (CommitLog offset, store time) of its first and last key,
+        ``filled`` the sum of what the placements returned. Updates and writes the header."""
         if self.index_count <= 1:
-            self.begin_phy, self.begin_ts = int(phy[0]), int(ts[0])
+            self.begin_phy, self.begin_ts = first[0], codec.index_time(first[1])
+        self.slot_count += filled
         self.index_count += n
-        self.end_phy, self.end_ts = int(phy[-1]), int(ts[-1])
+        self.end_phy, self.end_ts = last[0], codec.index_time(last[1])
         self.write_header()
 
     def write_header(self) -> None:

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import mmap
 import os
 import re
+import struct
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -280,17 +282,22 @@ def check_size(fd: int, path: Path, size: int) -> None:
 
 def data_end(path: Path | str) -> int:
     """Where the last data region of a file ends (0: it has none); past it the file is holes or
-    unwritten extents, which read as zeros (``SEEK_DATA`` / ``SEEK_HOLE``; a file system without
-    them reports the whole file as data). A scan can stop there without reading the rest."""
+    unwritten extents, which read as zeros (``SEEK_DATA`` / ``SEEK_HOLE``, then the extent map:
+    a file system without them reports the whole file as data). A scan can stop there without
+    reading the rest."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        return data_end_of(fd)
+        end = data_end_of(fd)
+        written = _written_end(fd, end)
+        return end if written is None else min(end, written)
     finally:
         os.close(fd)
 
 
 def data_end_of(fd: int) -> int:
-    """``data_end`` of the file open at ``fd``."""
+    """Where the last ``SEEK_DATA`` region of the file open at ``fd`` ends: ``data_end`` without
+    its extent-map refinement (an unwritten extent whose pages are in the page cache counts as
+    data here), for callers that check the tail themselves, as ConsumeQueue loading does."""
     size, end = os.fstat(fd).st_size, 0
     while end < size:
         try:
@@ -301,6 +308,44 @@ def data_end_of(fd: int) -> int:
             raise
         end = min(size, os.lseek(fd, lo, os.SEEK_HOLE))
     return end
+
+
+#: Linux's FS_IOC_FIEMAP and its structures (linux/fiemap.h)
+_FIEMAP = 0xC020660B
+_FIEMAP_HEAD = struct.Struct("=QQIIII")        # start, length, flags, mapped, count, reserved
+_FIEMAP_EXTENT = struct.Struct("=QQQ16xI12x")  # logical, physical, length, flags
+_FIEMAP_FLAG_SYNC, _EXTENT_LAST, _EXTENT_UNWRITTEN = 0x1, 0x1, 0x800
+_EXTENTS_PER_CALL = 256
+
+
+def _written_end(fd: int, end: int) -> int | None:
+    """Where the last extent before ``end`` that is not unwritten ends, from the file's extent map
+    (``FS_IOC_FIEMAP``, after writing back its dirty pages); None when the file system has no
+    extent map. ``SEEK_DATA`` counts an unwritten extent (space reserved by ``fallocate``, read
+    as zeros) as data once its pages are in the page cache, as after any read of them: a store
+    file pre-allocated and read once would otherwise count as data to its last byte."""
+    if sys.platform != "linux" or end <= 0:
+        return None
+    written, at = 0, 0
+    while at < end:
+        req = bytearray(_FIEMAP_HEAD.size + _FIEMAP_EXTENT.size * _EXTENTS_PER_CALL)
+        _FIEMAP_HEAD.pack_into(req, 0, at, end - at, _FIEMAP_FLAG_SYNC, 0, _EXTENTS_PER_CALL, 0)
+        try:
+            fcntl.ioctl(fd, _FIEMAP, req)
+        except OSError:
+            return None  # no extent map here (tmpfs, network file systems): SEEK_DATA's answer
+        mapped = _FIEMAP_HEAD.unpack_from(req, 0)[3]
+        if mapped == 0:
+            break
+        for i in range(mapped):
+            logical, _, length, flags = _FIEMAP_EXTENT.unpack_from(
+                req, _FIEMAP_HEAD.size + i * _FIEMAP_EXTENT.size)
+            if not flags & _EXTENT_UNWRITTEN:
+                written = max(written, logical + length)
+            at = logical + length
+            if flags & _EXTENT_LAST:
+                return min(written, end)
+    return min(written, end)
 
 
 def first_nonzero(mf: MappedFile, pos: int, chunk: int = 1 << 22) -> int | None:

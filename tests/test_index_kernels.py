@@ -109,10 +109,11 @@ _steps = st.sampled_from([0, 1, 999, 1000, 1001, 60_000, 2_200_000_000_000])  # 
 @given(slots=st.integers(1, 6), entries=st.integers(2, 9),
        records=st.lists(st.tuples(st.lists(_hashes, min_size=1, max_size=3), st.integers(1, 400), _steps),
                         min_size=1, max_size=40),
-       cut_at=st.lists(st.integers(0, 120), max_size=6))
-def test_generated_keys_placed_as_reference(slots, entries, records, cut_at):
+       cut_at=st.lists(st.integers(0, 120), max_size=6), shares=st.integers(1, 4))
+def test_generated_keys_placed_as_reference(slots, entries, records, cut_at, shares):
     """Collisions in few slots, hash 0 and Integer.MIN_VALUE (keyHash 0), files rolling every few
-    keys, timeDiff capped: the same bytes as the reference, wherever the batches are cut."""
+    keys, timeDiff capped: the same bytes as the reference, wherever the batches are cut, and
+    when each batch is placed over disjoint slot ranges by separate mappings of the file."""
     recs, hashes, phy, ts = [], [], [], []
     offset, when = 0, 1_700_000_000_000
     for targets, size, step in records:
@@ -137,6 +138,24 @@ def test_generated_keys_placed_as_reference(slots, entries, records, cut_at):
             f.put_batch(hashes_[lo:hi], phy_[lo:hi], ts_[lo:hi])
         f.close()
         assert (Path(tmp) / "one").read_bytes() == want[0][1]
+        # the same batches, each placed by one mapping per slot range (last range first), as the
+        # Spark rebuild's tasks do, then counted once from the first and last key
+        shared = Path(tmp) / "shared"
+        f = IndexFile(shared, slots, entries, create_from=(0, 0))
+        f.write_header()
+        f.close()
+        bounds = [slots * i // shares for i in range(shares + 1)]
+        for lo, hi in zip([0, *cuts], [*cuts, fit]):
+            filled = 0
+            for s_lo, s_hi in reversed(list(zip(bounds[:-1], bounds[1:]))):
+                f = IndexFile(shared, slots, entries)
+                filled += f.place(hashes_[lo:hi], phy_[lo:hi], ts_[lo:hi], (s_lo, s_hi))
+                f.close()
+            f = IndexFile(shared, slots, entries)
+            f.count_placed(hi - lo, (int(phy_[lo]), int(ts_[lo])), (int(phy_[hi - 1]), int(ts_[hi - 1])),
+                           filled)
+            f.close()
+        assert shared.read_bytes() == want[0][1]
 
 
 # --- reachability -----------------------------------------------------------------------------------

@@ -97,6 +97,10 @@ def test_index_files_take_entry_num_minus_one_keys_each(tmp_path: Path) -> None:
     assert [j.slices for j in jobs] == [[(0, 0, 3)], [(1, 0, 3)], [(1, 3, 4)]]
     # a new file starts from the previous file's last key (RocketMQ's IndexFile constructor)
     assert [j.create_from for j in jobs] == [(0, 0), (200, 2000), (10_200, 5000)]
+    # the (offset, store time) of each file's first and last key, for its header
+    assert [(j.first, j.last) for j in jobs] == [((0, 1000), (200, 2000)),
+                                                 ((10_000, 3000), (10_200, 5000)),
+                                                 ((10_300, 6000), (10_300, 6000))]
 
 
 def test_index_continues_the_open_file_then_names_after_it(tmp_path: Path) -> None:
@@ -109,7 +113,7 @@ def test_index_continues_the_open_file_then_names_after_it(tmp_path: Path) -> No
         (codec.index_file_name(901, UTC), (100, 500), [(0, 2, 3)])]
 
 
-def test_index_task_writes_the_library_bytes(tmp_path: Path) -> None:
+def test_index_tasks_over_slot_ranges_write_the_library_bytes(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     hashes = rng.integers(0, 1 << 31, 10).astype(np.int32)
     phy, ts = np.arange(10, dtype=np.int64) * 64, 1_700_000_000_000 + np.arange(10, dtype=np.int64) * 900
@@ -123,7 +127,14 @@ def test_index_task_writes_the_library_bytes(tmp_path: Path) -> None:
     out = tmp_path / "spark" / "index"
     out.mkdir(parents=True)
     jobs = sr.plan_index([part(0, 0, 1, keys=10)], tmp_path, out, 5, zone=UTC)
-    assert [sr.write_index_file_task(j, str(tmp_path), 4, 5) for j in jobs] == [4, 4, 2]
+    sr.create_index_files(jobs, 4, 5)
+    shares = sr.share_index(jobs, 4, 2)  # each file by two tasks: slots 0-1 and 2-3
+    assert [(Path(j.path).name, j.slots) for j in shares] == [
+        (Path(j.path).name, s) for j in jobs for s in ((0, 2), (2, 4))]
+    filled: dict[str, int] = {}
+    for j in reversed(shares):  # in any order
+        filled[j.path] = filled.get(j.path, 0) + sr.write_index_file_task(j, str(tmp_path), 4, 5)
+    sr.finish_index_files(jobs, filled, 4, 5)
     expected = sorted((tmp_path / "lib" / "index").iterdir())
     assert [p.name for p in sorted(out.iterdir())] == [p.name for p in expected]
     assert [p.read_bytes() for p in sorted(out.iterdir())] == [p.read_bytes() for p in expected]

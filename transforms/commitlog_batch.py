@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import numpy.typing as npt
@@ -312,9 +313,16 @@ TIME_COLUMNS = {"store_time": kr.STORE_TS, "born_time": kr.BORN_TS}
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 #: the largest epoch ms whose microseconds fit a long
 _MAX_MS = ((1 << 63) - 1) // 1000
-#: ``codec.TRANSACTION_NAMES`` indexed by ``sys_flag & TRANSACTION_MASK``
-_TRANSACTION_NAMES = pa.array([codec.TRANSACTION_NAMES.get(t)
-                               for t in range(codec.TRANSACTION_MASK + 1)], STRING)
+
+
+@cache
+def _transaction_names() -> pa.Array:
+    """``codec.TRANSACTION_NAMES`` indexed by ``sys_flag & TRANSACTION_MASK``; built on first use:
+    ``pa.array`` imports pandas (about a second), which the rebuild's tasks never need."""
+    return pa.array([codec.TRANSACTION_NAMES.get(t) for t in range(codec.TRANSACTION_MASK + 1)],
+                    STRING)
+
+
 #: message columns that need the property spans (``kernels.dispatch.property_spans``)
 _NEEDS_SPANS = frozenset({"tags_code", "keys", "uniq_key", "tags", "real_topic", "real_queue_id",
                           "delay_level"})
@@ -362,7 +370,7 @@ def message_columns(buf: Buffer, raw: I64, names: Collection[str], types: dict[s
             cols[name] = pa.array(np.where(fits, ms, 0) * 1000, type=types.get(name, TIMESTAMP),
                                   mask=None if fits.all() else ~fits)
         elif name == "transaction_state":
-            cols[name] = _TRANSACTION_NAMES.take(pa.array(raw[:, kr.SYS_FLAG] & codec.TRANSACTION_MASK))
+            cols[name] = _transaction_names().take(pa.array(raw[:, kr.SYS_FLAG] & codec.TRANSACTION_MASK))
         elif name == "tags":
             assert spans is not None
             cols[name] = _span_strings(buf, spans[:, kd.TAGS])

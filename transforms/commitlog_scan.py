@@ -83,7 +83,9 @@ def open_on_executor(path: str) -> np.ndarray:
 def record_after(files: list[tuple[Path, int]], offset: int) -> int | None:
     """CommitLog offset of the first record start after ``offset``: later in the file holding it,
     or at the head of a later file (``files``: :func:`commitlog_files`). None when no record
-    follows: ``offset`` is the end of the CommitLog's data."""
+    follows: ``offset`` is the end of the CommitLog's data. The search in the file holding
+    ``offset`` stops at that file's data end (``mapped_file.data_end``): a mostly empty 1 GiB
+    file is not read through its holes."""
     for path, fstart in files:
         size = os.path.getsize(path)
         if fstart > offset and size > 36:
@@ -91,8 +93,9 @@ def record_after(files: list[tuple[Path, int]], offset: int) -> int | None:
                 return fstart
         elif fstart <= offset < fstart + size:
             buf = open_on_executor(str(path))
-            follow = find_record_start(buf, fstart, offset - fstart + 1, buf.size)
-            if follow < buf.size:
+            end = min(buf.size, data_end(path))
+            follow = find_record_start(buf, fstart, offset - fstart + 1, end)
+            if follow < end:
                 return fstart + follow
     return None
 

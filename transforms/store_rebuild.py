@@ -11,9 +11,11 @@ A rebuild runs two waves of tasks; the driver only plans and reads small summari
    queue, the key count.
 2. **Write** (:func:`write_queues`, :func:`write_index_file_task`): the driver numbers every
    index key from the parts' key counts, which fixes the index file and entry position of each
-   key without looking at them (a file holds ``maxIndexNum - 1`` keys, RocketMQ's rule). Then
-   one task per index file places its keys (``IndexFile.put_batch``: slot chains in put order,
-   exactly RocketMQ's bytes) and tasks over groups of queues write the ConsumeQueue files
+   key without looking at them (a file holds ``maxIndexNum - 1`` keys, RocketMQ's rule). The
+   driver creates the new index files; then tasks over disjoint hash-slot ranges of a file place
+   its keys (``IndexFile.place``: slot chains in put order, exactly RocketMQ's bytes; a chain
+   never leaves its slot, so the tasks write disjoint bytes) and the driver writes each file's
+   header after them; tasks over groups of queues write the ConsumeQueue files
    (``write_consume_queue_files``).
 
 Nothing of a record crosses into the JVM: Spark schedules Python functions over plain Python
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -283,11 +285,20 @@ def write_queues(job: QueueJob, staging: str, root: str, cq_name: str, file_size
 @dataclass(frozen=True)
 class IndexJob:
     """One index file's task: the file, how it starts (``create_from``: the previous file's end
-    offset and time, RocketMQ's IndexFile constructor; None: continue the existing file) and the
-    global numbers ``[lo, hi)`` of its keys, found in ``slices`` of parts."""
+    offset and time, RocketMQ's IndexFile constructor; None: continue the existing file), the
+    global numbers ``[lo, hi)`` of its keys, found in ``slices`` of parts, the (CommitLog offset,
+    store time) of the first and last of them, and the hash slots ``[lo, hi)`` the task places
+    (None: all; :func:`share_index`)."""
     path: str
     create_from: tuple[int, int] | None
     slices: list[Slice]
+    first: tuple[int, int]
+    last: tuple[int, int]
+    slots: tuple[int, int] | None = None
+
+    @property
+    def keys(self) -> int:
+        return sum(hi - lo for _, lo, hi in self.slices)
 
 
 @dataclass(frozen=True)
@@ -321,35 +332,74 @@ def plan_index(parts: list[PartSummary], staging: Path, index_dir: Path, entry_n
         i = int(np.searchsorted(starts, g, side="right")) - 1
         return np.load(part_path(staging, parts[i].part, "keys"), mmap_mode="r")[g - starts[i]]
 
+    def at(g: int) -> tuple[int, int]:
+        k = key(g)
+        return int(k["phy"]), int(k["ts"])
+
     jobs, g = [], 0
     if tail.free and total:
         g = min(tail.free, total)
-        jobs.append(IndexJob(str(index_dir / str(tail.name)), None, slices(0, g)))
+        jobs.append(IndexJob(str(index_dir / str(tail.name)), None, slices(0, g), at(0), at(g - 1)))
     name, end = tail.name, (tail.end_phy, tail.end_ts)
     if g:
-        last = key(g - 1)
-        end = (int(last["phy"]), int(last["ts"]))
+        end = at(g - 1)
     while g < total:
         hi = min(total, g + entry_num - 1)
-        name = codec.next_index_file_name(int(key(g)["ts"]), name, zone)
-        jobs.append(IndexJob(str(index_dir / name), end, slices(g, hi)))
-        last = key(hi - 1)
-        end, g = (int(last["phy"]), int(last["ts"])), hi
+        first = at(g)
+        name = codec.next_index_file_name(first[1], name, zone)
+        jobs.append(IndexJob(str(index_dir / name), end, slices(g, hi), first, at(hi - 1)))
+        end, g = at(hi - 1), hi
     return jobs
 
 
+def share_index(jobs: list[IndexJob], slot_num: int, shares: int) -> list[IndexJob]:
+    """Each file's job as ``shares`` tasks over disjoint ranges of its hash slots: together they
+    write the file's entries and slots (``IndexFile.place``), each on its own core."""
+    bounds = [slot_num * i // shares for i in range(shares + 1)]
+    return [replace(j, slots=(lo, hi)) for j in jobs for lo, hi in zip(bounds[:-1], bounds[1:])
+            if lo < hi]
+
+
+def create_index_files(jobs: list[IndexJob], slot_num: int, entry_num: int) -> None:
+    """On the driver, before the tasks: create each new file of ``jobs`` with the header
+    RocketMQ's IndexFile constructor gives it (begin and end: the previous file's end), the one
+    every task of the file reads its start from."""
+    for j in jobs:
+        if j.create_from is not None:
+            f = IndexFile(Path(j.path), slot_num, entry_num, create_from=j.create_from)
+            try:
+                f.write_header()
+            finally:
+                f.close()
+
+
+def finish_index_files(jobs: list[IndexJob], filled: dict[str, int], slot_num: int,
+                       entry_num: int) -> None:
+    """On the driver, after every task of ``jobs``: write each file's header for its keys
+    (``IndexFile.count_placed``; ``filled``: the slots its tasks found empty, per file) and flush."""
+    for j in {j.path: j for j in jobs}.values():
+        f = IndexFile(Path(j.path), slot_num, entry_num)
+        try:
+            f.count_placed(j.keys, j.first, j.last, filled.get(j.path, 0))
+            f.flush()
+        finally:
+            f.close()
+
+
 def write_index_file_task(job: IndexJob, staging: str, slot_num: int, entry_num: int) -> int:
-    """Write task: put ``job``'s keys into its index file, in order (returns the key count)."""
+    """Write task: place ``job``'s keys of its slots into its file (made by
+    :func:`create_index_files`), from the file's header as it was before the rebuild; the header
+    is :func:`finish_index_files`'s. Returns how many of the puts found their slot empty."""
     folder = Path(staging)
     rows = np.concatenate([np.load(part_path(folder, p, "keys"), mmap_mode="r")[lo:hi]
                            for p, lo, hi in job.slices])
-    f = IndexFile(Path(job.path), slot_num, entry_num, create_from=job.create_from)
+    f = IndexFile(Path(job.path), slot_num, entry_num)
     try:
-        f.put_batch(rows["key_hash"], rows["phy"], rows["ts"])
+        filled = f.place(rows["key_hash"], rows["phy"], rows["ts"], job.slots)
         f.flush()
     finally:
         f.close()
-    return int(rows.size)
+    return filled
 
 
 def remove_staging(staging: Path) -> None:

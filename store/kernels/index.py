@@ -5,7 +5,8 @@ hash slots, then ``indexNum`` 20-byte entries (keyHash int32, phyOffset int64, t
 prevIndex int32). A slot holds the position of the newest entry of its keys; each entry's
 prevIndex is the slot's value before it, so a slot heads a chain running back in time.
 
-- ``place``: put keys one after the other exactly as ``IndexFile.putKey`` does.
+- ``place``: put keys one after the other exactly as ``IndexFile.putKey`` does, those of a range
+  of slots (the puts of disjoint slot ranges are independent: tasks can share one file).
 - ``reachable``: which entries a query for their own key finds (``IndexFile.selectPhyOffset``).
 - ``found_keys``: which of a set of records' keys the found entries stand for.
 """
@@ -45,36 +46,42 @@ def _entry_at(slot_num: int, position: int) -> int:
 
 @kernel
 def place(buf: Buffer, slot_num: int, key_hash: npt.NDArray[np.int32], phy: npt.NDArray[np.int64],
-          ts: npt.NDArray[np.int64], index_count: int, begin_ts: int) -> int:
+          ts: npt.NDArray[np.int64], index_count: int, begin_ts: int, slot_lo: int,
+          slot_hi: int) -> int:
     """Put key ``i`` (``key_hash[i] >= 0``: ``IndexFile.indexKeyHashMethod``; its record's CommitLog
     offset and store time) at entry position ``index_count + i``, in order, as
-    ``IndexFile.putKey``: slot ``keyHash % slotNum``; prevIndex the slot's old value when it is in
+    ``IndexFile.putKey``, when its slot is in ``[slot_lo, slot_hi)``: keys of other slots keep
+    their positions and times but are written by another call (slot chains never cross slots, so
+    calls over disjoint slot ranges write disjoint bytes and together put every key). The put:
+    slot ``keyHash % slotNum``; prevIndex the slot's old value when it is in
     ``(0, indexCount]``, else 0; timeDiff the seconds from the header's beginTimestamp as it is at
     that put (``begin_ts`` before the first; the first put of an empty file, ``index_count <= 1``,
     makes it that put's store time), 0 when beginTimestamp is not positive, clamped to
     ``[0, Integer.MAX_VALUE]``; the slot then holds the new position. The caller checks the keys
     fit (``index_count + len(key_hash) <= indexNum``) and updates the header. Returns how many
-    puts found their slot empty (hashSlotCount's increase)."""
+    of its puts found their slot empty (their share of hashSlotCount's increase)."""
     count = index_count
     begin = begin_ts
     filled = 0
     for i in range(key_hash.size):
         h = int(key_hash[i])
-        slot_at = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * (h % slot_num)
-        prev = be_i32(buf, slot_at)
-        if prev <= 0 or prev > count:
-            prev = 0
-            filled += 1
-        diff = 0
-        if begin > 0:
-            diff = (ts[i] - begin) // 1000 if ts[i] > begin else 0
-            diff = min(diff, INDEX_MAX_TIME_DIFF)
-        at = _entry_at(slot_num, count)
-        _put_be32(buf, at, h)
-        _put_be64(buf, at + 4, phy[i])
-        _put_be32(buf, at + 12, diff)
-        _put_be32(buf, at + 16, prev)
-        _put_be32(buf, slot_at, count)
+        slot = h % slot_num
+        if slot_lo <= slot < slot_hi:
+            slot_at = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * slot
+            prev = be_i32(buf, slot_at)
+            if prev <= 0 or prev > count:
+                prev = 0
+                filled += 1
+            diff = 0
+            if begin > 0:
+                diff = (ts[i] - begin) // 1000 if ts[i] > begin else 0
+                diff = min(diff, INDEX_MAX_TIME_DIFF)
+            at = _entry_at(slot_num, count)
+            _put_be32(buf, at, h)
+            _put_be64(buf, at + 4, phy[i])
+            _put_be32(buf, at + 12, diff)
+            _put_be32(buf, at + 16, prev)
+            _put_be32(buf, slot_at, count)
         if count <= 1:
             begin = ts[i]
         count += 1
