@@ -13,29 +13,29 @@ import numpy.typing as npt
 
 from rocketlake.store.codec import CQ_BLANK_UNIT_SIZE
 from rocketlake.store.kernels import kernel
-from rocketlake.store.kernels.records import heads_at
-from rocketlake.store.layout import MAGIC_V1, MAGIC_V2
+from rocketlake.store.kernels.records import be_i32, be_i64
+from rocketlake.store.layout import MAGIC_V1, MAGIC_V2, OFF_MAGIC, OFF_PHYSICAL_OFFSET
 
 # --- what ``check`` found wrong with a queue's first bad unit (``BAD_WHAT[code]``) ----------------
 GARBAGE, PAST_END, NO_HEAD = range(3)
 BAD_WHAT = ("is not a unit", "points past the CommitLog end", "does not point at a record head")
 
 Ints = npt.NDArray[np.int64]
+#: a head is read up to PHYSICALOFFSET's end
+_HEAD_SIZE = OFF_PHYSICAL_OFFSET + 8
 
 
 @kernel
 def heads_in_file(buf: npt.NDArray[np.uint8], file_start: int, offsets: Ints, out: Ints) -> None:
     """``out[i] = (TOTALSIZE, MAGIC, PHYSICALOFFSET)`` of the head at CommitLog offset
-    ``offsets[i]`` for each offset inside this file (``buf``, starting at ``file_start``); rows
-    of other offsets are left as they are."""
-    one = np.empty(1, dtype=np.int64)
-    row = np.empty((1, 3), dtype=np.int64)
+    ``offsets[i]`` for each head inside this file (``buf``, starting at ``file_start``); rows
+    of other offsets are left as they are (zeros: no head)."""
     for i in range(offsets.size):
         p = offsets[i] - file_start
-        if 0 <= p < buf.size:
-            one[0] = p
-            heads_at(buf, one, row)
-            out[i, 0], out[i, 1], out[i, 2] = row[0, 0], row[0, 1], row[0, 2]
+        if 0 <= p and p + _HEAD_SIZE <= buf.size:
+            out[i, 0] = be_i32(buf, p)
+            out[i, 1] = be_i32(buf, p + OFF_MAGIC)
+            out[i, 2] = be_i64(buf, p + OFF_PHYSICAL_OFFSET)
 
 
 @kernel
