@@ -10,7 +10,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -61,6 +61,9 @@ class RecordBatch:
     """Valid records of one CommitLog file, in order."""
     buf: Buffer                      # the whole file's bytes (a view on its mapping)
     raw: npt.NDArray[np.int64]       # (n, NFIELDS)
+    #: ``dispatch()``'s columns by delay levels, once computed
+    _dispatched: dict[tuple[int, ...], DispatchColumns] = field(
+        default_factory=dict, repr=False, compare=False)
 
     @property
     def rows(self) -> npt.NDArray[np.void]:
@@ -89,7 +92,13 @@ class RecordBatch:
         return ids, [self.buf[a:a + n].tobytes().decode() for a, n in zip(start, length)]
 
     def dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
-        """ConsumeQueue and index columns of the records (``store.dispatch``'s rules)."""
+        """ConsumeQueue and index columns of the records (``store.dispatch``'s rules), computed
+        once per ``delay_levels_ms``."""
+        if (done := self._dispatched.get(delay_levels_ms)) is None:
+            done = self._dispatched[delay_levels_ms] = self._dispatch(delay_levels_ms)
+        return done
+
+    def _dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
         n = len(self)
         spans = np.empty((n, len(kd.NAMES), 2), dtype=np.int64)
         kd.property_spans(self.buf, self.raw, spans)
@@ -108,13 +117,17 @@ class Walk:
     ``error`` says why when it ended at something other than zeros: the rules and messages of
     ``commitlog.RecordWalk``, without a Python object per record. ``check_names`` also ends valid data
     at a record whose topic or queue id no writer could have stored (recovery's rule).
+    ``delay_levels_ms``, when given, has each batch's ``dispatch`` columns and ``topics``
+    computed on the walk's helper thread too, beside the caller's work on the batch before.
     """
 
     def __init__(self, files: list[tuple[int, int, Buffer]], start: int, stop_at: int,
-                 check_crc: bool, check_names: bool = False, batch_rows: int = BATCH_ROWS) -> None:
+                 check_crc: bool, check_names: bool = False, batch_rows: int = BATCH_ROWS,
+                 delay_levels_ms: tuple[int, ...] | None = None) -> None:
         """``files``: (start offset, size, bytes) of each CommitLog file, in order."""
         self.files, self.end, self.stop_at = files, start, stop_at
         self.check_crc, self.check_names, self.batch_rows = check_crc, check_names, batch_rows
+        self.delay_levels_ms = delay_levels_ms
         self.error: str | None = None
         self.status = kr.LIMIT
 
@@ -143,6 +156,9 @@ class Walk:
         def produce() -> None:
             try:
                 for batch in self._batches():
+                    if self.delay_levels_ms is not None:  # compiled, off the caller's thread
+                        batch.dispatch(self.delay_levels_ms)
+                        _ = batch.topics
                     if not hand_over(batch):
                         return
             except BaseException as e:  # handed to the caller's thread, raised there

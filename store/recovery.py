@@ -106,9 +106,10 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         if index is not None:
             dropped = index.truncate(start, store_time)
         dispatch_from = min(start, index_redo)
-        for batch in log.walk(dispatch_from, check_crc=False, stop_at=start):
+        for batch in log.walk(dispatch_from, check_crc=False, stop_at=start,
+                              delay_levels_ms=delay_levels_ms):
             redispatch(batch)
-        end, reason = _valid_end(log, start, redispatch)
+        end, reason = _valid_end(log, start, redispatch, delay_levels_ms)
         dispatch.apply()  # every valid record's unit, so the check below sees them all
     else:
         start = files[max(0, len(files) - 3)].start if files else 0
@@ -130,11 +131,13 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
             dropped = index.truncate(end, store_time)
         cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
         dispatch_from = min(max(cq_end, log.min_offset), index_redo, queue_redo)
-        for batch in log.walk(dispatch_from, check_crc=False, stop_at=end):
+        for batch in log.walk(dispatch_from, check_crc=False, stop_at=end,
+                              delay_levels_ms=delay_levels_ms):
             redispatch(batch)
     elif queue_redo < end:  # the pass above skipped the units those queues have lost since
         dispatch_from = min(dispatch_from, queue_redo)
-        for batch in log.walk(queue_redo, check_crc=False, stop_at=end):
+        for batch in log.walk(queue_redo, check_crc=False, stop_at=end,
+                              delay_levels_ms=delay_levels_ms):
             redispatch(batch)
     # units are only added after the ones checked: a minimum found among them stands
     found_min = {id(cq): lo for cq, (_, _, lo) in zip(queues.values(), checked) if lo is not None}
@@ -256,12 +259,14 @@ def _first_store_timestamp(log: CommitLog, mf: MappedFile) -> int | None:
     return rec.store_timestamp if rec.store_timestamp > 0 else None
 
 
-def _valid_end(log: CommitLog, start: int,
-               on_valid: Callable[[RecordBatch], None] | None) -> tuple[int, str | None]:
+def _valid_end(log: CommitLog, start: int, on_valid: Callable[[RecordBatch], None] | None,
+               delay_levels_ms: tuple[int, ...] | None = None) -> tuple[int, str | None]:
     """Where valid data ends from ``start`` on, and why it ended there (None: at zeros): also at a
     record whose topic or queue id no writer could have stored. ``on_valid`` is called with each
-    batch of records found valid, in order."""
-    walk = log.walk(start, stop_at=log.files.files[-1].end if log.files.files else 0, check_names=True)
+    batch of records found valid, in order (their dispatch columns computed by the walk when
+    ``delay_levels_ms`` is given)."""
+    walk = log.walk(start, stop_at=log.files.files[-1].end if log.files.files else 0, check_names=True,
+                    delay_levels_ms=delay_levels_ms)
     for batch in walk:
         if on_valid is not None:
             on_valid(batch)
