@@ -170,8 +170,8 @@ class Walk:
                         yield from seg.batches
                         if seg.status != kr.LIMIT or seg.end >= hi:
                             break
-                        if (cut := next(cuts, None)) is not None:
-                            ahead.append(pool.submit(self._segment, buf, start, lo, cut, hi))
+                        if (more := next(cuts, None)) is not None:
+                            ahead.append(pool.submit(self._segment, buf, start, lo, more, hi))
                     for late in ahead:
                         late.cancel()
                     ahead.clear()
