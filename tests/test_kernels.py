@@ -344,3 +344,39 @@ def test_a_walk_in_segments_crosses_files_at_their_blank():
     assert seq[2] == kr.ZEROS
     for segment in (64, 200, 999):
         assert _walked(Walk(files, 0, size + 8192, check_crc=True, batch_rows=2, segment=segment)) == seq
+
+
+def test_queue_unit_check_finds_each_queues_first_bad_unit():
+    """Three queues' units against a CommitLog of three records (at 0, s0, s0 + s1; end of data
+    after the third): queue 0 is sound; queue 1 has a unit of size 0 (not a unit) after a sound
+    one; queue 2 has a unit pointing inside a record, then one past the end (its last: cut data,
+    not damage)."""
+    from rocketlake.store.kernels import queue_units as kq
+
+    recs = [pack(0, body=b"a" * 10)]
+    recs.append(pack(len(recs[0]), body=b"b" * 20))
+    recs.append(pack(len(recs[0]) + len(recs[1]), body=b"c" * 30))
+    raw = b"".join(recs)
+    at = [0, len(recs[0]), len(recs[0]) + len(recs[1])]
+    size = [len(r) for r in recs]
+    end = len(raw)
+    units = [[(at[0], size[0]), (at[2], size[2])],            # queue 0: sound
+             [(at[1], size[1]), (at[2], 0)],                  # queue 1: unit 1 is no unit
+             [(at[0] + 4, size[1]), (end, 100)]]              # queue 2: unit 0 at no head
+    off = np.array([o for q in units for o, _ in q], dtype=np.int64)
+    sz = np.array([s for q in units for _, s in q], dtype=np.int64)
+    heads = np.zeros((off.size, 3), dtype=np.int64)
+    kq.heads_in_file(as_buf(raw), 0, off, heads)
+    assert heads[0].tolist() == [size[0], V1 - (1 << 32), 0]
+    n = len(units)
+    bad_at, bad_what, min_unit = (np.empty(n, dtype=np.int64) for _ in range(3))
+    settled = np.empty(n, dtype=np.bool_)
+    ones = np.full(n, 2, dtype=np.int64)
+    kq.check(off, sz, np.zeros(off.size, dtype=np.int64), heads, np.array([0, 2, 4, 6]),
+             np.zeros(n, dtype=np.int64), ones, ones, np.full(n, -1, dtype=np.int64), end, 0,
+             bad_at, bad_what, settled, min_unit)
+    assert bad_at.tolist() == [-1, 1, 0]
+    assert [kq.BAD_WHAT[w] if w >= 0 else None for w in bad_what] == [
+        None, "is not a unit", "does not point at a record head"]
+    assert settled.tolist() == [True, True, False]  # queue 2's newest units reach past the end
+    assert min_unit.tolist() == [0, 0, 0]
