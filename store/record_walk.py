@@ -7,10 +7,11 @@ derives the ConsumeQueue and index columns in one more compiled pass.
 """
 from __future__ import annotations
 
-import queue
-import threading
+import itertools
+from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 BATCH_ROWS = 1 << 16
 #: zero bytes skipped per numpy check before looking for a record start
 _ZERO_CHUNK = 4 << 20
+#: bytes of a file one walk thread takes at a time, threads walking at once, segments in flight
+SEGMENT_BYTES = 8 << 20
+WORKERS = 2
+AHEAD = 4
 
 Buffer = npt.NDArray[np.uint8]
 
@@ -61,6 +66,9 @@ class RecordBatch:
     """Valid records of one CommitLog file, in order."""
     buf: Buffer                      # the whole file's bytes (a view on its mapping)
     raw: npt.NDArray[np.int64]       # (n, NFIELDS)
+    #: ``dispatch()``'s columns by delay levels, once computed
+    _dispatched: dict[tuple[int, ...], DispatchColumns] = field(
+        default_factory=dict, repr=False, compare=False)
 
     @property
     def rows(self) -> npt.NDArray[np.void]:
@@ -89,7 +97,13 @@ class RecordBatch:
         return ids, [self.buf[a:a + n].tobytes().decode() for a, n in zip(start, length)]
 
     def dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
-        """ConsumeQueue and index columns of the records (``store.dispatch``'s rules)."""
+        """ConsumeQueue and index columns of the records (``store.dispatch``'s rules), computed
+        once per ``delay_levels_ms``."""
+        if (done := self._dispatched.get(delay_levels_ms)) is None:
+            done = self._dispatched[delay_levels_ms] = self._dispatch(delay_levels_ms)
+        return done
+
+    def _dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
         n = len(self)
         spans = np.empty((n, len(kd.NAMES), 2), dtype=np.int64)
         kd.property_spans(self.buf, self.raw, spans)
@@ -108,13 +122,17 @@ class Walk:
     ``error`` says why when it ended at something other than zeros: the rules and messages of
     ``commitlog.RecordWalk``, without a Python object per record. ``check_names`` also ends valid data
     at a record whose topic or queue id no writer could have stored (recovery's rule).
+    ``delay_levels_ms``, when given, has each batch's ``dispatch`` columns and ``topics``
+    computed by the walk's threads too, beside the caller's work on the batches before.
     """
 
     def __init__(self, files: list[tuple[int, int, Buffer]], start: int, stop_at: int,
-                 check_crc: bool, check_names: bool = False, batch_rows: int = BATCH_ROWS) -> None:
+                 check_crc: bool, check_names: bool = False, batch_rows: int = BATCH_ROWS,
+                 delay_levels_ms: tuple[int, ...] | None = None, segment: int = SEGMENT_BYTES) -> None:
         """``files``: (start offset, size, bytes) of each CommitLog file, in order."""
         self.files, self.end, self.stop_at = files, start, stop_at
         self.check_crc, self.check_names, self.batch_rows = check_crc, check_names, batch_rows
+        self.delay_levels_ms, self.segment = delay_levels_ms, segment
         self.error: str | None = None
         self.status = kr.LIMIT
 
@@ -125,62 +143,87 @@ class Walk:
         return None
 
     def __iter__(self) -> Iterator[RecordBatch]:
-        """The batches, each walked on a helper thread while the caller handles the one before
-        (the kernels release the GIL, so the two overlap); ``end``, ``status`` and ``error`` are
-        final once iteration ends."""
-        ready: queue.Queue[RecordBatch | BaseException | None] = queue.Queue(maxsize=1)
-        stop = threading.Event()
-
-        def hand_over(item: RecordBatch | BaseException | None) -> bool:
-            while not stop.is_set():
-                try:
-                    ready.put(item, timeout=0.05)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def produce() -> None:
+        """The batches, in order. Each file's range is cut into segments of ``segment`` bytes,
+        each starting at the first record start in its first ``segment`` bytes
+        (``find_record_start``); ``WORKERS`` threads walk segments ahead of the caller, at most
+        ``AHEAD`` at a time (the kernels release the GIL, so they run beside each other and
+        beside the caller's work). A segment's records are taken only when the data taken so far
+        ends exactly where it starts (the segment before ended at its limit): so the batches are
+        the sequential walk's records, and where a cut guessed wrong (a start found inside a
+        record, or past the end of the data) the segments after are dropped and the walk goes
+        on from where the data taken ends. ``end``, ``status`` and ``error`` are final once
+        iteration ends."""
+        with ThreadPoolExecutor(WORKERS, thread_name_prefix="record-walk") as pool:
+            ahead: deque[Future[_Segment]] = deque()
             try:
-                for batch in self._batches():
-                    if not hand_over(batch):
+                while self.end < self.stop_at and (f := self._file(self.end)) is not None:
+                    start, size, buf = f
+                    lo, hi = self.end - start, min(size, self.stop_at - start)
+                    cuts = iter(range(lo, hi, self.segment))
+                    for cut in itertools.islice(cuts, AHEAD):
+                        ahead.append(pool.submit(self._segment, buf, start, lo, cut, hi))
+                    while ahead:
+                        seg = ahead.popleft().result()
+                        if seg.start != self.end - start:  # a wrong cut: go on from the end
+                            break
+                        self.end, self.status = start + seg.end, seg.status
+                        yield from seg.batches
+                        if seg.status != kr.LIMIT or seg.end >= hi:
+                            break
+                        if (more := next(cuts, None)) is not None:
+                            ahead.append(pool.submit(self._segment, buf, start, lo, more, hi))
+                    for late in ahead:
+                        late.cancel()
+                    ahead.clear()
+                    if self.status == kr.BLANK:
+                        self.end = start + size
+                    elif self.status == kr.ZEROS:
                         return
-            except BaseException as e:  # handed to the caller's thread, raised there
-                hand_over(e)
-                return
-            hand_over(None)
+                    elif self.status != kr.LIMIT:
+                        self.error = kr.describe(self.status, self.end, seg.detail, buf)
+                        return
+            finally:
+                for late in ahead:
+                    late.cancel()
 
-        helper = threading.Thread(target=produce, name="record-walk", daemon=True)
-        helper.start()
-        try:
-            while (item := ready.get()) is not None:
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            stop.set()
-            helper.join()
-
-    def _batches(self) -> Iterator[RecordBatch]:
+    def _segment(self, buf: Buffer, base: int, lo: int, cut: int, hi: int) -> _Segment:
+        """Walk the segment cut at ``cut`` of the range ``[lo, hi)`` of one file (``buf``, at
+        CommitLog offset ``base``): from its start (``lo`` for the first) until a record starts
+        at or past the next segment's start, or valid data ends."""
+        first = cut == lo
+        begin = lo if first else find_record_start(buf, base, cut, min(cut + self.segment, hi))
+        nxt = cut + self.segment
+        limit = hi if nxt >= hi else find_record_start(buf, base, nxt, min(nxt + self.segment, hi))
+        if limit == min(nxt + self.segment, hi):
+            limit = hi  # no start in the next segment's first bytes: walk on past it
+        batches: list[RecordBatch] = []
         detail = np.zeros(3, dtype=np.int64)
-        while self.end < self.stop_at:
-            f = self._file(self.end)
-            if f is None:
-                return
-            start, size, buf = f
+        pos, status = begin, kr.LIMIT
+        if not first and begin == min(cut + self.segment, hi):
+            return _Segment(-1, [], begin, status, detail)  # no record starts in it
+        while pos < limit:
             out = np.empty((self.batch_rows, kr.NFIELDS), dtype=np.int64)
-            n, end, status = kr.walk(buf, start, self.end - start, min(size, self.stop_at - start),
-                                     self.check_crc, self.check_names, out, detail)
-            self.end, self.status = start + end, status
+            n, pos, status = kr.walk(buf, base, pos, limit, self.check_crc, self.check_names, out, detail)
             if n:
-                yield RecordBatch(buf, out[:n])
-            if status == kr.BLANK:
-                self.end = start + size
-            elif status == kr.ZEROS:
-                return
-            elif status != kr.LIMIT:
-                self.error = kr.describe(status, self.end, detail, buf)
-                return
+                batch = RecordBatch(buf, out[:n])
+                if self.delay_levels_ms is not None:  # compiled, off the caller's thread
+                    batch.dispatch(self.delay_levels_ms)
+                    _ = batch.topics
+                batches.append(batch)
+            if status != kr.LIMIT:
+                break
+        return _Segment(begin, batches, pos, status, detail)
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """One walked segment: where it started (-1: no record start in it), its batches, where its
+    valid data ended, why (``kernels.records`` STATUS) and the walk's detail of that."""
+    start: int
+    batches: list[RecordBatch]
+    end: int
+    status: int
+    detail: npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)

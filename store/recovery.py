@@ -42,12 +42,13 @@ import numpy as np
 
 from rocketlake.store import codec
 from rocketlake.store.checkpoint import Checkpoint
-from rocketlake.store.codec import CQ_BLANK_UNIT_SIZE, CQ_UNIT_DTYPE, CQ_UNIT_SIZE
+from rocketlake.store.codec import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.dispatch import Dispatcher
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.index import IndexService
+from rocketlake.store.kernels import queue_units as kq
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile
 from rocketlake.store.record_walk import RecordBatch
@@ -105,9 +106,10 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         if index is not None:
             dropped = index.truncate(start, store_time)
         dispatch_from = min(start, index_redo)
-        for batch in log.walk(dispatch_from, check_crc=False, stop_at=start):
+        for batch in log.walk(dispatch_from, check_crc=False, stop_at=start,
+                              delay_levels_ms=delay_levels_ms):
             redispatch(batch)
-        end, reason = _valid_end(log, start, redispatch)
+        end, reason = _valid_end(log, start, redispatch, delay_levels_ms)
         dispatch.apply()  # every valid record's unit, so the check below sees them all
     else:
         start = files[max(0, len(files) - 3)].start if files else 0
@@ -129,11 +131,13 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
             dropped = index.truncate(end, store_time)
         cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
         dispatch_from = min(max(cq_end, log.min_offset), index_redo, queue_redo)
-        for batch in log.walk(dispatch_from, check_crc=False, stop_at=end):
+        for batch in log.walk(dispatch_from, check_crc=False, stop_at=end,
+                              delay_levels_ms=delay_levels_ms):
             redispatch(batch)
     elif queue_redo < end:  # the pass above skipped the units those queues have lost since
         dispatch_from = min(dispatch_from, queue_redo)
-        for batch in log.walk(queue_redo, check_crc=False, stop_at=end):
+        for batch in log.walk(queue_redo, check_crc=False, stop_at=end,
+                              delay_levels_ms=delay_levels_ms):
             redispatch(batch)
     # units are only added after the ones checked: a minimum found among them stands
     found_min = {id(cq): lo for cq, (_, _, lo) in zip(queues.values(), checked) if lo is not None}
@@ -186,8 +190,8 @@ def _check_all(queues: list[ConsumeQueue], log: CommitLog, end: int) -> list[Che
 
 
 def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int) -> list[Checked]:
-    """For each queue, from the units of its last three files (vectorised over all the queues:
-    one gather of record heads for all):
+    """For each queue, from the units of its last three files (one compiled pass over all the
+    queues, ``kernels.queue_units``):
 
     - the first unit that disagrees with the CommitLog, and how (None when none does): not a
       unit (offset < 0 or size <= 0), pointing past ``end`` with units inside it after it (units
@@ -205,78 +209,35 @@ def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int) -> list[
     sizes = np.array([u.size for _, u in recent], dtype=np.int64)
     bounds = np.concatenate(([0], np.cumsum(sizes)))
     u = np.concatenate([u for _, u in recent]) if recent else np.zeros(0, dtype=CQ_UNIT_DTYPE)
-    qi = np.repeat(np.arange(len(queues)), sizes)
-    pos = np.arange(u.size) - bounds[qi]  # index among the queue's units
+    off, size = u["commitlog_offset"].astype(np.int64), u["size"].astype(np.int64)
     first = np.array([f for f, _ in recent], dtype=np.int64)
-    whole = np.array([len(cq.files.files) <= 3 and all(mf.wrote == mf.size for mf in cq.files.files[:-1])
-                      for cq in queues], dtype=bool)  # every unit read, numbered without gaps
-    off, size = u["commitlog_offset"], u["size"].astype(np.int64)
-    # pre-blank units lead the first file: read whole above, else looked up
-    blank = (off == 0) & (u["size"] == CQ_BLANK_UNIT_SIZE) & (u["tags_code"] == 0)
-    first_written = np.array([cq.files.files[0].wrote // CQ_UNIT_SIZE if cq.files.files else 0
-                              for cq in queues], dtype=np.int64)
-    lead = _first_per_queue(~blank | (pos >= first_written[qi]), qi, len(queues))
-    pre_blank_end = np.where(lead >= 0, first + lead, first + first_written)
-    for k in np.flatnonzero(~whole).tolist():
-        pre_blank_end[k] = queues[k].pre_blank_end()
-    unit = first[qi] + pos >= pre_blank_end[qi]  # the rest fill the first file
-    garbage = unit & ((off < 0) | (size <= 0))
-    inside = unit & ~garbage & (off + size <= end)
-    last_inside = np.zeros(len(queues), dtype=np.int64)
-    np.maximum.at(last_inside, qi[inside], pos[inside])
-    beyond = unit & ~garbage & (off + size > end)
-    past = beyond & (pos < last_inside[qi])
-    check = np.flatnonzero(inside & (off >= log.min_offset))
-    head = _heads(log, off[check])
-    wrong = np.zeros(u.size, dtype=bool)
-    wrong[check] = (~np.isin(head[:, 1], (codec.MAGIC_V1, codec.MAGIC_V2)) | (head[:, 0] != size[check])
-                    | (head[:, 2] != off[check]))
-    firsts = [(_first_per_queue(m, qi, len(queues)), what) for what, m in
-              (("is not a unit", garbage), ("points past the CommitLog end", past),
-               ("does not point at a record head", wrong))]
-    last_written = np.array([cq.files.files[-1].wrote // CQ_UNIT_SIZE if cq.files.files else 0
-                             for cq in queues], dtype=np.int64)
-    tail_beyond = _first_per_queue(beyond & (pos >= sizes[qi] - last_written[qi]), qi, len(queues))
-    min_unit = _first_per_queue((off >= log.min_offset) & (size > 0) & (size != CQ_BLANK_UNIT_SIZE),
-                                qi, len(queues))
+    written = [(cq.files.files[0].wrote // CQ_UNIT_SIZE, cq.files.files[-1].wrote // CQ_UNIT_SIZE)
+               if cq.files.files else (0, 0) for cq in queues]
+    first_written = np.array([w for w, _ in written], dtype=np.int64)
+    last_written = np.array([w for _, w in written], dtype=np.int64)
+    whole = [len(cq.files.files) <= 3 and all(mf.wrote == mf.size for mf in cq.files.files[:-1])
+             for cq in queues]  # every unit read, numbered without gaps
+    # pre-blank units lead the first file: found by the check when read whole, else looked up
+    pre_blank_end = np.array([-1 if w else cq.pre_blank_end() for cq, w in zip(queues, whole)],
+                             dtype=np.int64)
+    heads = np.zeros((u.size, 3), dtype=np.int64)
+    lo, hi = (int(off.min()), int(off.max())) if off.size else (0, -1)
+    for mf in log.files.files:
+        if mf.start <= hi and mf.start + mf.size > lo:  # a file some unit points into
+            kq.heads_in_file(np.frombuffer(mf.mm, dtype=np.uint8), mf.start, off, heads)
+    n = len(queues)
+    bad_at, bad_what, min_unit = (np.empty(n, dtype=np.int64) for _ in range(3))
+    settled = np.empty(n, dtype=np.bool_)
+    kq.check(off, size, u["tags_code"].astype(np.int64), heads, bounds, first, first_written,
+             last_written, pre_blank_end, end, log.min_offset, bad_at, bad_what, settled, min_unit)
     out: list[Checked] = []
-    for k in range(len(queues)):
-        bad = [(int(f[k]), what) for f, what in firsts if f[k] >= 0]
-        if bad:
-            i, what = min(bad)
-            out.append(((int(first[k]) + i, what), None, None))
+    for k in range(n):
+        if bad_at[k] >= 0:
+            out.append(((int(first[k] + bad_at[k]), kq.BAD_WHAT[bad_what[k]]), None, None))
             continue
-        settled = last_written[k] > 0 and tail_beyond[k] < 0
-        out.append((None, u[bounds[k + 1] - 1].item() if settled else None,
-                    int(first[k] + min_unit[k]) * CQ_UNIT_SIZE if settled and whole[k] and min_unit[k] >= 0
-                    else None))
-    return out
-
-
-def _first_per_queue(mask: np.ndarray, qi: np.ndarray, n: int) -> np.ndarray:
-    """For each of ``n`` queues, the index among its units (``qi``: the queue of each unit, in
-    order) of its first unit where ``mask`` holds; -1 where none does."""
-    out = np.full(n, -1, dtype=np.int64)
-    hits = np.flatnonzero(mask)
-    queues, at = np.unique(qi[hits], return_index=True)
-    starts = np.searchsorted(qi, queues)
-    out[queues] = hits[at] - starts
-    return out
-
-
-def _heads(log: CommitLog, offsets: np.ndarray) -> np.ndarray:
-    """(TOTALSIZE, MAGIC, PHYSICALOFFSET) of the record head at each CommitLog offset (zeros
-    where none fits a file)."""
-    out = np.zeros((offsets.size, 3), dtype=np.int64)
-    if not offsets.size:
-        return out
-    which = (offsets - log.min_offset) // log.file_size
-    for k in np.unique(which).tolist():
-        mf = log.files.files[k]
-        sel = np.flatnonzero(which == k)
-        part = np.empty((sel.size, 3), dtype=np.int64)
-        kr.heads_at(np.frombuffer(mf.mm, dtype=np.uint8), offsets[sel] - mf.start, part)
-        out[sel] = part
+        out.append((None, u[bounds[k + 1] - 1].item() if settled[k] else None,
+                    int(first[k] + min_unit[k]) * CQ_UNIT_SIZE
+                    if settled[k] and whole[k] and min_unit[k] >= 0 else None))
     return out
 
 
@@ -298,12 +259,14 @@ def _first_store_timestamp(log: CommitLog, mf: MappedFile) -> int | None:
     return rec.store_timestamp if rec.store_timestamp > 0 else None
 
 
-def _valid_end(log: CommitLog, start: int,
-               on_valid: Callable[[RecordBatch], None] | None) -> tuple[int, str | None]:
+def _valid_end(log: CommitLog, start: int, on_valid: Callable[[RecordBatch], None] | None,
+               delay_levels_ms: tuple[int, ...] | None = None) -> tuple[int, str | None]:
     """Where valid data ends from ``start`` on, and why it ended there (None: at zeros): also at a
     record whose topic or queue id no writer could have stored. ``on_valid`` is called with each
-    batch of records found valid, in order."""
-    walk = log.walk(start, stop_at=log.files.files[-1].end if log.files.files else 0, check_names=True)
+    batch of records found valid, in order (their dispatch columns computed by the walk when
+    ``delay_levels_ms`` is given)."""
+    walk = log.walk(start, stop_at=log.files.files[-1].end if log.files.files else 0, check_names=True,
+                    delay_levels_ms=delay_levels_ms)
     for batch in walk:
         if on_valid is not None:
             on_valid(batch)

@@ -210,7 +210,7 @@ class _Checker:
             return None
         columns = RecordColumns()
         last = log.files.files[-1] if log.files.files else None
-        for item in log.walk_past_damage():
+        for item in log.walk_past_damage(delay_levels_ms=self.cfg.delay_levels_ms):
             if isinstance(item, RecordBatch):
                 columns.add(item, self.cfg.delay_levels_ms)
             elif isinstance(item, Gap):

@@ -8,6 +8,8 @@ returns the one JSON line it prints. Modes (see RocketMQPeer.java):
 - ``write STORE N QUEUES BODY_BYTES``: message i goes to topic BenchTopic, queue i % QUEUES, tag
   TagA, key ``k<i>``, body ``m<i>`` padded with '.' to BODY_BYTES bytes (:func:`write_body`);
 - ``recover STORE``: open (load + start), wait until every record is dispatched, shut down;
+  the result also has the phases (``load_seconds``, ``start_seconds``, ``await_seconds``) and
+  ``ready_epoch_ms``, the wall clock when every record was dispatched;
 - ``serve STORE --out FILE [--query TOPIC KEY]...``: open as recover, then write JSON Lines to
   FILE: per queue a ``"kind": "queue"`` line (min/max offsets) followed by a ``"message"`` line per
   message getMessage serves (a ``"gap"`` line for any other status), then a ``"query"`` line per

@@ -293,3 +293,90 @@ def test_an_error_in_the_helper_thread_reaches_the_caller():
     walk = Walk([(0, 64, None)], 0, 64, check_crc=True)  # no bytes: the kernel cannot be typed
     with pytest.raises(TypingError):
         list(walk)
+
+
+def _forging_log(n: int, forge_every: int, bad_crc_at: int | None = None, base: int = 0) -> bytes:
+    """``n`` records of 40-200 byte bodies; every ``forge_every``-th body holds a forged record
+    head that passes ``find_start`` (a magic and its own address as PHYSICALOFFSET): a segment
+    cut near it guesses a record start inside a record. Record ``bad_crc_at`` has a wrong body
+    CRC. ``base``: the CommitLog offset of the first."""
+    out = b""
+    for k in range(n):
+        body = bytes([97 + k % 26]) * (40 + (k * 37) % 160)
+        if k % forge_every == 0:
+            probe = pack(base + len(out), body=body, queue_offset=k)
+            at = base + len(out) + probe.index(body) + 3  # the forged head's own address
+            body = body[:3] + pack(at, body=b"z" * 20) + body[3:]
+        rec = pack(base + len(out), body=body, queue_offset=k, crc=0x1234 if k == bad_crc_at else None)
+        out += rec
+    return out
+
+
+def _walked(walk: Walk) -> tuple[list[int], int, int, str | None]:
+    offsets = [int(o) for b in walk for o in b.rows["offset"]]
+    return offsets, walk.end, walk.status, walk.error
+
+
+@pytest.mark.parametrize("bad_crc_at", [None, 61])
+def test_a_walk_in_segments_takes_exactly_the_sequential_walks_records(bad_crc_at):
+    """Cut into segments walked by several threads (some cuts land on forged heads inside
+    bodies), the walk yields the records, end, status and error of one walk from the start."""
+    raw = _forging_log(120, 5, bad_crc_at)
+    files = [(0, len(raw) + 512, as_buf(raw, len(raw) + 512))]
+    whole = _walked(Walk(files, 0, len(raw) + 512, check_crc=True, segment=1 << 30))
+    assert whole[0][0] == 0 and len(whole[0]) == (120 if bad_crc_at is None else bad_crc_at)
+    assert whole[2] == (kr.ZEROS if bad_crc_at is None else kr.BAD_CRC)
+    for segment in range(64, 1600, 61):
+        for stop_at in (len(raw) + 512, whole[1] // 2):
+            seq = _walked(Walk(files, 0, stop_at, check_crc=True, segment=1 << 30))
+            assert _walked(Walk(files, 0, stop_at, check_crc=True, batch_rows=3, segment=segment)) == seq
+
+
+def test_a_walk_in_segments_crosses_files_at_their_blank():
+    """Two files: the first ends in a BLANK record; the segmented walk goes on into the second."""
+    first = _forging_log(30, 4)
+    blank = struct.pack(">iI", 64, BLANK)
+    size = len(first) + 64
+    second = _forging_log(20, 3, base=size)
+    files = [(0, size, as_buf(first + blank, size)), (size, 8192, as_buf(second, 8192))]
+    seq = _walked(Walk(files, 0, size + 8192, check_crc=True, segment=1 << 30))
+    assert len(seq[0]) == 50 and seq[0][30] == size and seq[1] == size + len(second)
+    assert seq[2] == kr.ZEROS
+    for segment in (64, 200, 999):
+        assert _walked(Walk(files, 0, size + 8192, check_crc=True, batch_rows=2, segment=segment)) == seq
+
+
+def test_queue_unit_check_finds_each_queues_first_bad_unit():
+    """Three queues' units against a CommitLog of three records (at 0, s0, s0 + s1; end of data
+    after the third): queue 0 is sound; queue 1 has a unit of size 0 (not a unit) after a sound
+    one; queue 2 has a unit pointing inside a record, then one past the end (its last: cut data,
+    not damage)."""
+    from rocketlake.store.kernels import queue_units as kq
+
+    recs = [pack(0, body=b"a" * 10)]
+    recs.append(pack(len(recs[0]), body=b"b" * 20))
+    recs.append(pack(len(recs[0]) + len(recs[1]), body=b"c" * 30))
+    raw = b"".join(recs)
+    at = [0, len(recs[0]), len(recs[0]) + len(recs[1])]
+    size = [len(r) for r in recs]
+    end = len(raw)
+    units = [[(at[0], size[0]), (at[2], size[2])],            # queue 0: sound
+             [(at[1], size[1]), (at[2], 0)],                  # queue 1: unit 1 is no unit
+             [(at[0] + 4, size[1]), (end, 100)]]              # queue 2: unit 0 at no head
+    off = np.array([o for q in units for o, _ in q], dtype=np.int64)
+    sz = np.array([s for q in units for _, s in q], dtype=np.int64)
+    heads = np.zeros((off.size, 3), dtype=np.int64)
+    kq.heads_in_file(as_buf(raw), 0, off, heads)
+    assert heads[0].tolist() == [size[0], V1 - (1 << 32), 0]
+    n = len(units)
+    bad_at, bad_what, min_unit = (np.empty(n, dtype=np.int64) for _ in range(3))
+    settled = np.empty(n, dtype=np.bool_)
+    ones = np.full(n, 2, dtype=np.int64)
+    kq.check(off, sz, np.zeros(off.size, dtype=np.int64), heads, np.array([0, 2, 4, 6]),
+             np.zeros(n, dtype=np.int64), ones, ones, np.full(n, -1, dtype=np.int64), end, 0,
+             bad_at, bad_what, settled, min_unit)
+    assert bad_at.tolist() == [-1, 1, 0]
+    assert [kq.BAD_WHAT[w] if w >= 0 else None for w in bad_what] == [
+        None, "is not a unit", "does not point at a record head"]
+    assert settled.tolist() == [True, True, False]  # queue 2's newest units reach past the end
+    assert min_unit.tolist() == [0, 0, 0]

@@ -69,6 +69,21 @@ def test_garbage_after_end_of_data(store):
     assert any(p.offset == end + 100 and "after the end of valid data" in p.what for p in r.problems)
 
 
+@pytest.mark.parametrize("where", ["after", "last byte"])
+@pytest.mark.parametrize("shift", [0, 1, 7])
+def test_one_garbage_byte_after_end_of_data_is_found_where_it_is(store, where, shift):
+    """The end-of-data check counts 8-byte words: a single byte at any alignment, the file's
+    last byte included, is found at its own offset."""
+    last = sorted((store / "commitlog").iterdir())[-1]
+    raw = bytearray(last.read_bytes())
+    end = len(raw.rstrip(b"\0"))
+    at = end + 64 + shift if where == "after" else len(raw) - 1 - shift
+    raw[at] = 0x80
+    last.write_bytes(bytes(raw))
+    r = verify(store, **SMALL)
+    assert [p.offset for p in r.problems if "after the end of valid data" in p.what] == [at]
+
+
 def test_consumequeue_unit_and_missing_queue(store):
     cq = store / "consumequeue/t0/0/00000000000000000000"
     _flip(cq, 20 * 3 + 19)  # tagsCode of unit 3
