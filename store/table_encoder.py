@@ -227,10 +227,24 @@ def warm_up(encoder: TableEncoder) -> None:
     a cache (the package imported from a zip) nothing is done: a write compiles what it runs."""
     if not kernels.CACHE:
         return
-    table = encoder.encode(pa.table({"topic": ["t", "t"], "body": [b"", b""], "tags": ["a", None],
-                                     "keys": [["k"], None]}))
+    table = encoder.encode(_warm_up_table())
     table.encode_into(np.zeros(int(table.rows[:, ke.LENGTH].sum()), dtype=np.uint8), 0, 0, 0, len(table))
     table.dispatch()
+
+
+def _warm_up_table() -> pa.Table:
+    """Two messages of topic "t" with tag "a" and key "k", built from buffers: converting Python
+    values (``pa.array``, ``pa.table`` of lists) makes pyarrow import pandas, 0.3-0.8 s that
+    opening a store for writing does not need."""
+    ends = pa.py_buffer(np.array([0, 1, 2], dtype=np.int32))
+
+    def text(data: bytes) -> pa.Array:
+        return pa.Array.from_buffers(pa.string(), 2, [None, ends, pa.py_buffer(data)])
+
+    body = pa.Array.from_buffers(pa.binary(), 2, [None, pa.py_buffer(np.zeros(3, dtype=np.int32)),
+                                                  pa.py_buffer(b"")])
+    keys = pa.ListArray.from_buffers(pa.list_(pa.string()), 2, [None, ends], children=[text(b"kk")])
+    return pa.table({"topic": text(b"tt"), "body": body, "tags": text(b"aa"), "keys": keys})
 
 
 def _values(arr: pa.Array, rows: list[int], taken: pa.Array) -> list[Any]:
@@ -260,6 +274,8 @@ class _Encoding:
     def messages(self, rows: list[int]) -> Iterator[tuple[int, Message]]:
         """(row, Message) of each of ``rows`` in order, every value as the table holds it (the
         rows' values are converted column by column, not as one scalar object each)."""
+        if not rows:
+            return
         taken = pa.array(rows, type=pa.int64())
         cols = {name: _values(arr, rows, taken) for name, arr in self.arrays.items()}
         for j, i in enumerate(rows):

@@ -52,3 +52,23 @@ def test_store_modules_import_without_a_cycle():
         if m not in state:
             visit(m, [m])
     assert cycles == []
+
+
+
+def test_opening_and_recovering_a_store_for_writing_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas (0.1-0.8 s) at its first conversion of Python values; a writer's
+    open after a crash (recovery and the write warm-up) converts none, so a restart does not pay
+    for it."""
+    import subprocess
+    import sys
+
+    from rocketlake.store import Message, MessageStore
+
+    root = tmp_path / "s"
+    with MessageStore(root) as s:
+        s.put_batch([Message(topic="t", body=b"x", queue_id=0)])
+    (root / "abort").touch()
+    script = ("import sys\nfrom rocketlake.store import MessageStore\n"
+              f"MessageStore({str(root)!r}).close()\nprint('pandas' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
