@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,6 +20,7 @@ import numpy.typing as npt
 
 from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import records as kr
+from rocketlake.store.mapped_file import release_pages
 
 if TYPE_CHECKING:
     from rocketlake.store.mapped_file import MappedFile
@@ -162,18 +164,27 @@ class Walk:
             helper.join()
 
     def _batches(self) -> Iterator[RecordBatch]:
+        """The batches; the pages of a batch are released (``release_pages``) once the caller has
+        taken the batch after it: the walk's resident set stays a few batches, whatever the size
+        of the files."""
         detail = np.zeros(3, dtype=np.int64)
+        walked: deque[tuple[Buffer, int, int]] = deque()
         while self.end < self.stop_at:
             f = self._file(self.end)
             if f is None:
                 return
             start, size, buf = f
             out = np.empty((self.batch_rows, kr.NFIELDS), dtype=np.int64)
-            n, end, status = kr.walk(buf, start, self.end - start, min(size, self.stop_at - start),
+            pos = self.end - start
+            n, end, status = kr.walk(buf, start, pos, min(size, self.stop_at - start),
                                      self.check_crc, self.check_names, out, detail)
             self.end, self.status = start + end, status
             if n:
+                walked.append((buf, pos, end))
                 yield RecordBatch(buf, out[:n])
+                # handed over: the caller took the batch before it, so is done with the one before that
+                if len(walked) > 2:
+                    release_pages(*walked.popleft())
             if status == kr.BLANK:
                 self.end = start + size
             elif status == kr.ZEROS:
