@@ -36,12 +36,17 @@ Buffer = npt.NDArray[np.uint8]
 def find_record_start(buf: Buffer, base: int, lo: int, hi: int) -> int:
     """``kernels.records.find_start`` (the first record start in ``[lo, hi)``, ``hi`` when none),
     skipping runs of zero bytes with numpy first: a range past the end of the data is zeros, and
-    numpy reads them many times faster than the byte-by-byte search."""
+    numpy reads them many times faster than the byte-by-byte search, which runs only over the
+    chunks that are not all zeros. The chunks searched in vain are released (``release_pages``):
+    the preallocated rest of a mapped 1 GiB file does not stay resident."""
     a = lo
     while a < hi:
         b = min(hi, (a // _ZERO_CHUNK + 1) * _ZERO_CHUNK)
         if buf[a:b].any():
-            return int(kr.find_start(buf, base, max(lo, a - 8), hi))
+            found = int(kr.find_start(buf, base, max(lo, a - 8), b))
+            if found < b:
+                return found
+        release_pages(buf, a, b)
         a = b
     return hi
 

@@ -327,3 +327,21 @@ def test_a_walk_over_a_mapped_file_keeps_only_its_last_batches_resident(tmp_path
         most = max(most, _mapped_kib(path))
     assert got == list(range(1100)) and walk.status == kr.ZEROS
     assert most < len(raw) // 1024 // 4
+
+
+def test_a_search_for_a_record_start_over_zeros_keeps_none_of_them_resident(tmp_path):
+    """The preallocated rest of a mapped CommitLog file (64 MiB of zeros after one record) is
+    read in chunks to find that no record starts there; the zeros read do not stay mapped."""
+    import mmap
+
+    from rocketlake.store.record_walk import find_record_start
+
+    rec = pack(0)
+    path = tmp_path / "00000000000000000000"
+    path.write_bytes(rec + bytes((64 << 20) - len(rec)))
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    buf = np.frombuffer(mm, dtype=np.uint8)
+    assert find_record_start(buf, 0, 0, buf.size) == 0
+    assert find_record_start(buf, 0, 1, buf.size) == buf.size
+    assert _mapped_kib(path) < (64 << 10) // 4
