@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 #: one index key of a part: its hash (``codec.index_key_hash``), message offset and store time
 KEY_DTYPE = np.dtype([("key_hash", "<i4"), ("phy", "<i8"), ("ts", "<i8")])
 
+#: index keys an index write task puts at a time (``write_index_file_task``)
+PUT_KEYS = 1 << 20
+
 #: a slice ``[lo, hi)`` of the rows of part ``part``
 Slice = tuple[int, int, int]
 
@@ -339,17 +342,24 @@ def plan_index(parts: list[PartSummary], staging: Path, index_dir: Path, entry_n
 
 
 def write_index_file_task(job: IndexJob, staging: str, slot_num: int, entry_num: int) -> int:
-    """Write task: put ``job``'s keys into its index file, in order (returns the key count)."""
+    """Write task: put ``job``'s keys into its index file, in order (returns the key count), at
+    most ``PUT_KEYS`` at a time: the task holds the index file and one slice of keys, not all
+    of a full file's 20 M keys (plus their contiguous copies) at once."""
     folder = Path(staging)
-    rows = np.concatenate([np.load(part_path(folder, p, "keys"), mmap_mode="r")[lo:hi]
-                           for p, lo, hi in job.slices])
     f = IndexFile(Path(job.path), slot_num, entry_num, create_from=job.create_from)
+    n = 0
     try:
-        f.put_batch(rows["key_hash"], rows["phy"], rows["ts"])
+        for p, lo, hi in job.slices:
+            keys = np.load(part_path(folder, p, "keys"), mmap_mode="r")
+            for a in range(lo, hi, PUT_KEYS):
+                rows = np.array(keys[a:min(hi, a + PUT_KEYS)])  # a copy: the part's map goes with keys
+                f.put_batch(rows["key_hash"], rows["phy"], rows["ts"])
+                n += rows.size
+            del keys
         f.flush()
     finally:
         f.close()
-    return int(rows.size)
+    return n
 
 
 def remove_staging(staging: Path) -> None:
