@@ -169,7 +169,9 @@ class ConsumeQueue:
         """Write units (CQ_UNIT_DTYPE) at consecutive ``queue_offsets``, in order.
 
         Units of records already dispatched (ending at or before the last dispatched record) are
-        skipped, so re-dispatching after a crash is harmless.
+        skipped, so re-dispatching after a crash is harmless. A file filled to its end is unmapped
+        (its pages stay in the page cache, dirty until flushed): a queue keeps only its last file
+        mapped, so writing many GiB of units does not grow the process by as much.
         """
         fresh = units["commitlog_offset"] + units["size"] > self.max_physic_offset
         if not fresh.all():
@@ -190,6 +192,8 @@ class ConsumeQueue:
             k = min(n - i, (mf.size - pos) // CQ_UNIT_SIZE)
             mf.write(pos, units[i:i + k].tobytes())
             mf.wrote = pos + k * CQ_UNIT_SIZE
+            if mf.wrote == mf.size:
+                mf.close()  # full: unmapped (a lazy file maps again when used), out of the RSS
             i += k
         if n:
             last = units[-1]

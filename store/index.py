@@ -153,11 +153,19 @@ class IndexFile:
         ``first`` and ``last`` are the (CommitLog offset, store time) of its first and last key,
         ``filled`` the sum of what the placements returned. Updates and writes the header."""
         if self.index_count <= 1:
-            self.begin_phy, self.begin_ts = first[0], codec.index_time(first[1])
+            self.begin_phy = first[0]
+        self.advance(n, first[1])
         self.slot_count += filled
-        self.index_count += n
         self.end_phy, self.end_ts = last[0], codec.index_time(last[1])
         self.write_header()
+
+    def advance(self, n: int, first_ts: int) -> None:
+        """Move this object's count and time base past ``n`` placed puts whose first has store
+        time ``first_ts``, as the puts did (the first put of an empty file sets beginTimestamp),
+        without writing the header: the next :meth:`place` then continues after them."""
+        if self.index_count <= 1:
+            self.begin_ts = codec.index_time(first_ts)
+        self.index_count += n
 
     def write_header(self) -> None:
         INDEX_HEADER.pack_into(self.mm, 0, self.begin_ts, self.end_ts, self.begin_phy,

@@ -261,6 +261,24 @@ class MappedFileQueue:
             mf.close()
 
 
+def release_pages(buf: np.ndarray, lo: int, hi: int) -> None:
+    """Let this process's resident set drop the whole pages of ``buf[lo:hi]`` when ``buf`` views a
+    shared file mapping (``MappedFile.mm``, ``np.memmap``): ``MADV_DONTNEED`` unmaps them from
+    the process while the page cache keeps them (written ones too, still dirty), and a later read
+    maps them again, so the bytes never change. Anything else (a copy in memory) is left alone.
+    A walk over many GiB calls it behind itself: mapped file pages count in RSS until released."""
+    mm: object = buf.base
+    while mm is not None and not isinstance(mm, mmap.mmap):  # views of views, memoryviews
+        mm = mm.obj if isinstance(mm, memoryview) else getattr(mm, "base", None)
+    if mm is None or mm.closed:
+        return
+    at = buf.ctypes.data - np.frombuffer(mm, dtype=np.uint8).ctypes.data
+    first = -(-(at + lo) // PAGE_SIZE) * PAGE_SIZE
+    last = (at + hi) // PAGE_SIZE * PAGE_SIZE
+    if last > first:
+        mm.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
 def zero_tail(mf: MappedFile, pos: int, chunk: int = 1 << 22) -> None:
     """Zero ``[pos, size)`` of a mapped file so no stale bytes can parse later; msync what changed."""
     lo = first_nonzero(mf, pos, chunk)

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import records as kr
+from rocketlake.store.mapped_file import release_pages
 
 if TYPE_CHECKING:
     from rocketlake.store.mapped_file import MappedFile
@@ -39,12 +40,17 @@ Buffer = npt.NDArray[np.uint8]
 def find_record_start(buf: Buffer, base: int, lo: int, hi: int) -> int:
     """``kernels.records.find_start`` (the first record start in ``[lo, hi)``, ``hi`` when none),
     skipping runs of zero bytes with numpy first: a range past the end of the data is zeros, and
-    numpy reads them many times faster than the byte-by-byte search."""
+    numpy reads them many times faster than the byte-by-byte search, which runs only over the
+    chunks that are not all zeros. The chunks searched in vain are released (``release_pages``):
+    the preallocated rest of a mapped 1 GiB file does not stay resident."""
     a = lo
     while a < hi:
         b = min(hi, (a // _ZERO_CHUNK + 1) * _ZERO_CHUNK)
         if buf[a:b].any():
-            return int(kr.find_start(buf, base, max(lo, a - 8), hi))
+            found = int(kr.find_start(buf, base, max(lo, a - 8), b))
+            if found < b:
+                return found
+        release_pages(buf, a, b)
         a = b
     return hi
 
@@ -151,8 +157,11 @@ class Walk:
         ends exactly where it starts (the segment before ended at its limit): so the batches are
         the sequential walk's records, and where a cut guessed wrong (a start found inside a
         record, or past the end of the data) the segments after are dropped and the walk goes
-        on from where the data taken ends. ``end``, ``status`` and ``error`` are final once
-        iteration ends."""
+        on from where the data taken ends. The pages of a batch are released (``release_pages``)
+        once the caller has asked for the batch after the next: the walk's resident set stays a
+        few segments, whatever the size of the files. ``end``, ``status`` and ``error`` are final
+        once iteration ends."""
+        walked: deque[tuple[Buffer, int, int]] = deque()  # batches handed over, not released
         with ThreadPoolExecutor(WORKERS, thread_name_prefix="record-walk") as pool:
             ahead: deque[Future[_Segment]] = deque()
             try:
@@ -167,7 +176,13 @@ class Walk:
                         if seg.start != self.end - start:  # a wrong cut: go on from the end
                             break
                         self.end, self.status = start + seg.end, seg.status
-                        yield from seg.batches
+                        for batch in seg.batches:
+                            walked.append((buf, int(batch.raw[0, kr.OFFSET]) - start,
+                                           int(batch.raw[-1, kr.OFFSET] + batch.raw[-1, kr.SIZE]) - start))
+                            yield batch
+                            # the caller asks for the next one: it is done with the one before
+                            if len(walked) > 2:
+                                release_pages(*walked.popleft())
                         if seg.status != kr.LIMIT or seg.end >= hi:
                             break
                         if (more := next(cuts, None)) is not None:

@@ -380,3 +380,55 @@ def test_queue_unit_check_finds_each_queues_first_bad_unit():
         None, "is not a unit", "does not point at a record head"]
     assert settled.tolist() == [True, True, False]  # queue 2's newest units reach past the end
     assert min_unit.tolist() == [0, 0, 0]
+
+def _mapped_kib(path: Path) -> int:
+    """KiB of ``path``'s mappings resident in this process (``/proc/self/smaps``)."""
+    kib, mine = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if "-" in line.split(" ", 1)[0]:
+                mine = line.rstrip("\n").endswith(str(path))
+            elif mine and line.startswith("Rss:"):
+                kib += int(line.split()[1])
+    return kib
+
+
+def test_a_walk_over_a_mapped_file_keeps_only_its_last_batches_resident(tmp_path):
+    """Mapped file pages count in a process's RSS: a walk over a 64 MiB mapped CommitLog in
+    batches of ~1 MiB (segments of 1 MiB walked ahead) keeps its last batches and the segments
+    ahead mapped (a few MiB, with the page cache's large folios mapped whole), not the whole
+    file, and every record is still read whole."""
+    import mmap
+
+    one = len(pack(0, body=bytes(60_000)))
+    raw = b"".join(pack(k * one, body=bytes(60_000), queue_offset=k) for k in range(1100))
+    path = tmp_path / "00000000000000000000"
+    path.write_bytes(raw + bytes(64))
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    buf = np.frombuffer(mm, dtype=np.uint8)
+    walk = Walk([(0, buf.size, buf)], 0, buf.size, check_crc=True, batch_rows=16, segment=1 << 20)
+    got, most = [], 0
+    for batch in walk:
+        got += batch.rows["queue_offset"].tolist()
+        most = max(most, _mapped_kib(path))
+    assert got == list(range(1100)) and walk.status == kr.ZEROS
+    assert most < len(raw) // 1024 // 4
+
+
+def test_a_search_for_a_record_start_over_zeros_keeps_none_of_them_resident(tmp_path):
+    """The preallocated rest of a mapped CommitLog file (64 MiB of zeros after one record) is
+    read in chunks to find that no record starts there; the zeros read do not stay mapped."""
+    import mmap
+
+    from rocketlake.store.record_walk import find_record_start
+
+    rec = pack(0)
+    path = tmp_path / "00000000000000000000"
+    path.write_bytes(rec + bytes((64 << 20) - len(rec)))
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    buf = np.frombuffer(mm, dtype=np.uint8)
+    assert find_record_start(buf, 0, 0, buf.size) == 0
+    assert find_record_start(buf, 0, 1, buf.size) == buf.size
+    assert _mapped_kib(path) < (64 << 10) // 4

@@ -221,6 +221,19 @@ def test_reopen_continues_queue_offsets_and_reads(tmp_path):
         assert [x.body for x in ms.query("t", "k5")] == [b"a" * 50]
 
 
+def test_a_full_consumequeue_file_is_unmapped_and_still_read(tmp_path):
+    """A queue keeps only its last ConsumeQueue file mapped: 100 units in files of 30 (600 bytes)
+    fill three files, which are unmapped once full; every unit reads back all the same."""
+    with MessageStore(tmp_path / "s", mappedFileSizeConsumeQueue=600) as ms:
+        ms.put_batch([Message("t", b"m%d" % i) for i in range(100)])
+        files = ms.queues[("t", 0)].files.files
+        assert [(mf.wrote, mf.mapped) for mf in files] == [(600, False)] * 3 + [(200, True)]
+        bodies: list[bytes] = []
+        while len(bodies) < 100:  # a get reads within one ConsumeQueue file, as RocketMQ's
+            bodies += [m.record.body for m in ms.get("t", 0, len(bodies), 100).messages]
+        assert bodies == [b"m%d" % i for i in range(100)]
+
+
 # --- bad input -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("msg, match", [
     (Message("bad topic", b"x"), "topic"),

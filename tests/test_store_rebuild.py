@@ -113,7 +113,11 @@ def test_index_continues_the_open_file_then_names_after_it(tmp_path: Path) -> No
         (codec.index_file_name(901, UTC), (100, 500), [(0, 2, 3)])]
 
 
-def test_index_tasks_over_slot_ranges_write_the_library_bytes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("put_keys", [1 << 20, 3])
+def test_index_tasks_over_slot_ranges_write_the_library_bytes(tmp_path: Path, put_keys: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library's bytes whether each task places its keys at once or a few at a time."""
+    monkeypatch.setattr(sr, "PUT_KEYS", put_keys)
     rng = np.random.default_rng(3)
     hashes = rng.integers(0, 1 << 31, 10).astype(np.int32)
     phy, ts = np.arange(10, dtype=np.int64) * 64, 1_700_000_000_000 + np.arange(10, dtype=np.int64) * 900

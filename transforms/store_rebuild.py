@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 #: one index key of a part: its hash (``codec.index_key_hash``), message offset and store time
 KEY_DTYPE = np.dtype([("key_hash", "<i4"), ("phy", "<i8"), ("ts", "<i8")])
 
+#: index keys an index write task puts at a time (``write_index_file_task``)
+PUT_KEYS = 1 << 20
+
 #: a slice ``[lo, hi)`` of the rows of part ``part``
 Slice = tuple[int, int, int]
 
@@ -388,14 +391,21 @@ def finish_index_files(jobs: list[IndexJob], filled: dict[str, int], slot_num: i
 
 def write_index_file_task(job: IndexJob, staging: str, slot_num: int, entry_num: int) -> int:
     """Write task: place ``job``'s keys of its slots into its file (made by
-    :func:`create_index_files`), from the file's header as it was before the rebuild; the header
-    is :func:`finish_index_files`'s. Returns how many of the puts found their slot empty."""
+    :func:`create_index_files`), from the file's header as it was before the rebuild, at most
+    ``PUT_KEYS`` at a time (the task holds the index file and one slice of keys, not all of a
+    full file's 20 M keys at once); the header is :func:`finish_index_files`'s. Returns how many
+    of the puts found their slot empty."""
     folder = Path(staging)
-    rows = np.concatenate([np.load(part_path(folder, p, "keys"), mmap_mode="r")[lo:hi]
-                           for p, lo, hi in job.slices])
     f = IndexFile(Path(job.path), slot_num, entry_num)
+    filled = 0
     try:
-        filled = f.place(rows["key_hash"], rows["phy"], rows["ts"], job.slots)
+        for p, lo, hi in job.slices:
+            keys = np.load(part_path(folder, p, "keys"), mmap_mode="r")
+            for a in range(lo, hi, PUT_KEYS):
+                rows = np.array(keys[a:min(hi, a + PUT_KEYS)])  # a copy: the part's map goes with keys
+                filled += f.place(rows["key_hash"], rows["phy"], rows["ts"], job.slots)
+                f.advance(rows.size, int(rows["ts"][0]))
+            del keys
         f.flush()
     finally:
         f.close()
