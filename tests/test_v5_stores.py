@@ -295,23 +295,34 @@ def test_a_writer_refuses_a_commitlog_elsewhere(tmp_path: Path) -> None:
 
 
 
-@pytest.mark.parametrize("command", [["rebuild"], ["rebuild", "--output", "OUT"],
-                                     ["publish-offsets", "--lake", "LAKE"],
-                                     ["compact", "--lake", "LAKE"], ["archive", "--lake", "LAKE"]])
-def test_spark_jobs_refuse_a_commitlog_over_several_directories(tmp_path: Path, capsys,
-                                                                command) -> None:
+def test_compact_refuses_a_commitlog_over_several_directories(tmp_path: Path, capsys) -> None:
+    """compact expires CommitLog files by deleting them: a change to the CommitLog, which
+    rocketlake makes only in <store>/commitlog (the Spark jobs that only read it take it:
+    tests/spark/test_multipath_commitlog.py)."""
     root = tmp_path / "s"
     _spread(root, 40)
     before = _tree(root)
-    argv = [a.replace("LAKE", str(tmp_path / "lake")).replace("OUT", str(tmp_path / "out"))
-            for a in command]
     paths = f"{root / 'commitlog'},{root / 'commitlog2'}"
-    assert cli.main([*argv, "--store", str(root), "--set", f"storePathCommitLog={paths}"]) == \
-        ExitCode.USAGE
+    assert cli.main(["compact", "--lake", str(tmp_path / "lake"), "--store", str(root), "--set",
+                     f"storePathCommitLog={paths}"]) == ExitCode.USAGE
     err = capsys.readouterr().err
-    assert "storePathCommitLog" in err and f"{command[0]} reads <store>/commitlog only" in err
+    assert "storePathCommitLog" in err and "compact expires CommitLog files by deleting them" in err
+    assert "rocketlake changes a CommitLog only in <store>/commitlog" in err
     assert _tree(root) == before
-    assert not (tmp_path / "lake").exists() and not (tmp_path / "out").exists()
+    assert not (tmp_path / "lake").exists()
+
+
+def test_publish_offsets_finds_where_a_commitlog_over_several_directories_starts(
+        tmp_path: Path) -> None:
+    from rocketlake.jobs.publish_offsets import read_layout
+    from rocketlake.store.config import load_config
+
+    root = tmp_path / "s"
+    _spread(root, 40)
+    (root / "commitlog" / f"{0:020d}").unlink()  # expired: it starts with file 4096, in commitlog2
+    cfg = load_config({**SMALL, "storePathCommitLog": f"{root / 'commitlog'},{root / 'commitlog2'}"})
+    assert read_layout(root, cfg).commitlog_min_offset == 4096
+
 
 # --- compaction topics (CompactionLog / SparseConsumeQueue: compaction/compactionLog/<t>/<q>
 # holds CommitLog records at their own offsets, compaction/compactionCq/<t>/<q> 46-byte units) -----
