@@ -16,7 +16,7 @@ from rocketlake.store.codec import (
     CQ_UNIT_SIZE,
     format_file_name,
 )
-from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.errors import StoreFormatError, UnsupportedStoreError
 from rocketlake.store.lazy_maps import LazyMappedFile
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, data_end
 from rocketlake.store.paths import BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_DIR, queue_dir, queue_dirs
@@ -348,6 +348,17 @@ def not_file_queues(root: Path, topics: Collection[str] | None = None) -> str | 
         return (f"{base / batch[0]}: a BatchConsumeQueue (topic {batch[0]!r} is a 5.x BatchCQ "
                 f"topic{f', and {len(batch) - 1} more' if len(batch) > 1 else ''})")
     return None
+
+
+def refuse_writing(root: Path) -> None:
+    """The guard of a writer's open: UnsupportedStoreError when the ConsumeQueues of the store at
+    ``root`` are not all 4.9 ConsumeQueue files (:func:`not_file_queues` says why): a writer would
+    dispatch into `consumequeue/` files beside queues the broker alone maintains (a RocksDB
+    database there, or a BatchCQ topic's queues, which the broker then refuses to start with)."""
+    reason = not_file_queues(root)
+    if reason is not None:
+        raise UnsupportedStoreError(f"{reason}; rocketlake reads such a store but does not write "
+                                    f"it, nothing was written: open the store read-only")
 
 
 def load_queues(root: Path, file_size: int,

@@ -23,14 +23,13 @@ from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.compaction_log import load_compaction_queues
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import read_consumer_offsets, write_consumer_offsets
-from rocketlake.store.consume_queue import ConsumeQueue, load_queues
+from rocketlake.store.consume_queue import ConsumeQueue, load_queues, refuse_writing
 from rocketlake.store.dispatch import Dispatcher, from_record
 from rocketlake.store.errors import (
     CorruptRecordError,
     MessageNotFoundError,
     MessageRejected,
     SettingError,
-    StoreFormatError,
 )
 from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.flush import FlushService
@@ -51,7 +50,6 @@ from rocketlake.store.message_encoder import INT_FIELDS, MessageEncoder, check_i
 from rocketlake.store.record_walk import FileEnd, Gap
 from rocketlake.store.recovery import RecoveryReport, recover
 from rocketlake.store.retention import ExpiryReport, RetentionPolicy, delete_expired_files
-from rocketlake.store.rocksdb_store import refuse_writing
 from rocketlake.store.safe_files import open_file
 from rocketlake.store.store_dir import check_store, create_store
 from rocketlake.store.table_encoder import EncodedTable, TableEncoder, messages_to_table, warm_up
@@ -121,18 +119,12 @@ class MessageStore:
         self.queues: dict[tuple[str, int], ConsumeQueue] = load_queues(
             self.root, cfg.mappedFileSizeConsumeQueue,
             self.commitlog.min_offset if self.read_only else None)
-        #: a 5.x broker's BatchConsumeQueues, read only (a writer refuses a store that has them)
+        #: a 5.x broker's BatchConsumeQueues, read only (a writer refuses a store that has them:
+        #: ``consume_queue.refuse_writing``)
         self.batch_queues: dict[tuple[str, int], BatchConsumeQueue] = load_batch_queues(self.root)
         #: a 5.x broker's compaction topics' queues (``store.compaction_log``), served before
         #: their ConsumeQueues, as the broker serves them
         self.compaction_queues = load_compaction_queues(self.root, cfg) if self.read_only else {}
-        if self.batch_queues and not self.read_only:
-            t, q = next(iter(self.batch_queues))
-            raise StoreFormatError(
-                f"{self.root}: has a 5.x broker's BatchConsumeQueues ({len(self.batch_queues)}, "
-                f"first batchconsumequeue/{t}/{q}), which rocketlake reads but does not write: "
-                f"a writer would dispatch their topics into consumequeue/, and the broker then "
-                f"refuses to start; open the store read-only")
         self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) \
             if cfg.messageIndexEnable else None
         if self.index is not None:

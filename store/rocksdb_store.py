@@ -50,15 +50,6 @@ def rocksdb_consume_queue(root: Path) -> bool:
     return is_rocksdb(Path(root) / CONSUME_QUEUE_DIR)
 
 
-def refuse_writing(root: Path) -> None:
-    """UnsupportedStoreError when the store at ``root`` keeps its ConsumeQueues in RocksDB: a
-    writer would put file queues beside a database the broker alone maintains."""
-    if rocksdb_consume_queue(root):
-        raise UnsupportedStoreError(
-            f"{Path(root) / CONSUME_QUEUE_DIR}: a RocksDB ConsumeQueue ({SETTING}, RocketMQ 5.x); "
-            f"rocketlake reads such a store but does not write it")
-
-
 def open_read_only(path: Path, column_families: tuple[str, ...] = ()) -> Any:
     """The RocksDB database at ``path`` opened read-only (rocksdict ``Rdict`` in raw mode, with
     ``column_families`` besides the default). UnsupportedStoreError naming the setting and the
