@@ -17,7 +17,10 @@ an unknown one is an error listing the known ones):
   ``mappedFileSizeConsumeQueue``: file sizes (default: the size of the files, which must agree
   with each other and with the option when given; a file no store has, empty or not whole
   ConsumeQueue units, is named as damage);
-  ``messageDelayLevel``: the broker's delay levels, for ``tags_code`` of delayed messages.
+  ``messageDelayLevel``: the broker's delay levels, for ``tags_code`` of delayed messages;
+  ``storePathCommitLog`` / ``readOnlyCommitLogStorePaths``: a CommitLog outside
+  `<path>/commitlog` or over several directories (``,`` between them), as the broker settings of
+  those names (``commitlog_scan.commitlog_files``).
 - ``consumable``: ``true`` keeps only what consumers are served: records with a ConsumeQueue
   unit (no PREPARED or ROLLBACK, ``store.dispatch.goes_to_consume_queue``) of topics served as
   such (``store.dispatch.served_as_such``: no SCHEDULE_TOPIC_XXXX copies, transaction half / op
