@@ -71,14 +71,14 @@ def in_process(store: Path, topic: str, runs: int) -> tuple[float, float, int]:
         return sum(b.num_rows for p in reader.partitions() for b in reader.read(p))
 
     arrow = to_arrow_schema(reader.schema, timezone="UTC")
-    cl = commitlog_files(store, reader.file_size)
+    cl = commitlog_files(store, reader.cfg)
 
     def through_cq() -> int:
         plan = topic_reads.plan(store, reader.opts.file_size("mappedFileSizeConsumeQueue"), cl[0][1],
                                 {topic}, -(1 << 63), 1 << 63, 64 << 20, max_share=1.0)
         assert plan is not None
         return sum(b.num_rows for part in plan.parts for b in topic_reads.read_part(
-            part, store / "commitlog", reader.file_size, True, arrow, reader.delay_levels_ms))
+            part, store, reader.cfg, True, arrow, reader.delay_levels_ms))
 
     walk_s, n = best(walk, runs)
     cq_s, m = best(through_cq, runs)

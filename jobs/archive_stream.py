@@ -40,7 +40,6 @@ from rocketlake.jobs.lake import store_name as lake_store_name
 from rocketlake.jobs.run_log import record_run
 from rocketlake.jobs.spark_session import build_session
 from rocketlake.jobs.table_names import ARCHIVE_TABLE, RUNS_TABLE
-from rocketlake.store.codec import format_file_name
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.store_dir import check_store
 from rocketlake.transforms.archive import (
@@ -48,6 +47,7 @@ from rocketlake.transforms.archive import (
     SOURCE_COLUMNS,
     archive_rows,
 )
+from rocketlake.transforms.commitlog_scan import file_at
 
 PROG = "archive"
 
@@ -87,18 +87,16 @@ def archive_stream(root: Path, cfg: StoreConfig, lake: str, store_name: str | No
     the offset reached."""
     started = time.time_ns() // 1_000_000
     root = check_store(root)
-    job_support.refuse_commitlog_elsewhere(root, cfg, PROG)
     store_name = lake_store_name(root, store_name)
     spark = build_session(f"rocketlake-{PROG}", master=master)
     uri, checkpoint = table_uri(lake, ARCHIVE_TABLE), checkpoint_uri(lake, store_name)
     end = None if has_checkpoint(spark, lake, store_name) else archived_end(spark, lake, store_name)
     size = cfg.mappedFileSizeCommitLog
     if end is not None and end % size and \
-            not (root / "commitlog" / format_file_name(end - end % size)).exists():
+            not file_at(root, cfg, end - end % size).exists():
         end += size - end % size  # expired once archived whole: what followed was its BLANK tail
     source = (spark.readStream.format("rocketmq")
-              .option("mappedFileSizeCommitLog", cfg.mappedFileSizeCommitLog)
-              .option("messageDelayLevel", cfg.messageDelayLevel)
+              .options(**job_support.source_options(cfg))
               .option("columns", ",".join(SOURCE_COLUMNS))
               .options(**({} if split_bytes is None else {"splitBytes": str(split_bytes)}))
               .option("startingOffsets", "earliest" if end is None

@@ -117,10 +117,9 @@ def checked_walk(spark: SparkSession, root: Path, cfg: StoreConfig, start: int,
     """Walk the CommitLog from ``start`` (or only the files ``names``) with CRCs checked and
     nothing built: the ranges walked, and the records before the end of valid data (where one
     walk would stop), counted per range."""
-    size = cfg.mappedFileSizeCommitLog
-    files = commitlog_files(root, size)
+    files = commitlog_files(root, cfg)
     start = max(start, files[0][1]) if files else start
-    ranges = [r for r in plan_ranges(root, size, DEFAULT_SPLIT_BYTES, start)
+    ranges = [r for r in plan_ranges(root, cfg, DEFAULT_SPLIT_BYTES, start)
               if names is None or codec.format_file_name(r.file_start) in names]
     with spark_progress(spark, "check"):
         summaries = walk_parts(spark.sparkContext, ranges, "", cfg.delay_levels_ms, False, False)
@@ -133,8 +132,7 @@ def checked_source(spark: SparkSession, root: Path, cfg: StoreConfig,
     """The ``rocketmq`` source over the store's CommitLog with ``columns`` only, CRCs not checked
     again (:func:`checked_walk` did): callers filter it to the offsets found valid."""
     return (spark.read.format("rocketmq")
-            .option("mappedFileSizeCommitLog", cfg.mappedFileSizeCommitLog)
-            .option("messageDelayLevel", cfg.messageDelayLevel).option("checkCRC", "false")
+            .options(**job_support.source_options(cfg)).option("checkCRC", "false")
             .option("columns", ",".join(columns)).load(str(root)))
 
 
@@ -300,7 +298,7 @@ def maintain(root: Path, cfg: StoreConfig, lake: str, store_name: str | None = N
     started = time.time_ns() // 1_000_000
     root = check_store(root)
     job_support.refuse_5x_queues(root, PROG)
-    job_support.refuse_commitlog_elsewhere(root, cfg, PROG)
+    job_support.refuse_commitlog_elsewhere(root, cfg, PROG, "expires CommitLog files by deleting them")
     store_name = lake_store_name(root, store_name)
     now = now_ms if now_ms is not None else started
     summary: dict = {"plan": plan(root, cfg, now, force, protect_unconsumed, respect_delete_when)}

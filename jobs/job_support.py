@@ -32,17 +32,30 @@ def store_config(args: argparse.Namespace, replacing: Collection[str] = ()) -> S
     return reading_config(args.store, parse_set_options(args.set), replacing)
 
 
-def refuse_commitlog_elsewhere(root: Path, cfg: StoreConfig, job: str) -> None:
-    """The store guard of the Spark jobs, which read the CommitLog in `<root>/commitlog` only:
-    SettingError (exit 2) naming storePathCommitLog when ``cfg`` puts the CommitLog of the store
-    at ``root`` elsewhere or over several directories (``StoreConfig.commitlog_dirs``, the
-    library's rule), before anything is read or written."""
+def refuse_commitlog_elsewhere(root: Path, cfg: StoreConfig, job: str, why: str) -> None:
+    """The guard of a job that changes the CommitLog (``why`` says how), which rocketlake does
+    only in `<root>/commitlog`, as its writer (``MessageStore``): SettingError (exit 2) naming
+    storePathCommitLog when ``cfg`` puts the CommitLog of the store at ``root`` elsewhere or over
+    several directories (``StoreConfig.commitlog_dirs``, the library's rule), before anything is
+    read or written."""
     dirs = cfg.commitlog_dirs(root)
     if dirs != [Path(root) / "commitlog"]:
         raise SettingError(
             f"{root}: storePathCommitLog / readOnlyCommitLogStorePaths put the CommitLog in "
-            f"{', '.join(map(str, dirs))}; {job} reads <store>/commitlog only and refuses it, "
-            f"nothing was read or written (the rocketlake commands read it: dump, get, verify)")
+            f"{', '.join(map(str, dirs))}; {job} {why}, and rocketlake changes a CommitLog only in "
+            f"<store>/commitlog, so it refuses this store: nothing was read or written (reading "
+            f"it works: the rocketmq source, rebuild, archive, publish-offsets, dump, get, verify)")
+
+
+def source_options(cfg: StoreConfig) -> dict[str, str]:
+    """The ``rocketmq`` source options that read the CommitLog as ``cfg`` sets it: file size,
+    delay levels, and ``storePathCommitLog`` / ``readOnlyCommitLogStorePaths`` when set."""
+    opts = {"mappedFileSizeCommitLog": str(cfg.mappedFileSizeCommitLog),
+            "messageDelayLevel": cfg.messageDelayLevel}
+    for name in ("storePathCommitLog", "readOnlyCommitLogStorePaths"):
+        if getattr(cfg, name).strip():
+            opts[name] = getattr(cfg, name)
+    return opts
 
 
 def refuse_5x_queues(root: Path, job: str) -> None:

@@ -47,6 +47,7 @@ from rocketlake.store.file_sizes import with_commitlog_size, with_consume_queue_
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_time import format_time
 from rocketlake.store.swap_journal import refuse_unfinished
+from rocketlake.transforms.commitlog_scan import commitlog_files
 from rocketlake.transforms.offset_units import UNIT_SCHEMA, read_queue_units
 from rocketlake.transforms.offsets import (
     CONSUMER_KEYS,
@@ -97,14 +98,10 @@ class Snapshot:
 
 
 # --- reading the store ----------------------------------------------------------------------------
-def _store_files(directory: Path) -> list[int]:
-    """Start offsets of the 20-digit files in ``directory`` (their sizes: ``store.file_sizes``)."""
-    return sorted(int(p.name) for p in (directory.iterdir() if directory.is_dir() else ())
-                  if len(p.name) == 20 and p.name.isdigit())
-
-
-def read_layout(root: Path) -> StoreLayout:
-    """List the store's queues and topics (ConsumeQueue directories and `config/topics.json`)."""
+def read_layout(root: Path, cfg: StoreConfig) -> StoreLayout:
+    """List the store's queues and topics (ConsumeQueue directories and `config/topics.json`) and
+    where its CommitLog starts (``commitlog_scan.commitlog_files``: every directory ``cfg``
+    names)."""
     refuse_unfinished(root)
     queues = []
     base = root / "consumequeue"
@@ -113,11 +110,11 @@ def read_layout(root: Path) -> StoreLayout:
             if not qdir.name.isdigit():
                 raise StoreFormatError(f"{qdir}: queue directory name is not a queue id")
             queues.append((tdir.name, int(qdir.name)))
-    commitlog = _store_files(root / "commitlog")
+    commitlog = commitlog_files(root, cfg)
     topics_json = read_config(root / "config" / "topics.json") or {}
     configured = topics_json.get("topicConfigTable", {}) if isinstance(topics_json, dict) else {}
     return StoreLayout(sorted(queues), frozenset({t for t, _ in queues} | set(configured)),
-                       commitlog[0] if commitlog else 0)
+                       commitlog[0][1] if commitlog else 0)
 
 
 def check_topics(table: dict[tuple[str, str], dict[int, int]], layout: StoreLayout) -> None:
@@ -250,14 +247,13 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
     started = time.time_ns() // 1_000_000
     root = check_store(root)
     job_support.refuse_5x_queues(root, PROG)
-    job_support.refuse_commitlog_elsewhere(root, cfg, PROG)
     cfg = with_consume_queue_size(root, with_commitlog_size(root, cfg))  # the files' sizes
     store = store_name(root, store)
     ts = whole_ms(ts or datetime.now(UTC))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = read_consumer_offsets(root)
-        layout = read_layout(root)
+        layout = read_layout(root, cfg)
     for w in caught:
         log.warning("%s: warning: %s", PROG, w.message)
     check_topics(table, layout)

@@ -110,7 +110,7 @@ def _check_end(store: Path, files: list[tuple[Path, int]], end: int, reason: str
     resume = record_after(files, end)
     if resume is not None:
         raise CorruptRecordError(
-            f"{store / 'commitlog'}: valid data ends at offset {end} ({reason or 'zeros'}) but "
+            f"{store}: the CommitLog's valid data ends at offset {end} ({reason or 'zeros'}) but "
             f"records follow at offset {resume}; refusing to rebuild from part of the CommitLog, "
             f"nothing was written (the store needs recovery)")
 
@@ -152,12 +152,11 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
     command in what it prints. Rebuilding into a store with a 5.x RocksDB ConsumeQueue or
     BatchConsumeQueues is refused (``job_support.refuse_5x_queues``); ``output`` elsewhere is not."""
     check_output(store, output, structures, prog)
-    job_support.refuse_commitlog_elsewhere(store, cfg, prog)
     start = _incremental_start(store, cfg, structures) if incremental else _Start()
-    files = commitlog_files(store, cfg.mappedFileSizeCommitLog)
+    files = commitlog_files(store, cfg)
     first = files[0][1] if files else 0
     scan_from = first if start.scan_from is None else max(start.scan_from, first)
-    ranges = plan_ranges(store, cfg.mappedFileSizeCommitLog, split_bytes, scan_from)
+    ranges = plan_ranges(store, cfg, split_bytes, scan_from)
     base = output if output is not None else store
     missing = [d for d in (base, *base.parents) if not d.exists()]
     base.mkdir(parents=True, exist_ok=True)
@@ -246,7 +245,6 @@ def run_structures(prog: str, structures: tuple[str, ...], args: argparse.Namesp
     cfg = job_support.store_config(args, () if args.incremental else structures)
     store = check_store(args.store)
     check_output(store, args.output, structures, prog)  # before Spark starts
-    job_support.refuse_commitlog_elsewhere(store, cfg, prog)
     spark = build_session(f"rocketlake {prog}", master=args.master, delta=args.lake is not None)
     rebuilt = rebuild(spark, store, cfg, args.output, args.incremental,
                       args.split_bytes or DEFAULT_SPLIT_BYTES, structures, prog=prog)

@@ -33,13 +33,20 @@ if TYPE_CHECKING:
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET @20 and PHYSICALOFFSET @28
 
 
+def commitlog_file_queue(root: Path, cfg: StoreConfig) -> MappedFileQueue:
+    """The (unloaded) queue of the CommitLog files of the store at ``root``: those of every
+    directory ``StoreConfig.commitlog_dirs`` names, in offset order once loaded; new files go to
+    the first. The one rule for where a store's CommitLog files are, library and Spark jobs alike."""
+    first, *also = cfg.commitlog_dirs(Path(root))
+    return MappedFileQueue(first, cfg.mappedFileSizeCommitLog, also=also)
+
+
 class CommitLog:
     """Appends records, rolls files with a BLANK record, reads and walks records."""
 
     def __init__(self, root: Path, cfg: StoreConfig) -> None:
         self.file_size = cfg.mappedFileSizeCommitLog
-        first, *also = cfg.commitlog_dirs(Path(root))
-        self.files = MappedFileQueue(first, self.file_size, also=also)
+        self.files = commitlog_file_queue(root, cfg)
         self.check_crc = cfg.checkCRCOnRecover
         #: (topic, queue_id) -> next queue offset (RocketMQ's topicQueueTable)
         self.next_queue_offsets: dict[tuple[str, int], int] = {}

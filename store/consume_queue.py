@@ -8,7 +8,6 @@ import os
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 
@@ -19,11 +18,11 @@ from rocketlake.store.codec import (
     CQ_UNIT_SIZE,
     format_file_name,
 )
-from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.errors import StoreFormatError, UnsupportedStoreError
 from rocketlake.store.lazy_maps import LazyMappedFile
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, check_size, data_end
 from rocketlake.store.paths import BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_DIR, queue_dir, queue_dirs
-from rocketlake.store.rocksdb_store import SETTING, load_rocksdb_queues, rocksdb_consume_queue
+from rocketlake.store.rocksdb_store import SETTING, rocksdb_consume_queue
 from rocketlake.store.safe_files import disk_error, open_file
 from rocketlake.store.swap_journal import refuse_unfinished
 
@@ -357,17 +356,31 @@ def not_file_queues(root: Path, topics: Collection[str] | None = None) -> str | 
     return None
 
 
+def refuse_writing(root: Path) -> None:
+    """The guard of a writer's open: UnsupportedStoreError when the ConsumeQueues of the store at
+    ``root`` are not all 4.9 ConsumeQueue files (:func:`not_file_queues` says why): a writer would
+    dispatch into `consumequeue/` files beside queues the broker alone maintains (a RocksDB
+    database there, or a BatchCQ topic's queues, which the broker then refuses to start with)."""
+    reason = not_file_queues(root)
+    if reason is not None:
+        raise UnsupportedStoreError(f"{reason}; rocketlake reads such a store but does not write "
+                                    f"it, nothing was written: open the store read-only")
+
+
 def load_queues(root: Path, file_size: int,
                 commitlog_min: int | None = None) -> dict[tuple[str, int], ConsumeQueue]:
-    """Every ConsumeQueue under `<root>/consumequeue/<topic>/<queueId>/`, loaded (with
+    """Every ConsumeQueue file queue under `<root>/consumequeue/<topic>/<queueId>/`, loaded (with
     ``commitlog_min``: their minimum corrected to it, ``ConsumeQueue.load``); a directory whose
     name is not a topic / queue id, or that resolves outside the store, is an error (the queues
-    opened before it are closed again). Where `<root>/consumequeue` is a 5.x broker's RocksDB
-    database, its queues, read-only (``rocksdb_store``): they offer ConsumeQueue's reading surface
-    only, and every writer refuses such a store first (``refuse_writing``)."""
+    opened before it are closed again). A 5.x RocksDB ConsumeQueue there holds no file queue:
+    UnsupportedStoreError naming it (its queues are read through
+    ``rocksdb_store.load_rocksdb_queues``, as ``MessageStore`` does read-only)."""
     refuse_unfinished(root)
     if rocksdb_consume_queue(root):
-        return cast(dict[tuple[str, int], ConsumeQueue], load_rocksdb_queues(root))
+        raise UnsupportedStoreError(
+            f"{Path(root) / CONSUME_QUEUE_DIR}: a RocksDB ConsumeQueue ({SETTING}, RocketMQ 5.x), "
+            f"not ConsumeQueue files; rocketlake reads its queues (get, lag, topic-status, dump) "
+            f"but not as files (verify, salvage, rebuild, the Spark jobs)")
     out: dict[tuple[str, int], ConsumeQueue] = {}
     try:
         with _collector_paused():

@@ -5,7 +5,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -23,14 +23,13 @@ from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.compaction_log import load_compaction_queues
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import read_consumer_offsets, write_consumer_offsets
-from rocketlake.store.consume_queue import ConsumeQueue, load_queues
+from rocketlake.store.consume_queue import ConsumeQueue, load_queues, refuse_writing
 from rocketlake.store.dispatch import Dispatcher, from_record
 from rocketlake.store.errors import (
     CorruptRecordError,
     MessageNotFoundError,
     MessageRejected,
     SettingError,
-    StoreFormatError,
 )
 from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.flush import FlushService
@@ -49,10 +48,11 @@ from rocketlake.store.message import (
     TablePutResult,
 )
 from rocketlake.store.message_encoder import INT_FIELDS, MessageEncoder, check_int
+from rocketlake.store.queue_reader import QueueReader
 from rocketlake.store.record_walk import FileEnd, Gap
 from rocketlake.store.recovery import RecoveryReport, recover
 from rocketlake.store.retention import ExpiryReport, RetentionPolicy, delete_expired_files
-from rocketlake.store.rocksdb_store import refuse_writing
+from rocketlake.store.rocksdb_store import load_rocksdb_queues, rocksdb_consume_queue
 from rocketlake.store.safe_files import open_file
 from rocketlake.store.store_dir import check_store, create_store
 from rocketlake.store.table_encoder import EncodedTable, TableEncoder, messages_to_table, warm_up
@@ -119,28 +119,31 @@ class MessageStore:
         self.commitlog = CommitLog(self.root, cfg)
         self.commitlog.files.load()
         # read-only, units below retained CommitLog data are not served
-        self.queues: dict[tuple[str, int], ConsumeQueue] = load_queues(
-            self.root, cfg.mappedFileSizeConsumeQueue,
-            self.commitlog.min_offset if self.read_only else None)
-        #: a 5.x broker's BatchConsumeQueues, read only (a writer refuses a store that has them)
+        #: the ConsumeQueue files, which writers dispatch into (none where `consumequeue/` is a
+        #: 5.x RocksDB ConsumeQueue, read only)
+        self.file_queues: dict[tuple[str, int], ConsumeQueue] = {}
+        #: every queue of `consumequeue/` to read: the file queues (the same mapping) or the
+        #: queues of a RocksDB ConsumeQueue (``queue_reader.QueueReader``)
+        self.queues: Mapping[tuple[str, int], QueueReader] = self.file_queues
+        if self.read_only and rocksdb_consume_queue(self.root):
+            self.queues = load_rocksdb_queues(self.root)
+        else:
+            self.file_queues = load_queues(self.root, cfg.mappedFileSizeConsumeQueue,
+                                           self.commitlog.min_offset if self.read_only else None)
+            self.queues = self.file_queues
+        #: a 5.x broker's BatchConsumeQueues, read only (a writer refuses a store that has them:
+        #: ``consume_queue.refuse_writing``)
         self.batch_queues: dict[tuple[str, int], BatchConsumeQueue] = load_batch_queues(self.root)
         #: a 5.x broker's compaction topics' queues (``store.compaction_log``), served before
         #: their ConsumeQueues, as the broker serves them
         self.compaction_queues = load_compaction_queues(self.root, cfg) if self.read_only else {}
-        if self.batch_queues and not self.read_only:
-            t, q = next(iter(self.batch_queues))
-            raise StoreFormatError(
-                f"{self.root}: has a 5.x broker's BatchConsumeQueues ({len(self.batch_queues)}, "
-                f"first batchconsumequeue/{t}/{q}), which rocketlake reads but does not write: "
-                f"a writer would dispatch their topics into consumequeue/, and the broker then "
-                f"refuses to start; open the store read-only")
         self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) \
             if cfg.messageIndexEnable else None
         if self.index is not None:
             self.index.load()
         self.encoder = MessageEncoder(cfg)
         self.table_encoder = TableEncoder(self.encoder)
-        self._dispatch = Dispatcher(self.root, cfg, self.queues, self.index)
+        self._dispatch = Dispatcher(self.root, cfg, self.file_queues, self.index)
 
     def _open_read_only(self, explicit: Collection[str], attempts: int = 5) -> None:
         """Map the store without changing any file, under the file sizes on disk (``explicit``:
@@ -158,10 +161,10 @@ class MessageStore:
                     raise
         files = self.commitlog.files.files
         self._find_end(files[max(0, len(files) - 3)].start if files else 0)
-        hidden = ingest_journal.hide(self.root, self.queues)
+        hidden = ingest_journal.hide(self.root, self.file_queues)
         # units below retained CommitLog data are not served (the queues loaded corrected; again
         # where the ingest journal hid units, and the BatchConsumeQueues)
-        every: list[ConsumeQueue | BatchConsumeQueue] = [*(self.queues.values() if hidden else ()),
+        every: list[QueueReader] = [*(self.queues.values() if hidden else ()),
                                                           *self.batch_queues.values()]
         for cq in every:
             cq.correct_min_offset(self.commitlog.min_offset)
@@ -231,13 +234,13 @@ class MessageStore:
         # recovers as abnormal next time)
         os.close(open_file(self._abort, os.O_WRONLY | os.O_CREAT))
         #: the unfinished ingest this open rolled back (``store.ingest_journal``), if any
-        self.discarded_ingest = ingest_journal.discard(self.root, self.commitlog, self.queues,
+        self.discarded_ingest = ingest_journal.discard(self.root, self.commitlog, self.file_queues,
                                                        self.index)
         self.recovery: RecoveryReport = recover(
-            self.commitlog, self.queues, self.index, self.checkpoint, abnormal,
+            self.commitlog, self.file_queues, self.index, self.checkpoint, abnormal,
             cfg.delay_levels_ms, self._dispatch)
         # the queues recovered (or written before topics were declared): a broker serves them all
-        declare_topics(self.root, queue_counts(self.queues))
+        declare_topics(self.root, queue_counts(self.file_queues))
         warm_up(self.table_encoder)
         self._last_ts = self.checkpoint.physic
         self._recovered_end = self.commitlog.max_offset
@@ -399,7 +402,7 @@ class MessageStore:
         self._check_open()
         self.flush()
         with self._put_lock:
-            journal = ingest_journal.begin(self.root, self.commitlog.max_offset, self.queues)
+            journal = ingest_journal.begin(self.root, self.commitlog.max_offset, self.file_queues)
         try:
             yield
             self.flush()
@@ -457,7 +460,7 @@ class MessageStore:
         """Bytes of ConsumeQueue units put but not yet flushed."""
         with self._put_lock:
             self._dispatch.apply()
-            return sum(mf.wrote - mf.flushed for cq in self.queues.values() for mf in cq.files.files)
+            return sum(mf.wrote - mf.flushed for cq in self.file_queues.values() for mf in cq.files.files)
 
     def flush(self) -> None:
         """Make everything written so far durable and save the checkpoint."""
@@ -488,9 +491,9 @@ class MessageStore:
         self._visible()
         return self.commitlog.max_offset
 
-    def queue(self, topic: str, queue_id: int) -> ConsumeQueue | BatchConsumeQueue | None:
-        """The queue (a ConsumeQueue, or a 5.x broker's BatchConsumeQueue), None when there is
-        none."""
+    def queue(self, topic: str, queue_id: int) -> QueueReader | None:
+        """The queue (a ConsumeQueue, or a 5.x broker's BatchConsumeQueue, compaction queue or
+        RocksDB queue), None when there is none."""
         key = (topic, queue_id)
         for table in (self.compaction_queues, self.queues, self.batch_queues):
             cq = table.get(key)
@@ -512,7 +515,7 @@ class MessageStore:
         """(topic, queue_id) -> (min offset, max offset) for every ConsumeQueue and
         BatchConsumeQueue."""
         self._visible()
-        every: dict[tuple[str, int], ConsumeQueue | BatchConsumeQueue] = {
+        every: dict[tuple[str, int], QueueReader] = {
             **self.batch_queues, **self.queues, **self.compaction_queues}
         return {k: (cq.min_offset, cq.max_offset) for k, cq in sorted(every.items())}
 
@@ -736,7 +739,7 @@ class MessageStore:
                 right = mid - 1
         return left
 
-    def _queue_store_time(self, cq: ConsumeQueue, queue_offset: int) -> int:
+    def _queue_store_time(self, cq: QueueReader, queue_offset: int) -> int:
         """Store time of the record the unit at ``queue_offset`` points at (CorruptRecordError
         when there is none)."""
         unit = cq.units(queue_offset, 1)
@@ -764,7 +767,7 @@ class MessageStore:
         self._check_open()
         with self._put_lock, self.flusher.exclusive():
             self._dispatch.flush()
-            return delete_expired_files(self.commitlog, self.queues, self.index,
+            return delete_expired_files(self.commitlog, self.file_queues, self.index,
                                         RetentionPolicy.from_config(self.config),
                                         now_ms() if now is None else now, force)
 

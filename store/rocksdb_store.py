@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from rocketlake.store.codec import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
+from rocketlake.store.codec import CQ_UNIT_DTYPE
 from rocketlake.store.errors import StoreFormatError, UnsupportedStoreError
 from rocketlake.store.paths import CONSUME_QUEUE_DIR
 
@@ -48,15 +48,6 @@ def is_rocksdb(path: Path) -> bool:
 def rocksdb_consume_queue(root: Path) -> bool:
     """True when the store at ``root`` keeps its ConsumeQueues in RocksDB (``storeType=defaultRocksDB``)."""
     return is_rocksdb(Path(root) / CONSUME_QUEUE_DIR)
-
-
-def refuse_writing(root: Path) -> None:
-    """UnsupportedStoreError when the store at ``root`` keeps its ConsumeQueues in RocksDB: a
-    writer would put file queues beside a database the broker alone maintains."""
-    if rocksdb_consume_queue(root):
-        raise UnsupportedStoreError(
-            f"{Path(root) / CONSUME_QUEUE_DIR}: a RocksDB ConsumeQueue ({SETTING}, RocketMQ 5.x); "
-            f"rocketlake reads such a store but does not write it")
 
 
 def open_read_only(path: Path, column_families: tuple[str, ...] = ()) -> Any:
@@ -96,8 +87,8 @@ def parse_offset_key(key: bytes) -> tuple[str, str, int]:
 
 
 class RocksDBConsumeQueue:
-    """One queue of a RocksDB ConsumeQueue, read-only, with the reading surface of
-    ``consume_queue.ConsumeQueue`` (units carry no store time, as file units do not)."""
+    """One queue of a RocksDB ConsumeQueue, read-only: a ``queue_reader.QueueReader`` (units
+    carry no store time, as file units do not)."""
 
     def __init__(self, db: _SharedDB, path: Path, topic: str, queue_id: int, min_offset: int,
                  max_offset: int) -> None:
@@ -106,7 +97,7 @@ class RocksDBConsumeQueue:
         self._db = db.db
         db.users += 1
         self._min, self._max = min_offset, max_offset
-        self.files = _NoFiles(path, min_offset)
+        self.path = path  #: the database directory
         last = self.units(max_offset - 1, 1) if max_offset > 0 else np.zeros(0, dtype=CQ_UNIT_DTYPE)
         self.max_physic_offset = int(last["commitlog_offset"][0]) + int(last["size"][0]) if len(last) else -1
 
@@ -129,7 +120,7 @@ class RocksDBConsumeQueue:
                 if v is None:
                     return np.array(rows, dtype=CQ_UNIT_DTYPE)
                 if len(v) != CQ_VALUE.size:
-                    raise StoreFormatError(f"{self.files.dir}: {self.topic}/{self.queue_id}: a "
+                    raise StoreFormatError(f"{self.path}: {self.topic}/{self.queue_id}: a "
                                            f"ConsumeQueue value of {len(v)} bytes, not {CQ_VALUE.size}")
                 rows.append(CQ_VALUE.unpack(v)[:3])
         return np.array(rows, dtype=CQ_UNIT_DTYPE)
@@ -148,7 +139,7 @@ class RocksDBConsumeQueue:
                 hi = mid
             else:
                 lo = mid + 1
-        self._min = self.files.start = lo
+        self._min = lo
 
     def hide_past(self, commitlog_end: int) -> None:
         """Leave out the tail units whose record reaches past ``commitlog_end``."""
@@ -176,23 +167,6 @@ class _SharedDB:
         self.users -= 1
         if self.users == 0:
             self.db.close()
-
-
-class _NoFiles:
-    """A RocksDB queue has no mapped files: what readers of ``cq.files`` see (no file; the first
-    unit's byte offset; the database directory)."""
-
-    def __init__(self, path: Path, min_offset: int) -> None:
-        self.dir = path
-        self.files: list[Any] = []
-        self.start = min_offset
-
-    @property
-    def min_offset(self) -> int:
-        return self.start * CQ_UNIT_SIZE
-
-    def find(self, byte_offset: int) -> None:
-        return None
 
 
 def load_rocksdb_queues(root: Path) -> dict[tuple[str, int], RocksDBConsumeQueue]:

@@ -497,6 +497,47 @@ def test_reset_execute_refuses_to_write_over_the_last_readable_copy(store: Path,
 
 
 # --- stored strings cannot drive the terminal ------------------------------------------------------
+#: a broker's transaction check commits its progress as CID_RMQ_SYS_TRANS (RocketMQ 5.3.3
+#: TransactionalMessageBridge.updateConsumeOffset); fastjson's layout, by hand
+TRANS_OFFSETS = ('{\n\t"offsetTable":{\n'
+                 '\t\t"orders@g1":{0:2\n\t\t},\n'
+                 '\t\t"RMQ_SYS_TRANS_HALF_TOPIC@CID_RMQ_SYS_TRANS":{0:1\n\t\t},\n'
+                 '\t\t"RMQ_SYS_TRANS_OP_HALF_TOPIC@CID_RMQ_SYS_TRANS":{0:2\n\t\t}\n'
+                 '\t}\n}')
+
+
+def test_lag_leaves_the_brokers_transaction_group_out_unless_asked(tmp_path: Path, capsys) -> None:
+    """As mqadmin consumerProgress: no CID_RMQ_SYS_* group without -g; --system adds them after
+    the others, --group names one. Queues: orders 5 units, the half topic 3, the op topic 2."""
+    from rocketlake.store import Message, MessageStore
+    root = tmp_path / "s"
+    with MessageStore(root) as ms:
+        for topic, n in (("orders", 5), ("RMQ_SYS_TRANS_HALF_TOPIC", 3),
+                         ("RMQ_SYS_TRANS_OP_HALF_TOPIC", 2)):
+            ms.put_batch([Message(topic, b"m%d" % i, queue_id=0) for i in range(n)])
+    (root / "config" / "consumerOffset.json").write_text(TRANS_OFFSETS)
+    user = ("g1", "orders", 0, 2, 5, 3)
+    half, op = (("CID_RMQ_SYS_TRANS", "RMQ_SYS_TRANS_HALF_TOPIC", 0, 1, 3, 2),
+                ("CID_RMQ_SYS_TRANS", "RMQ_SYS_TRANS_OP_HALF_TOPIC", 0, 2, 2, 0))
+
+    def rows(*argv: str) -> list[tuple]:
+        code, out, _ = _run(capsys, "lag", "--store", str(root), "--json", *argv)
+        assert code == 0
+        return [(r["consumer_group"], r["topic"], r["queue_id"], r["consumer_offset"],
+                 r["max_offset"], r["lag"]) for r in _rows(out)]
+
+    assert rows() == [user]
+    assert rows("--system") == [user, half, op]
+    assert rows("--group", "CID_RMQ_SYS_TRANS") == [half, op]
+    assert rows("--system", "--topic", "RMQ_SYS_TRANS_HALF_TOPIC") == [half]
+    code, out, _ = _run(capsys, "lag", "--store", str(root))  # piped: plain columns
+    assert code == 0 and [ln for ln in out.splitlines() if "CID_RMQ_SYS" in ln] == out.splitlines()[-1:]
+    assert out.splitlines()[-2:] == [
+        "total lag: 3", "not shown: the broker's own group CID_RMQ_SYS_TRANS (--system shows them)"]
+    code, out, _ = _run(capsys, "lag", "--store", str(root), "--system")
+    assert out.splitlines()[-1] == "total lag: 5"
+
+
 EVIL_GROUP = "g\x1b]0;pwned\x07\x1b[2J\x9b31m\x7f\u202e[bold]x"
 EVIL_SHOWN = "g\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\x7f\\u202e[bold]x"  # hand-escaped
 

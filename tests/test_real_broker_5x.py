@@ -109,3 +109,26 @@ def test_writers_refuse_a_rocksdb_consumequeue_store(produced: tuple[Path, rocke
     assert main(["ingest", "--store", str(store), str(events)]) == 2
     assert "storeType=defaultRocksDB" in capsys.readouterr().err
     assert sorted(p.name for p in (store / "consumequeue").iterdir()) == before
+
+
+def test_dump_store_status_and_file_readers_on_a_rocksdb_consumequeue(
+        produced: tuple[Path, rocketmq_broker.Produced], capsys: pytest.CaptureFixture[str]) -> None:
+    """dump consumequeue and store-status read the RocksDB queues through the readers' protocol
+    (``queue_reader.QueueReader``); what reads ConsumeQueue files (verify) refuses the database
+    loudly instead of taking its files for queues."""
+    store, p = produced
+    q = next(q for q in p.queues if q["topic"] == "rl_plain" and q["max_offset"] > q["min_offset"])
+    assert main(["dump", "consumequeue", "--store", str(store), "--topic", "rl_plain", "--queue",
+                 str(q["queue_id"])]) == 0
+    units = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [u["queue_offset"] for u in units] == list(range(q["min_offset"], q["max_offset"]))
+    with MessageStore(store, read_only=True) as ms:
+        want = [r.commitlog_offset for r in (m.record for m in ms.get(
+            "rl_plain", q["queue_id"], q["min_offset"], 1000).messages)]
+        last = max(r.commitlog_offset + r.size for r in ms.commitlog.walk_records())
+    assert [u["commitlog_offset"] for u in units] == want
+    assert main(["store-status", "--store", str(store), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["consume_queue_end_offset"] == last  # every record dispatched
+    assert main(["verify", "--store", str(store)]) == 2
+    assert "a RocksDB ConsumeQueue (storeType=defaultRocksDB" in capsys.readouterr().err

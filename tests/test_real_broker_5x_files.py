@@ -17,7 +17,7 @@ import pytest
 import rocketmq_broker
 
 from rocketlake.jobs.cli import main
-from rocketlake.store import Message, MessageStore, StoreFormatError
+from rocketlake.store import Message, MessageStore, UnsupportedStoreError
 from rocketlake.store.checkpoint import confirmed_end
 from rocketlake.store.dispatch import served_as_such
 from rocketlake.store.verify import verify
@@ -142,7 +142,7 @@ def test_transactions_serve_the_committed_message_only(produced) -> None:
 
 def test_a_writer_refuses_the_store_of_a_batch_topic(produced) -> None:
     store, _ = produced
-    with pytest.raises(StoreFormatError, match="batchconsumequeue/rl_batch/0"):
+    with pytest.raises(UnsupportedStoreError, match="batchconsumequeue/rl_batch: a BatchConsumeQueue"):
         MessageStore(store, mappedFileSizeCommitLog=1 << 20)
 
 

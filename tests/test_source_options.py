@@ -28,7 +28,7 @@ def test_defaults_are_kafkas() -> None:
     assert (b.starting_offsets, b.ending_offsets, s.starting_offsets) == (EARLIEST, LATEST, LATEST)
     assert (b.kind, b.columns, b.check_crc, b.split_bytes, b.consumable, b.fail_on_data_loss) == \
         ("messages", None, True, 64 << 20, False, True)
-    assert b.topics is None and b.topic_pattern is None and b.size_settings() == {}
+    assert b.topics is None and b.topic_pattern is None and b.store_settings() == {}
     assert b.delay_levels_ms[:3] == (1000, 5000, 10000)  # RocketMQ's default "1s 5s 10s ..."
     assert b.inflate_bodies is False and batch(inflatebodies="TRUE").inflate_bodies is True
 
@@ -37,11 +37,19 @@ def test_names_are_case_insensitive_and_kafkas_aliases_work() -> None:
     o = parse({"PATH": "/s", "SUBSCRIBE": "orders, payments", "checkcrc": "FALSE",
                "splitbytes": "4096", "MappedFileSizeCommitLog": "65536"}, streaming=False)
     assert o.topics == frozenset({"orders", "payments"}) and o.check_crc is False
-    assert (o.split_bytes, o.size_settings()) == (4096, {"mappedFileSizeCommitLog": 65536})
+    assert (o.split_bytes, o.store_settings()) == (4096, {"mappedFileSizeCommitLog": 65536})
     p = batch(subscribePattern="ord.*")
     assert (p.topic_selected("orders"), p.topic_selected("xorders"), p.topic_selected("ord")) == \
         (True, False, True)
     assert batch(topics="a,b").topic_selected("b") and not batch(topics="a,b").topic_selected("ab")
+
+
+def test_the_commitlog_directories_are_the_broker_settings() -> None:
+    o = batch(storepathcommitlog="/a, /b", readOnlyCommitLogStorePaths="/c")
+    assert o.store_settings() == {"storePathCommitLog": "/a, /b", "readOnlyCommitLogStorePaths": "/c"}
+    with pytest.raises(SettingError, match=r"option storePathCommitLog=' , ' is not accepted: "
+                                           r"expected a directory, or several with ','"):
+        batch(storePathCommitLog=" , ")
 
 
 def test_positions_and_timestamps() -> None:

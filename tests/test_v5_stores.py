@@ -14,7 +14,12 @@ from reference import V2, jhash, pack, with_prop_crc
 
 from rocketlake.jobs import cli
 from rocketlake.jobs.exit_codes import ExitCode
-from rocketlake.store import Message, MessageStore, SettingError, StoreFormatError
+from rocketlake.store import (
+    Message,
+    MessageStore,
+    SettingError,
+    UnsupportedStoreError,
+)
 from rocketlake.store.verify import verify
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,
@@ -177,16 +182,6 @@ def test_a_batch_consume_queue_is_read_by_get_lag_and_topic_status(tmp_path: Pat
         (2, 3, len(recs[2]), 1_700_000_000_002, 97)]
 
 
-def test_a_writer_refuses_a_store_with_batch_consume_queues(tmp_path: Path) -> None:
-    root = tmp_path / "s"
-    _batch_cq_store(root)
-    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    with pytest.raises(StoreFormatError, match="batchconsumequeue/bt/0.*open the store read-only"):
-        MessageStore(root, **SMALL)
-    assert not (root / "consumequeue").exists()
-    assert {p: p.read_bytes() for p in before} == before
-
-
 # --- pending timers (TimerCheckpoint, TimerWheel slots of 32 bytes, TimerLog units of 52) --------
 T = 1_700_000_000_000  # lastReadTimeMs: slots before it are delivered
 DAY = 86_400_000
@@ -295,23 +290,34 @@ def test_a_writer_refuses_a_commitlog_elsewhere(tmp_path: Path) -> None:
 
 
 
-@pytest.mark.parametrize("command", [["rebuild"], ["rebuild", "--output", "OUT"],
-                                     ["publish-offsets", "--lake", "LAKE"],
-                                     ["compact", "--lake", "LAKE"], ["archive", "--lake", "LAKE"]])
-def test_spark_jobs_refuse_a_commitlog_over_several_directories(tmp_path: Path, capsys,
-                                                                command) -> None:
+def test_compact_refuses_a_commitlog_over_several_directories(tmp_path: Path, capsys) -> None:
+    """compact expires CommitLog files by deleting them: a change to the CommitLog, which
+    rocketlake makes only in <store>/commitlog (the Spark jobs that only read it take it:
+    tests/spark/test_multipath_commitlog.py)."""
     root = tmp_path / "s"
     _spread(root, 40)
     before = _tree(root)
-    argv = [a.replace("LAKE", str(tmp_path / "lake")).replace("OUT", str(tmp_path / "out"))
-            for a in command]
     paths = f"{root / 'commitlog'},{root / 'commitlog2'}"
-    assert cli.main([*argv, "--store", str(root), "--set", f"storePathCommitLog={paths}"]) == \
-        ExitCode.USAGE
+    assert cli.main(["compact", "--lake", str(tmp_path / "lake"), "--store", str(root), "--set",
+                     f"storePathCommitLog={paths}"]) == ExitCode.USAGE
     err = capsys.readouterr().err
-    assert "storePathCommitLog" in err and f"{command[0]} reads <store>/commitlog only" in err
+    assert "storePathCommitLog" in err and "compact expires CommitLog files by deleting them" in err
+    assert "rocketlake changes a CommitLog only in <store>/commitlog" in err
     assert _tree(root) == before
-    assert not (tmp_path / "lake").exists() and not (tmp_path / "out").exists()
+    assert not (tmp_path / "lake").exists()
+
+
+def test_publish_offsets_finds_where_a_commitlog_over_several_directories_starts(
+        tmp_path: Path) -> None:
+    from rocketlake.jobs.publish_offsets import read_layout
+    from rocketlake.store.config import load_config
+
+    root = tmp_path / "s"
+    _spread(root, 40)
+    (root / "commitlog" / f"{0:020d}").unlink()  # expired: it starts with file 4096, in commitlog2
+    cfg = load_config({**SMALL, "storePathCommitLog": f"{root / 'commitlog'},{root / 'commitlog2'}"})
+    assert read_layout(root, cfg).commitlog_min_offset == 4096
+
 
 # --- compaction topics (CompactionLog / SparseConsumeQueue: compaction/compactionLog/<t>/<q>
 # holds CommitLog records at their own offsets, compaction/compactionCq/<t>/<q> 46-byte units) -----
@@ -374,6 +380,23 @@ def _rocksdb_cq_store(root: Path) -> None:
 
 def _tree(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(("build", "named"), [
+    (_rocksdb_cq_store, "consumequeue: a RocksDB ConsumeQueue (storeType=defaultRocksDB"),
+    (_batch_cq_store, "batchconsumequeue/bt: a BatchConsumeQueue (topic 'bt' is a 5.x BatchCQ topic)")])
+def test_a_writer_refuses_a_store_whose_queues_are_not_files(tmp_path: Path, build, named) -> None:
+    """The writer's open and the Spark jobs ask one check (``consume_queue.not_file_queues``),
+    which names the same thing for both."""
+    root = tmp_path / "s"
+    build(root)
+    before = _tree(root)
+    with pytest.raises(UnsupportedStoreError) as caught:
+        MessageStore(root, **SMALL)
+    assert named in str(caught.value)
+    assert "rocketlake reads such a store but does not write it" in str(caught.value)
+    assert "open the store read-only" in str(caught.value)
+    assert _tree(root) == before
 
 
 @pytest.mark.parametrize("command", [["publish-offsets", "--lake", "LAKE"], ["rebuild"],

@@ -77,7 +77,7 @@ def offset_range(opts: SourceOptions) -> tuple[int, int]:
     """``[lo, hi)``: the CommitLog offsets of the records a batch read with ``opts`` takes (rules:
     the module docstring); unbounded ends are the widest int64 values."""
     lo_any, hi_any = UNBOUNDED
-    files = commitlog_files(Path(opts.path), opts.file_size("mappedFileSizeCommitLog")) if (
+    files = commitlog_files(Path(opts.path), opts.commitlog_config()) if (
         opts.starting_timestamp is not None or opts.ending_timestamp is not None) else []
     return (_bound(opts.starting_offsets, opts.starting_timestamp, files, lo_any),
             _bound(opts.ending_offsets, opts.ending_timestamp, files, hi_any))

@@ -15,8 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
+from rocketlake.store import codec
+from rocketlake.store.commitlog import commitlog_file_queue
+from rocketlake.store.config import StoreConfig
 from rocketlake.store.kernels import records as kr
-from rocketlake.store.mapped_file import MappedFileQueue, data_end
+from rocketlake.store.mapped_file import data_end
 from rocketlake.transforms.commitlog_batch import find_record_start
 
 #: Default range size: several ranges per 1 GiB CommitLog file.
@@ -40,9 +43,11 @@ class ScanEnd:
     records: int             # valid records before ``end``
 
 
-def commitlog_files(root: Path, file_size: int) -> list[tuple[Path, int]]:
-    """The store's CommitLog files as (path, start offset), checked like the store loads them."""
-    q = MappedFileQueue(Path(root) / "commitlog", file_size)
+def commitlog_files(root: Path, cfg: StoreConfig) -> list[tuple[Path, int]]:
+    """The CommitLog files of the store at ``root`` as (path, start offset) in offset order,
+    from every directory ``cfg`` names (``storePathCommitLog``, ``readOnlyCommitLogStorePaths``:
+    ``store.commitlog.commitlog_file_queue``), checked like the store loads them."""
+    q = commitlog_file_queue(root, cfg)
     try:
         q.load()
         return [(mf.path, mf.start) for mf in q.files]
@@ -50,15 +55,25 @@ def commitlog_files(root: Path, file_size: int) -> list[tuple[Path, int]]:
         q.close()
 
 
-def plan_ranges(root: Path, file_size: int, split_bytes: int = DEFAULT_SPLIT_BYTES,
+def file_at(root: Path, cfg: StoreConfig, start: int) -> Path:
+    """The CommitLog file of the store at ``root`` that starts at offset ``start``, in whichever
+    directory ``cfg`` names holds it (:func:`commitlog_files`); where the first would hold it when
+    none does, so that a missing file is named."""
+    name = codec.format_file_name(start)
+    dirs = cfg.commitlog_dirs(Path(root))
+    return next((d / name for d in dirs if (d / name).exists()), dirs[0] / name)
+
+
+def plan_ranges(root: Path, cfg: StoreConfig, split_bytes: int = DEFAULT_SPLIT_BYTES,
                 start: int | None = None) -> list[ScanRange]:
-    """Ranges covering the CommitLog from ``start`` (default: its first byte) to its end; none
-    past the end of a file's data (``mapped_file.data_end``: a pre-allocated file's unwritten tail
-    holds no record, and reading it would only fault in zeros)."""
+    """Ranges covering the CommitLog (:func:`commitlog_files`) from ``start`` (default: its first
+    byte) to its end; none past the end of a file's data (``mapped_file.data_end``: a
+    pre-allocated file's unwritten tail holds no record, and reading it would only fault in
+    zeros)."""
     if split_bytes <= 0:
         raise ValueError(f"split size must be positive, got {split_bytes}")
-    out = []
-    for path, fstart in commitlog_files(root, file_size):
+    out, file_size = [], cfg.mappedFileSizeCommitLog
+    for path, fstart in commitlog_files(root, cfg):
         if start is not None and fstart + file_size <= start:
             continue
         lo = max(0, (start or 0) - fstart)

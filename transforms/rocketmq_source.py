@@ -17,7 +17,10 @@ an unknown one is an error listing the known ones):
   ``mappedFileSizeConsumeQueue``: file sizes (default: the size of the files, which must agree
   with each other and with the option when given; a file no store has, empty or not whole
   ConsumeQueue units, is named as damage);
-  ``messageDelayLevel``: the broker's delay levels, for ``tags_code`` of delayed messages.
+  ``messageDelayLevel``: the broker's delay levels, for ``tags_code`` of delayed messages;
+  ``storePathCommitLog`` / ``readOnlyCommitLogStorePaths``: a CommitLog outside
+  `<path>/commitlog` or over several directories (``,`` between them), as the broker settings of
+  those names (``commitlog_scan.commitlog_files``).
 - ``consumable``: ``true`` keeps only what consumers are served: records with a ConsumeQueue
   unit (no PREPARED or ROLLBACK, ``store.dispatch.goes_to_consume_queue``) of topics served as
   such (``store.dispatch.served_as_such``: no SCHEDULE_TOPIC_XXXX copies, transaction half / op
@@ -299,7 +302,9 @@ class CommitLogReader(_BoundsReader):
         super().__init__(schema, opts)
         #: topics of pushed-down ``topic = x`` / ``topic IN (...)`` filters (None: none)
         self.pushed_topics: frozenset[str] | None = None
-        self.file_size = opts.file_size("mappedFileSizeCommitLog")
+        #: where the CommitLog files are and their size (the options over the defaults)
+        self.cfg = opts.commitlog_config()
+        self.file_size = self.cfg.mappedFileSizeCommitLog
         self.split_bytes = opts.split_bytes
         self.check_crc = opts.check_crc
         self.delay_levels_ms = opts.delay_levels_ms
@@ -335,7 +340,7 @@ class CommitLogReader(_BoundsReader):
         if self.opts.consumable and topics is not None and \
                 all(dispatch.served_as_such(t) for t in topics) and \
                 not_file_queues(self.root, None if self.opts.topic_pattern else topics) is None:
-            files = commitlog_files(self.root, self.file_size)
+            files = commitlog_files(self.root, self.cfg)
             plan = topic_reads.plan(
                 self.root, self.opts.file_size("mappedFileSizeConsumeQueue"), files[0][1], topics,
                 lo, hi, self.split_bytes) if files else None
@@ -344,7 +349,7 @@ class CommitLogReader(_BoundsReader):
             if zeros_at(start, files):  # the CommitLog ends there: nothing to walk
                 hi = min(hi, start)
         walked = [InputPartition(r)
-                  for r in plan_ranges(self.root, self.file_size, self.split_bytes, start)
+                  for r in plan_ranges(self.root, self.cfg, self.split_bytes, start)
                   if r.file_start + r.hi > lo and r.file_start + r.lo < hi]
         return [InputPartition(p) for p in (plan.parts if plan else ())] + walked
 
@@ -354,7 +359,7 @@ class CommitLogReader(_BoundsReader):
             return
         if isinstance(r, tuple):
             arrow = to_arrow_schema(self.schema, timezone="UTC")
-            yield from topic_reads.read_part(r, self.root / "commitlog", self.file_size,
+            yield from topic_reads.read_part(r, self.root, self.cfg,
                                              self.check_crc, arrow, self.delay_levels_ms,
                                              self.inflate_bodies)
             return
@@ -411,7 +416,7 @@ class CommitLogReader(_BoundsReader):
         """Valid data ends at ``pos`` of ``r``'s file (zeros, or ``error``): warn, or raise when
         records follow."""
         at = r.file_start + pos
-        resume = record_after(commitlog_files(self.root, self.file_size), at)
+        resume = record_after(commitlog_files(self.root, self.cfg), at)
         why = error or "zeros"
         if resume is not None:
             raise CorruptRecordError(

@@ -68,6 +68,7 @@ from rocketlake.transforms.commitlog_positions import offset_at_time
 from rocketlake.transforms.commitlog_scan import (
     ScanRange,
     commitlog_files,
+    file_at,
     open_on_executor,
     plan_ranges,
     record_after,
@@ -122,7 +123,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- the store's files ----------------------------------------------------------------------
     def _snapshot(self) -> Snapshot:
-        paths = commitlog_files(self.root, self.scan.file_size)
+        paths = commitlog_files(self.root, self.scan.cfg)
         return Snapshot(paths, [(start, self.scan.file_size, np.memmap(path, dtype=np.uint8, mode="r"))
                                 for path, start in paths])
 
@@ -234,7 +235,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if any(len(b) for b in again) or again.end > w.end:
             return
         raise CorruptRecordError(
-            f"{self.root / 'commitlog'}: valid data ends at offset {w.end} "
+            f"{file_at(self.root, self.scan.cfg, w.end - w.end % self.scan.file_size)}: valid data "
+            f"ends at offset {w.end} "
             f"({w.error or 'zeros'}) but records follow at offset {resume}: the stream cannot pass "
             f"it (read with checkCRC=false if it is a CRC mismatch; otherwise the store needs "
             f"recovery)")
@@ -301,7 +303,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         lo, hi = self._position(start, "start"), self._position(end, "end")
         lo = self._available(lo, self._snapshot(), hi)
         out = []
-        for r in plan_ranges(self.root, self.scan.file_size, self.scan.split_bytes, lo):
+        for r in plan_ranges(self.root, self.scan.cfg, self.scan.split_bytes, lo):
             a, b = max(r.lo, lo - r.file_start), min(r.hi, hi - r.file_start)
             if a < b:
                 out.append(InputPartition(ScanRange(r.path, r.file_start, a, b)))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from rocketlake.store.config import load_config
+from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.errors import SettingError
 from rocketlake.store.file_sizes import with_commitlog_size, with_consume_queue_size
 from rocketlake.transforms.commitlog_scan import DEFAULT_SPLIT_BYTES
@@ -58,6 +58,9 @@ class SourceOptions:
     #: file sizes given as options (None: taken from the files)
     mapped_file_size_commitlog: int | None = None
     mapped_file_size_consume_queue: int | None = None
+    #: where the CommitLog is when not in `<path>/commitlog` (the broker settings; None: not given)
+    store_path_commitlog: str | None = None
+    read_only_commitlog_store_paths: str | None = None
     #: the ``messageDelayLevel`` option as given (None: the store default)
     message_delay_level: str | None = None
     delay_levels_ms: tuple[int, ...] = ()
@@ -76,21 +79,32 @@ class SourceOptions:
     max_records_per_trigger: int | None = None
     fail_on_data_loss: bool = True
 
-    def size_settings(self) -> dict[str, int]:
-        """The file sizes given as options, by their store setting name (for ``store.file_sizes``:
-        a size the files contradict is an error naming both)."""
+    def store_settings(self) -> dict[str, int | str]:
+        """The store settings given as options (file sizes, where the CommitLog is), by their
+        store setting name (for ``store.file_sizes``: a size the files contradict is an error
+        naming both)."""
         given = {"mappedFileSizeCommitLog": self.mapped_file_size_commitlog,
-                 "mappedFileSizeConsumeQueue": self.mapped_file_size_consume_queue}
+                 "mappedFileSizeConsumeQueue": self.mapped_file_size_consume_queue,
+                 "storePathCommitLog": self.store_path_commitlog,
+                 "readOnlyCommitLogStorePaths": self.read_only_commitlog_store_paths}
         return {k: v for k, v in given.items() if v is not None}
+
+    def commitlog_config(self) -> StoreConfig:
+        """The settings the CommitLog is found and read with (``commitlog_scan.commitlog_files``):
+        the options over the defaults, ``mappedFileSizeCommitLog`` from the files in every
+        directory ``storePathCommitLog`` / ``readOnlyCommitLogStorePaths`` name
+        (``store.file_sizes.with_commitlog_size``)."""
+        given = self.store_settings()
+        return with_commitlog_size(Path(self.path), load_config(given), given)
 
     def file_size(self, name: str) -> int:
         """The store's ``name`` (``mappedFileSizeCommitLog`` / ``mappedFileSizeConsumeQueue``)
         from its files (``store.file_sizes``); the option, when given, must agree with them
         (SettingError naming both) and stands when there are none."""
-        given = self.size_settings()
-        rule = {"mappedFileSizeCommitLog": with_commitlog_size,
-                "mappedFileSizeConsumeQueue": with_consume_queue_size}[name]
-        return int(getattr(rule(Path(self.path), load_config(given), given), name))
+        if name == "mappedFileSizeCommitLog":
+            return self.commitlog_config().mappedFileSizeCommitLog
+        given = self.store_settings()
+        return with_consume_queue_size(Path(self.path), load_config(given), given).mappedFileSizeConsumeQueue
 
     def topic_selected(self, topic: str) -> bool:
         """Whether the ``topics`` / ``topicPattern`` option keeps rows of ``topic`` (True when
@@ -164,6 +178,12 @@ def _delay_levels(name: str, value: str) -> str:
     return value
 
 
+def _paths(name: str, value: str) -> str:
+    if not any(p.strip() for p in value.split(",")):
+        raise _bad(name, value, "a directory, or several with ',' between them (as the broker setting)")
+    return value
+
+
 _POSITION = ('earliest, latest, or JSON {"store": <identity>, "commitlogOffset": N} '
              '(store optional, N >= 0)')
 
@@ -202,6 +222,8 @@ _OPTIONS = (
     _Option("mappedFileSizeCommitLog", "mapped_file_size_commitlog", _positive),
     _Option("mappedFileSizeConsumeQueue", "mapped_file_size_consume_queue", _positive),
     _Option("messageDelayLevel", "message_delay_level", _delay_levels),
+    _Option("storePathCommitLog", "store_path_commitlog", _paths),
+    _Option("readOnlyCommitLogStorePaths", "read_only_commitlog_store_paths", _paths),
     _Option("topics", "topics", _topics),
     _Option("topicPattern", "topic_pattern", _pattern),
     _Option("startingOffsets", "starting_offsets", _position),

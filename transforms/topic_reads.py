@@ -39,12 +39,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocketlake.store import codec
+from rocketlake.store.config import StoreConfig
 from rocketlake.store.consume_queue import load_queues, read_units
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.kernels import kernel
 from rocketlake.store.kernels import records as kr
 from rocketlake.transforms.commitlog_batch import message_columns, span_array
-from rocketlake.transforms.commitlog_scan import open_on_executor
+from rocketlake.transforms.commitlog_scan import file_at, open_on_executor
 
 #: The largest share of the CommitLog's bytes (the chosen topics' records over the dispatched
 #: CommitLog) read through the ConsumeQueues; above it the walk is used. The measured break-even
@@ -133,12 +134,13 @@ def _decode_at(buf: npt.NDArray[np.uint8], base: int, starts: npt.NDArray[np.int
     return starts.size
 
 
-def read_part(part: tuple[UnitSlice, ...], commitlog: Path, commitlog_file_size: int,
+def read_part(part: tuple[UnitSlice, ...], root: Path, cfg: StoreConfig,
               check_crc: bool, arrow: pa.Schema, delay_levels_ms: tuple[int, ...],
               inflate_bodies: bool = False) -> Iterator[pa.RecordBatch]:
     """The records of the units of ``part``'s slices, in CommitLog order, as Arrow batches of
     ``arrow``'s columns (rules: the module docstring; ``inflate_bodies`` as
-    ``commitlog_batch.message_columns``); ``commitlog``: the store's `commitlog/` directory."""
+    ``commitlog_batch.message_columns``), read from the CommitLog files of the store at ``root``
+    where ``cfg`` puts them (``commitlog_scan.file_at``)."""
     got = []
     for k, s in enumerate(part):
         units = np.memmap(s.path, dtype=codec.CQ_UNIT_DTYPE, mode="r")[s.first:s.first + s.count]
@@ -155,6 +157,7 @@ def read_part(part: tuple[UnitSlice, ...], commitlog: Path, commitlog_file_size:
                                                slice_of[order])
     topics = pa.array([s.topic for s in part], pa.string())
     queue_ids = np.array([s.queue_id for s in part], dtype=np.int64)
+    commitlog_file_size = cfg.mappedFileSizeCommitLog
     file_of = offsets // commitlog_file_size
     types = {f.name: f.type for f in arrow}
     for a in range(0, offsets.size, BATCH_UNITS):
@@ -162,7 +165,7 @@ def read_part(part: tuple[UnitSlice, ...], commitlog: Path, commitlog_file_size:
         for f in np.unique(file_of[a:b]):
             at = a + np.flatnonzero(file_of[a:b] == f)
             start = int(f) * commitlog_file_size
-            path = commitlog / codec.format_file_name(start)
+            path = file_at(root, cfg, start)
             buf = open_on_executor(str(path))
             raw = np.empty((at.size, kr.NFIELDS), dtype=np.int64)
             detail, status = np.zeros(3, dtype=np.int64), np.zeros(1, dtype=np.int64)

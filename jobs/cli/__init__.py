@@ -181,6 +181,10 @@ def _lag(p: argparse.ArgumentParser) -> None:
     add_settings(p)
     p.add_argument("--group", help="only this consumer group")
     p.add_argument("--topic", help="only this topic")
+    p.add_argument("--system", action="store_true",
+                   help="also the broker's own groups (CID_RMQ_SYS_*: the transaction check's "
+                        "progress on RMQ_SYS_TRANS_HALF_TOPIC), after the others; --group names "
+                        "one directly")
     _json_rows(p)
 
 

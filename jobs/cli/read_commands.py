@@ -27,6 +27,7 @@ from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.message_store import tag_filter
+from rocketlake.store.queue_reader import QueueReader
 from rocketlake.store.store_time import format_time
 
 log = logging.getLogger(__name__)
@@ -188,13 +189,16 @@ def _cq_rows(ms: MessageStore, a: argparse.Namespace) -> Generator[dict[str, Any
                 yield {"topic": t, "queue_id": q, "queue_offset": base, "commitlog_offset": off,
                        "size": size, "tags_code": tcode, "batch_size": batch, "store_timestamp": ts}
 
-    def rows(t: str, q: int, cq: ConsumeQueue) -> Iterator[dict[str, Any]]:
-        at = max(a.from_offset, cq.files.min_offset // codec.CQ_UNIT_SIZE)
+    def rows(t: str, q: int, cq: QueueReader) -> Iterator[dict[str, Any]]:
+        # a file queue from its first file (units below its min offset are stored), a RocksDB
+        # queue from its min offset
+        first = cq.files.min_offset // codec.CQ_UNIT_SIZE if isinstance(cq, ConsumeQueue) else cq.min_offset
+        at = max(a.from_offset, first)
         stop = cq.max_offset if a.to_offset is None else min(a.to_offset, cq.max_offset)
         while at < stop:
             units = cq.units(at, min(stop - at, DUMP_CHUNK))
             if not len(units):  # the rest of a file not written: go on at the next file
-                mf = cq.files.find(at * codec.CQ_UNIT_SIZE)
+                mf = cq.files.find(at * codec.CQ_UNIT_SIZE) if isinstance(cq, ConsumeQueue) else None
                 if mf is None:
                     return
                 at = mf.end // codec.CQ_UNIT_SIZE

@@ -34,9 +34,11 @@ from rocketlake.jobs.cli.reading import open_read_only
 from rocketlake.jobs.cli.verify_words import size_text
 from rocketlake.jobs.printable import printable
 from rocketlake.store import MessageStore
+from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.lockfile import is_locked
+from rocketlake.store.rocksdb_store import RocksDBConsumeQueue
 from rocketlake.store.store_time import format_time
 
 #: the structures whose disk use is shown, each a directory of the store
@@ -135,7 +137,8 @@ def store_status(ms: MessageStore) -> StoreStatus:
     """The facts of the module docstring about the store ``ms`` (opened read-only)."""
     log, root = ms.commitlog, ms.root
     lo, hi = log.min_offset, log.max_offset
-    cq_ends = [cq.max_physic_offset for cq in ms.queues.values() if cq.max_physic_offset >= 0]
+    cq_ends = [cq.max_physic_offset for cq in ms.queues.values()
+               if isinstance(cq, (ConsumeQueue, RocksDBConsumeQueue)) and cq.max_physic_offset >= 0]
     cq_end = max(cq_ends, default=None)
     index_end = None
     if ms.index is not None and ms.index.end_phy >= 0:

@@ -146,10 +146,11 @@ def test_the_command_in_client_mode_ships_the_package(
 
 
 def test_an_executor_that_cannot_see_the_store_names_the_path(spark, store_copy: Path) -> None:
+    from rocketlake.store.config import load_config
     from rocketlake.transforms.commitlog_scan import plan_ranges
     from rocketlake.transforms.store_rebuild import walk_parts
 
-    ranges = plan_ranges(store_copy, SMALL["mappedFileSizeCommitLog"], 16384)
+    ranges = plan_ranges(store_copy, load_config(SMALL), 16384)
     missing = ranges[-1].path  # the driver listed it; the executors do not see it
     os.remove(missing)
     with pytest.raises(Exception) as caught:

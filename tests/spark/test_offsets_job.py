@@ -147,7 +147,7 @@ def test_retention_moves_min_offsets_to_the_commitlog_minimum(spark, tmp_path: P
     assert sorted(p.name for p in (root / "commitlog").iterdir()) == ["00000000000000065536"]
     live = [r for r in results if r.commitlog_offset >= 65536]
     cfg = load_config(SMALL)
-    snap = read_snapshot(spark, root, cfg, read_layout(root), read_consumer_offsets(root),
+    snap = read_snapshot(spark, root, cfg, read_layout(root, cfg), read_consumer_offsets(root),
                          "r", T1)
     got = {(r.queue_id): (r.min_offset, r.max_offset, r.min_commitlog_offset)
            for r in snap.queue_rows.collect()}
@@ -212,7 +212,7 @@ def test_snapshots_current_tables_history_and_idempotence(spark, store: Path, tm
     # A run killed after its history commit, then run again as the same snapshot.
     commit(store, {("orders", "g1"): {0: 31, 1: 35, 2: 5}, ("audit-log", "g2"): {0: 10}})
     cfg = load_config(SMALL)
-    snap = read_snapshot(spark, store, cfg, read_layout(store),
+    snap = read_snapshot(spark, store, cfg, read_layout(store, cfg),
                          read_consumer_offsets(store), "s1", T3)
     append_history(lake, snap, f"{APP_ID}/s1", epoch_ms(T3))
     assert consumer_rows(spark, lake)[0][3] == 30            # current tables not reached yet

@@ -10,6 +10,7 @@ import pytest
 
 from rocketlake.jobs.exit_codes import ExitCode, run
 from rocketlake.store import Message, MessageStore
+from rocketlake.store.config import load_config
 from rocketlake.transforms.commitlog_scan import commitlog_files, plan_ranges
 from rocketlake.transforms.store_rebuild import walk_parts
 
@@ -22,9 +23,9 @@ def error_lines(stderr: str, prog: str = "rocketlake rebuild") -> list[str]:
 
 
 def test_a_commitlog_file_the_executor_cannot_see_is_one_line_naming_it(spark, store_copy, capsys):
-    size = SMALL["mappedFileSizeCommitLog"]
-    ranges = plan_ranges(store_copy, size, 1 << 16, 0)
-    gone = commitlog_files(store_copy, size)[-1][0]
+    cfg = load_config(SMALL)
+    ranges = plan_ranges(store_copy, cfg, 1 << 16, 0)
+    gone = commitlog_files(store_copy, cfg)[-1][0]
     gone.unlink()  # listed by the driver, missing where the task runs
 
     code = run("rocketlake rebuild-index",
