@@ -60,11 +60,13 @@ def record_run(spark: SparkSession, lake: str | Path, job: str, store: Path, sta
 def read_runs(spark: SparkSession, lake: str, limit: int) -> list[dict[str, Any]]:
     """The ``limit`` latest runs (by ``finished_ms``, newest first) of the run log and of the run
     records the commits of :data:`RUN_CARRIERS` carry; each a dict of :data:`RUNS_SCHEMA`'s
-    columns (``started_ts`` / ``finished_ts`` None in rows written before they existed)."""
+    columns (``started_ts`` / ``finished_ts`` None in rows written before they existed, also in a
+    run log whose table predates those columns)."""
     runs: list[dict[str, Any]] = []
     uri = table_uri(lake, RUNS_TABLE)
     if table_exists(spark, uri):
-        runs += [r.asDict() for r in spark.read.format("delta").load(uri)
+        runs += [{f.name: r.asDict().get(f.name) for f in RUNS_SCHEMA}
+                 for r in spark.read.format("delta").load(uri)
                  .orderBy("finished_ms", ascending=False).limit(limit).collect()]
     for name in RUN_CARRIERS:
         runs += _carried_runs(spark, table_uri(lake, name), limit)
