@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -107,26 +108,53 @@ def table_properties(*, append_only: bool, change_data_feed: bool = False) -> di
     return props
 
 
+@dataclass(frozen=True)
+class TableState:
+    """What a Delta table's log says, read without touching its data: its properties and the
+    newest version of each transaction id (``txnAppId`` -> ``txnVersion``) committed to it."""
+    properties: dict[str, str]
+    transactions: dict[str, int]
+
+
+def table_state(spark: SparkSession, uri: str) -> TableState | None:
+    """The state of the Delta table at ``uri`` from its log (the JVM's cached ``DeltaLog``, brought
+    up to date; the same log a write then uses); None when no Delta table is there."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None, "a running session has a JVM"
+    none = jvm.scala.Option.empty()
+    snapshot = (jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)
+                .update(False, none, none))
+    if snapshot.version() < 0:
+        return None
+    as_dict = jvm.scala.jdk.javaapi.CollectionConverters.asJava
+    return TableState(dict(as_dict(snapshot.metadata().configuration())),
+                      {k: int(v) for k, v in as_dict(snapshot.transactions()).items()})
+
+
 def ensure_table(spark: SparkSession, uri: str, schema: StructType, partitions: Iterable[str],
                  properties: Mapping[str, str]) -> None:
     """Create the Delta table at ``uri`` (``schema``, ``partitions``, ``properties``) where none
     exists (a table that exists keeps its schema); then set the properties it lacks or holds
-    other values of (one ``ALTER TABLE ... SET TBLPROPERTIES`` commit, none when all are set)."""
-    from delta.tables import DeltaTable
-
-    table = f"delta.{_identifier(uri)}"  # by path: a LOCATION clause would see file:///x and
-    if not table_exists(spark, uri):      # file:/x as two places and refuse
-        columns = ", ".join(f"{_identifier(f.name)} {f.dataType.simpleString()}"
-                            + ("" if f.nullable else " NOT NULL") for f in schema.fields)
-        parts = ", ".join(_identifier(p) for p in partitions)
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING DELTA"
+    other values of (:func:`set_properties`)."""
+    if not table_exists(spark, uri):  # by path: a LOCATION clause would see file:///x and
+        columns = ", ".join(f"{_identifier(f.name)} {f.dataType.simpleString()}"   # file:/x
+                            + ("" if f.nullable else " NOT NULL") for f in schema.fields)  # as two
+        parts = ", ".join(_identifier(p) for p in partitions)                      # places
+        spark.sql(f"CREATE TABLE IF NOT EXISTS delta.{_identifier(uri)} ({columns}) USING DELTA"
                   + (f" PARTITIONED BY ({parts})" if parts else "")
                   + f" TBLPROPERTIES ({_settings(properties)})")
-    current = DeltaTable.forPath(spark, uri).detail().first()
-    assert current is not None, "DESCRIBE DETAIL has one row"
-    differ = {k: v for k, v in properties.items() if current["properties"].get(k) != v}
+    state = table_state(spark, uri)
+    assert state is not None, "the table was just created"
+    set_properties(spark, uri, properties, state)
+
+
+def set_properties(spark: SparkSession, uri: str, properties: Mapping[str, str],
+                   state: TableState) -> None:
+    """Give the table at ``uri`` (whose state is ``state``) the ``properties`` it lacks or holds
+    other values of: one ``ALTER TABLE ... SET TBLPROPERTIES`` commit, none when all are set."""
+    differ = {k: v for k, v in properties.items() if state.properties.get(k) != v}
     if differ:
-        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({_settings(differ)})")
+        spark.sql(f"ALTER TABLE delta.{_identifier(uri)} SET TBLPROPERTIES ({_settings(differ)})")
 
 
 def register(spark: SparkSession, database: str, lake: str, tables: Iterable[str]) -> None:

@@ -4,24 +4,25 @@
         [--store-name NAME] [--snapshot-time ISO-8601|EPOCH-MS] [--database NAME]
         [--change-data-feed] [--set NAME=VALUE ...]
 
-Writes ``<lake>/queue_offsets`` and ``<lake>/consumer_offsets`` (current state, MERGE on their
-keys; a row changes only for a newer snapshot; rows of queues and groups the store no longer has
-are deleted) and appends to ``<lake>/offsets_history`` (partitioned by ``snapshot_date``). A run
-whose rows equal the current ones writes nothing. Each write is one Delta commit carrying the
-transaction id (``rocketlake.publish-offsets/<store>``, snapshot time in ms), so re-running a
-snapshot, also after a killed run, never writes it twice. ``offsets_history`` is append-only
-(``delta.appendOnly``); ``--change-data-feed`` switches on the tables' change data feed;
-``--database NAME`` registers the tables in the catalog as ``NAME.<table>``.
+Appends the snapshot (its queue rows and consumer rows) to ``<lake>/offsets_history``
+(partitioned by ``snapshot_date``) in one Delta commit, which also carries the transaction id
+(``rocketlake.publish-offsets/<store>``, snapshot time in ms: re-running a snapshot, also after a
+killed run, never writes it twice) and the run's record (``jobs.offsets_lake``). The current
+offsets are each store's newest snapshot (``jobs.offsets_lake.current_rows``). A run whose rows
+equal the store's newest snapshot writes nothing (its run goes to ``<lake>/maintenance_runs``).
+A lake of the layout before (``queue_offsets`` and ``consumer_offsets`` tables) is migrated on
+the first run. ``offsets_history`` is append-only (``delta.appendOnly``); ``--change-data-feed``
+switches on its change data feed; ``--database NAME`` registers the tables in the catalog as
+``NAME.<table>``.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,16 +30,22 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from rocketlake.jobs import job_support
 from rocketlake.jobs.job_commands import job_main
-from rocketlake.jobs.lake import ensure_table, register, store_name, table_properties, table_uri
-from rocketlake.jobs.run_log import record_run
+from rocketlake.jobs.lake import register, store_name, table_properties, table_state
+from rocketlake.jobs.offsets_lake import (
+    append_snapshot,
+    history_uri,
+    migrate,
+    published_ms,
+    snapshot_rows,
+)
+from rocketlake.jobs.run_log import record_run, run_record
 from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.jobs.spark_session import build_session
-from rocketlake.jobs.table_names import CONSUMER_OFFSETS, OFFSETS_HISTORY, QUEUE_OFFSETS, RUNS_TABLE
+from rocketlake.jobs.table_names import OFFSETS_TABLES, RUNS_TABLE
 from rocketlake.jobs.times import to_datetime
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.config_files import read_config, read_consumer_offsets
@@ -50,31 +57,18 @@ from rocketlake.store.swap_journal import refuse_unfinished
 from rocketlake.transforms.commitlog_scan import commitlog_files
 from rocketlake.transforms.offset_units import UNIT_SCHEMA, read_queue_units
 from rocketlake.transforms.offsets import (
-    CONSUMER_KEYS,
-    CONSUMER_OFFSETS_SCHEMA,
-    HISTORY_SCHEMA,
-    QUEUE_KEYS,
-    QUEUE_OFFSETS_SCHEMA,
     QUEUES_SCHEMA,
     committed_offsets,
     consumer_offsets,
     history_rows,
     queue_offsets,
     queue_requests,
-    same_state,
+    same_rows,
 )
 
 PROG = "publish-offsets"
 log = logging.getLogger(__name__)
 APP_ID = "rocketlake.publish-offsets"
-#: table name -> (schema, merge keys (None: append-only), partition columns)
-TABLES = {
-    QUEUE_OFFSETS: (QUEUE_OFFSETS_SCHEMA, QUEUE_KEYS, ()),
-    CONSUMER_OFFSETS: (CONSUMER_OFFSETS_SCHEMA, CONSUMER_KEYS, ()),
-    OFFSETS_HISTORY: (HISTORY_SCHEMA, None, ("snapshot_date",)),
-}
-TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
-TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 MAX_REPORTED = 10
 
 
@@ -151,78 +145,26 @@ def read_snapshot(spark: SparkSession, root: Path, cfg: StoreConfig, layout: Sto
 
 
 # --- writing the lake -----------------------------------------------------------------------------
-def ensure_tables(spark: SparkSession, lake: str, change_data_feed: bool = False) -> None:
-    """Create the three tables with their explicit schemas and properties where they do not exist
-    yet; give existing ones the properties they lack."""
-    for name, (schema, keys, partitions) in TABLES.items():
-        ensure_table(spark, table_uri(lake, name), schema, partitions,
-                     table_properties(append_only=keys is None, change_data_feed=change_data_feed))
-
-
-def _current(spark: SparkSession, lake: str, name: str, store: str) -> DataFrame:
-    return spark.read.format("delta").load(table_uri(lake, name)).where(F.col("store") == store)
-
-
-@contextmanager
-def _transaction(spark: SparkSession, app_id: str, version: int) -> Iterator[None]:
-    """Delta's idempotent DML: a MERGE under an (app id, version) already committed is skipped."""
-    spark.conf.set(TXN_APP_ID, app_id)
-    spark.conf.set(TXN_VERSION, str(version))
-    try:
-        yield
-    finally:
-        spark.conf.unset(TXN_APP_ID)
-        spark.conf.unset(TXN_VERSION)
-
-
-def append_history(lake: str, snap: Snapshot, app_id: str, version: int) -> None:
-    """Append the snapshot to ``offsets_history`` once per (app id, version)."""
-    (history_rows(snap.queue_rows, snap.consumer_rows).write.format("delta").mode("append")
-     .option("txnAppId", app_id).option("txnVersion", version)
-     .save(table_uri(lake, OFFSETS_HISTORY)))
-
-
-def merge_current(spark: SparkSession, lake: str, name: str, rows: DataFrame, snap: Snapshot,
-                  app_id: str, version: int) -> None:
-    """MERGE one snapshot's ``rows`` into the current-state table ``name``: insert new keys,
-    update a key only from a newer snapshot, delete this store's keys the snapshot lacks."""
-    from delta.tables import DeltaTable
-
-    keys = TABLES[name][1]
-    if keys is None:
-        raise ValueError(f"{name} is append-only: it has no merge keys")
-    on = F.col("t.store") == F.lit(snap.store)
-    for k in keys:
-        on &= F.col(f"t.{k}") == F.col(f"s.{k}")
-    with _transaction(spark, app_id, version):
-        (DeltaTable.forPath(spark, table_uri(lake, name)).alias("t").merge(rows.alias("s"), on)
-         .whenMatchedUpdateAll(condition=F.col("s.snapshot_ts") > F.col("t.snapshot_ts"))
-         .whenNotMatchedInsertAll()
-         .whenNotMatchedBySourceDelete(condition=(F.col("t.store") == F.lit(snap.store))
-                                       & (F.col("t.snapshot_ts") < F.lit(snap.ts)))
-         .execute())
-
-
-def publish(spark: SparkSession, lake: str, snap: Snapshot, change_data_feed: bool = False) -> bool:
-    """Write the snapshot: history first, then the current tables. False when the current tables
-    already hold these rows (nothing written). Refuses a snapshot older than the published one."""
-    ensure_tables(spark, lake, change_data_feed)
-    cur_q = _current(spark, lake, QUEUE_OFFSETS, snap.store)
-    cur_c = _current(spark, lake, CONSUMER_OFFSETS, snap.store)
-    if same_state(cur_q, snap.queue_rows) and same_state(cur_c, snap.consumer_rows):
-        return False
-    latest = F.max("snapshot_ts")
-    published = cur_q.select("snapshot_ts").unionByName(cur_c.select("snapshot_ts")).agg(
-        F.date_format(latest, "yyyy-MM-dd'T'HH:mm:ss.SSSXXX").alias("ts"),
-        (latest > F.lit(snap.ts)).alias("newer")).first()
-    assert published is not None, "a global aggregate has exactly one row"
-    if published.newer:
-        raise ValueError(f"snapshot time {format_time(epoch_ms(snap.ts))} is older than the published "
-                         f"snapshot {published.ts} of store {snap.store}; nothing written")
+def publish(spark: SparkSession, lake: str, snap: Snapshot, rows: pa.Table, run: str,
+            change_data_feed: bool = False) -> bool:
+    """Write the snapshot's history ``rows`` (``HISTORY_SCHEMA``, as Arrow) in one commit that
+    carries the run's record ``run`` (``jobs.offsets_lake.append_snapshot``). False, writing
+    nothing, when the store's newest published snapshot is this one or holds the same rows.
+    Refuses a snapshot older than the published one. A lake of the old layout is migrated first
+    (``jobs.offsets_lake.migrate``)."""
+    state = table_state(spark, history_uri(lake))
+    if migrate(spark, lake, state):
+        state = table_state(spark, history_uri(lake))
     app_id, version = f"{APP_ID}/{snap.store}", epoch_ms(snap.ts)
-    append_history(lake, snap, app_id, version)
-    merge_current(spark, lake, QUEUE_OFFSETS, snap.queue_rows, snap, app_id, version)
-    merge_current(spark, lake, CONSUMER_OFFSETS, snap.consumer_rows, snap, app_id, version)
+    last = published_ms(state, app_id)
+    if last is not None and last > version:
+        raise ValueError(f"snapshot time {format_time(version)} is older than the published "
+                         f"snapshot {format_time(last)} of store {snap.store}; nothing written")
+    if last is not None and (last == version or same_rows(
+            snapshot_rows(spark, lake, snap.store, datetime.fromtimestamp(last / 1000, UTC)), rows)):
+        return False
+    append_snapshot(spark, lake, rows, app_id, version, run, state,
+                    table_properties(append_only=True, change_data_feed=change_data_feed))
     return True
 
 
@@ -264,19 +206,24 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
         log.warning("%s: warning: %d ConsumeQueue unit(s) disagree with the CommitLog (published "
                     "without their store times): %s", PROG, snap.commitlog_error_count,
                     "; ".join(map(str, snap.commitlog_errors)))
-    queues, consumers = snap.queue_rows.count(), snap.consumer_rows.count()
+    with spark_progress(spark, "rows"):
+        rows = history_rows(snap.queue_rows, snap.consumer_rows).toArrow()
+    kinds = rows.column("kind")
+    queues = pc.sum(pc.equal(kinds, "queue")).as_py() or 0
+    consumers = rows.num_rows - queues
     counts = f"{queues} queues, {consumers} consumer rows"
+    summary = {"snapshot": format_time(epoch_ms(ts)), "queues": queues, "consumer_rows": consumers}
+    run = json.dumps(run_record(PROG, root, started, "ok", summary), sort_keys=True)
     with spark_progress(spark, "publish"):
-        written = publish(spark, lake, snap, change_data_feed)
+        written = publish(spark, lake, snap, rows, run, change_data_feed)
     if written:
         print(f"{PROG}: published store {store} snapshot {format_time(epoch_ms(ts))}: {counts}")
     else:
         print(f"{PROG}: store {store} unchanged since its published snapshot ({counts}); "
               f"nothing written")
-    record_run(spark, lake, PROG, root, started, "ok" if written else "unchanged",
-               {"snapshot": format_time(epoch_ms(ts)), "queues": queues, "consumer_rows": consumers})
+        record_run(spark, lake, PROG, root, started, "unchanged", summary)
     if database:
-        register(spark, database, lake, (*TABLES, RUNS_TABLE))
+        register(spark, database, lake, (*OFFSETS_TABLES, RUNS_TABLE))
     return written
 
 

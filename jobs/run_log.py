@@ -1,21 +1,25 @@
-"""The maintenance-run log: one Delta row per job run, under ``<lake>/maintenance_runs``.
+"""The maintenance-run log: one record per job run.
 
-Jobs call :func:`record_run` when they finish; the report shows the latest runs. The table is
-append-only (``delta.appendOnly``); each run has its times as epoch ms and as TIMESTAMPs.
+Jobs call :func:`record_run` when they finish: one Delta row under ``<lake>/maintenance_runs``
+(append-only, ``delta.appendOnly``; times as epoch ms and as TIMESTAMPs). A job whose run already
+ends in one commit to another table carries its record in that commit instead
+(:func:`run_record` as the commit's ``userMetadata``: publish-offsets, ``jobs.offsets_lake``), so
+the run costs no second commit. :func:`read_runs` reads both: the latest runs, newest first.
 """
 from __future__ import annotations
 
 import json
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from rocketlake.jobs.lake import ensure_table, table_exists, table_properties, table_uri
-from rocketlake.jobs.table_names import RUNS_TABLE
+from rocketlake.jobs.table_names import OFFSETS_HISTORY, RUNS_TABLE
 
 RUNS_SCHEMA = StructType([
     StructField("job", StringType(), False),
@@ -27,23 +31,63 @@ RUNS_SCHEMA = StructType([
     StructField("started_ts", TimestampType(), True),
     StructField("finished_ts", TimestampType(), True),
 ])
+#: the tables whose commits may carry run records (``userMetadata``)
+RUN_CARRIERS = (OFFSETS_HISTORY,)
+
+
+def run_record(job: str, store: Path, started_ms: int, status: str,
+               summary: dict[str, Any]) -> dict[str, Any]:
+    """One run's record: the run log's columns but the TIMESTAMPs (finished now; the summary as
+    a JSON text)."""
+    return {"job": job, "store": str(store), "started_ms": started_ms,
+            "finished_ms": time.time_ns() // 1_000_000, "status": status,
+            "summary": json.dumps(summary, default=str, sort_keys=True)}
 
 
 def record_run(spark: SparkSession, lake: str | Path, job: str, store: Path, started_ms: int,
                status: str, summary: dict[str, Any]) -> None:
-    """Append one run (status "ok" / "failed" / "dry-run") with its summary as JSON to the lake
-    ``lake`` (a URI of :func:`rocketlake.jobs.lake.lake_uri`, or a local path)."""
+    """Append one run (status "ok" / "failed" / "dry-run" / "unchanged") with its summary as JSON
+    to the lake ``lake`` (a URI of :func:`rocketlake.jobs.lake.lake_uri`, or a local path)."""
     uri = table_uri(str(lake), RUNS_TABLE)
     ensure_table(spark, uri, RUNS_SCHEMA, (), table_properties(append_only=True))
-    row = (job, str(store), started_ms, time.time_ns() // 1_000_000, status,
-           json.dumps(summary, default=str, sort_keys=True), None, None)
-    (spark.createDataFrame([row], RUNS_SCHEMA)
+    row = run_record(job, store, started_ms, status, summary)
+    (spark.createDataFrame([(*row.values(), None, None)], RUNS_SCHEMA)
      .withColumn("started_ts", F.timestamp_millis("started_ms"))
      .withColumn("finished_ts", F.timestamp_millis("finished_ms"))
      .write.format("delta").mode("append").option("mergeSchema", "true").save(uri))
 
 
-def read_runs(spark: SparkSession, lake: str) -> DataFrame | None:
-    """The run log, or None when no job has recorded a run yet."""
+def read_runs(spark: SparkSession, lake: str, limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` latest runs (by ``finished_ms``, newest first) of the run log and of the run
+    records the commits of :data:`RUN_CARRIERS` carry; each a dict of :data:`RUNS_SCHEMA`'s
+    columns (``started_ts`` / ``finished_ts`` None in rows written before they existed, also in a
+    run log whose table predates those columns)."""
+    runs: list[dict[str, Any]] = []
     uri = table_uri(lake, RUNS_TABLE)
-    return spark.read.format("delta").load(uri) if table_exists(spark, uri) else None
+    if table_exists(spark, uri):
+        runs += [{f.name: r.asDict().get(f.name) for f in RUNS_SCHEMA}
+                 for r in spark.read.format("delta").load(uri)
+                 .orderBy("finished_ms", ascending=False).limit(limit).collect()]
+    for name in RUN_CARRIERS:
+        runs += _carried_runs(spark, table_uri(lake, name), limit)
+    return sorted(runs, key=lambda r: r["finished_ms"], reverse=True)[:limit]
+
+
+def _carried_runs(spark: SparkSession, uri: str, limit: int) -> list[dict[str, Any]]:
+    """The run records in the ``userMetadata`` of the table's ``limit`` latest commits (commits
+    without one, or with other metadata, are not runs)."""
+    from delta.tables import DeltaTable
+
+    if not table_exists(spark, uri):
+        return []
+    runs = []
+    for c in DeltaTable.forPath(spark, uri).history(limit).select("userMetadata").collect():
+        try:
+            run = json.loads(c.userMetadata or "null")
+        except ValueError:
+            continue
+        if isinstance(run, dict) and set(run) == {f.name for f in RUNS_SCHEMA} - {
+                "started_ts", "finished_ts"}:
+            runs.append({**run, **{f"{k}_ts": datetime.fromtimestamp(run[f"{k}_ms"] / 1000)
+                                   for k in ("started", "finished")}})
+    return runs

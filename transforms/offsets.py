@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -87,8 +88,8 @@ HISTORY_SCHEMA = T.StructType([
     T.StructField("last_consumed_store_timestamp", _TS),
 ])
 
-QUEUE_KEYS = ("store", "topic", "queue_id")
-CONSUMER_KEYS = ("store", "consumer_group", "topic", "queue_id")
+#: the columns that tell a snapshot's rows apart
+HISTORY_KEYS = ("kind", "store", "consumer_group", "topic", "queue_id")
 
 
 def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
@@ -190,9 +191,11 @@ def history_rows(queue_rows: DataFrame, consumer_rows: DataFrame) -> DataFrame:
     return tag(queue_rows, "queue").unionByName(tag(consumer_rows, "consumer"))
 
 
-def same_state(current: DataFrame, new: DataFrame) -> bool:
-    """True when both hold the same rows, ignoring ``snapshot_ts`` (as multisets; one Spark job)."""
-    cols = [c for c in new.columns if c != "snapshot_ts"]
-    signed = (current.select(*cols, F.lit(1).alias("_n"))
-              .unionByName(new.select(*cols, F.lit(-1).alias("_n"))))
-    return signed.groupBy(*cols).agg(F.sum("_n").alias("_n")).where("_n != 0").isEmpty()
+def same_rows(a: pa.Table, b: pa.Table) -> bool:
+    """True when two snapshots' rows (:data:`HISTORY_SCHEMA`, as Arrow tables) are the same but
+    for their time (``snapshot_ts``, ``snapshot_date``), in any order."""
+    cols = [f.name for f in HISTORY_SCHEMA.fields if f.name not in ("snapshot_ts", "snapshot_date")]
+    def ordered(t: pa.Table) -> pa.Table:
+        return t.select(cols).sort_by([(k, "ascending") for k in HISTORY_KEYS])
+    x, y = ordered(a), ordered(b)
+    return x.num_rows == y.num_rows and x.cast(y.schema).equals(y)

@@ -177,7 +177,8 @@ def publish(store: Path, lake: str, cfg: StoreConfig, name: str) -> tuple[int, s
     from rocketlake.jobs.publish_offsets import publish_store
 
     publish_store(store, cfg, lake, name)
-    return 0, f"Delta tables under {lake}/: queue_offsets, consumer_offsets, offsets_history"
+    return 0, (f"Delta table under {lake}/: offsets_history (every snapshot; the current "
+               f"offsets are the newest)")
 
 
 def compact(store: Path, lake: str, cfg: StoreConfig, name: str) -> tuple[int, str]:

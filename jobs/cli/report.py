@@ -161,18 +161,13 @@ def lake_facts(lake: str | None, store: str) -> tuple[list[dict[str, Any]], list
 
     spark = build_session("rocketlake-report", conf={"spark.ui.enabled": "false"})
     lag_rows: list[dict[str, Any]] = []
-    run_rows: list[dict[str, Any]] = []
     history = table_uri(lake, OFFSETS_HISTORY)
     if table_exists(spark, history):
         df = spark.read.format("delta").load(history)
         if set(LAG_COLUMNS) | {"kind", "store"} <= set(df.columns):
             mine = df.where((F.col("kind") == "consumer") & (F.col("store") == store))
             lag_rows = [r.asDict() for r in mine.select(*LAG_COLUMNS).orderBy("snapshot_ts").collect()]
-    runs = read_runs(spark, lake)
-    if runs is not None:
-        run_rows = [r.asDict() for r in runs.orderBy("finished_ms", ascending=False)
-                    .limit(MAX_RUNS).collect()]
-    return lag_rows, run_rows
+    return lag_rows, read_runs(spark, lake, MAX_RUNS)
 
 
 # --- what the page tells -------------------------------------------------------------------------

@@ -66,7 +66,7 @@ tables = sys.argv[2].split(",")
 print(json.dumps({t: [r.asDict() for r in spark.read.format("delta").load(f"{lake}/{t}").collect()]
                   for t in tables}, default=str))
 """
-OFFSETS_TABLES = "queue_offsets,consumer_offsets,offsets_history"
+OFFSETS_TABLES = "offsets_history"
 
 
 @pytest.fixture()
@@ -120,19 +120,17 @@ def test_publish_offsets_run_writes_the_delta_tables(site: Path) -> None:
     assert states == {"run": "success", "publish_offsets_e2e": "success"}
     tables = json.loads(main_python(READ_TABLES, str(site / "lake" / "e2e"), OFFSETS_TABLES)
                         .splitlines()[-1])
+    history = tables["offsets_history"]
     queues = sorted((r["store"], r["topic"], r["queue_id"], r["min_offset"], r["max_offset"])
-                    for r in tables["queue_offsets"])
+                    for r in history if r["kind"] == "queue")
     assert queues == [("e2e", "orders", 0, 0, 2), ("e2e", "orders", 1, 0, 1),
                       ("e2e", "payments", 0, 0, 1)]
-    assert tables["consumer_offsets"] == []  # no consumer group has committed yet
-    assert {(r["kind"], r["topic"]) for r in tables["offsets_history"]} >= {
-        ("queue", "orders"), ("queue", "payments")}
-    snapshots = {r["snapshot_ts"] for r in tables["queue_offsets"]}
+    assert [r for r in history if r["kind"] == "consumer"] == []  # no group has committed yet
+    snapshots = {r["snapshot_ts"] for r in history}
     assert len(snapshots) == 1  # one snapshot, stamped with the run's time
     lake = (site / "lake" / "e2e").as_uri()
     assert asset_events("rocketlake_publish_offsets") == [
-        ("publish_offsets_e2e", f"{lake}/{t}")
-        for t in ("consumer_offsets", "offsets_history", "queue_offsets")]
+        ("publish_offsets_e2e", f"{lake}/offsets_history")]
 
 
 def test_nightly_run_rebuilds_only_the_drifted_index_then_compacts(site: Path) -> None:

@@ -209,8 +209,7 @@ def outlets(task: Any) -> list[str]:
 
 def test_tasks_declare_the_delta_tables_they_write_as_assets(dagbag: Any) -> None:
     publish = dagbag.dags["rocketlake_publish_offsets"].task_dict["publish_offsets_main"]
-    assert outlets(publish) == [f"{LAKE_URI}/queue_offsets", f"{LAKE_URI}/consumer_offsets",
-                                f"{LAKE_URI}/offsets_history"]
+    assert outlets(publish) == [f"{LAKE_URI}/offsets_history"]
     assert LAKE_URI.startswith("file:///")
     runs = f"{LAKE_URI}/maintenance_runs"
     nightly = dagbag.dags["rocketlake_nightly_main"].task_dict
@@ -285,7 +284,7 @@ def test_lake_uris_are_passed_through(tmp_path: Path, monkeypatch: pytest.Monkey
     publish = bag.dags["rocketlake_publish_offsets"].task_dict["publish_offsets_main"]
     cmd = render_command(publish)
     assert cmd[cmd.index("--lake") + 1] == store_lake
-    assert publish.outlets[0].uri == f"{store_lake}/queue_offsets"
+    assert publish.outlets[0].uri == f"{store_lake}/offsets_history"
     nightly = bag.dags["rocketlake_nightly_main"].task_dict
     for task in ("check_consistency", "rebuild", "compact", "optimize_lake"):
         cmd = render_command(nightly[task], xcom={("choose_rebuilds", "structures"): "index"})

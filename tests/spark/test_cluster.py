@@ -24,6 +24,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
+from rocketlake.jobs.offsets_lake import current_rows
 from rocketlake.jobs.spark_session import delta_submit_args
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.config_files import write_config
@@ -175,9 +176,9 @@ def test_publish_offsets_from_the_wheel_on_the_cluster(
            "--lake", str(lake), "--store-name", "s1",
            "--snapshot-time", "2026-11-23T04:00:00+00:00", *SETS, delta=True)
     assert starts.is_file()
-    queues = spark.read.format("delta").load(str(lake / "queue_offsets"))
+    queues = current_rows(spark, str(lake), "queue")
     assert {(r.topic, r.queue_id): (r.min_offset, r.max_offset) for r in queues.collect()} == ranges
-    consumers = spark.read.format("delta").load(str(lake / "consumer_offsets")).collect()
+    consumers = current_rows(spark, str(lake), "consumer").collect()
     assert {(r.consumer_group, r.topic, r.queue_id): (r.consumer_offset, r.max_offset, r.lag)
             for r in consumers} == {
         (group, topic, q): (o, ranges[(topic, q)][1], ranges[(topic, q)][1] - o)

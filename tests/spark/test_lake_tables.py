@@ -14,6 +14,7 @@ from delta.tables import DeltaTable
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from rocketlake.jobs import cli
+from rocketlake.jobs.run_log import read_runs
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.config_files import write_consumer_offsets
 from rocketlake.transforms.offsets import HISTORY_SCHEMA
@@ -62,26 +63,26 @@ def test_file_uri_lake_end_to_end(spark, tmp_path: Path, capsys) -> None:
     publish(root, lake, T2, "--database", "rl_lake", "--change-data-feed")
 
     # the lake is where the URI says (a directory with a space), nothing at a literal "file:" path
-    assert sorted(p.name for p in lake_dir.iterdir()) == ["consumer_offsets", "maintenance_runs",
-                                                          "offsets_history", "queue_offsets"]
+    assert sorted(p.name for p in lake_dir.iterdir()) == ["maintenance_runs", "offsets_history"]
     assert not (Path.cwd() / "file:").exists()
-    for name in ("offsets_history", "maintenance_runs"):
-        assert APPEND_ONLY.items() <= properties(spark, f"{lake}/{name}").items(), name
-    current = properties(spark, f"{lake}/queue_offsets")
-    assert "delta.appendOnly" not in current and current["delta.enableChangeDataFeed"] == "true"
-    assert current["delta.deletedFileRetentionDuration"] == "interval 7 days"
+    assert APPEND_ONLY.items() <= properties(spark, f"{lake}/offsets_history").items()
+    assert properties(spark, f"{lake}/offsets_history")["delta.enableChangeDataFeed"] == "true"
     with pytest.raises(Exception, match="(?i)append"):
         spark.sql(f"DELETE FROM delta.`{lake}/offsets_history`")
     # registered in the catalog: the same rows by name
     assert spark.sql("SELECT count(*) FROM rl_lake.offsets_history").first()[0] == \
         spark.read.format("delta").load(f"{lake}/offsets_history").count() == 2 * (2 + 2)
-    assert spark.sql("SELECT max(max_offset) FROM rl_lake.queue_offsets").first()[0] == 40
+    assert spark.sql("SELECT max(max_offset) FROM rl_lake.offsets_history WHERE kind = 'queue'"
+                     ).first()[0] == 40
 
-    runs = {r["started_ms"]: r for r in spark.read.format("delta").load(f"{lake}/maintenance_runs").collect()}
-    assert runs[1_000]["started_ts"] is None                      # the old row, as it was
+    # the two runs are in their own commits, the old row in the run log as it was
+    runs = {r["started_ms"]: r for r in read_runs(spark, lake, 10)}
+    assert runs[1_000]["started_ts"] is None
     new = [r for ms, r in runs.items() if ms != 1_000]
     assert len(new) == 2 and all(r["started_ms"] >= started for r in new)
     assert all(r["started_ts"] == datetime.fromtimestamp(r["started_ms"] / 1000) for r in new)
+    assert [json.loads(r["summary"])["snapshot"] for r in new] == [
+        "2026-11-22T11:00:00.000Z", "2026-11-22T10:00:00.000Z"]        # newest first
 
     out = tmp_path / "report.html"
     capsys.readouterr()
@@ -99,7 +100,8 @@ def test_file_uri_lake_end_to_end(spark, tmp_path: Path, capsys) -> None:
     archived = json.loads(capsys.readouterr().out)["archived"]
     archive = spark.sql("SELECT * FROM rl_lake.messages_archive")
     assert archive.count() == sum(archived.values()) > 0
-    assert APPEND_ONLY.items() <= properties(spark, f"{lake}/messages_archive").items()
+    for name in ("messages_archive", "maintenance_runs"):   # the run log: once compact wrote it
+        assert APPEND_ONLY.items() <= properties(spark, f"{lake}/{name}").items(), name
     row = archive.orderBy("commitlog_offset").first()
     assert row["store_ts"] == datetime.fromtimestamp(1_795_000_000) and row["born_ts"] is not None
 
@@ -116,12 +118,12 @@ def test_optimize_lake_compacts_small_files_and_keeps_the_data(spark, tmp_path: 
         rows = sorted(tuple(r) for r in spark.read.format("delta").load(uri).collect())
         return DeltaTable.forPath(spark, uri).detail().first()["numFiles"], rows
 
-    before = {n: files_and_rows(n) for n in ("offsets_history", "maintenance_runs")}
-    assert before["offsets_history"][0] >= 3 and before["maintenance_runs"][0] >= 3
+    before = {n: files_and_rows(n) for n in ("offsets_history",)}
+    assert before["offsets_history"][0] >= 3
     capsys.readouterr()
     assert cli.main(["optimize-lake", "--lake", lake]) == 0
     done = json.loads(capsys.readouterr().out)
-    assert set(done) == {"queue_offsets", "consumer_offsets", "offsets_history", "maintenance_runs"}
+    assert set(done) == {"offsets_history"}       # the runs are in its commits: no run log
     assert done["offsets_history"]["zorder"] == ["topic", "queue_id"]
     for name, (files, rows) in before.items():
         after_files, after_rows = files_and_rows(name)

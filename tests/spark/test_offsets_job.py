@@ -16,15 +16,8 @@ from delta.tables import DeltaTable
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from rocketlake.jobs import cli
-from rocketlake.jobs.publish_offsets import (
-    APP_ID,
-    append_history,
-    ensure_tables,
-    epoch_ms,
-    main,
-    read_layout,
-    read_snapshot,
-)
+from rocketlake.jobs.offsets_lake import current_rows
+from rocketlake.jobs.publish_offsets import main, read_layout, read_snapshot
 from rocketlake.jobs.spark_session import delta_submit_args
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.config import load_config
@@ -38,7 +31,6 @@ SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 600}
 SETS = [a for k, v in SMALL.items() for a in ("--set", f"{k}={v}")]
 BASE = 1_795_000_000_000  # store time of message 0; message i is stored at BASE + i s
 T1, T2, T3, T4 = (datetime(2026, 11, d, 10, tzinfo=UTC) for d in (20, 21, 22, 23))
-TABLES = ("queue_offsets", "consumer_offsets", "offsets_history")
 
 
 def naive(t: datetime) -> datetime:
@@ -78,21 +70,21 @@ def publish(root: Path, lake: Path, when: datetime, *extra: str) -> int:
                  "--snapshot-time", when.isoformat(), *extra])
 
 
-def versions(spark, lake: Path) -> dict[str, int]:
-    return {n: DeltaTable.forPath(spark, str(lake / n)).history(1).first()["version"]
-            for n in TABLES}
+def version(spark, lake: Path) -> int:
+    """The offsets table's newest version (one per commit)."""
+    return DeltaTable.forPath(spark, str(lake / "offsets_history")).history(1).first()["version"]
 
 
-def queue_rows(spark, lake: Path, **options) -> list[tuple]:
-    """(topic, queue, min, max, count, last store time, snapshot) of the queue_offsets table."""
-    df = spark.read.format("delta").options(**options).load(str(lake / "queue_offsets"))
+def queue_rows(spark, lake: Path) -> list[tuple]:
+    """(topic, queue, min, max, count, last store time, snapshot) of the current queue offsets."""
+    df = current_rows(spark, str(lake), "queue")
     return sorted(tuple(r) for r in df.select("topic", "queue_id", "min_offset", "max_offset",
                                               "message_count", "last_store_timestamp",
                                               "snapshot_ts").collect())
 
 
 def consumer_rows(spark, lake: Path) -> list[tuple]:
-    df = spark.read.format("delta").load(str(lake / "consumer_offsets"))
+    df = current_rows(spark, str(lake), "consumer")
     return sorted(tuple(r) for r in df.select(
         "consumer_group", "topic", "queue_id", "consumer_offset", "max_offset", "lag",
         "last_consumed_store_timestamp", "snapshot_ts").collect())
@@ -176,8 +168,7 @@ def test_snapshots_current_tables_history_and_idempotence(spark, store: Path, tm
         ("g1", "orders", 2, 0, 33, 33, None, naive(T1)),      # not committed: offset 0
         ("g2", "audit-log", 0, 4, 10, 6, ts(103), naive(T1)),
     ]
-    assert versions(spark, lake) == {"queue_offsets": 1, "consumer_offsets": 1,
-                                     "offsets_history": 1}
+    assert version(spark, lake) == 0          # the first write created the table: one commit
 
     # Snapshot 2: six more orders (110..115: q2, q0, q1, q2, q0, q1) and new commits.
     put(store, 110, 116)
@@ -196,31 +187,30 @@ def test_snapshots_current_tables_history_and_idempotence(spark, store: Path, tm
         ("g2", "audit-log", 0, 10, 10, 0, ts(109), naive(T2)),
     ]
     assert history_snapshots(spark, lake) == {naive(T1): 8, naive(T2): 8}
-    assert history_snapshots(spark, lake, versionAsOf=1) == {naive(T1): 8}
-    assert queue_rows(spark, lake, versionAsOf=1)[1] == ("orders", 0, 0, 34, 34, ts(99), naive(T1))
+    assert history_snapshots(spark, lake, versionAsOf=0) == {naive(T1): 8}
     partitions = sorted(p.name for p in (lake / "offsets_history").glob("snapshot_date=*"))
     assert partitions == ["snapshot_date=2026-11-20", "snapshot_date=2026-11-21"]
-    after2 = versions(spark, lake)
-    assert after2 == {"queue_offsets": 2, "consumer_offsets": 2, "offsets_history": 2}
+    assert version(spark, lake) == 1
 
     # A third run on the same store, as a later snapshot: nothing is written.
     capsys.readouterr()
     assert publish(store, lake, T3) == 0
     assert "unchanged" in capsys.readouterr().out
-    assert versions(spark, lake) == after2
+    assert version(spark, lake) == 1
+    assert [r["status"] for r in spark.read.format("delta").load(str(lake / "maintenance_runs"))
+            .collect()] == ["unchanged"]
 
-    # A run killed after its history commit, then run again as the same snapshot.
+    # A commit, then the same snapshot again (a re-run after its commit): written once.
     commit(store, {("orders", "g1"): {0: 31, 1: 35, 2: 5}, ("audit-log", "g2"): {0: 10}})
-    cfg = load_config(SMALL)
-    snap = read_snapshot(spark, store, cfg, read_layout(store, cfg),
-                         read_consumer_offsets(store), "s1", T3)
-    append_history(lake, snap, f"{APP_ID}/s1", epoch_ms(T3))
-    assert consumer_rows(spark, lake)[0][3] == 30            # current tables not reached yet
     assert publish(store, lake, T3) == 0
     assert consumer_rows(spark, lake)[0] == ("g1", "orders", 0, 31, 36, 5, ts(90), naive(T3))
+    commit(store, {("orders", "g1"): {0: 32, 1: 35, 2: 5}, ("audit-log", "g2"): {0: 10}})
+    capsys.readouterr()
+    assert publish(store, lake, T3) == 0
+    assert "unchanged" in capsys.readouterr().out
+    assert consumer_rows(spark, lake)[0] == ("g1", "orders", 0, 31, 36, 5, ts(90), naive(T3))
     assert history_snapshots(spark, lake) == {naive(T1): 8, naive(T2): 8, naive(T3): 8}
-    assert versions(spark, lake) == {"queue_offsets": 3, "consumer_offsets": 3,
-                                     "offsets_history": 3}
+    assert version(spark, lake) == 2
 
     # A snapshot older than the published one is refused.
     commit(store, {("orders", "g1"): {0: 32}})
@@ -256,7 +246,7 @@ def test_cli_route_and_commitlog_disagreement_reported(spark, store: Path, tmp_p
     rows = {r[:2]: r for r in queue_rows(spark, lake)}
     assert rows[("orders", 1)] == ("orders", 1, 0, 33, 33, None, naive(T1))
     assert rows[("orders", 0)][5] == ts(99)
-    assert {r.store for r in spark.read.format("delta").load(str(lake / "queue_offsets"))
+    assert {r.store for r in spark.read.format("delta").load(str(lake / "offsets_history"))
             .select("store").collect()} == {"b1"}
 
 
@@ -268,7 +258,6 @@ def lake_files(lake: Path) -> list[str]:
 def test_bad_consumer_offsets_missing_store_and_vanished_topic(spark, store: Path, tmp_path: Path,
                                                                capsys) -> None:
     lake = tmp_path / "lake"
-    ensure_tables(spark, lake)
     before = lake_files(lake)
     offsets = store / "config" / "consumerOffset.json"
     good = offsets.read_text()

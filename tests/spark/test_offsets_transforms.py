@@ -21,7 +21,7 @@ from rocketlake.transforms.offsets import (
     history_rows,
     queue_offsets,
     queue_requests,
-    same_state,
+    same_rows,
 )
 
 STUDY_STORE = Path(__file__).resolve().parent.parent / "golden" / "study" / "store"
@@ -133,12 +133,17 @@ def test_history_rows_tag_kind_and_date(spark) -> None:
     equal(history_rows(q, c), spark.createDataFrame(expected, HISTORY_SCHEMA))
 
 
-def test_same_state_ignores_snapshot_time_only(spark) -> None:
+def test_same_rows_ignores_snapshot_time_and_order_only(spark) -> None:
     later = datetime(2026, 11, 23, tzinfo=UTC)
-    row = ("s", "g1", "t", 0, 5, 8, 3, None)
-    a = spark.createDataFrame([row + (SNAP,)], CONSUMER_OFFSETS_SCHEMA)
-    b = spark.createDataFrame([row + (later,)], CONSUMER_OFFSETS_SCHEMA)
-    c = spark.createDataFrame([row[:4] + (6, 8, 2, None, later)], CONSUMER_OFFSETS_SCHEMA)
-    assert same_state(a, b)
-    assert not same_state(a, c)
-    assert not same_state(a, a.limit(0))
+
+    def rows(*consumer_rows: tuple, when: datetime = SNAP):
+        """History rows (Arrow) of consumer rows (group, queue, offset, lag) at ``when``."""
+        return history_rows(spark.createDataFrame([], QUEUE_OFFSETS_SCHEMA), spark.createDataFrame(
+            [("s", g, "t", q, o, 8, lag, None, when) for g, q, o, lag in consumer_rows],
+            CONSUMER_OFFSETS_SCHEMA)).toArrow()
+
+    a = rows(("g1", 0, 5, 3), ("g2", 0, 8, 0))
+    assert same_rows(a, rows(("g2", 0, 8, 0), ("g1", 0, 5, 3), when=later))  # time, order
+    assert not same_rows(a, rows(("g1", 0, 6, 2), ("g2", 0, 8, 0), when=later))
+    assert not same_rows(a, rows(("g1", 0, 5, 3)))
+    assert not same_rows(a, rows())
