@@ -5,6 +5,7 @@ where it applies, and what is wrong.
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -256,10 +257,20 @@ class RecordColumns:
             parts, self.columns[k] = self.columns[k], []
             cols.append(np.concatenate(parts) if parts else np.zeros(0, dtype=dtype))
             del parts
+            _trim_heap()
         return Records(offset=cols[0], size=cols[1], topic=cols[2], queue_id=cols[3],
                        queue_offset=cols[4], tags_code=cols[5], to_queue=cols[6], key_start=cols[7],
                        key_hash=cols[8], topics=list(self.topic_ids), times=self.times,
                        store_ts=cols[9] if len(cols) > 9 else None)
+
+
+def _trim_heap() -> None:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing where
+    there is none). The batches' column parts live on the heap among other allocations: freed
+    after their join, they would stay resident (20 GiB store: 700 MiB)."""
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 class _Checker:
