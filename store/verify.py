@@ -133,7 +133,10 @@ class Records:
 
     def queue_key(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """A key per row of ``rows`` that orders them by topic index, then queue id."""
-        return self.topic[rows].astype(np.int64) << 32 | (self.queue_id[rows].astype(np.int64) & 0xFFFFFFFF)
+        key = self.topic[rows].astype(np.int64)
+        key <<= 32
+        key |= self.queue_id[rows].view(np.uint32)
+        return key
 
     def queues(self) -> dict[tuple[str, int], npt.NDArray[np.int64]]:
         """Rows of the records that get a ConsumeQueue unit, by (topic, queue id), in CommitLog order."""
@@ -187,11 +190,16 @@ class QueueRows:
         group = records.queue_key(rows)
         qo = records.queue_offset[rows]
         order = np.lexsort((qo, group))  # stable: CommitLog order among equal queue offsets
-        rows, group, qo = rows[order], group[order], qo[order]
+        # one column at a time: a column and its reordered copy at most (a copy is a row each)
+        rows = rows[order]
+        group = group[order]
+        qo = qo[order]
         del order
         last = np.ones(qo.size, dtype=np.bool_)
         last[:-1] = (qo[1:] != qo[:-1]) | (group[1:] != group[:-1])
-        rows, group, qo = rows[last], group[last], qo[last]
+        rows = rows[last]
+        group = group[last]
+        qo = qo[last]
         bounds = np.concatenate(([0], np.flatnonzero(np.diff(group)) + 1, [qo.size])) if qo.size \
             else np.zeros(1, dtype=np.int64)
         keys = [(records.topics[int(group[a] >> 32)], int(records.queue_id[rows[a]]))
@@ -573,7 +581,7 @@ class _UnitCheck:
         # the distinct queue offsets, plus the offset's rank among them (exact for any offset a
         # record claims)
         self.offsets = np.unique(expected.queue_offset)
-        self.want_key = np.searchsorted(self.offsets, expected.queue_offset).astype(np.int64)
+        self.want_key = np.searchsorted(self.offsets, expected.queue_offset).astype(np.int64, copy=False)
         self.want_key += np.repeat(np.arange(len(expected.keys), dtype=np.int64) * self.offsets.size,
                                    np.diff(expected.bounds))
         #: per queue, its min offset; a last row for "no queue" (-1)
