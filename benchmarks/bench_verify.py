@@ -30,7 +30,7 @@ from rocketlake.store import Message, MessageStore, codec
 from rocketlake.store.config import load_config
 from rocketlake.store.mapped_file import first_nonzero
 from rocketlake.store.store_files import StoreFiles
-from rocketlake.store.verify import _Checker, verify
+from rocketlake.store.verify import QueueRows, _Checker, verify
 
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("commitlog", "consumequeue", "index")
@@ -135,7 +135,7 @@ def passes(root: Path, runs: int) -> list[tuple[str, float]]:
             last = log.files.files[-1]
             first_nonzero(last, log.max_offset - last.start)
             t.append(time.perf_counter())
-            queues = records.queues()
+            queues = QueueRows.of(records)
             _ = files.queues
             t.append(time.perf_counter())
             c.consume_queues(log, records, queues)

@@ -153,7 +153,7 @@ def _report(src: Path, output: str | None, records: Records, lost: list[LostRang
 
 def _read(log: CommitLog, cfg: StoreConfig) -> tuple[Records, list[Gap]]:
     """The original's valid records (as columns) and the gaps between them."""
-    columns, gaps = RecordColumns(), []
+    columns, gaps = RecordColumns(store_ts=True), []
     for item in log.walk_past_damage(past_zeros=True):
         if isinstance(item, RecordBatch):
             columns.add(item, cfg.delay_levels_ms)
@@ -245,11 +245,13 @@ def _write_commitlog(out: Path, cfg: StoreConfig, log: CommitLog, records: Recor
     ``out``; returns the store time of the last record written."""
     new = CommitLog(out, cfg)
     encoder = MessageEncoder(cfg)
+    store_ts = records.store_ts
+    assert store_ts is not None  # ``_read`` keeps them
     last_ts = 0
     try:
         for item in _in_order(records, placeholders):
             if isinstance(item, _Placeholder):
-                ts = last_ts or (int(records.store_ts[0]) if len(records) else 0)
+                ts = last_ts or (int(store_ts[0]) if len(records) else 0)
                 new.next_queue_offsets[(item.topic, item.queue_id)] = item.queue_offset
                 p = encoder.prepare(Message(item.topic, b"", item.queue_id, born_timestamp=ts,
                                             store_timestamp=ts,
@@ -265,7 +267,7 @@ def _write_commitlog(out: Path, cfg: StoreConfig, log: CommitLog, records: Recor
             mf = log.files.find(offset)
             assert mf is not None  # the walk read the record there
             new.append_raw(mf.mm[offset - mf.start:offset - mf.start + size], topic, qid, to_queue)
-            last_ts = int(records.store_ts[r])
+            last_ts = int(store_ts[r])
         new.flush()
     finally:
         new.close()

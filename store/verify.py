@@ -5,6 +5,7 @@ where it applies, and what is wrong.
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,11 +111,13 @@ class Records:
     queue_offset: npt.NDArray[np.int64]
     tags_code: npt.NDArray[np.int64]
     to_queue: npt.NDArray[np.bool_]       # gets a ConsumeQueue unit
-    store_ts: npt.NDArray[np.int64]
     #: record r's index key hashes (UNIQ_KEY, then KEYS tokens) are key_hash[key_start[r]:key_start[r + 1]]
     key_start: npt.NDArray[np.int64]
     key_hash: npt.NDArray[np.int32]
     topics: list[str]
+    times: StoreTimes
+    #: each record's store time, when asked for (``RecordColumns(store_ts=True)``)
+    store_ts: npt.NDArray[np.int64] | None = None
 
     def __len__(self) -> int:
         return int(self.offset.size)
@@ -128,10 +131,17 @@ class Records:
         row, there = self.find(np.array([offset], dtype=np.int64))
         return int(row[0]) if there[0] else None
 
+    def queue_key(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """A key per row of ``rows`` that orders them by topic index, then queue id."""
+        key = self.topic[rows].astype(np.int64)
+        key <<= 32
+        key |= self.queue_id[rows].view(np.uint32)
+        return key
+
     def queues(self) -> dict[tuple[str, int], npt.NDArray[np.int64]]:
         """Rows of the records that get a ConsumeQueue unit, by (topic, queue id), in CommitLog order."""
         rows = np.flatnonzero(self.to_queue)
-        group = self.topic[rows].astype(np.int64) << 32 | (self.queue_id[rows].astype(np.int64) & 0xFFFFFFFF)
+        group = self.queue_key(rows)
         order = np.argsort(group, kind="stable")
         rows, group = rows[order], group[order]
         out = {}
@@ -139,6 +149,72 @@ class Records:
             first = int(part[0])
             out[(self.topics[int(self.topic[first])], int(self.queue_id[first]))] = part
         return out
+
+
+@dataclass
+class StoreTimes:
+    """What verify needs of the records' store times, gathered as they are walked (no column):
+    the newest, and the records stored at a time no index file can be named by
+    (``codec.index_time``): how many, and the first one's CommitLog offset and store time."""
+    newest: int | None = None
+    odd: int = 0
+    first_odd: tuple[int, int] = (0, 0)
+
+    def add(self, offsets: npt.NDArray[np.int64], store_ts: npt.NDArray[np.int64]) -> None:
+        """Take a batch of records (CommitLog order)."""
+        if not store_ts.size:
+            return
+        newest = int(store_ts.max())
+        self.newest = newest if self.newest is None else max(self.newest, newest)
+        odd = np.flatnonzero(codec.index_time(store_ts) != store_ts)
+        if odd.size and not self.odd:
+            self.first_odd = (int(offsets[odd[0]]), int(store_ts[odd[0]]))
+        self.odd += int(odd.size)
+
+
+@dataclass(frozen=True)
+class QueueRows:
+    """The records that get a ConsumeQueue unit, by queue: queue ``keys[g]`` (topic, queue id)
+    has rows ``bounds[g]:bounds[g + 1]`` of ``queue_offset`` (ascending) and ``rows`` (the
+    records' rows in ``Records``); where records claim the same queue offset, the last one in
+    CommitLog order stands for it. Queues are ordered by the ``Records`` topic index, then id."""
+    keys: list[tuple[str, int]]
+    bounds: npt.NDArray[np.int64]
+    queue_offset: npt.NDArray[np.int64]
+    rows: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, records: Records) -> QueueRows:
+        """Group ``records`` by queue: one sort for all the queues."""
+        rows = np.flatnonzero(records.to_queue)
+        group = records.queue_key(rows)
+        qo = records.queue_offset[rows]
+        order = np.lexsort((qo, group))  # stable: CommitLog order among equal queue offsets
+        # one column at a time: a column and its reordered copy at most (a copy is a row each)
+        rows = rows[order]
+        group = group[order]
+        qo = qo[order]
+        del order
+        last = np.ones(qo.size, dtype=np.bool_)
+        last[:-1] = (qo[1:] != qo[:-1]) | (group[1:] != group[:-1])
+        rows = rows[last]
+        group = group[last]
+        qo = qo[last]
+        bounds = np.concatenate(([0], np.flatnonzero(np.diff(group)) + 1, [qo.size])) if qo.size \
+            else np.zeros(1, dtype=np.int64)
+        keys = [(records.topics[int(group[a] >> 32)], int(records.queue_id[rows[a]]))
+                for a in bounds[:-1].tolist()]
+        return cls(keys, bounds.astype(np.int64), qo, rows)
+
+    def queue(self, g: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Queue ``g``'s (queue offsets, rows)."""
+        a, b = int(self.bounds[g]), int(self.bounds[g + 1])
+        return self.queue_offset[a:b], self.rows[a:b]
+
+    def max_offsets(self) -> dict[tuple[str, int], int]:
+        """Per queue, the queue offset after its highest record's (at least 0)."""
+        return {key: max(0, int(self.queue_offset[b - 1]) + 1)
+                for key, b in zip(self.keys, self.bounds[1:].tolist())}
 
 
 def _lookup(keys: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
@@ -152,39 +228,57 @@ def _lookup(keys: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
 
 
 class RecordColumns:
-    """Collects walked batches into ``Records``."""
+    """Collects walked batches into ``Records`` (each record's store time too with ``store_ts``;
+    verify needs only ``StoreTimes``)."""
 
-    DTYPES = (np.int64, np.int32, np.int32, np.int32, np.int64, np.int64, np.bool_, np.int64,
-              np.int32, np.int32)
+    #: offset, size, topic, queue id, queue offset, tagsCode, to_queue, key end, key hashes, store time
+    DTYPES = (np.int64, np.int32, np.int32, np.int32, np.int64, np.int64, np.bool_, np.int64, np.int32,
+              np.int64)
 
-    def __init__(self) -> None:
-        self.columns: list[list[npt.NDArray[Any]]] = [[] for _ in self.DTYPES]
+    def __init__(self, store_ts: bool = False) -> None:
+        self.dtypes = self.DTYPES if store_ts else self.DTYPES[:-1]
+        self.columns: list[list[npt.NDArray[Any]]] = [[] for _ in self.dtypes]
         self.topic_ids: dict[str, int] = {}
+        self.keys = 0
+        self.times = StoreTimes()
 
     def add(self, batch: RecordBatch, delay_levels_ms: tuple[int, ...]) -> None:
         cols = batch.dispatch(delay_levels_ms)
         ids, names = batch.topics
         remap = np.array([self.topic_ids.setdefault(n, len(self.topic_ids)) for n in names], dtype=np.int32)
         raw = batch.raw
+        self.times.add(raw[:, kr.OFFSET], raw[:, kr.STORE_TS])
+        key_end = np.cumsum(cols.key_counts) + self.keys
+        self.keys += int(cols.key_hashes.size)
         parts: tuple[npt.NDArray[Any], ...] = (
             raw[:, kr.OFFSET], raw[:, kr.SIZE], remap[ids], raw[:, kr.QUEUE_ID],
-            raw[:, kr.QUEUE_OFFSET], cols.tags_code, cols.to_queue, raw[:, kr.STORE_TS],
-            cols.key_counts, cols.key_hashes)
-        for column, part, dtype in zip(self.columns, parts, self.DTYPES):
+            raw[:, kr.QUEUE_OFFSET], cols.tags_code, cols.to_queue, key_end, cols.key_hashes,
+            raw[:, kr.STORE_TS])
+        for column, part, dtype in zip(self.columns, parts, self.dtypes):
             column.append(part.astype(dtype))  # a copy: the batch's rows go
 
     def records(self) -> Records:
         """The columns so far, each joined in turn (memory: the columns plus the largest one)."""
-        cols = []
-        for k, dtype in enumerate(self.DTYPES):
+        self.columns[7].insert(0, np.zeros(1, dtype=np.int64))  # key_start: 0, then each record's end
+        cols: list[npt.NDArray[Any]] = []
+        for k, dtype in enumerate(self.dtypes):
             parts, self.columns[k] = self.columns[k], []
             cols.append(np.concatenate(parts) if parts else np.zeros(0, dtype=dtype))
             del parts
-        key_start = np.zeros(cols[8].size + 1, dtype=np.int64)
-        np.cumsum(cols[8], out=key_start[1:])
+            _trim_heap()
         return Records(offset=cols[0], size=cols[1], topic=cols[2], queue_id=cols[3],
-                       queue_offset=cols[4], tags_code=cols[5], to_queue=cols[6], store_ts=cols[7],
-                       key_start=key_start, key_hash=cols[9], topics=list(self.topic_ids))
+                       queue_offset=cols[4], tags_code=cols[5], to_queue=cols[6], key_start=cols[7],
+                       key_hash=cols[8], topics=list(self.topic_ids), times=self.times,
+                       store_ts=cols[9] if len(cols) > 9 else None)
+
+
+def _trim_heap() -> None:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing where
+    there is none). The batches' column parts live on the heap among other allocations: freed
+    after their join, they would stay resident (20 GiB store: 700 MiB)."""
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 class _Checker:
@@ -238,38 +332,38 @@ class _Checker:
         for d in self.report.damage:
             after = records.offset > d.offset
             d.records_after, d.bytes_after = int(np.count_nonzero(after)), int(records.size[after].sum())
-        odd = np.flatnonzero(codec.index_time(records.store_ts) != records.store_ts)
-        if odd.size:
-            first = int(records.offset[odd[0]])
+        times = records.times
+        if times.odd:
+            first, first_ts = times.first_odd
             at = log.files.find(first)
             assert at is not None  # the walk read a record there
             self.problem("commitlog-store-time", at.path, first - at.start,
-                         f"{odd.size} records have a store time no index file can be named by "
-                         f"(first at commitlog offset {first}: {records.store_ts[odd[0]]}); their "
+                         f"{times.odd} records have a store time no index file can be named by "
+                         f"(first at commitlog offset {first}: {first_ts}); their "
                          f"keys are indexed at {codec.index_time(-1)} ms", "warning")
         return log, records
 
     # --- ConsumeQueues -----------------------------------------------------------------------------
-    def consume_queues(self, log: CommitLog, records: Records,
-                       expected: dict[tuple[str, int], npt.NDArray[np.int64]]) -> None:
-        """Check every queue's units against the records that belong to it (``expected``: rows
-        by queue, ``Records.queues``)."""
+    def consume_queues(self, log: CommitLog, records: Records, expected: QueueRows) -> None:
+        """Check every queue's units against the records that belong to it (``expected``)."""
         try:
             queues = self.files.queues
         except StoreFormatError as e:
             self.problem("consumequeue-unreadable", "consumequeue", None, str(e))
             return
-        want = _by_queue_offset(records, expected)
+        want = {key: g for g, key in enumerate(expected.keys)}  # queues not checked yet
         cl_min = log.min_offset
-        self._queues([cq for _, cq in sorted(queues.items())], want, records, cl_min)
+        self._queues([cq for _, cq in sorted(queues.items())], want, expected, records, cl_min)
         try:
             batch_queues = load_batch_queues(self.root)
         except (StoreFormatError, OSError) as e:
             self.problem("consumequeue-unreadable", "batchconsumequeue", None, str(e))
             batch_queues = {}
         for key, bq in sorted(batch_queues.items()):
-            self._batch_queue(bq, want.pop(key, None), records, cl_min)
-        for (topic, qid), (qo, rows) in sorted(want.items()):
+            g = want.pop(key, None)
+            self._batch_queue(bq, None if g is None else expected.queue(g), records, cl_min)
+        for (topic, qid), g in sorted(want.items()):
+            qo, rows = expected.queue(g)
             self.problem("consumequeue-missing-queue", f"consumequeue/{topic}/{qid}", None,
                          f"queue missing: {qo.size} CommitLog records (first at queue offset "
                          f"{qo[0]}, commitlog offset {records.offset[rows[0]]}) have no unit")
@@ -298,15 +392,15 @@ class _Checker:
                              f"({unit[1]} bytes), the record is at {off} ({size} bytes)")
 
     def _queues(self, queues: list[ConsumeQueue],
-                want: dict[tuple[str, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]],
-                records: Records, cl_min: int) -> None:
+                want: dict[tuple[str, int], int], expected: QueueRows, records: Records,
+                cl_min: int) -> None:
         """Each queue's units, file by file, against the records it should have (``want``:
-        queue offsets, rows by queue, ``_by_queue_offset``; taken out of it); units before the
+        its number in ``expected`` by queue; taken out of it); units before the
         queue's first valid one (pre-blank) or below the retained CommitLog are not checked.
         Vectorised over all the queues, in groups of files of at most ``CHECK_UNITS`` units;
         the problems come queue by queue as ``queues`` are ordered."""
-        check = _UnitCheck(queues, [want.pop((cq.topic, cq.queue_id), None) for cq in queues],
-                           records, cl_min)
+        check = _UnitCheck(queues, [want.pop((cq.topic, cq.queue_id), -1) for cq in queues],
+                           expected, records, cl_min)
         group: list[tuple[int, MappedFile]] = []
         units = 0
         for k, cq in enumerate(queues):
@@ -342,7 +436,7 @@ class _Checker:
             return
         cl_min = log.min_offset
         for f in idx.files:
-            self._index_header(f, records, cl_min)
+            self._index_header(f, log, records, cl_min)
         used = [f for f in idx.files if f.index_count > 1]
         first = min((f.begin_phy for f in used), default=idx.end_phy + 1)
         keyed = (records.offset >= first) & (np.diff(records.key_start) > 0)
@@ -372,13 +466,18 @@ class _Checker:
 
     def _index_keys(self, log: CommitLog, offset: int) -> tuple[str, ...]:
         """The index keys ("topic#key") of the valid record at CommitLog ``offset``."""
+        return from_record(self._record(log, offset), self.cfg.delay_levels_ms).index_keys
+
+    @staticmethod
+    def _record(log: CommitLog, offset: int) -> codec.Record:
+        """The valid record at CommitLog ``offset`` (one the walk read), decoded."""
         mf = log.files.find(offset)
         assert mf is not None  # the walk read a record there
         rec = codec.decode_record(mf.mm, offset - mf.start, mf.start, False)
         assert not isinstance(rec, int)
-        return from_record(rec, self.cfg.delay_levels_ms).index_keys
+        return rec
 
-    def _index_header(self, f: IndexFile, records: Records, cl_min: int) -> None:
+    def _index_header(self, f: IndexFile, log: CommitLog, records: Records, cl_min: int) -> None:
         """Check one index file's header against its geometry, its entries and the records it
         names (RocketMQ's IndexHeader, as IndexFile.putKey maintains it)."""
         begin_ts, end_ts, begin_phy, end_phy, slots, count = INDEX_HEADER.unpack_from(f.mm, 0)
@@ -389,12 +488,13 @@ class _Checker:
             if last != end_phy:  # a torn last entry (recovery truncates it)
                 wrong.append(f"endPhyOffset {end_phy}, but the last entry holds {last}")
             for name, phy, ts in (("begin", begin_phy, begin_ts), ("end", end_phy, end_ts)):
-                r = records.at(phy)
-                if r is None and phy >= cl_min:
-                    wrong.append(f"{name}PhyOffset {phy}: no record starts there")
-                elif r is not None and codec.index_time(int(records.store_ts[r])) != ts:
-                    wrong.append(f"{name}Timestamp {ts}, but the record at {phy} was stored at "
-                                 f"{records.store_ts[r]}")
+                if records.at(phy) is None:
+                    if phy >= cl_min:
+                        wrong.append(f"{name}PhyOffset {phy}: no record starts there")
+                    continue
+                stored = self._record(log, phy).store_timestamp
+                if codec.index_time(stored) != ts:
+                    wrong.append(f"{name}Timestamp {ts}, but the record at {phy} was stored at {stored}")
         for what in wrong:
             self.problem("index-header", f.path, 0, f"header: {what}")
 
@@ -410,7 +510,7 @@ class _Checker:
         except StoreFormatError as e:
             self.problem("checkpoint", path, None, str(e))
             return
-        newest = int(records.store_ts.max()) if len(records) else 0
+        newest = records.times.newest or 0
         for name, at, ts in (("physicMsgTimestamp", 0, cp.physic), ("logicsMsgTimestamp", 8, cp.logics),
                              ("indexMsgTimestamp", 16, cp.index)):
             if ts > newest + 1000 and len(records):
@@ -469,22 +569,24 @@ class _UnitCheck:
     """``_Checker._queues``' check of ConsumeQueue units against records, vectorised: ``files``
     checks groups of the queues' files, ``problems`` then lists what was found."""
 
-    def __init__(self, queues: list[ConsumeQueue],
-                 want: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None],
+    def __init__(self, queues: list[ConsumeQueue], want: list[int], expected: QueueRows,
                  records: Records, cl_min: int) -> None:
-        self.queues, self.records, self.cl_min = queues, records, cl_min
-        empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        pairs = [w if w is not None else empty for w in want]
-        sizes = np.array([qo.size for qo, _ in pairs], dtype=np.int64)
-        self.want_queue = np.repeat(np.arange(len(queues), dtype=np.int64), sizes)
-        self.want_qo = np.concatenate([qo for qo, _ in pairs]) if pairs else empty[0]
-        self.want_rows = np.concatenate([rows for _, rows in pairs]) if pairs else empty[0]
-        # a (queue, queue offset) key ascending with both: the queue's number times the distinct
-        # queue offsets, plus the offset's rank among them (exact for any offset a record claims)
-        self.offsets = np.unique(self.want_qo)
-        self.want_key = self.want_queue * self.offsets.size + np.searchsorted(self.offsets, self.want_qo)
-        self.min_offset = np.array([cq.min_offset for cq in queues], dtype=np.int64)
-        self.claimed = np.zeros(self.want_qo.size, dtype=np.bool_)
+        """``want[k]``: the number in ``expected`` of ``queues[k]``'s records (-1: none)."""
+        self.queues, self.expected, self.records, self.cl_min = queues, expected, records, cl_min
+        self.want = np.array(want, dtype=np.int64)
+        #: per queue of ``expected``: the number in ``queues`` of its files (-1: none)
+        self.cq_of = np.full(len(expected.keys), -1, dtype=np.int64)
+        self.cq_of[self.want[self.want >= 0]] = np.flatnonzero(self.want >= 0)
+        # a (queue, queue offset) key ascending with both: the queue's number in ``expected`` times
+        # the distinct queue offsets, plus the offset's rank among them (exact for any offset a
+        # record claims)
+        self.offsets = np.unique(expected.queue_offset)
+        self.want_key = np.searchsorted(self.offsets, expected.queue_offset).astype(np.int64, copy=False)
+        self.want_key += np.repeat(np.arange(len(expected.keys), dtype=np.int64) * self.offsets.size,
+                                   np.diff(expected.bounds))
+        #: per queue, its min offset; a last row for "no queue" (-1)
+        self.min_offset = np.array([cq.min_offset for cq in queues] + [0], dtype=np.int64)
+        self.claimed = np.zeros(expected.rows.size, dtype=np.bool_)
         self.units = 0
         self.found: dict[int, list[ProblemArgs]] = {}
 
@@ -506,14 +608,15 @@ class _UnitCheck:
         self.units += int(q.size)
         rec, has_rec = records.find(off)
         rank = np.minimum(np.searchsorted(self.offsets, q), max(self.offsets.size - 1, 0))
-        w, has_want = _lookup(self.want_key, qk * self.offsets.size + rank)
+        w, has_want = _lookup(self.want_key, self.want[qk] * self.offsets.size + rank)
         if self.offsets.size:
             has_want &= self.offsets[rank] == q
         self.claimed[w[has_want]] = True
         # ok: the record the unit's queue offset belongs to starts where the unit points
         ok = has_want.copy()
-        ok[has_want] = records.offset[self.want_rows[w[has_want]]] == off[has_want]
-        r_ok = self.want_rows[w[ok]]
+        want_rows = self.expected.rows
+        ok[has_want] = records.offset[want_rows[w[has_want]]] == off[has_want]
+        r_ok = want_rows[w[ok]]
         differs = np.zeros(q.size, dtype=np.bool_)
         differs[ok] = ((records.size[r_ok] != units["size"][ok])
                        | (records.tags_code[r_ok] != units["tags_code"][ok]))
@@ -530,7 +633,7 @@ class _UnitCheck:
                          f"({records.topics[int(records.topic[r])]}/{records.queue_id[r]} "
                          f"queue offset {records.queue_offset[r]})")
             else:
-                r = int(self.want_rows[w[i]])
+                r = int(want_rows[w[i]])
                 found = ("consumequeue-unit-mismatch", mf.path, fpos,
                          f"unit {u}: size/tagsCode {units['size'][i]}/{units['tags_code'][i]}, "
                          f"record says {records.size[r]}/{records.tags_code[r]}")
@@ -539,8 +642,9 @@ class _UnitCheck:
     def problems(self) -> list[ProblemArgs]:
         """Every problem, by queue: its units' (as ``files`` found them), then the records of
         the queue that have no unit."""
-        records, wq, qo, rows = self.records, self.want_queue, self.want_qo, self.want_rows
-        retained = ~self.claimed & (records.offset[rows] >= self.cl_min)
+        records, qo, rows = self.records, self.expected.queue_offset, self.expected.rows
+        wq = np.repeat(self.cq_of, np.diff(self.expected.bounds))  # the queue of each, -1: none
+        retained = ~self.claimed & (wq >= 0) & (records.offset[rows] >= self.cl_min)
         below = qo < self.min_offset[wq]
         missing = np.flatnonzero(retained & ~below)
         # Below the queue's minimum only records retention removed may be: ``get`` hides the rest.
@@ -566,27 +670,6 @@ class _UnitCheck:
         return [p for k in sorted(found) for p in found[k]]
 
 
-def _by_queue_offset(records: Records, expected: dict[tuple[str, int], npt.NDArray[np.int64]]
-                     ) -> dict[tuple[str, int], tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
-    """For each queue of ``expected`` (its records' rows, in CommitLog order): (queue offsets
-    ascending, row); where records claim the same queue offset, the last one stands for it.
-    One sort for all the queues."""
-    sizes = np.array([rows.size for rows in expected.values()], dtype=np.int64)
-    if not sizes.size:
-        return {}
-    rows = np.concatenate(list(expected.values()))
-    group = np.repeat(np.arange(sizes.size), sizes)
-    qo = records.queue_offset[rows]
-    order = np.lexsort((qo, group))  # stable: CommitLog order among equal queue offsets
-    rows, group, qo = rows[order], group[order], qo[order]
-    last = np.ones(qo.size, dtype=np.bool_)
-    last[:-1] = (qo[1:] != qo[:-1]) | (group[1:] != group[:-1])
-    rows, group, qo = rows[last], group[last], qo[last]
-    bounds = np.searchsorted(group, np.arange(sizes.size + 1))
-    return {key: (qo[a:b], rows[a:b])
-            for key, a, b in zip(expected, bounds[:-1].tolist(), bounds[1:].tolist())}
-
-
 def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any) -> VerifyReport:
     """Check the whole store at ``root`` (settings: ``config``, then ``overrides``; file sizes
     from the files, ``store.file_sizes``, where they contradict no override); the report
@@ -605,9 +688,9 @@ def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any
         if loaded is None:
             return c.report
         log, records = loaded
-        queues = records.queues()
+        queues = QueueRows.of(records)
         c.consume_queues(log, records, queues)
         c.index(log, records)
         c.checkpoint(records)
-        c.config({key: max(0, int(records.queue_offset[rows].max()) + 1) for key, rows in queues.items()})
+        c.config(queues.max_offsets())
         return c.report
