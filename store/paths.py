@@ -79,8 +79,8 @@ def queue_dirs(root: Path) -> Iterator[tuple[str, int, Path]]:
         for qdir in sorted(tdir.iterdir(), key=lambda p: p.name):
             if not qdir.name.isdigit():
                 raise StoreFormatError(f"{qdir}: queue directory name is not a queue id")
-            check_topic_name(topic, base)
-            if topic_inside is None:
+            if topic_inside is None:  # the topic's first queue: its name and place, once
+                check_topic_name(topic, base)
                 topic_inside = _inside(real_root, Path(os.path.realpath(tdir)))
             if not topic_inside or qdir.name not in plain:
                 resolve_inside(root, qdir)

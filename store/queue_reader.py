@@ -2,7 +2,7 @@
 on one queue, whatever keeps it: a 4.9 ``consume_queue.ConsumeQueue``, a 5.x
 ``batch_consume_queue.BatchConsumeQueue`` or a queue of a 5.x RocksDB ConsumeQueue
 (``rocksdb_store.RocksDBConsumeQueue``). Code that writes queues, or reads their files, takes
-``ConsumeQueue`` itself (``consume_queue.file_queues``)."""
+``ConsumeQueue`` itself (``MessageStore.file_queues``)."""
 from __future__ import annotations
 
 from typing import Protocol
