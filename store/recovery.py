@@ -116,8 +116,8 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         end, reason = _valid_end(log, start, None)
     log.files.truncate_after(end)
     queue_redo = end
-    checked = _check_all(list(queues.values()), log, end)
-    for cq, (bad, last, _) in zip(list(queues.values()), checked):
+    checked = list(zip(queues.values(), _check_all(list(queues.values()), log, end)))
+    for cq, (bad, last, _) in checked:
         if bad is not None:
             rebuilt.append(f"{cq.files.dir}: unit {bad[0]} {bad[1]}; rebuilt from the CommitLog")
             cq.cut(bad[0])
@@ -140,10 +140,9 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
                               delay_levels_ms=delay_levels_ms):
             redispatch(batch)
     # units are only added after the ones checked: a minimum found among them stands
-    found_min = {id(cq): lo for cq, (_, _, lo) in zip(queues.values(), checked) if lo is not None}
-    for cq in queues.values():
-        if id(cq) in found_min:
-            cq.min_logic_offset = found_min[id(cq)]
+    for cq, (_, _, found_min) in checked:
+        if found_min is not None:
+            cq.min_logic_offset = found_min
         else:
             cq.correct_min_offset(log.min_offset)
     dispatch.flush()
