@@ -136,10 +136,11 @@ def ensure_table(spark: SparkSession, uri: str, schema: StructType, partitions: 
     """Create the Delta table at ``uri`` (``schema``, ``partitions``, ``properties``) where none
     exists (a table that exists keeps its schema); then set the properties it lacks or holds
     other values of (:func:`set_properties`)."""
-    if not table_exists(spark, uri):  # by path: a LOCATION clause would see file:///x and
-        columns = ", ".join(f"{_identifier(f.name)} {f.dataType.simpleString()}"   # file:/x
-                            + ("" if f.nullable else " NOT NULL") for f in schema.fields)  # as two
-        parts = ", ".join(_identifier(p) for p in partitions)                      # places
+    # by path: a LOCATION clause would see file:///x and file:/x as two places
+    if not table_exists(spark, uri):
+        columns = ", ".join(f"{_identifier(f.name)} {f.dataType.simpleString()}"
+                            + ("" if f.nullable else " NOT NULL") for f in schema.fields)
+        parts = ", ".join(_identifier(p) for p in partitions)
         spark.sql(f"CREATE TABLE IF NOT EXISTS delta.{_identifier(uri)} ({columns}) USING DELTA"
                   + (f" PARTITIONED BY ({parts})" if parts else "")
                   + f" TBLPROPERTIES ({_settings(properties)})")
