@@ -1,21 +1,27 @@
 """rocketlake side by side with RocketMQ 4.9.8's own store (issue 14).
 
     .venv/bin/python benchmarks/bench_vs_rocketmq.py [--messages 3000000] [--dir var/bench-vs-rocketmq]
+    .venv/bin/python benchmarks/bench_vs_rocketmq.py --topics 1000 --queues 10 --per-queue 3 \
+        --crash halt --only restart --profile          # many queues (issue 27)
 
 Needs a JDK and Maven: RocketMQ's ``DefaultMessageStore`` runs in a JVM through the test peer
 (`tests/rocketmq_peer.py`, built once with Maven). Its times are measured inside the JVM, so JVM
 start is not counted. Same data on both sides: message i is topic BenchTopic, queue i % 8, tag
-TagA, key ``k<i>``, a 100-byte body ``m<i>....``; same file sizes on both sides, the ones in
-``conf/store.conf`` (RocketMQ's defaults: 1 GiB CommitLog, 6,000,000-byte ConsumeQueue files,
-5,000,000 index slots / 20,000,000 entries). Measured, one function each:
+TagA, key ``k<i>``, a 100-byte body ``m<i>....`` (with ``--topics T``: queue i % QUEUES of topic
+``BenchTopic<(i // QUEUES) % T>``, and ``--per-queue K`` writes T x QUEUES x K messages); same
+file sizes on both sides, the ones in ``conf/store.conf`` (RocketMQ's defaults: 1 GiB CommitLog,
+6,000,000-byte ConsumeQueue files, 5,000,000 index slots / 20,000,000 entries). Measured, one function each:
 
 a. write: RocketMQ's putMessage loop until its reput has dispatched every record (ConsumeQueue +
    index), vs ours: building the Messages, ``put_batch`` in batches of 10,000, ``close()``;
 b. a restart after a crash: two copies of RocketMQ's store with an ``abort`` file and a zeroed
-   checkpoint (every record is checked from the first file), each opened by a new process:
-   a JVM running RocketMQ's load + start until dispatched, vs a Python process opening
-   ``MessageStore(root)``; from the spawn until the process reports it is ready, with the
-   process's CPU seconds and RocketMQ's phases (``--recovery-runs`` times);
+   checkpoint (every record is checked from the first file; ``--crash halt``: RocketMQ's writer
+   halts without shutting down, and the store is left as that crash left it), each opened by a
+   new process: a JVM running RocketMQ's load + start until dispatched, vs a Python process
+   opening ``MessageStore(root)``; from the spawn until the process reports it is ready, with the
+   process's CPU seconds and RocketMQ's phases (``--recovery-runs`` times); ``--profile`` adds one
+   more restart per side on fresh copies, not timed: load()'s steps timed one by one in the JVM,
+   and a cProfile of our open;
 c. rebuild on open: a copy without consumequeue/, index/ and checkpoint: RocketMQ's open until
    dispatched, vs our ``single_process_rebuild.rebuild`` into a fresh directory;
 d. verify: ``store.verify.verify`` vs a raw sequential read of the same files (both from page
@@ -23,14 +29,17 @@ d. verify: ``store.verify.verify`` vs a raw sequential read of the same files (b
 e. CLI start: ``rocketlake dump commitlog`` of the first records, cold (fresh bytecode and numba
    caches) and warm (median of 5); a read-only open finds the end of the data first.
 
+``--only`` runs some of a-e (RocketMQ's write always runs: it makes the store the others use).
 Everything is written under a new directory in ``--dir`` (removed at the end unless ``--keep``).
 Prints a Markdown table, ready for benchmarks/RESULTS.md.
 """
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import pstats
 import resource
 import shutil
 import statistics
@@ -41,7 +50,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.config import StoreConfig, load_config
@@ -52,7 +61,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import rocketmq_peer  # noqa: E402  (tests/ holds the peer's driver, shared with the interop test)
 
-TOPIC, TAG = "BenchTopic", "TagA"
+TAG = "TagA"
+#: the steps --only can name: a. write (ours; RocketMQ's always runs), b. restart, c. rebuild,
+#: d. verify, e. cli
+STEPS = ("write", "restart", "rebuild", "verify", "cli")
 SIZE_NAMES = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum")
 
 
@@ -87,34 +99,49 @@ def same_end(what: str, ours: int, rmq: dict[str, Any]) -> None:
                              f"at {rmq['max_phy_offset']} for RocketMQ")
 
 
-def crash(root: Path) -> None:
-    """As after a crash: an ``abort`` file, and the checkpoint's timestamps (physic, logics,
-    index: the first 24 bytes) zeroed, so recovery checks every record from the first file."""
+def crash(root: Path, how: str) -> None:
+    """As after a crash. ``zeroed``: an ``abort`` file, and the checkpoint's timestamps (physic,
+    logics, index: the first 24 bytes) zeroed, so recovery checks every record from the first
+    file. ``halt``: nothing to do, RocketMQ's writer halted without shutting down (it must have
+    left its ``abort`` file)."""
+    if how == "halt":
+        if not (root / "abort").exists():
+            raise AssertionError(f"{root}: RocketMQ's halted writer left no abort file")
+        return
     (root / "abort").touch()
     raw = bytearray((root / "checkpoint").read_bytes())
     raw[:24] = bytes(24)
     (root / "checkpoint").write_bytes(raw)
 
 
+def checkpoint_times(root: Path) -> str:
+    """The checkpoint's physic, logics and index timestamps (ms, big-endian), as text."""
+    raw = (root / "checkpoint").read_bytes()[:24]
+    return ", ".join(f"{name} {int.from_bytes(raw[k:k + 8], 'big')}"
+                     for k, name in ((0, "physic"), (8, "logics"), (16, "index")))
+
+
 # --- a. write -------------------------------------------------------------------------------------
 # Each path's input is built before the clock starts (as RocketMQ's messages are plain objects its
 # put loop fills): a list of Messages per batch, or one Arrow table per batch.
-def _messages(first: int, count: int, queues: int, body: int) -> list[Message]:
-    return [Message(TOPIC, rocketmq_peer.write_body(i, body), i % queues, tags=TAG, keys=f"k{i}")
+def _messages(first: int, count: int, queues: int, body: int, topics: int) -> list[Message]:
+    return [Message(rocketmq_peer.write_topic(i, queues, topics), rocketmq_peer.write_body(i, body),
+                    i % queues, tags=TAG, keys=f"k{i}")
             for i in range(first, first + count)]
 
 
-def _table(first: int, count: int, queues: int, body: int) -> Any:
+def _table(first: int, count: int, queues: int, body: int, topics: int) -> Any:
     import pyarrow as pa
     rows = range(first, first + count)
     return pa.table({
-        "topic": pa.array([TOPIC] * count), "queue_id": pa.array([i % queues for i in rows], pa.int32()),
+        "topic": pa.array([rocketmq_peer.write_topic(i, queues, topics) for i in rows]),
+        "queue_id": pa.array([i % queues for i in rows], pa.int32()),
         "body": pa.array([rocketmq_peer.write_body(i, body) for i in rows], pa.binary()),
         "tags": pa.array([TAG] * count), "keys": pa.array([f"k{i}" for i in rows])})
 
 
 #: write path -> (build one batch's input, put it, rows per batch)
-WritePath = tuple[Callable[[int, int, int, int], Any], Callable[[MessageStore, Any], Any], int]
+WritePath = tuple[Callable[[int, int, int, int, int], Any], Callable[[MessageStore, Any], Any], int]
 WRITE_PATHS: dict[str, WritePath] = {
     "put_batch": (_messages, MessageStore.put_batch, 10_000),
     "put_table": (_table, MessageStore.put_table, 100_000),
@@ -122,11 +149,16 @@ WRITE_PATHS: dict[str, WritePath] = {
 
 
 def bench_write(work: Path, a: argparse.Namespace, cfg: StoreConfig) -> tuple[list[Row], Path]:
+    """RocketMQ's write (the store every other step uses), then ours unless ``write`` is not
+    among ``a.only``."""
     rmq_root = work / "rocketmq-store"
-    rmq = rocketmq_peer.run("write", rmq_root, a.messages, a.queues, a.body, *peer_sizes(cfg),
-                            timeout=7200)
+    halt = ["--halt"] if a.crash == "halt" else []
+    rmq = rocketmq_peer.run("write", rmq_root, a.messages, a.queues, a.body, a.topics, *halt,
+                            *peer_sizes(cfg), timeout=7200)
+    if "write" not in a.only:
+        return [], rmq_root
     build, put, rows = WRITE_PATHS[a.write_path]
-    batches = [build(first, min(rows, a.messages - first), a.queues, a.body)
+    batches = [build(first, min(rows, a.messages - first), a.queues, a.body, a.topics)
                for first in range(0, a.messages, rows)]
     ours_root = work / "ours-store"
     store = MessageStore(ours_root, cfg)
@@ -159,12 +191,18 @@ def bench_write(work: Path, a: argparse.Namespace, cfg: StoreConfig) -> tuple[li
 # come after and are not counted. The CPU column is the whole process's (shutdown / close
 # included), the steadier figure on a shared machine.
 OURS_RESTART = """
-import json, sys, time
+import cProfile, json, sys, time
 from pathlib import Path
 from rocketlake.store import MessageStore
 from rocketlake.store.config import load_config
+profile = cProfile.Profile() if len(sys.argv) > 2 else None
 t = time.perf_counter()
+if profile:
+    profile.enable()
 store = MessageStore(Path(sys.argv[1]), load_config())
+if profile:
+    profile.disable()
+    profile.dump_stats(sys.argv[2])
 ready, opened = time.time(), time.perf_counter() - t
 end = store.commitlog.max_offset
 store.close()
@@ -172,9 +210,11 @@ print(json.dumps({"ready_epoch_ms": ready * 1000, "open_seconds": opened, "max_p
 """
 
 
-def ours_restart(root: Path) -> dict[str, Any]:
-    """Our side of a restart: a new Python process opens the store (``OURS_RESTART``)."""
-    proc = subprocess.run([sys.executable, "-c", OURS_RESTART, str(root)], check=True,
+def ours_restart(root: Path, profile: Path | None = None) -> dict[str, Any]:
+    """Our side of a restart: a new Python process opens the store (``OURS_RESTART``); with
+    ``profile``, a cProfile of the open is written there."""
+    extra = [] if profile is None else [str(profile)]
+    proc = subprocess.run([sys.executable, "-c", OURS_RESTART, str(root), *extra], check=True,
                           capture_output=True, text=True)
     out: dict[str, Any] = json.loads(proc.stdout)
     return out
@@ -193,12 +233,18 @@ def restart(run: Callable[[], dict[str, Any]]) -> tuple[float, float, dict[str, 
     return out["ready_epoch_ms"] / 1000 - spawned, child_cpu() - cpu, out
 
 
-def bench_recovery(work: Path, store: Path, cfg: StoreConfig, runs: int) -> list[Row]:
+def crashed_copies(work: Path, store: Path, how: str) -> tuple[Path, Path]:
+    """Two copies of ``store`` (RocketMQ's, ours) as after a crash (:func:`crash`)."""
+    theirs, ours = copy_store(store, work / "crashed-rmq"), copy_store(store, work / "crashed-ours")
+    crash(theirs, how)
+    crash(ours, how)
+    return theirs, ours
+
+
+def bench_recovery(work: Path, store: Path, cfg: StoreConfig, runs: int, how: str) -> list[Row]:
     rows: list[Row] = []
     for k in range(1, runs + 1):
-        theirs, ours = copy_store(store, work / "crashed-rmq"), copy_store(store, work / "crashed-ours")
-        crash(theirs)
-        crash(ours)
+        theirs, ours = crashed_copies(work, store, how)
         t_rmq, cpu_rmq, rmq = restart(partial(rocketmq_peer.run, "recover", theirs, *peer_sizes(cfg),
                                               timeout=7200))
         assert rmq["abort_file"]
@@ -206,12 +252,37 @@ def bench_recovery(work: Path, store: Path, cfg: StoreConfig, runs: int) -> list
         same_end("recovered", res["max_phy_offset"], rmq)
         shutil.rmtree(theirs)
         shutil.rmtree(ours)
-        rows.append(Row(f"b. restart after a crash (abort + zeroed checkpoint), run {k}", t_rmq, t,
+        what = "abort + zeroed checkpoint" if how == "zeroed" else "RocketMQ's writer halted"
+        rows.append(Row(f"b. restart after a crash ({what}), run {k}", t_rmq, t,
                         f"spawn to ready; process CPU {cpu_rmq:.2f} vs {cpu:.2f} s; RocketMQ "
                         f"load() {rmq['load_seconds']:.2f} + start() {rmq['start_seconds']:.2f} + "
                         f"wait {rmq['await_seconds']:.2f} s; our open {res['open_seconds']:.2f} s; "
                         f"load average {os.getloadavg()[0]:.1f}"))
     return rows
+
+
+class Profiles(NamedTuple):
+    """Where each side's restart spends its time: RocketMQ's load() steps (seconds by step,
+    and the whole run's phases) and our open's cProfile (pstats text)."""
+    rocketmq: dict[str, Any]
+    ours: str
+
+
+def profile_recovery(work: Path, store: Path, cfg: StoreConfig, how: str, lines: int = 30) -> Profiles:
+    """One more restart per side, on fresh crashed copies, not timed: RocketMQ's load() run step
+    by step (``recover --phases``), our open under cProfile (the ``lines`` costliest functions
+    by cumulative and by own time)."""
+    theirs, ours = crashed_copies(work, store, how)
+    rmq = rocketmq_peer.run("recover", theirs, "--phases", *peer_sizes(cfg), timeout=7200)
+    prof = work / "open.prof"
+    ours_restart(ours, prof)
+    shutil.rmtree(theirs)
+    shutil.rmtree(ours)
+    text = io.StringIO()
+    stats = pstats.Stats(str(prof), stream=text)
+    stats.sort_stats("cumulative").print_stats(lines)
+    stats.sort_stats("tottime").print_stats(lines)
+    return Profiles(rmq, text.getvalue())
 
 
 # --- c. rebuild on open -----------------------------------------------------------------------------
@@ -220,6 +291,7 @@ def bench_rebuild(work: Path, store: Path, cfg: StoreConfig) -> list[Row]:
     for name in ("consumequeue", "index"):
         shutil.rmtree(theirs / name)
     (theirs / "checkpoint").unlink()
+    (theirs / "abort").unlink(missing_ok=True)  # left by a halted writer (--crash halt)
     rmq = rocketmq_peer.run("recover", theirs, *peer_sizes(cfg), timeout=7200)
     out = work / "rebuilt-ours"
     t, stats = timed(lambda: rebuild(store, out, config=cfg))
@@ -282,7 +354,10 @@ def peer_sizes(cfg: StoreConfig) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=3_000_000)
-    ap.add_argument("--queues", type=int, default=8)
+    ap.add_argument("--queues", type=int, default=8, help="queues per topic (default %(default)s)")
+    ap.add_argument("--topics", type=int, default=1, help="topics (default %(default)s)")
+    ap.add_argument("--per-queue", type=int,
+                    help="messages per queue: --messages becomes topics x queues x this")
     ap.add_argument("--body", type=int, default=100, help="body bytes (default %(default)s)")
     ap.add_argument("--write-path", choices=sorted(WRITE_PATHS), default="put_batch",
                     help="our write path in a. (default %(default)s)")
@@ -290,8 +365,20 @@ def main() -> None:
                     help="where the run's directory is made (default %(default)s)")
     ap.add_argument("--recovery-runs", type=int, default=2,
                     help="restarts after a crash measured, each on a fresh copy (default %(default)s)")
+    ap.add_argument("--crash", choices=("zeroed", "halt"), default="zeroed",
+                    help="how b. crashes the store: an abort file and a zeroed checkpoint, or "
+                         "RocketMQ's writer halted without shutting down (default %(default)s)")
+    ap.add_argument("--profile", action="store_true",
+                    help="after b., RocketMQ's load() steps and a cProfile of our open")
+    ap.add_argument("--only", default=",".join(STEPS),
+                    help=f"comma-separated steps among {','.join(STEPS)} (default: all)")
     ap.add_argument("--keep", action="store_true", help="keep the run's directory")
     a = ap.parse_args()
+    a.only = a.only.split(",")
+    if unknown := set(a.only) - set(STEPS):
+        ap.error(f"--only: unknown steps {sorted(unknown)} (known: {', '.join(STEPS)})")
+    if a.per_queue is not None:
+        a.messages = a.topics * a.queues * a.per_queue
     if not rocketmq_peer.available():
         sys.exit("bench_vs_rocketmq: needs java and mvn on PATH")
     if a.write_path == "put_table" and not hasattr(MessageStore, "put_table"):
@@ -300,21 +387,36 @@ def main() -> None:
     rocketmq_peer.build()
     a.dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="run-", dir=a.dir))
+    profiles, checkpoint = None, ""
     try:
         rows, store = bench_write(work, a, cfg)
-        rows += bench_recovery(work, store, cfg, a.recovery_runs)
-        rows += bench_rebuild(work, store, cfg)
-        rows += bench_verify(store, cfg)
-        rows += bench_cli_start(work, store)
+        checkpoint = checkpoint_times(store)
+        if "restart" in a.only:
+            rows += bench_recovery(work, store, cfg, a.recovery_runs, a.crash)
+            if a.profile:
+                profiles = profile_recovery(work, store, cfg, a.crash)
+        if "rebuild" in a.only:
+            rows += bench_rebuild(work, store, cfg)
+        if "verify" in a.only:
+            rows += bench_verify(store, cfg)
+        if "cli" in a.only:
+            rows += bench_cli_start(work, store)
     finally:
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"{a.messages:,} messages of {a.body} B, {a.queues} queues, tag {TAG}, one key each; "
-          + ", ".join(f"{name}={getattr(cfg, name):,}" for name in SIZE_NAMES) + "\n")
+    print(f"{a.messages:,} messages of {a.body} B, {a.topics:,} topic(s) x {a.queues} queues, tag "
+          f"{TAG}, one key each; " + ", ".join(f"{name}={getattr(cfg, name):,}" for name in SIZE_NAMES)
+          + f"; crash: {a.crash} (RocketMQ's store after its write: checkpoint {checkpoint})\n")
     print("| measurement | RocketMQ 4.9.8 (s) | rocketlake (s) | rocketlake / RocketMQ | notes |")
     print("|---|---:|---:|---:|---|")
     for row in rows:
         print(row.markdown())
+    if profiles is not None:
+        steps = profiles.rocketmq.pop("load_steps")
+        print("\nRocketMQ, load() step by step (s): "
+              + ", ".join(f"{name} {sec:.3f}" for name, sec in steps.items())
+              + f"; whole run: {json.dumps(profiles.rocketmq)}")
+        print("\nOurs, cProfile of the open:\n" + profiles.ours)
 
 
 if __name__ == "__main__":

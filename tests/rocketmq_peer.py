@@ -5,11 +5,17 @@
 compiles it once (Maven Central on the first build); :func:`run` starts one JVM for one mode and
 returns the one JSON line it prints. Modes (see RocketMQPeer.java):
 
-- ``write STORE N QUEUES BODY_BYTES``: message i goes to topic BenchTopic, queue i % QUEUES, tag
-  TagA, key ``k<i>``, body ``m<i>`` padded with '.' to BODY_BYTES bytes (:func:`write_body`);
-- ``recover STORE``: open (load + start), wait until every record is dispatched, shut down;
-  the result also has the phases (``load_seconds``, ``start_seconds``, ``await_seconds``) and
-  ``ready_epoch_ms``, the wall clock when every record was dispatched;
+- ``write STORE N QUEUES BODY_BYTES [TOPICS] [--halt]``: message i goes to queue i % QUEUES of
+  topic BenchTopic (TOPICS 1, the default) or ``BenchTopic<(i // QUEUES) % TOPICS>``
+  (:func:`write_topic`), tag TagA, key ``k<i>``, body ``m<i>`` padded with '.' to BODY_BYTES bytes
+  (:func:`write_body`); ``--halt``: the JVM halts once every record is dispatched, without
+  shutting the store down, which leaves the store as a crash does (``abort`` present, the
+  checkpoint as last flushed);
+- ``recover STORE [--phases]``: open (load + start), wait until every record is dispatched, shut
+  down; the result also has the phases (``load_seconds``, of it ``create_seconds``,
+  ``start_seconds``, ``await_seconds``) and ``ready_epoch_ms``, the wall clock when every record
+  was dispatched; ``--phases`` runs load()'s own steps one by one instead of load() and gives
+  each one's seconds in ``load_steps``;
 - ``serve STORE --out FILE [--query TOPIC KEY]...``: open as recover, then write JSON Lines to
   FILE: per queue a ``"kind": "queue"`` line (min/max offsets) followed by a ``"message"`` line per
   message getMessage serves (a ``"gap"`` line for any other status), then a ``"query"`` line per
@@ -112,6 +118,11 @@ def java(jar: Path, main: str, *args: object, options: tuple[str, ...] = (),
         raise PeerError(f"{what} failed (exit {proc.returncode}, stdout {proc.stdout[:200]!r}):\n"
                         f"{_tail(proc.stderr)}")
     return proc.stdout
+
+
+def write_topic(i: int, queues: int, topics: int) -> str:
+    """The topic the peer's write mode gives message ``i``."""
+    return "BenchTopic" if topics == 1 else f"BenchTopic{(i // queues) % topics}"
 
 
 def write_body(i: int, body_bytes: int) -> bytes:

@@ -6,6 +6,8 @@ import java.io.BufferedWriter;
 import java.io.File;
 import java.io.IOException;
 import java.io.PrintStream;
+import java.lang.reflect.Field;
+import java.lang.reflect.Method;
 import java.net.Inet6Address;
 import java.net.InetSocketAddress;
 import java.net.SocketAddress;
@@ -31,17 +33,25 @@ import org.apache.rocketmq.store.MessageExtBrokerInner;
 import org.apache.rocketmq.store.PutMessageResult;
 import org.apache.rocketmq.store.QueryMessageResult;
 import org.apache.rocketmq.store.SelectMappedBufferResult;
+import org.apache.rocketmq.store.StoreCheckpoint;
 import org.apache.rocketmq.store.config.FlushDiskType;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
+import org.apache.rocketmq.store.config.StorePathConfigHelper;
+import org.apache.rocketmq.store.index.IndexService;
 import org.apache.rocketmq.store.stats.BrokerStatsManager;
 
 /**
  * RocketMQ 4.9.8's own DefaultMessageStore, in-process: a benchmark peer and a test oracle.
  *
  * <pre>
- * write   STORE N QUEUES BODY_BYTES [sizes]   put N messages, wait for dispatch, shut down
- * recover STORE [sizes]                       open (load + start), wait for dispatch, shut down;
- *                                             its phases timed, and the wall clock when ready
+ * write   STORE N QUEUES BODY_BYTES [TOPICS] [--halt] [sizes]
+ *                                             put N messages, wait for dispatch, shut down (with
+ *                                             --halt: halt the JVM instead, as a crash leaves the
+ *                                             store: abort file, checkpoint as last flushed)
+ * recover STORE [--phases] [sizes]            open (load + start), wait for dispatch, shut down;
+ *                                             its phases timed, and the wall clock when ready;
+ *                                             --phases: load()'s own steps, run one by one in its
+ *                                             order and each timed, instead of load()
  * serve   STORE --out FILE [--query TOPIC KEY]... [sizes]
  *                                             open as recover, then write every queue and every
  *                                             message getMessage serves, and each queryMessage
@@ -52,8 +62,8 @@ import org.apache.rocketmq.store.stats.BrokerStatsManager;
  * Every mode prints ONE JSON line on stdout (times in seconds, System.nanoTime inside the JVM);
  * everything else, RocketMQ's own logging included, goes to stderr.
  *
- * <p>write's messages: message i (from 0) goes to topic BenchTopic, queue i % QUEUES, tag TagA,
- * the one key "k" + i, born and store host 127.0.0.1, and its body is the ASCII text "m" + i
+ * <p>write's messages: message i (from 0) goes to queue i % QUEUES of topic BenchTopic (TOPICS
+ * 1, the default) or BenchTopic + ((i / QUEUES) % TOPICS), tag TagA, the one key "k" + i, born and store host 127.0.0.1, and its body is the ASCII text "m" + i
  * padded with '.' to BODY_BYTES bytes (cut to BODY_BYTES when longer).
  */
 public final class RocketMQPeer {
@@ -99,6 +109,8 @@ public final class RocketMQPeer {
         Integer indexSlots;
         Integer indexEntries;
         String out;
+        boolean halt;
+        boolean phases;
         final List<String[]> queries = new ArrayList<>();
 
         Options(String[] args) {
@@ -111,6 +123,8 @@ public final class RocketMQPeer {
                     case "--index-slots": indexSlots = Integer.parseInt(args[++i]); break;
                     case "--index-entries": indexEntries = Integer.parseInt(args[++i]); break;
                     case "--out": out = args[++i]; break;
+                    case "--halt": halt = true; break;
+                    case "--phases": phases = true; break;
                     case "--query": queries.add(new String[] {args[++i], args[++i]}); break;
                     default:
                         if (args[i].startsWith("--")) {
@@ -181,6 +195,7 @@ public final class RocketMQPeer {
         long n = o.number(0, "N");
         int queues = (int) o.number(1, "QUEUES");
         int bodyBytes = (int) o.number(2, "BODY_BYTES");
+        long topics = o.positional.size() > 3 ? o.number(3, "TOPICS") : 1;
         DefaultMessageStore ms = create(o);
         open(ms, o.store);
         InetSocketAddress host = new InetSocketAddress("127.0.0.1", 0);
@@ -189,7 +204,7 @@ public final class RocketMQPeer {
         long t0 = System.nanoTime();
         for (long i = 0; i < n; i++) {
             MessageExtBrokerInner m = new MessageExtBrokerInner();
-            m.setTopic(TOPIC);
+            m.setTopic(topics == 1 ? TOPIC : TOPIC + ((i / queues) % topics));
             m.setQueueId((int) (i % queues));
             m.setBody(body(i, bodyBytes));
             m.setTags("TagA");
@@ -208,10 +223,15 @@ public final class RocketMQPeer {
         awaitDispatch(ms);
         double seconds = (System.nanoTime() - t0) / 1e9;
         long maxPhy = ms.getMaxPhyOffset();
-        double shutdown = shutdown(ms);
-        Map<String, Object> r = result("write", seconds, maxPhy, shutdown);
+        Map<String, Object> r = result("write", seconds, maxPhy, o.halt ? 0 : shutdown(ms));
         r.put("messages", n);
+        r.put("topics", topics);
         r.put("msgs_per_s", n / seconds);
+        if (o.halt) { // a crash: no shutdown, no flush, the abort file stays
+            OUT.println(JSON.toJSONString(r));
+            OUT.flush();
+            Runtime.getRuntime().halt(0);
+        }
         return r;
     }
 
@@ -219,7 +239,9 @@ public final class RocketMQPeer {
         boolean abort = new File(o.store, "abort").exists();
         long t0 = System.nanoTime();
         DefaultMessageStore ms = create(o);
-        if (!ms.load()) {
+        long created = System.nanoTime();
+        Map<String, Object> steps = o.phases ? loadInSteps(ms, !abort) : null;
+        if (steps == null && !ms.load()) {
             throw new IllegalStateException(o.store + ": DefaultMessageStore.load() failed (see log)");
         }
         long loaded = System.nanoTime();
@@ -233,10 +255,73 @@ public final class RocketMQPeer {
         Map<String, Object> r = result("recover", (t1 - t0) / 1e9, maxPhy, shutdown);
         r.put("abort_file", abort); // true: load() recovered abnormally
         r.put("load_seconds", (loaded - t0) / 1e9); // recovery (abnormal: its dispatch) included
+        r.put("create_seconds", (created - t0) / 1e9); // the DefaultMessageStore object, in load_seconds
         r.put("start_seconds", (started - loaded) / 1e9); // start() waits for the reput itself
         r.put("await_seconds", (t1 - started) / 1e9);
         r.put("ready_epoch_ms", ready);
+        if (steps != null) {
+            r.put("load_steps", steps);
+        }
         return r;
+    }
+
+    /**
+     * What DefaultMessageStore.load() of 4.9.8 does, step by step in its order, each step timed
+     * (seconds, by step name): CommitLog.load (maps the CommitLog files), loadConsumeQueue (maps
+     * every ConsumeQueue file), the StoreCheckpoint, IndexService.load, then recover:
+     * recoverConsumeQueue, CommitLog.recoverNormally / recoverAbnormally (the walk from the first
+     * file to check, dispatching every record), recoverTopicQueueTable, then
+     * ScheduleMessageService.load. The private steps are called by reflection.
+     */
+    static Map<String, Object> loadInSteps(DefaultMessageStore ms, boolean lastExitOK) throws Exception {
+        Map<String, Object> steps = new LinkedHashMap<>();
+        long t = System.nanoTime();
+        check(ms.getCommitLog().load(), "CommitLog.load");
+        t = lap(steps, "commitlog_load", t);
+        check((Boolean) call(ms, "loadConsumeQueue"), "loadConsumeQueue");
+        t = lap(steps, "load_consume_queues", t);
+        Field checkpoint = DefaultMessageStore.class.getDeclaredField("storeCheckpoint");
+        checkpoint.setAccessible(true);
+        checkpoint.set(ms, new StoreCheckpoint(StorePathConfigHelper.getStoreCheckpoint(
+                ms.getMessageStoreConfig().getStorePathRootDir())));
+        t = lap(steps, "checkpoint", t);
+        Field index = DefaultMessageStore.class.getDeclaredField("indexService");
+        index.setAccessible(true);
+        ((IndexService) index.get(ms)).load(lastExitOK);
+        t = lap(steps, "index_load", t);
+        long maxPhyOffsetOfConsumeQueue = (Long) call(ms, "recoverConsumeQueue");
+        t = lap(steps, "recover_consume_queues", t);
+        if (lastExitOK) {
+            ms.getCommitLog().recoverNormally(maxPhyOffsetOfConsumeQueue);
+        } else {
+            ms.getCommitLog().recoverAbnormally(maxPhyOffsetOfConsumeQueue);
+        }
+        t = lap(steps, lastExitOK ? "commitlog_recover_normally" : "commitlog_recover_abnormally", t);
+        call(ms, "recoverTopicQueueTable");
+        t = lap(steps, "recover_topic_queue_table", t);
+        if (ms.getScheduleMessageService() != null) {
+            check(ms.getScheduleMessageService().load(), "ScheduleMessageService.load");
+        }
+        lap(steps, "schedule_load", t);
+        return steps;
+    }
+
+    static Object call(DefaultMessageStore ms, String method) throws Exception {
+        Method m = DefaultMessageStore.class.getDeclaredMethod(method);
+        m.setAccessible(true);
+        return m.invoke(ms);
+    }
+
+    static void check(boolean ok, String step) {
+        if (!ok) {
+            throw new IllegalStateException(step + " failed (see log)");
+        }
+    }
+
+    static long lap(Map<String, Object> steps, String name, long since) {
+        long now = System.nanoTime();
+        steps.put(name, (now - since) / 1e9);
+        return now;
     }
 
     static Map<String, Object> serve(Options o) throws Exception {
