@@ -367,10 +367,14 @@ def refuse_writing(root: Path) -> None:
                                     f"it, nothing was written: open the store read-only")
 
 
-def load_queues(root: Path, file_size: int,
-                commitlog_min: int | None = None) -> dict[tuple[str, int], ConsumeQueue]:
+def load_queues(root: Path, file_size: int, commitlog_min: int | None = None,
+                read: dict[tuple[str, int], np.ndarray] | None = None) -> dict[tuple[str, int], ConsumeQueue]:
     """Every ConsumeQueue file queue under `<root>/consumequeue/<topic>/<queueId>/`, loaded (with
-    ``commitlog_min``: their minimum corrected to it, ``ConsumeQueue.load``); a directory whose
+    ``commitlog_min``: their minimum corrected to it, ``ConsumeQueue.load``). ``read``, when
+    given, gets the written units the load read whole, by queue: those of each queue of one file
+    whose data holds at most ``SCAN_UNITS`` units (``recent_units`` reads the same units while
+    the file is neither written nor cut), so a caller checking them need not read them again. A
+    directory whose
     name is not a topic / queue id, or that resolves outside the store, is an error (the queues
     opened before it are closed again). A 5.x RocksDB ConsumeQueue there holds no file queue:
     UnsupportedStoreError naming it (its queues are read through
@@ -389,7 +393,7 @@ def load_queues(root: Path, file_size: int,
                 cq = out[(topic, queue_id)] = ConsumeQueue(root, topic, queue_id, file_size, qdir)
                 if not small.add(cq):
                     cq.load(commitlog_min)
-            small.load(commitlog_min)
+            small.load(commitlog_min, read)
     except BaseException:
         for cq in out.values():
             cq.close()
@@ -449,8 +453,10 @@ class _SmallQueues:
         self.data.append(raw)
         return True
 
-    def load(self, commitlog_min: int | None) -> None:
-        """``ConsumeQueue.load(commitlog_min)`` of every queue added."""
+    def load(self, commitlog_min: int | None,
+             read: dict[tuple[str, int], np.ndarray] | None = None) -> None:
+        """``ConsumeQueue.load(commitlog_min)`` of every queue added; into ``read`` (when given)
+        each queue's written units (views of one read-only array)."""
         if not self.queues:
             return
         counts = np.array([d.size // CQ_UNIT_SIZE for d in self.data], dtype=np.int64)
@@ -467,7 +473,12 @@ class _SmallQueues:
         tail = u[np.maximum(firsts + written - 1, 0)] if u.size else np.zeros(counts.size, CQ_UNIT_DTYPE)
         ends = np.where((written > 0) & (tail["size"] != CQ_BLANK_UNIT_SIZE),
                         tail["commitlog_offset"] + tail["size"], -1)
-        for cq, n, first, end in zip(self.queues, written.tolist(), valid.tolist(), ends.tolist()):
+        if read is not None:
+            u.flags.writeable = False
+        for cq, n, first, end, at in zip(self.queues, written.tolist(), valid.tolist(), ends.tolist(),
+                                         firsts.tolist()):
+            if read is not None:
+                read[(cq.topic, cq.queue_id)] = u[at:at + n]
             mf = cq.files.files[0]
             mf.wrote = mf.flushed = n * CQ_UNIT_SIZE
             cq.max_physic_offset = end

@@ -114,6 +114,8 @@ class MessageStore:
 
     def _load(self) -> None:
         cfg = self.config
+        #: a writer's open: the units loading the queues read, for recovery's check (then dropped)
+        self._units_read: dict[tuple[str, int], np.ndarray] = {}
         self._put_lock = threading.RLock()
         self.checkpoint = Checkpoint(self.root / "checkpoint", writer=not self.read_only)
         self.commitlog = CommitLog(self.root, cfg)
@@ -129,7 +131,8 @@ class MessageStore:
             self.queues = load_rocksdb_queues(self.root)
         else:
             self.file_queues = load_queues(self.root, cfg.mappedFileSizeConsumeQueue,
-                                           self.commitlog.min_offset if self.read_only else None)
+                                           self.commitlog.min_offset if self.read_only else None,
+                                           None if self.read_only else self._units_read)
             self.queues = self.file_queues
         #: a 5.x broker's BatchConsumeQueues, read only (a writer refuses a store that has them:
         #: ``consume_queue.refuse_writing``)
@@ -236,9 +239,11 @@ class MessageStore:
         #: the unfinished ingest this open rolled back (``store.ingest_journal``), if any
         self.discarded_ingest = ingest_journal.discard(self.root, self.commitlog, self.file_queues,
                                                        self.index)
+        read, self._units_read = self._units_read, {}
         self.recovery: RecoveryReport = recover(
             self.commitlog, self.file_queues, self.index, self.checkpoint, abnormal,
-            cfg.delay_levels_ms, self._dispatch)
+            cfg.delay_levels_ms, self._dispatch,
+            read if self.discarded_ingest is None else None)  # a rollback may have cut units
         # the queues recovered (or written before topics were declared): a broker serves them all
         declare_topics(self.root, queue_counts(self.file_queues))
         warm_up(self.table_encoder)

@@ -34,7 +34,7 @@ Normal (clean shutdown) and abnormal (``abort`` present) recovery, as RocketMQ's
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -77,8 +77,12 @@ class RecoveryReport:
 
 def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: IndexService | None,
             checkpoint: Checkpoint, abnormal: bool, delay_levels_ms: tuple[int, ...],
-            dispatch: Dispatcher) -> RecoveryReport:
-    """Bring the CommitLog, ConsumeQueues and index back to one consistent, valid state."""
+            dispatch: Dispatcher, read: Mapping[tuple[str, int], np.ndarray] | None = None,
+            ) -> RecoveryReport:
+    """Bring the CommitLog, ConsumeQueues and index back to one consistent, valid state.
+    ``read``: units the queues' load read (``consume_queue.load_queues``), which the check of
+    each queue still one file of that many written units uses instead of reading them again
+    (before the check recovery only appends units)."""
     files = log.files.files
     store_time = partial(_store_time, log)
     dropped = n = 0
@@ -116,7 +120,7 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         end, reason = _valid_end(log, start, None)
     log.files.truncate_after(end)
     queue_redo = end
-    checked = list(zip(queues.values(), _check_all(list(queues.values()), log, end)))
+    checked = list(zip(queues.values(), _check_all(list(queues.values()), log, end, read or {})))
     for cq, (bad, last, _) in checked:
         if bad is not None:
             rebuilt.append(f"{cq.files.dir}: unit {bad[0]} {bad[1]}; rebuilt from the CommitLog")
@@ -172,23 +176,35 @@ Checked = tuple[tuple[int, str] | None, tuple[int, int, int] | None, int | None]
 CHECK_UNITS = 1 << 20
 
 
-def _check_all(queues: list[ConsumeQueue], log: CommitLog, end: int) -> list[Checked]:
+def _check_all(queues: list[ConsumeQueue], log: CommitLog, end: int,
+               read: Mapping[tuple[str, int], np.ndarray]) -> list[Checked]:
     """``_check_queues`` of every queue, in groups of at most ``CHECK_UNITS`` units (a queue's
-    are never split)."""
+    are never split); ``read``: as ``recover``'s."""
     out: list[Checked] = []
     group: list[ConsumeQueue] = []
     units = 0
     for cq in queues:
         n = sum(mf.wrote for mf in cq.files.files[-3:]) // CQ_UNIT_SIZE
         if group and units + n > CHECK_UNITS:
-            out += _check_queues(group, log, end)
+            out += _check_queues(group, log, end, read)
             group, units = [], 0
         group.append(cq)
         units += n
-    return out + _check_queues(group, log, end)
+    return out + _check_queues(group, log, end, read)
 
 
-def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int) -> list[Checked]:
+def _recent_units(cq: ConsumeQueue, read: Mapping[tuple[str, int], np.ndarray]) -> tuple[int, np.ndarray]:
+    """``cq.recent_units()``: the units its load read when the queue is still one file of that
+    many written units (recovery has only appended units since), else read now."""
+    u = read.get((cq.topic, cq.queue_id))
+    files = cq.files.files
+    if u is not None and len(files) == 1 and files[0].wrote == u.nbytes:
+        return files[0].start // CQ_UNIT_SIZE, u
+    return cq.recent_units()
+
+
+def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int,
+                  read: Mapping[tuple[str, int], np.ndarray]) -> list[Checked]:
     """For each queue, from the units of its last three files (one compiled pass over all the
     queues, ``kernels.queue_units``):
 
@@ -204,7 +220,7 @@ def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int) -> list[
       newest file holds units and none of them points past ``end``), else None;
     - when the queue has at most three files (all read), the byte offset of its first unit whose
       record is at or above the CommitLog's minimum (``correct_min_offset``), else None."""
-    recent = [cq.recent_units() for cq in queues]
+    recent = [_recent_units(cq, read) for cq in queues]
     sizes = np.array([u.size for _, u in recent], dtype=np.int64)
     bounds = np.concatenate(([0], np.cumsum(sizes)))
     u = np.concatenate([u for _, u in recent]) if recent else np.zeros(0, dtype=CQ_UNIT_DTYPE)

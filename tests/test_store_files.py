@@ -11,7 +11,7 @@ import pytest
 
 from rocketlake.store import MessageStore, codec
 from rocketlake.store.config import load_config
-from rocketlake.store.consume_queue import ConsumeQueue, write_consume_queue_files
+from rocketlake.store.consume_queue import ConsumeQueue, load_queues, write_consume_queue_files
 from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.message import Message
 from rocketlake.store.store_files import StoreFiles
@@ -90,3 +90,22 @@ def test_consume_queue_writer_refuses_a_gap(tmp_path: Path) -> None:
         write_consume_queue_files(tmp_path / "q", np.array([0, 2]), units, 100)
 
 
+
+
+def test_load_queues_hands_back_the_units_it_read_of_each_one_file_queue(tmp_path: Path) -> None:
+    """``load_queues(read=...)`` gives each queue of one file its written units as the load
+    read them (what recovery's check would read again); a queue of two files is left out."""
+    root = tmp_path / "s"
+    with MessageStore(root, mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=60) as ms:
+        one = [ms.put(Message("A", b"x" * 10, 0)) for _ in range(2)]  # 2 of a file's 3 units
+        [ms.put(Message("B", b"y", 1)) for _ in range(4)]  # 2 files
+    read: dict[tuple[str, int], np.ndarray] = {}
+    queues = load_queues(root, 60, read=read)
+    try:
+        assert sorted(read) == [("A", 0)]
+        assert read[("A", 0)].tolist() == [(r.commitlog_offset, r.size, 0) for r in one]
+        assert not read[("A", 0)].flags.writeable
+        assert queues[("A", 0)].recent_units()[1].tolist() == read[("A", 0)].tolist()
+    finally:
+        for cq in queues.values():
+            cq.close()
