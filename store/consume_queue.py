@@ -462,14 +462,15 @@ class _SmallQueues:
         counts = np.array([d.size // CQ_UNIT_SIZE for d in self.data], dtype=np.int64)
         u = np.concatenate(self.data).view(CQ_UNIT_DTYPE)
         firsts = np.cumsum(counts) - counts
-        qi = np.repeat(np.arange(counts.size), counts)
-        pos = np.arange(u.size) - firsts[qi]
-        off, size = u["commitlog_offset"], u["size"]
-        # the last non-zero unit ends the written units (zeros are pre-allocated space)
-        written = _per_queue((off != 0) | (size != 0) | (u["tags_code"] != 0), qi, pos, counts.size,
-                             last=True) + 1
-        valid = _per_queue((off >= (commitlog_min or 0)) & (size > 0) & (size != CQ_BLANK_UNIT_SIZE)
-                           & (pos < written[qi]), qi, pos, counts.size, last=False)
+        # the non-zero units: the last of a queue ends its written units (zeros are pre-allocated
+        # space, most of what a data region holds), and any valid unit is one of them
+        hits = np.flatnonzero((u["commitlog_offset"] != 0) | (u["size"] != 0) | (u["tags_code"] != 0))
+        qi = np.searchsorted(firsts, hits, side="right") - 1  # their queues (right: not one without units)
+        pos = hits - firsts[qi]
+        off, size = u["commitlog_offset"][hits], u["size"][hits]
+        written = _per_queue(np.ones(hits.size, dtype=bool), qi, pos, counts.size, last=True) + 1
+        valid = _per_queue((off >= (commitlog_min or 0)) & (size > 0) & (size != CQ_BLANK_UNIT_SIZE),
+                           qi, pos, counts.size, last=False)
         tail = u[np.maximum(firsts + written - 1, 0)] if u.size else np.zeros(counts.size, CQ_UNIT_DTYPE)
         ends = np.where((written > 0) & (tail["size"] != CQ_BLANK_UNIT_SIZE),
                         tail["commitlog_offset"] + tail["size"], -1)

@@ -95,7 +95,7 @@ class MappedFile:
                 return self.read_data_tail(unit, limit, fd)
             finally:
                 os.close(fd)
-        end = min(self.size, data_end_of(fd) + unit - 1) // unit * unit
+        end = min(self.size, data_end_of(fd, self.size) + unit - 1) // unit * unit
         pos = max(0, end - limit)
         out = np.empty(end - pos, dtype=np.uint8)
         self._read_with(fd, pos, out)
@@ -175,22 +175,21 @@ class MappedFileQueue:
         """(path, start offset) of every existing file of every directory, in offset order;
         StoreFormatError for a foreign name, a start that is no multiple of the file size, a gap
         and a name in two directories (one directory listing each). Nothing is opened."""
-        found: dict[str, Path] = {}
+        found: dict[str, Path] = {}  # name -> its directory
         for d in self.dirs:
             try:
-                paths = list(d.iterdir())
+                names = os.listdir(d)
             except FileNotFoundError:
                 continue
-            for path in paths:
-                name = path.name
+            for name in names:
                 if name.startswith("."):
                     continue
                 if name in found:
-                    raise StoreFormatError(f"{path}: the file {name} is also in {found[name].parent}")
-                found[name] = path
+                    raise StoreFormatError(f"{d / name}: the file {name} is also in {found[name]}")
+                found[name] = d
         out: list[tuple[Path, int]] = []
         for name in sorted(found):
-            path = found[name]
+            path = found[name] / name
             if not _NAME.match(name):
                 raise StoreFormatError(f"{path}: not a store file name (20 digits expected)")
             start = int(name)
@@ -312,11 +311,14 @@ def data_end(path: Path | str) -> int:
         os.close(fd)
 
 
-def data_end_of(fd: int) -> int:
+def data_end_of(fd: int, size: int | None = None) -> int:
     """Where the last ``SEEK_DATA`` region of the file open at ``fd`` ends: ``data_end`` without
     its extent-map refinement (an unwritten extent whose pages are in the page cache counts as
-    data here), for callers that check the tail themselves, as ConsumeQueue loading does."""
-    size, end = os.fstat(fd).st_size, 0
+    data here), for callers that check the tail themselves, as ConsumeQueue loading does. Looks
+    no further than ``size`` (by default the file's size)."""
+    end = 0
+    if size is None:
+        size = os.fstat(fd).st_size
     while end < size:
         try:
             lo = os.lseek(fd, end, os.SEEK_DATA)

@@ -109,3 +109,46 @@ def test_load_queues_hands_back_the_units_it_read_of_each_one_file_queue(tmp_pat
     finally:
         for cq in queues.values():
             cq.close()
+
+
+def _queue_files(root: Path, topic: str, units: list[tuple[int, int, int]], first: int = 0) -> None:
+    """A queue of ``topic`` (queue 0) in files of 600 bytes (30 units) holding ``units`` from
+    queue offset ``first`` (pre-blank units before it)."""
+    u = np.array(units, dtype=codec.CQ_UNIT_DTYPE)
+    qdir = root / "consumequeue" / topic / "0"
+    write_consume_queue_files(qdir, np.arange(first, first + u.size, dtype=np.int64), u, 600)
+
+
+@pytest.mark.parametrize("commitlog_min", [None, 0, 150, 10**6])
+def test_load_queues_in_bulk_agrees_with_loading_each_queue(tmp_path: Path,
+                                                            commitlog_min: int | None) -> None:
+    """The bulk load of one-file queues (``load_queues``) finds the extent, end and minimum that
+    ``ConsumeQueue.load`` finds queue by queue, on queues of every shape."""
+    root = tmp_path / "s"
+    _queue_files(root, "plain", [(0, 100, 1), (100, 100, 2), (200, 100, 3)])
+    _queue_files(root, "preblank", [(300, 50, 0), (350, 50, 0)], first=2)
+    _queue_files(root, "zeros-between", [(0, 100, 0), (0, 0, 0), (400, 100, 0)])
+    _queue_files(root, "sizeless-first", [(500, 0, 7), (600, 100, 0)])
+    _queue_files(root, "two-files", [(k * 10, 10, 0) for k in range(35)])
+    empty = root / "consumequeue" / "empty" / "0"
+    empty.mkdir(parents=True)
+    (empty / codec.format_file_name(0)).write_bytes(bytes(600))
+    bulk = load_queues(root, 600, commitlog_min)
+    try:
+        assert sorted(t for t, _ in bulk) == ["empty", "plain", "preblank", "sizeless-first", "two-files",
+                                              "zeros-between"]
+        for (topic, qid), cq in bulk.items():
+            alone = ConsumeQueue(root, topic, qid, 600)
+            alone.load(commitlog_min)
+            found = (cq.min_logic_offset, cq.max_physic_offset, [mf.wrote for mf in cq.files.files])
+            want = (alone.min_logic_offset, alone.max_physic_offset, [mf.wrote for mf in alone.files.files])
+            assert found == want, topic
+            alone.close()
+        plain = bulk[("plain", 0)]
+        # its first unit at or above the CommitLog's minimum; none: its end (3 units, 60 bytes)
+        first_kept = {None: 0, 0: 0, 150: 40, 10**6: 60}[commitlog_min]
+        assert (plain.min_logic_offset, plain.max_physic_offset, plain.files.files[0].wrote) == \
+            (first_kept, 300, 60)
+    finally:
+        for cq in bulk.values():
+            cq.close()
