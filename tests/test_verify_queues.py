@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from rocketlake.store import Message, MessageStore
+from rocketlake.store.config import load_config
 from rocketlake.store.queue_tally import QueueTally
 from rocketlake.store.store_files import StoreFiles
-from rocketlake.store.config import load_config
 from rocketlake.store.verify import verify
 
 SIZES = dict(mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=6000)  # one CQ file per queue
@@ -91,16 +91,16 @@ def test_two_records_claiming_one_queue_offset(root):
     log.write_bytes(bytes(raw))
     assert _troubled(root) == [("t", 0)]
     assert _errors(root) == [
-        ("consumequeue-bad-unit", CQ0, 40, f"unit 2 points at the record at {units[2][0]} (t/0 queue offset 2)"),
-        ("consumequeue-bad-unit", CQ0, 60, f"unit 3 points at the record at {units[3][0]} (t/0 queue offset 2)")]
+        ("consumequeue-bad-unit", CQ0, 20 * u,
+         f"unit {u} points at the record at {units[u][0]} (t/0 queue offset 2)") for u in (2, 3)]
 
 
 def test_a_unit_past_the_end_of_the_commitlog(root):
     end = sum(size for units in (_units(root, 0), _units(root, 1)) for _, size, _ in units)
     _put_unit(root, 6, (end + 1000, 100, 0))
     assert _troubled(root) == [("t", 0)]
-    assert _errors(root) == [("consumequeue-bad-unit", CQ0, 120,
-                              f"unit 6 points at commitlog offset {end + 1000}, where no valid record starts")]
+    what = f"unit 6 points at commitlog offset {end + 1000}, where no valid record starts"
+    assert _errors(root) == [("consumequeue-bad-unit", CQ0, 120, what)]
 
 
 def test_the_last_units_missing(root):
@@ -113,5 +113,5 @@ def test_the_last_units_missing(root):
     path.write_bytes(bytes(raw))
     assert _troubled(root) == [("t", 0)]
     assert _errors(root) == [
-        ("consumequeue-missing-unit", "consumequeue/t/0", 80, f"no unit for queue offset 4 (record at {units[4][0]})"),
-        ("consumequeue-missing-unit", "consumequeue/t/0", 100, f"no unit for queue offset 5 (record at {units[5][0]})")]
+        ("consumequeue-missing-unit", "consumequeue/t/0", 20 * q,
+         f"no unit for queue offset {q} (record at {units[q][0]})") for q in (4, 5)]
