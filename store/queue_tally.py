@@ -107,27 +107,11 @@ class QueueTally:
         if below.size:
             c["hidden"] += np.bincount(below, minlength=len(self.keys))
 
-    def checked_units(self, group: list[tuple[int, MappedFile]]) -> tuple[Ints, Ints, npt.NDArray[np.void]]:
-        """The units of each (queue number, file) of ``group`` that are checked (at or above the
-        queue's min offset, pointing at or above the retained CommitLog): (queue number, queue
-        offset, unit) of each."""
-        parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for _, mf in group]
-        for _, mf in group:  # copied: the mapped pages need not stay resident
-            release_pages(np.frombuffer(mf.mm, dtype=np.uint8), 0, mf.wrote)
-        counts = np.array([p.size for p in parts], dtype=np.int64)
-        units = np.concatenate(parts) if parts else np.zeros(0, dtype=CQ_UNIT_DTYPE)
-        fi = np.repeat(np.arange(len(group)), counts)
-        qk = np.array([k for k, _ in group], dtype=np.int64)[fi]
-        firsts = np.array([mf.start // CQ_UNIT_SIZE for _, mf in group], dtype=np.int64)
-        q = firsts[fi] + np.arange(units.size, dtype=np.int64) - (np.cumsum(counts) - counts)[fi]
-        keep = (q >= self.col["min_offset"][qk]) & (units["commitlog_offset"] >= self.cl_min)
-        return qk[keep], q[keep], units[keep]
-
     def units(self, group: list[tuple[int, MappedFile]]) -> None:
         """Take the units of each (queue number, file) of ``group``."""
         if not group:
             return
-        qk, q, units = self.checked_units(group)
+        _, qk, q, units = checked_units(group, self.col["min_offset"], self.cl_min)
         queue_sums.add(qk, q, units["commitlog_offset"].astype(np.int64), units["size"].astype(np.int64),
                        units["tags_code"].astype(np.int64), self.col["unit_sum"], self.col["unit_count"])
 
@@ -148,3 +132,22 @@ class QueueTally:
         c = self.col
         return {self.keys[k]: max(0, int(c["max_qo"][k]) + 1)
                 for k in np.flatnonzero(c["count"] > 0).tolist()}
+
+
+def checked_units(group: list[tuple[int, MappedFile]], min_offset: Ints, cl_min: int
+                  ) -> tuple[Ints, Ints, Ints, npt.NDArray[np.void]]:
+    """The units of each (queue number k, file) of ``group`` that are checked: at or above the
+    queue's min offset (``min_offset[k]``), pointing at or above the retained CommitLog
+    (``cl_min``). Returns (the file's place in ``group``, queue number, queue offset, unit) of
+    each. The units are copied: the files' mapped pages are released."""
+    parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for _, mf in group]
+    for _, mf in group:
+        release_pages(np.frombuffer(mf.mm, dtype=np.uint8), 0, mf.wrote)
+    counts = np.array([p.size for p in parts], dtype=np.int64)
+    units = np.concatenate(parts) if parts else np.zeros(0, dtype=CQ_UNIT_DTYPE)
+    fi = np.repeat(np.arange(len(group)), counts)
+    qk = np.array([k for k, _ in group], dtype=np.int64)[fi]
+    firsts = np.array([mf.start // CQ_UNIT_SIZE for _, mf in group], dtype=np.int64)
+    q = firsts[fi] + np.arange(units.size, dtype=np.int64) - (np.cumsum(counts) - counts)[fi]
+    keep = (q >= min_offset[qk]) & (units["commitlog_offset"] >= cl_min)
+    return fi[keep], qk[keep], q[keep], units[keep]

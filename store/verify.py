@@ -21,14 +21,14 @@ from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import CONSUMER_OFFSETS, read_config, read_consumer_offsets
-from rocketlake.store.consume_queue import ConsumeQueue, read_units
+from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.dispatch import from_record
 from rocketlake.store.errors import ConfigFileError, StoreFormatError
 from rocketlake.store.index import IndexFile, IndexService, header_problems
 from rocketlake.store.index_keys import IndexKeys
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile, first_nonzero
-from rocketlake.store.queue_tally import QueueTally
+from rocketlake.store.queue_tally import QueueTally, checked_units
 from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
@@ -254,7 +254,9 @@ class RecordColumns:
         key_counts, key_hashes = cols.key_counts, cols.key_hashes
         tags_code, to_queue = cols.tags_code, cols.to_queue
         if rows is not None:
-            key_hashes = key_hashes[np.repeat(np.isin(np.arange(len(batch)), rows), key_counts)]
+            taken = np.zeros(len(batch), dtype=np.bool_)
+            taken[rows] = True
+            key_hashes = key_hashes[np.repeat(taken, key_counts)]
             raw, ids, key_counts = raw[rows], ids[rows], key_counts[rows]
             tags_code, to_queue = tags_code[rows], to_queue[rows]
         self.times.add(raw[:, kr.OFFSET], raw[:, kr.STORE_TS])
@@ -298,7 +300,7 @@ class Walked:
     headers' phy offsets) a record starts at, and the records at or after ``journal_end``."""
     queues: QueueTally
     index_keys: IndexKeys | None
-    phys: list[int]
+    phys: npt.NDArray[np.int64]  # ascending
     journal_end: int | None
     delay_levels_ms: tuple[int, ...]
     records: int = 0
@@ -319,9 +321,8 @@ class Walked:
         self.times.add(off, raw[:, kr.STORE_TS])
         if self.journal_end is not None:
             self.journal_after += int(np.count_nonzero(off >= self.journal_end))
-        if self.phys:
-            phys = np.array(self.phys, dtype=np.int64)
-            self.starts.update(phys[_lookup(off, phys)[1]].tolist())
+        if self.phys.size:
+            self.starts.update(self.phys[_lookup(off, self.phys)[1]].tolist())
         self.queues.records(batch)
         if self.index_keys is not None:
             self.index_keys.add(off, cols.key_counts, cols.key_hashes)
@@ -387,9 +388,9 @@ class _Checker:
         queues = [] if isinstance(self.queues, StoreFormatError) else self.queues
         idx = self.idx if isinstance(self.idx, IndexService) else None
         journal = self.journal if isinstance(self.journal, ingest_journal.IngestJournal) else None
+        phys = [p for f in (idx.files if idx else []) for p in (f.begin_phy, f.end_phy)]
         return Walked(QueueTally(queues, log.min_offset, self.cfg.delay_levels_ms),
-                      None if idx is None else IndexKeys(idx),
-                      [p for f in (idx.files if idx else []) for p in (f.begin_phy, f.end_phy)],
+                      None if idx is None else IndexKeys(idx), np.unique(np.array(phys, dtype=np.int64)),
                       None if journal is None else journal.commitlog_end, self.cfg.delay_levels_ms)
 
     def problem(self, kind: str, file: Path | str, offset: int | None, what: str,
@@ -467,17 +468,14 @@ class _Checker:
         troubled = tally.troubled()
         exact = np.concatenate((troubled, [k for k in batch.values() if k >= 0],
                                 [k for k in missing if c["irregular"][k]])).astype(np.int64)
-        expected, records = self._exact(log, tally, troubled, exact) if exact.size else (None, None)
-        group_of = {} if expected is None else {key: g for g, key in enumerate(expected.keys)}
+        expected, records = self._exact(log, tally, troubled, exact)
+        group_of = {key: g for g, key in enumerate(expected.keys)}
         for key, bq in sorted(batch_queues.items()):
             g = group_of.get(key) if batch[key] >= 0 else None
-            assert g is None or (expected is not None and records is not None)
-            self._batch_queue(bq, None if g is None else expected.queue(g),  # type: ignore[union-attr]
-                              records, log.min_offset)
+            self._batch_queue(bq, None if g is None else expected.queue(g), records, log.min_offset)
         for k in sorted(missing, key=lambda k: tally.keys[k]):
             topic, qid = tally.keys[k]
             if c["irregular"][k]:
-                assert expected is not None and records is not None
                 qo, rows = expected.queue(group_of[(topic, qid)])
                 count, first_qo, first_off = qo.size, int(qo[0]), int(records.offset[rows[0]])
             else:
@@ -491,14 +489,15 @@ class _Checker:
                exact: npt.NDArray[np.int64]) -> tuple[QueueRows, Records]:
         """Walk the CommitLog again for the records of queues ``exact`` and those the units of
         the ``troubled`` queues (with ConsumeQueue files) point at; check those queues' units
-        against them as ``_UnitCheck`` does. Returns the records taken, grouped by queue."""
+        against them as ``_UnitCheck`` does. Returns the records taken, grouped by queue (no
+        walk when ``exact`` is empty)."""
         targets = np.unique(np.concatenate(
-            [tally.checked_units(g)[2]["commitlog_offset"].astype(np.int64)
+            [checked_units(g, tally.col["min_offset"], log.min_offset)[3]["commitlog_offset"].astype(np.int64)
              for g in _file_groups(tally.queues, troubled.tolist())] + [np.zeros(0, dtype=np.int64)]))
         wanted = np.zeros(len(tally.keys), dtype=np.bool_)
         wanted[exact] = True
         columns = RecordColumns()
-        for item in log.walk_past_damage(delay_levels_ms=self.cfg.delay_levels_ms):
+        for item in log.walk_past_damage(delay_levels_ms=self.cfg.delay_levels_ms) if exact.size else ():
             if isinstance(item, RecordBatch):
                 off = item.raw[:, kr.OFFSET]
                 take = np.isin(off, targets, assume_unique=True)
@@ -520,7 +519,7 @@ class _Checker:
 
     def _batch_queue(self, bq: BatchConsumeQueue,
                      want: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
-                     records: Records | None, cl_min: int) -> None:
+                     records: Records, cl_min: int) -> None:
         """A 5.x BatchConsumeQueue: each record of its queue at or above the retained CommitLog
         has the unit that starts at the record's queue offset, pointing at it with its size."""
         units = bq.batch_units
@@ -529,7 +528,6 @@ class _Checker:
               zip(units["msg_base_offset"], units["commitlog_offset"], units["size"])}
         where = f"batchconsumequeue/{bq.topic}/{bq.queue_id}"
         for qo, row in zip(*(want or ((), ()))):
-            assert records is not None
             off, size = int(records.offset[row]), int(records.size[row])
             if off < cl_min:
                 continue
@@ -667,7 +665,7 @@ class _Checker:
                                  f"group {group}: offset {off} of {topic}/{q} is past its max {hi}")
 
 
-#: units checked at a time by ``_UnitCheck.files``
+#: units read at a time (``_file_groups``)
 CHECK_UNITS = 1 << 20
 
 #: a problem's ``_Checker.problem`` arguments
@@ -675,7 +673,7 @@ ProblemArgs = tuple[str, Path | str, int | None, str]
 
 
 class _UnitCheck:
-    """``_Checker._queues``' check of ConsumeQueue units against records, vectorised: ``files``
+    """``_Checker._exact``'s check of ConsumeQueue units against records, vectorised: ``files``
     checks groups of the queues' files, ``problems`` then lists what was found."""
 
     def __init__(self, queues: list[ConsumeQueue], want: list[int], expected: QueueRows,
@@ -696,7 +694,6 @@ class _UnitCheck:
         #: per queue, its min offset; a last row for "no queue" (-1)
         self.min_offset = np.array([cq.min_offset for cq in queues] + [0], dtype=np.int64)
         self.claimed = np.zeros(expected.rows.size, dtype=np.bool_)
-        self.units = 0
         self.found: dict[int, list[ProblemArgs]] = {}
 
     def files(self, group: list[tuple[int, MappedFile]]) -> None:
@@ -704,17 +701,8 @@ class _UnitCheck:
         if not group:
             return
         records = self.records
-        parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for _, mf in group]
-        counts = np.array([p.size for p in parts], dtype=np.int64)
-        units = np.concatenate(parts)
-        fi = np.repeat(np.arange(len(group)), counts)
-        qk = np.array([k for k, _ in group], dtype=np.int64)[fi]
-        firsts = np.array([mf.start // CQ_UNIT_SIZE for _, mf in group], dtype=np.int64)
-        q = firsts[fi] + np.arange(units.size, dtype=np.int64) - (np.cumsum(counts) - counts)[fi]
+        fi, qk, q, units = checked_units(group, self.min_offset, self.cl_min)
         off = units["commitlog_offset"].astype(np.int64)
-        keep = (q >= self.min_offset[qk]) & (off >= self.cl_min)
-        fi, qk, q, off, units = fi[keep], qk[keep], q[keep], off[keep], units[keep]
-        self.units += int(q.size)
         rec, has_rec = records.find(off)
         rank = np.minimum(np.searchsorted(self.offsets, q), max(self.offsets.size - 1, 0))
         w, has_want = _lookup(self.want_key, self.want[qk] * self.offsets.size + rank)
