@@ -21,7 +21,7 @@ from rocketlake.store.codec import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from rocketlake.store.consume_queue import ConsumeQueue, read_units
 from rocketlake.store.kernels import queue_sums
 from rocketlake.store.kernels import records as kr
-from rocketlake.store.mapped_file import MappedFile, release_pages
+from rocketlake.store.mapped_file import MappedFile
 from rocketlake.store.record_walk import RecordBatch
 
 Ints = npt.NDArray[np.int64]
@@ -142,7 +142,7 @@ def checked_units(group: list[tuple[int, MappedFile]], min_offset: Ints, cl_min:
     each. The units are copied: the files' mapped pages are released."""
     parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for _, mf in group]
     for _, mf in group:
-        release_pages(np.frombuffer(mf.mm, dtype=np.uint8), 0, mf.wrote)
+        mf.release(0, mf.wrote)
     counts = np.array([p.size for p in parts], dtype=np.int64)
     units = np.concatenate(parts) if parts else np.zeros(0, dtype=CQ_UNIT_DTYPE)
     fi = np.repeat(np.arange(len(group)), counts)
