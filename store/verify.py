@@ -104,8 +104,8 @@ class VerifyReport:
 
 @dataclass(frozen=True)
 class Records:
-    """The CommitLog's valid records as columns, in CommitLog order (no object per record): what
-    verify checks the ConsumeQueues, the index and the checkpoint against."""
+    """CommitLog records as columns, in CommitLog order (no object per record): salvage's plan,
+    and verify's exact check of the queues its per-queue sums found disagreeing (``_Checker._exact``)."""
     offset: npt.NDArray[np.int64]
     size: npt.NDArray[np.int32]
     topic: npt.NDArray[np.int32]          # index into ``topics``
