@@ -78,6 +78,13 @@ class MappedFile:
         finally:
             os.close(fd)
 
+    def release(self, lo: int, hi: int) -> None:
+        """``release_pages`` of bytes ``[lo, hi)`` of the file's mapping; nothing when it has
+        none now (a lazy file read without one)."""
+        mm = self._mm
+        if mm is not None and not mm.closed:
+            release_pages(np.frombuffer(mm, dtype=np.uint8), lo, hi)
+
     def read_into(self, pos: int, out: np.ndarray) -> None:
         """Copy the file's bytes from ``pos`` into ``out`` (a contiguous array, filled whole)."""
         n = out.nbytes

@@ -158,8 +158,9 @@ class Walk:
         the sequential walk's records, and where a cut guessed wrong (a start found inside a
         record, or past the end of the data) the segments after are dropped and the walk goes
         on from where the data taken ends. The pages of a batch are released (``release_pages``)
-        once the caller has asked for the batch after the next: the walk's resident set stays a
-        few segments, whatever the size of the files. ``end``, ``status`` and ``error`` are final
+        once the caller has asked for the batch after the next, and the last ones when the
+        iteration ends: the walk's resident set stays a few segments, whatever the size and
+        number of the files. ``end``, ``status`` and ``error`` are final
         once iteration ends."""
         walked: deque[tuple[Buffer, int, int]] = deque()  # batches handed over, not released
         with ThreadPoolExecutor(WORKERS, thread_name_prefix="record-walk") as pool:
@@ -200,6 +201,8 @@ class Walk:
             finally:
                 for late in ahead:
                     late.cancel()
+                while walked:  # the last batches: the walk of the next file has a deque of its own
+                    release_pages(*walked.popleft())
 
     def _segment(self, buf: Buffer, base: int, lo: int, cut: int, hi: int) -> _Segment:
         """Walk the segment cut at ``cut`` of the range ``[lo, hi)`` of one file (``buf``, at

@@ -6,6 +6,7 @@ where it applies, and what is wrong.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,13 +21,14 @@ from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_HEADER
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import CONSUMER_OFFSETS, read_config, read_consumer_offsets
-from rocketlake.store.consume_queue import ConsumeQueue, read_units
+from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.dispatch import from_record
 from rocketlake.store.errors import ConfigFileError, StoreFormatError
 from rocketlake.store.index import IndexFile, IndexService, header_problems
-from rocketlake.store.kernels import index as index_kernels
+from rocketlake.store.index_keys import IndexKeys
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile, first_nonzero
+from rocketlake.store.queue_tally import QueueTally, checked_units
 from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
@@ -102,8 +104,8 @@ class VerifyReport:
 
 @dataclass(frozen=True)
 class Records:
-    """The CommitLog's valid records as columns, in CommitLog order (no object per record): what
-    verify checks the ConsumeQueues, the index and the checkpoint against."""
+    """CommitLog records as columns, in CommitLog order (no object per record): salvage's plan,
+    and verify's exact check of the queues its per-queue sums found disagreeing (``_Checker._exact``)."""
     offset: npt.NDArray[np.int64]
     size: npt.NDArray[np.int32]
     topic: npt.NDArray[np.int32]          # index into ``topics``
@@ -242,17 +244,27 @@ class RecordColumns:
         self.keys = 0
         self.times = StoreTimes()
 
-    def add(self, batch: RecordBatch, delay_levels_ms: tuple[int, ...]) -> None:
+    def add(self, batch: RecordBatch, delay_levels_ms: tuple[int, ...],
+            rows: npt.NDArray[np.int64] | None = None) -> None:
+        """Take a batch's records (only ``rows`` of them, when given)."""
         cols = batch.dispatch(delay_levels_ms)
         ids, names = batch.topics
         remap = np.array([self.topic_ids.setdefault(n, len(self.topic_ids)) for n in names], dtype=np.int32)
         raw = batch.raw
+        key_counts, key_hashes = cols.key_counts, cols.key_hashes
+        tags_code, to_queue = cols.tags_code, cols.to_queue
+        if rows is not None:
+            taken = np.zeros(len(batch), dtype=np.bool_)
+            taken[rows] = True
+            key_hashes = key_hashes[np.repeat(taken, key_counts)]
+            raw, ids, key_counts = raw[rows], ids[rows], key_counts[rows]
+            tags_code, to_queue = tags_code[rows], to_queue[rows]
         self.times.add(raw[:, kr.OFFSET], raw[:, kr.STORE_TS])
-        key_end = np.cumsum(cols.key_counts) + self.keys
-        self.keys += int(cols.key_hashes.size)
+        key_end = np.cumsum(key_counts) + self.keys
+        self.keys += int(key_hashes.size)
         parts: tuple[npt.NDArray[Any], ...] = (
             raw[:, kr.OFFSET], raw[:, kr.SIZE], remap[ids], raw[:, kr.QUEUE_ID],
-            raw[:, kr.QUEUE_OFFSET], cols.tags_code, cols.to_queue, key_end, cols.key_hashes,
+            raw[:, kr.QUEUE_OFFSET], tags_code, to_queue, key_end, key_hashes,
             raw[:, kr.STORE_TS])
         for column, part, dtype in zip(self.columns, parts, self.dtypes):
             column.append(part.astype(dtype))  # a copy: the batch's rows go
@@ -281,11 +293,105 @@ def _trim_heap() -> None:
         trim(0)
 
 
+@dataclass
+class Walked:
+    """What verify keeps of the walked records (no row per record): counts, store times, the
+    per-queue tally, the index keys matched per index file, which of ``phys`` (the index
+    headers' phy offsets) a record starts at, and the records at or after ``journal_end``."""
+    queues: QueueTally
+    index_keys: IndexKeys | None
+    phys: npt.NDArray[np.int64]  # ascending
+    journal_end: int | None
+    delay_levels_ms: tuple[int, ...]
+    records: int = 0
+    bytes: int = 0
+    keys: int = 0
+    journal_after: int = 0
+    times: StoreTimes = field(default_factory=StoreTimes)
+    starts: set[int] = field(default_factory=set)
+
+    def add(self, batch: RecordBatch) -> None:
+        """Take a batch (CommitLog order)."""
+        raw = batch.raw
+        off = raw[:, kr.OFFSET]
+        cols = batch.dispatch(self.delay_levels_ms)
+        self.records += len(batch)
+        self.bytes += int(raw[:, kr.SIZE].sum())
+        self.keys += int(cols.key_hashes.size)
+        self.times.add(off, raw[:, kr.STORE_TS])
+        if self.journal_end is not None:
+            self.journal_after += int(np.count_nonzero(off >= self.journal_end))
+        if self.phys.size:
+            self.starts.update(self.phys[_lookup(off, self.phys)[1]].tolist())
+        self.queues.records(batch)
+        if self.index_keys is not None:
+            self.index_keys.add(off, cols.key_counts, cols.key_hashes)
+
+    def finish(self) -> None:
+        """After the walk."""
+        if self.index_keys is not None:
+            self.index_keys.finish()
+
+
+def _file_groups(queues: list[ConsumeQueue], numbers: Iterable[int]
+                 ) -> Iterator[list[tuple[int, MappedFile]]]:
+    """The files of ``queues[k]`` for each k of ``numbers``, as (k, file), in groups of at most
+    about ``CHECK_UNITS`` written units."""
+    group: list[tuple[int, MappedFile]] = []
+    units = 0
+    for k in numbers:
+        for mf in queues[k].files.files:
+            group.append((k, mf))
+            units += mf.wrote // CQ_UNIT_SIZE
+            if units >= CHECK_UNITS:
+                yield group
+                group, units = [], 0
+    if group:
+        yield group
+
+
 class _Checker:
     def __init__(self, files: StoreFiles) -> None:
         self.files = files
         self.root, self.cfg = files.root, files.cfg
         self.report = VerifyReport(str(self.root))
+        #: what ``load`` read before the walk (an error is reported where its check comes)
+        self.queues: list[ConsumeQueue] | StoreFormatError = []
+        self.idx: IndexService | StoreFormatError | None = None
+        self.journal: ingest_journal.IngestJournal | StoreFormatError | None = None
+
+    def load(self) -> CommitLog | None:
+        """Open the CommitLog (None, reported, when it cannot be), then the ConsumeQueues, the
+        index (when enabled) and the ingest journal, which the walk's tallies need."""
+        try:
+            log = self.files.commitlog
+        except StoreFormatError as e:
+            self.problem("commitlog-unreadable", "commitlog", None, str(e))
+            return None
+        try:
+            self.queues = [cq for _, cq in sorted(self.files.queues.items())]
+        except StoreFormatError as e:
+            self.queues = e
+        if self.cfg.messageIndexEnable:
+            try:
+                self.idx = self.files.index
+            except StoreFormatError as e:
+                self.idx = e
+        try:
+            self.journal = ingest_journal.read(self.root)
+        except StoreFormatError as e:
+            self.journal = e
+        return log
+
+    def walked(self, log: CommitLog) -> Walked:
+        """The tallies the CommitLog walk fills for the checks after it."""
+        queues = [] if isinstance(self.queues, StoreFormatError) else self.queues
+        idx = self.idx if isinstance(self.idx, IndexService) else None
+        journal = self.journal if isinstance(self.journal, ingest_journal.IngestJournal) else None
+        phys = [p for f in (idx.files if idx else []) for p in (f.begin_phy, f.end_phy)]
+        return Walked(QueueTally(queues, log.min_offset, self.cfg.delay_levels_ms),
+                      None if idx is None else IndexKeys(idx), np.unique(np.array(phys, dtype=np.int64)),
+                      None if journal is None else journal.commitlog_end, self.cfg.delay_levels_ms)
 
     def problem(self, kind: str, file: Path | str, offset: int | None, what: str,
                 severity: str = "error") -> None:
@@ -293,24 +399,21 @@ class _Checker:
         self.report.problems.append(Problem(severity, rel, offset, what, kind))
 
     # --- CommitLog ---------------------------------------------------------------------------------
-    def commitlog(self) -> tuple[CommitLog, Records] | None:
-        """Walk every CommitLog file; past an invalid record, the walk resumes at the next valid
-        record start in the file (``CommitLog.walk_past_damage``), so the records after
-        damage are checked and counted too (``VerifyReport.damage``)."""
-        try:
-            log = self.files.commitlog
-        except StoreFormatError as e:
-            self.problem("commitlog-unreadable", "commitlog", None, str(e))
-            return None
-        columns = RecordColumns()
+    def commitlog(self, log: CommitLog, walked: Walked) -> None:
+        """Walk every CommitLog file, handing each batch to ``walked``; past an invalid record,
+        the walk resumes at the next valid record start in the file
+        (``CommitLog.walk_past_damage``), so the records after damage are checked and counted
+        too (``VerifyReport.damage``)."""
         last = log.files.files[-1] if log.files.files else None
+        before: list[tuple[int, int]] = []  # records and bytes walked before each damage
         for item in log.walk_past_damage(delay_levels_ms=self.cfg.delay_levels_ms):
             if isinstance(item, RecordBatch):
-                columns.add(item, self.cfg.delay_levels_ms)
+                walked.add(item)
             elif isinstance(item, Gap):
                 mf = log.files.find(item.offset)
                 assert mf is not None and item.why is not None  # a gap without past_zeros is damage
                 self.report.damage.append(Damage(item.offset, item.resumes_at))
+                before.append((walked.records, walked.bytes))
                 follow = (f"valid records resume at commitlog offset {item.resumes_at} "
                           f"({item.resumes_at - item.offset} bytes on)" if item.resumes_at is not None
                           else "no valid record follows in this file")
@@ -327,12 +430,10 @@ class _Checker:
                         self.problem("commitlog-garbage", mf.path, garbage,
                                      "non-zero bytes after the end of valid data (torn write or stale data)")
                 mf.wrote = min(mf.size, max(pos, 0))
-        records = columns.records()
-        self.report.records = len(records)
-        for d in self.report.damage:
-            after = records.offset > d.offset
-            d.records_after, d.bytes_after = int(np.count_nonzero(after)), int(records.size[after].sum())
-        times = records.times
+        self.report.records = walked.records
+        for d, (n, size) in zip(self.report.damage, before):
+            d.records_after, d.bytes_after = walked.records - n, walked.bytes - size
+        times = walked.times
         if times.odd:
             first, first_ts = times.first_odd
             at = log.files.find(first)
@@ -341,32 +442,80 @@ class _Checker:
                          f"{times.odd} records have a store time no index file can be named by "
                          f"(first at commitlog offset {first}: {first_ts}); their "
                          f"keys are indexed at {codec.index_time(-1)} ms", "warning")
-        return log, records
 
     # --- ConsumeQueues -----------------------------------------------------------------------------
-    def consume_queues(self, log: CommitLog, records: Records, expected: QueueRows) -> None:
-        """Check every queue's units against the records that belong to it (``expected``)."""
-        try:
-            queues = self.files.queues
-        except StoreFormatError as e:
-            self.problem("consumequeue-unreadable", "consumequeue", None, str(e))
+    def consume_queues(self, log: CommitLog, tally: QueueTally) -> None:
+        """Check every queue's units against the records that belong to it: by the per-queue
+        sums of ``tally`` (``store.queue_tally``), then exactly for the queues whose sums
+        disagree (``_exact``)."""
+        if isinstance(self.queues, StoreFormatError):
+            self.problem("consumequeue-unreadable", "consumequeue", None, str(self.queues))
             return
-        want = {key: g for g, key in enumerate(expected.keys)}  # queues not checked yet
-        cl_min = log.min_offset
-        self._queues([cq for _, cq in sorted(queues.items())], want, expected, records, cl_min)
+        for group in _file_groups(tally.queues, range(len(tally.queues))):
+            tally.units(group)
+        self.report.units += tally.unit_total
         try:
             batch_queues = load_batch_queues(self.root)
         except (StoreFormatError, OSError) as e:
             self.problem("consumequeue-unreadable", "batchconsumequeue", None, str(e))
             batch_queues = {}
+        c, n = tally.col, len(tally.queues)
+        number = {key: k for k, key in enumerate(tally.keys)}
+        # queues with records and no ConsumeQueue files: the batch queues, then those missing
+        batch = {key: number.get(key, -1) for key in batch_queues}
+        batch = {key: k if k >= n else -1 for key, k in batch.items()}
+        missing = [k for k in range(n, len(tally.keys)) if tally.keys[k] not in batch]
+        troubled = tally.troubled()
+        exact = np.concatenate((troubled, [k for k in batch.values() if k >= 0],
+                                [k for k in missing if c["irregular"][k]])).astype(np.int64)
+        expected, records = self._exact(log, tally, troubled, exact)
+        group_of = {key: g for g, key in enumerate(expected.keys)}
         for key, bq in sorted(batch_queues.items()):
-            g = want.pop(key, None)
-            self._batch_queue(bq, None if g is None else expected.queue(g), records, cl_min)
-        for (topic, qid), g in sorted(want.items()):
-            qo, rows = expected.queue(g)
+            g = group_of.get(key) if batch[key] >= 0 else None
+            self._batch_queue(bq, None if g is None else expected.queue(g), records, log.min_offset)
+        for k in sorted(missing, key=lambda k: tally.keys[k]):
+            topic, qid = tally.keys[k]
+            if c["irregular"][k]:
+                qo, rows = expected.queue(group_of[(topic, qid)])
+                count, first_qo, first_off = qo.size, int(qo[0]), int(records.offset[rows[0]])
+            else:
+                count, first_qo, first_off = (int(c[name][k])
+                                              for name in ("count", "first_qo", "first_offset"))
             self.problem("consumequeue-missing-queue", f"consumequeue/{topic}/{qid}", None,
-                         f"queue missing: {qo.size} CommitLog records (first at queue offset "
-                         f"{qo[0]}, commitlog offset {records.offset[rows[0]]}) have no unit")
+                         f"queue missing: {count} CommitLog records (first at queue offset "
+                         f"{first_qo}, commitlog offset {first_off}) have no unit")
+
+    def _exact(self, log: CommitLog, tally: QueueTally, troubled: npt.NDArray[np.int64],
+               exact: npt.NDArray[np.int64]) -> tuple[QueueRows, Records]:
+        """Walk the CommitLog again for the records of queues ``exact`` and those the units of
+        the ``troubled`` queues (with ConsumeQueue files) point at; check those queues' units
+        against them as ``_UnitCheck`` does. Returns the records taken, grouped by queue (no
+        walk when ``exact`` is empty)."""
+        targets = np.unique(np.concatenate(
+            [checked_units(g, tally.col["min_offset"], log.min_offset)[3]["commitlog_offset"].astype(np.int64)
+             for g in _file_groups(tally.queues, troubled.tolist())] + [np.zeros(0, dtype=np.int64)]))
+        wanted = np.zeros(len(tally.keys), dtype=np.bool_)
+        wanted[exact] = True
+        columns = RecordColumns()
+        for item in log.walk_past_damage(delay_levels_ms=self.cfg.delay_levels_ms) if exact.size else ():
+            if isinstance(item, RecordBatch):
+                off = item.raw[:, kr.OFFSET]
+                take = np.isin(off, targets, assume_unique=True)
+                to_queue = np.flatnonzero(item.dispatch(self.cfg.delay_levels_ms).to_queue)
+                q = tally.numbers(item, to_queue)
+                take[to_queue[(q >= 0) & wanted[np.maximum(q, 0)]]] = True
+                columns.add(item, self.cfg.delay_levels_ms, np.flatnonzero(take))
+        records = columns.records()
+        expected = QueueRows.of(records)
+        group_of = {key: g for g, key in enumerate(expected.keys)}
+        queues = [tally.queues[k] for k in troubled.tolist()]
+        check = _UnitCheck(queues, [group_of.get((cq.topic, cq.queue_id), -1) for cq in queues],
+                           expected, records, log.min_offset)
+        for group in _file_groups(queues, range(len(queues))):
+            check.files(group)
+        for args in check.problems():
+            self.problem(*args)
+        return expected, records
 
     def _batch_queue(self, bq: BatchConsumeQueue,
                      want: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
@@ -391,78 +540,36 @@ class _Checker:
                              f"the unit at queue offset {qo} points at commitlog offset {unit[0]} "
                              f"({unit[1]} bytes), the record is at {off} ({size} bytes)")
 
-    def _queues(self, queues: list[ConsumeQueue],
-                want: dict[tuple[str, int], int], expected: QueueRows, records: Records,
-                cl_min: int) -> None:
-        """Each queue's units, file by file, against the records it should have (``want``:
-        its number in ``expected`` by queue; taken out of it); units before the
-        queue's first valid one (pre-blank) or below the retained CommitLog are not checked.
-        Vectorised over all the queues, in groups of files of at most ``CHECK_UNITS`` units;
-        the problems come queue by queue as ``queues`` are ordered."""
-        check = _UnitCheck(queues, [want.pop((cq.topic, cq.queue_id), -1) for cq in queues],
-                           expected, records, cl_min)
-        group: list[tuple[int, MappedFile]] = []
-        units = 0
-        for k, cq in enumerate(queues):
-            for mf in cq.files.files:
-                group.append((k, mf))
-                units += mf.wrote // CQ_UNIT_SIZE
-                if units >= CHECK_UNITS:
-                    check.files(group)
-                    group, units = [], 0
-        check.files(group)
-        self.report.units += check.units
-        for args in check.problems():
-            self.problem(*args)
-
     # --- index -------------------------------------------------------------------------------------
-    def index(self, log: CommitLog, records: Records) -> None:
-        if not self.cfg.messageIndexEnable:
-            return
-        try:
-            idx = self.files.index
-        except StoreFormatError as e:
-            self.problem("index-unreadable", "index", None, str(e))
-            return
-        self._index(log, idx, records)
-
-    def _index(self, log: CommitLog, idx: IndexService, records: Records) -> None:
+    def index(self, log: CommitLog, walked: Walked) -> None:
         """Every key of every record from the index's first entry to its last must be found by
-        a query through the index (``IndexService.query``); all keys are checked at once: the
-        entries each file's chains reach are matched against the records' keys."""
+        a query through the index (``IndexService.query``; ``store.index_keys`` matched them
+        during the walk); the headers agree with their entries and records."""
+        idx = self.idx
+        if idx is None:
+            return
+        if isinstance(idx, StoreFormatError):
+            self.problem("index-unreadable", "index", None, str(idx))
+            return
         if not idx.files:
-            if records.key_hash.size:
+            if walked.keys:
                 self.problem("index-missing", "index", None, "no index files, but records have keys")
             return
         cl_min = log.min_offset
         for f in idx.files:
-            self._index_header(f, log, records, cl_min)
-        used = [f for f in idx.files if f.index_count > 1]
-        first = min((f.begin_phy for f in used), default=idx.end_phy + 1)
-        keyed = (records.offset >= first) & (np.diff(records.key_start) > 0)
-        late = keyed & (records.offset > idx.end_phy)
-        checked = np.repeat(keyed & ~late, np.diff(records.key_start))
-        self.report.keys_checked += int(np.count_nonzero(checked))
-        found = np.zeros(records.key_hash.size, dtype=np.bool_)
-        for f in used:
-            if f.end_ts < 0:
-                continue  # a query over all time skips it (``IndexService.query``)
-            reached = np.empty(min(f.entry_num, f.index_count + 1), dtype=np.bool_)
-            index_kernels.reachable(f.buf, f.slot_num, f.index_count, f.begin_ts, reached)
-            index_kernels.found_keys(f.buf, f.slot_num, reached, records.offset, records.key_start,
-                                     records.key_hash, found)
-        missing = np.flatnonzero(checked & ~found)
-        rows = np.searchsorted(records.key_start, missing, side="right") - 1
-        for k, r in zip(missing.tolist(), rows.tolist()):
-            off = int(records.offset[r])
-            key = self._index_keys(log, off)[k - int(records.key_start[r])]
+            self._index_header(f, log, walked.starts, cl_min)
+        keys = walked.index_keys
+        assert keys is not None
+        self.report.keys_checked += keys.checked
+        for off, k in keys.missing:
+            key = self._index_keys(log, off)[k]
             self.problem("index-key-not-found", "index", None,
                          f"key {key!r} of the record at {off} is not found through the index")
-        if late.any():
+        if keys.late:
             self.problem("index-unindexed", idx.files[-1].path, None,
-                         f"{np.count_nonzero(late)} records with keys after the index's last indexed "
+                         f"{keys.late} records with keys after the index's last indexed "
                          f"commitlog offset {idx.end_phy} are not indexed (first at "
-                         f"{records.offset[np.argmax(late)]})")
+                         f"{keys.first_late})")
 
     def _index_keys(self, log: CommitLog, offset: int) -> tuple[str, ...]:
         """The index keys ("topic#key") of the valid record at CommitLog ``offset``."""
@@ -477,9 +584,10 @@ class _Checker:
         assert not isinstance(rec, int)
         return rec
 
-    def _index_header(self, f: IndexFile, log: CommitLog, records: Records, cl_min: int) -> None:
+    def _index_header(self, f: IndexFile, log: CommitLog, starts: set[int], cl_min: int) -> None:
         """Check one index file's header against its geometry, its entries and the records it
-        names (RocketMQ's IndexHeader, as IndexFile.putKey maintains it)."""
+        names (RocketMQ's IndexHeader, as IndexFile.putKey maintains it); ``starts``: which of
+        the headers' phy offsets a walked record starts at."""
         begin_ts, end_ts, begin_phy, end_phy, slots, count = INDEX_HEADER.unpack_from(f.mm, 0)
         wrong = header_problems((begin_ts, end_ts, begin_phy, end_phy, slots, count), f.slot_num,
                                 f.entries)
@@ -488,7 +596,7 @@ class _Checker:
             if last != end_phy:  # a torn last entry (recovery truncates it)
                 wrong.append(f"endPhyOffset {end_phy}, but the last entry holds {last}")
             for name, phy, ts in (("begin", begin_phy, begin_ts), ("end", end_phy, end_ts)):
-                if records.at(phy) is None:
+                if phy not in starts:
                     if phy >= cl_min:
                         wrong.append(f"{name}PhyOffset {phy}: no record starts there")
                     continue
@@ -499,10 +607,10 @@ class _Checker:
             self.problem("index-header", f.path, 0, f"header: {what}")
 
     # --- checkpoint and config ---------------------------------------------------------------------
-    def checkpoint(self, records: Records) -> None:
+    def checkpoint(self, walked: Walked) -> None:
         path = self.root / "checkpoint"
         if not path.exists():
-            if len(records):
+            if walked.records:
                 self.problem("checkpoint", "checkpoint", None, "missing", "warning")
             return
         try:
@@ -510,22 +618,21 @@ class _Checker:
         except StoreFormatError as e:
             self.problem("checkpoint", path, None, str(e))
             return
-        newest = records.times.newest or 0
+        newest = walked.times.newest or 0
         for name, at, ts in (("physicMsgTimestamp", 0, cp.physic), ("logicsMsgTimestamp", 8, cp.logics),
                              ("indexMsgTimestamp", 16, cp.index)):
-            if ts > newest + 1000 and len(records):
+            if ts > newest + 1000 and walked.records:
                 self.problem("checkpoint", path, at,
                              f"{name} {ts} is after the newest stored message ({newest})")
         if (self.root / "abort").exists():
             self.problem("abort", "abort", None, "abort file present: the store was not closed cleanly "
                                         "(or a writer is running)", "warning")
-        try:
-            journal = ingest_journal.read(self.root)
-        except StoreFormatError as e:
-            self.problem("ingest-pending", ingest_journal.JOURNAL_NAME, None, str(e))
+        journal = self.journal
+        if isinstance(journal, StoreFormatError):
+            self.problem("ingest-pending", ingest_journal.JOURNAL_NAME, None, str(journal))
             return
         if journal is not None:
-            after = int(np.count_nonzero(records.offset >= journal.commitlog_end))
+            after = walked.journal_after
             self.problem("ingest-pending", ingest_journal.JOURNAL_NAME, journal.commitlog_end,
                          f"an unfinished ingest: its {after} records from offset "
                          f"{journal.commitlog_end} on are not served and the next writer open "
@@ -558,7 +665,7 @@ class _Checker:
                                  f"group {group}: offset {off} of {topic}/{q} is past its max {hi}")
 
 
-#: units checked at a time by ``_UnitCheck.files``
+#: units read at a time (``_file_groups``)
 CHECK_UNITS = 1 << 20
 
 #: a problem's ``_Checker.problem`` arguments
@@ -566,7 +673,7 @@ ProblemArgs = tuple[str, Path | str, int | None, str]
 
 
 class _UnitCheck:
-    """``_Checker._queues``' check of ConsumeQueue units against records, vectorised: ``files``
+    """``_Checker._exact``'s check of ConsumeQueue units against records, vectorised: ``files``
     checks groups of the queues' files, ``problems`` then lists what was found."""
 
     def __init__(self, queues: list[ConsumeQueue], want: list[int], expected: QueueRows,
@@ -587,7 +694,6 @@ class _UnitCheck:
         #: per queue, its min offset; a last row for "no queue" (-1)
         self.min_offset = np.array([cq.min_offset for cq in queues] + [0], dtype=np.int64)
         self.claimed = np.zeros(expected.rows.size, dtype=np.bool_)
-        self.units = 0
         self.found: dict[int, list[ProblemArgs]] = {}
 
     def files(self, group: list[tuple[int, MappedFile]]) -> None:
@@ -595,17 +701,8 @@ class _UnitCheck:
         if not group:
             return
         records = self.records
-        parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for _, mf in group]
-        counts = np.array([p.size for p in parts], dtype=np.int64)
-        units = np.concatenate(parts)
-        fi = np.repeat(np.arange(len(group)), counts)
-        qk = np.array([k for k, _ in group], dtype=np.int64)[fi]
-        firsts = np.array([mf.start // CQ_UNIT_SIZE for _, mf in group], dtype=np.int64)
-        q = firsts[fi] + np.arange(units.size, dtype=np.int64) - (np.cumsum(counts) - counts)[fi]
+        fi, qk, q, units = checked_units(group, self.min_offset, self.cl_min)
         off = units["commitlog_offset"].astype(np.int64)
-        keep = (q >= self.min_offset[qk]) & (off >= self.cl_min)
-        fi, qk, q, off, units = fi[keep], qk[keep], q[keep], off[keep], units[keep]
-        self.units += int(q.size)
         rec, has_rec = records.find(off)
         rank = np.minimum(np.searchsorted(self.offsets, q), max(self.offsets.size - 1, 0))
         w, has_want = _lookup(self.want_key, self.want[qk] * self.offsets.size + rank)
@@ -684,13 +781,14 @@ def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any
         if refused:
             c.report.problems.append(Problem("error", ".", None, refused, "not-a-store"))
             return c.report
-        loaded = c.commitlog()
-        if loaded is None:
+        log = c.load()
+        if log is None:
             return c.report
-        log, records = loaded
-        queues = QueueRows.of(records)
-        c.consume_queues(log, records, queues)
-        c.index(log, records)
-        c.checkpoint(records)
-        c.config(queues.max_offsets())
+        walked = c.walked(log)
+        c.commitlog(log, walked)
+        walked.finish()
+        c.consume_queues(log, walked.queues)
+        c.index(log, walked)
+        c.checkpoint(walked)
+        c.config(walked.queues.max_offsets())
         return c.report

@@ -125,14 +125,14 @@ def reachable(buf: Buffer, slot_num: int, index_count: int, begin_ts: int,
 
 
 @kernel
-def found_keys(buf: Buffer, slot_num: int, found: npt.NDArray[np.bool_],
+def found_keys(buf: Buffer, slot_num: int, found: npt.NDArray[np.bool_], first: int, end: int,
                record_offsets: npt.NDArray[np.int64], key_start: npt.NDArray[np.int64],
                key_hashes: npt.NDArray[np.int32], out: npt.NDArray[np.bool_]) -> None:
     """Set ``out[k]`` for each record key ``k`` that a ``found`` entry of the file in ``buf``
-    stands for: the entry's phyOffset is the record's offset and its keyHash the key's hash.
-    Record ``r`` starts at ``record_offsets[r]`` (ascending) and its keys are ``key_hashes``
-    rows ``key_start[r]`` to ``key_start[r + 1]``."""
-    for e in range(found.size):
+    at a position in ``[first, end)`` stands for: the entry's phyOffset is the record's offset
+    and its keyHash the key's hash. Record ``r`` starts at ``record_offsets[r]`` (ascending)
+    and its keys are ``key_hashes`` rows ``key_start[r]`` to ``key_start[r + 1]``."""
+    for e in range(max(first, 0), min(end, found.size)):
         if not found[e]:
             continue
         at = _entry_at(slot_num, e)

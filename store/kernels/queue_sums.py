@@ -1,0 +1,58 @@
+"""Per-queue tallies that let verify check every ConsumeQueue against the CommitLog without a
+table of the records: a queue's units are right when, as multisets, its units' (queue offset,
+CommitLog offset, size, tagsCode) equal its records' (``add``: a count and a sum of a 64-bit mix
+of each, compared at the end), and the records' queue offsets rise in CommitLog order (``extents``).
+
+Sums wrap at 2**64; equal sums of different multisets need a 64-bit collision of the mix.
+"""
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketlake.store.kernels import kernel
+
+Ints = npt.NDArray[np.int64]
+UInts = npt.NDArray[np.uint64]
+
+
+@kernel
+def _mix(queue_offset: int, offset: int, size: int, tags_code: int) -> np.uint64:
+    """A 64-bit mix of one (queue offset, CommitLog offset, size, tagsCode) (splitmix64's
+    finaliser over a combination of the four)."""
+    z = (np.uint64(queue_offset) * np.uint64(0x9E3779B97F4A7C15)
+         + np.uint64(offset) * np.uint64(0xC2B2AE3D27D4EB4F)
+         + np.uint64(size) * np.uint64(0x165667B19E3779F9)
+         + np.uint64(tags_code) * np.uint64(0xD6E8FEB86659FD93))
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+@kernel
+def add(queue: Ints, queue_offset: Ints, offset: Ints, size: Ints, tags_code: Ints,
+        sums: UInts, counts: Ints) -> None:
+    """For each row i: ``counts[queue[i]] += 1`` and ``sums[queue[i]] += mix(row i)``."""
+    for i in range(queue.size):
+        q = queue[i]
+        counts[q] += 1
+        sums[q] += _mix(queue_offset[i], offset[i], size[i], tags_code[i])
+
+
+@kernel
+def extents(queue: Ints, queue_offset: Ints, offset: Ints, count: Ints, first_qo: Ints,
+            first_offset: Ints, max_qo: Ints, irregular: npt.NDArray[np.bool_]) -> None:
+    """Take rows in CommitLog order: per queue, ``count`` of rows, the first row's queue offset
+    and CommitLog offset (``first_qo``, ``first_offset``: set when ``count`` was 0), the highest
+    queue offset (``max_qo``), and ``irregular`` once a row's queue offset is not above every
+    earlier one's (a repeated or out-of-order queue offset)."""
+    for i in range(queue.size):
+        q = queue[i]
+        qo = queue_offset[i]
+        if count[q] == 0:
+            first_qo[q], first_offset[q], max_qo[q] = qo, offset[i], qo
+        elif qo <= max_qo[q]:
+            irregular[q] = True
+        else:
+            max_qo[q] = qo
+        count[q] += 1

@@ -1,0 +1,153 @@
+"""Verify's check of the ConsumeQueues in memory bounded by the number of queues, not of records.
+
+The CommitLog walk hands each batch to ``QueueTally.records``: per queue, how many records, the
+first one's queue offset and CommitLog offset, the highest queue offset, whether the queue
+offsets rise in CommitLog order, and a count and 64-bit sum (``kernels.queue_sums``) of the
+records a unit must stand for (at or above the retained CommitLog and the queue's min offset).
+``units`` takes the same count and sum of each queue's checked units. A queue whose sums agree,
+whose offsets rise and that has no retained record below its min offset has no finding: its
+units and those records are the same multiset. The other queues (``troubled``) are checked
+exactly, with the records of only those queues and of the records their units point at
+(``collect``), by verify's table-based check.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rocketlake.store.codec import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
+from rocketlake.store.consume_queue import ConsumeQueue, read_units
+from rocketlake.store.kernels import queue_sums
+from rocketlake.store.kernels import records as kr
+from rocketlake.store.mapped_file import MappedFile
+from rocketlake.store.record_walk import RecordBatch
+
+Ints = npt.NDArray[np.int64]
+
+#: per-queue columns: name -> (dtype, value of a queue not seen yet)
+_COLUMNS: dict[str, tuple[Any, Any]] = {
+    "min_offset": (np.int64, 0), "count": (np.int64, 0), "first_qo": (np.int64, 0),
+    "first_offset": (np.int64, 0), "max_qo": (np.int64, 0), "irregular": (np.bool_, False),
+    "hidden": (np.int64, 0), "record_sum": (np.uint64, 0), "record_count": (np.int64, 0),
+    "unit_sum": (np.uint64, 0), "unit_count": (np.int64, 0)}
+
+
+class QueueTally:
+    """Per-queue counters of records and units. Queue ``k < len(queues)`` is ``queues[k]``;
+    queues that have records but no ConsumeQueue files follow, numbered as the walk meets them;
+    ``keys[k]`` is (topic, queue id)."""
+
+    def __init__(self, queues: list[ConsumeQueue], cl_min: int, delay_levels_ms: tuple[int, ...]) -> None:
+        self.queues, self.cl_min, self.delay_levels_ms = queues, cl_min, delay_levels_ms
+        self.keys: list[tuple[str, int]] = []
+        self.topic_ids: dict[str, int] = {}
+        self._known = np.zeros(0, dtype=np.int64)   # queue keys (``_key``), ascending
+        self._number = np.zeros(0, dtype=np.int64)  # the queue number of each
+        self.col: dict[str, npt.NDArray[Any]] = {n: np.zeros(0, dtype=d) for n, (d, _) in _COLUMNS.items()}
+        self._add_queues([(cq.topic, cq.queue_id) for cq in queues])
+        self.col["min_offset"][:] = [cq.min_offset for cq in queues]
+
+    def _key(self, topic_ids: Ints, queue_ids: Ints) -> Ints:
+        key = topic_ids.astype(np.int64) << 32
+        key |= queue_ids.astype(np.int64) & 0xFFFFFFFF
+        return key
+
+    def _add_queues(self, keys: list[tuple[str, int]]) -> None:
+        first = len(self.keys)
+        self.keys += keys
+        tids = np.array([self.topic_ids.setdefault(t, len(self.topic_ids)) for t, _ in keys], dtype=np.int64)
+        new = self._key(tids, np.array([q for _, q in keys], dtype=np.int64))
+        known = np.concatenate((self._known, new))
+        number = np.concatenate((self._number, np.arange(first, len(self.keys), dtype=np.int64)))
+        order = np.argsort(known, kind="stable")
+        self._known, self._number = known[order], number[order]
+        for name, (dtype, empty) in _COLUMNS.items():
+            self.col[name] = np.concatenate((self.col[name], np.full(len(keys), empty, dtype=dtype)))
+
+    def numbers(self, batch: RecordBatch, rows: Ints, grow: bool = False) -> Ints:
+        """The queue number of each of ``rows`` of ``batch`` (queues not known yet are added when
+        ``grow``, else their rows get -1)."""
+        ids, names = batch.topics
+        tids = np.array([self.topic_ids.get(n, -1) for n in names], dtype=np.int64)
+        if grow and (tids < 0).any():
+            for n in names:
+                self.topic_ids.setdefault(n, len(self.topic_ids))
+            tids = np.array([self.topic_ids[n] for n in names], dtype=np.int64)
+        qids = batch.raw[rows, kr.QUEUE_ID]
+        key = self._key(tids[ids[rows]], qids)
+        at = np.minimum(np.searchsorted(self._known, key), max(self._known.size - 1, 0))
+        hit = self._known[at] == key if self._known.size else np.zeros(key.size, dtype=np.bool_)
+        if grow and not hit.all():
+            inverse = {t: n for n, t in self.topic_ids.items()}
+            new = np.unique(key[~hit])
+            self._add_queues([(inverse[int(k >> 32)], int(np.int32(np.uint32(k & 0xFFFFFFFF))))
+                              for k in new.tolist()])
+            return self.numbers(batch, rows)
+        return np.where(hit, self._number[at], -1)
+
+    def records(self, batch: RecordBatch) -> None:
+        """Take a walked batch (CommitLog order)."""
+        cols = batch.dispatch(self.delay_levels_ms)
+        rows = np.flatnonzero(cols.to_queue)
+        if not rows.size:
+            return
+        raw, c = batch.raw, self.col
+        q = self.numbers(batch, rows, grow=True)
+        qo, off = raw[rows, kr.QUEUE_OFFSET], raw[rows, kr.OFFSET]
+        queue_sums.extents(q, qo, off, c["count"], c["first_qo"], c["first_offset"], c["max_qo"],
+                           c["irregular"])
+        retained = off >= self.cl_min
+        above = qo >= c["min_offset"][q]
+        unit = np.flatnonzero(retained & above)
+        queue_sums.add(q[unit], qo[unit], off[unit], raw[rows[unit], kr.SIZE],
+                       cols.tags_code[rows[unit]], c["record_sum"], c["record_count"])
+        below = q[retained & ~above]
+        if below.size:
+            c["hidden"] += np.bincount(below, minlength=len(self.keys))
+
+    def units(self, group: list[tuple[int, MappedFile]]) -> None:
+        """Take the units of each (queue number, file) of ``group``."""
+        if not group:
+            return
+        _, qk, q, units = checked_units(group, self.col["min_offset"], self.cl_min)
+        queue_sums.add(qk, q, units["commitlog_offset"].astype(np.int64), units["size"].astype(np.int64),
+                       units["tags_code"].astype(np.int64), self.col["unit_sum"], self.col["unit_count"])
+
+    @property
+    def unit_total(self) -> int:
+        """Units checked, all queues."""
+        return int(self.col["unit_count"].sum())
+
+    def troubled(self) -> Ints:
+        """Numbers of the queues with ConsumeQueue files whose units and records may disagree."""
+        c, n = self.col, len(self.queues)
+        bad = (c["irregular"][:n] | (c["record_sum"][:n] != c["unit_sum"][:n])
+               | (c["record_count"][:n] != c["unit_count"][:n]) | (c["hidden"][:n] > 0))
+        return np.flatnonzero(bad)
+
+    def max_offsets(self) -> dict[tuple[str, int], int]:
+        """Per queue with records, the queue offset after its highest record's (at least 0)."""
+        c = self.col
+        return {self.keys[k]: max(0, int(c["max_qo"][k]) + 1)
+                for k in np.flatnonzero(c["count"] > 0).tolist()}
+
+
+def checked_units(group: list[tuple[int, MappedFile]], min_offset: Ints, cl_min: int
+                  ) -> tuple[Ints, Ints, Ints, npt.NDArray[np.void]]:
+    """The units of each (queue number k, file) of ``group`` that are checked: at or above the
+    queue's min offset (``min_offset[k]``), pointing at or above the retained CommitLog
+    (``cl_min``). Returns (the file's place in ``group``, queue number, queue offset, unit) of
+    each. The units are copied: the files' mapped pages are released."""
+    parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for _, mf in group]
+    for _, mf in group:
+        mf.release(0, mf.wrote)
+    counts = np.array([p.size for p in parts], dtype=np.int64)
+    units = np.concatenate(parts) if parts else np.zeros(0, dtype=CQ_UNIT_DTYPE)
+    fi = np.repeat(np.arange(len(group)), counts)
+    qk = np.array([k for k, _ in group], dtype=np.int64)[fi]
+    firsts = np.array([mf.start // CQ_UNIT_SIZE for _, mf in group], dtype=np.int64)
+    q = firsts[fi] + np.arange(units.size, dtype=np.int64) - (np.cumsum(counts) - counts)[fi]
+    keep = (q >= min_offset[qk]) & (units["commitlog_offset"] >= cl_min)
+    return fi[keep], qk[keep], q[keep], units[keep]
