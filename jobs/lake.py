@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rocketlake.store.config import BROKER_PROPERTIES, broker_name
 from rocketlake.store.errors import SettingError
@@ -116,19 +116,44 @@ class TableState:
     transactions: dict[str, int]
 
 
-def table_state(spark: SparkSession, uri: str) -> TableState | None:
-    """The state of the Delta table at ``uri`` from its log (the JVM's cached ``DeltaLog``, brought
-    up to date; the same log a write then uses); None when no Delta table is there."""
+def _jvm(spark: SparkSession) -> Any:
     jvm = spark.sparkContext._jvm
     assert jvm is not None, "a running session has a JVM"
+    return jvm
+
+
+def _delta_log(spark: SparkSession, uri: str) -> tuple[Any, Any] | None:
+    """(the JVM's cached ``DeltaLog`` of the table at ``uri``, its snapshot brought up to date: the
+    same log a write then uses); None when no Delta table is there."""
+    jvm = _jvm(spark)
     none = jvm.scala.Option.empty()
-    snapshot = (jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)
-                .update(False, none, none))
-    if snapshot.version() < 0:
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri)
+    snapshot = log.update(False, none, none)
+    return None if snapshot.version() < 0 else (log, snapshot)
+
+
+def table_state(spark: SparkSession, uri: str) -> TableState | None:
+    """The state of the Delta table at ``uri`` from its log; None when no Delta table is there."""
+    found = _delta_log(spark, uri)
+    if found is None:
         return None
-    as_dict = jvm.scala.jdk.javaapi.CollectionConverters.asJava
-    return TableState(dict(as_dict(snapshot.metadata().configuration())),
-                      {k: int(v) for k, v in as_dict(snapshot.transactions()).items()})
+    as_java = _jvm(spark).scala.jdk.javaapi.CollectionConverters.asJava
+    snapshot = found[1]
+    return TableState(dict(as_java(snapshot.metadata().configuration())),
+                      {k: int(v) for k, v in as_java(snapshot.transactions()).items()})
+
+
+def commit_metadata(spark: SparkSession, uri: str, limit: int) -> list[str | None]:
+    """The ``userMetadata`` of the ``limit`` latest commits of the Delta table at ``uri`` (None for
+    a commit without), newest first, read from its log in one call (Delta's history manager; no
+    DataFrame, no Spark job); [] when no Delta table is there."""
+    found = _delta_log(spark, uri)
+    if found is None:
+        return []
+    jvm = _jvm(spark)
+    commits = jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+        found[0].history().getHistory(jvm.scala.Some(limit)))
+    return [c.userMetadata().get() if c.userMetadata().isDefined() else None for c in commits]
 
 
 def ensure_table(spark: SparkSession, uri: str, schema: StructType, partitions: Iterable[str],

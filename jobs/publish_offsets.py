@@ -30,7 +30,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from rocketlake.jobs import job_support
 from rocketlake.jobs.job_commands import job_main
@@ -57,12 +56,15 @@ from rocketlake.store.swap_journal import refuse_unfinished
 from rocketlake.transforms.commitlog_scan import commitlog_files
 from rocketlake.transforms.offset_units import UNIT_SCHEMA, read_queue_units
 from rocketlake.transforms.offsets import (
+    CONSUMER_OFFSETS_SCHEMA,
+    QUEUE_OFFSETS_SCHEMA,
     QUEUES_SCHEMA,
-    committed_offsets,
-    consumer_offsets,
-    history_rows,
-    queue_offsets,
-    queue_requests,
+    arrow_schema,
+    committed_rows,
+    consumer_rows,
+    history_table,
+    queue_rows,
+    request_rows,
     same_rows,
 )
 
@@ -82,13 +84,28 @@ class StoreLayout:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One snapshot's rows (from data read once, before anything is written)."""
+    """One snapshot's rows (from data read once, before anything is written), as Arrow tables:
+    ``queues`` (``QUEUE_OFFSETS_SCHEMA``), ``consumers`` (``CONSUMER_OFFSETS_SCHEMA``)."""
+    spark: SparkSession
     store: str
     ts: datetime
-    queue_rows: DataFrame
-    consumer_rows: DataFrame
+    queues: pa.Table
+    consumers: pa.Table
     commitlog_errors: list[str]
     commitlog_error_count: int
+
+    @property
+    def rows(self) -> pa.Table:
+        """Both kinds as the history's rows (``HISTORY_SCHEMA``)."""
+        return history_table(self.queues, self.consumers)
+
+    @property
+    def queue_rows(self) -> DataFrame:
+        return self.spark.createDataFrame(self.queues, QUEUE_OFFSETS_SCHEMA)
+
+    @property
+    def consumer_rows(self) -> DataFrame:
+        return self.spark.createDataFrame(self.consumers, CONSUMER_OFFSETS_SCHEMA)
 
 
 # --- reading the store ----------------------------------------------------------------------------
@@ -126,22 +143,22 @@ def check_topics(table: dict[tuple[str, str], dict[int, int]], layout: StoreLayo
 def read_snapshot(spark: SparkSession, root: Path, cfg: StoreConfig, layout: StoreLayout,
                   table: dict[tuple[str, str], dict[int, int]], store: str,
                   ts: datetime) -> Snapshot:
-    """Compute the snapshot's queue and consumer rows from the store's files.
+    """Compute the snapshot's queue and consumer rows from the store's files, on the driver (no
+    Spark job: ``spark`` only backs the snapshot's DataFrames).
 
-    The units the rows need are O(queues + committed offsets), so the driver reads them
-    (``read_queue_units``, the store library) once, as one Arrow table; the rows are Spark
-    transforms of that local table and of the offset table, so recomputing them reads nothing
-    again and every write of the snapshot sees the same rows."""
-    committed = committed_offsets(spark, table)
-    queues = spark.createDataFrame(layout.queues, QUEUES_SCHEMA)
-    requests = queue_requests(queues, committed).toArrow()
-    units_table = pa.Table.from_batches(
+    The units the rows need are O(queues + committed offsets): the driver reads them
+    (``read_queue_units``, the store library) once, as one Arrow table, and the rows are
+    ``transforms.offsets``' functions of that table and of the offset table ``table``, so every
+    write of the snapshot sees the same rows."""
+    queues = pa.Table.from_pylist([{"topic": t, "queue_id": q} for t, q in layout.queues],
+                                  schema=arrow_schema(QUEUES_SCHEMA))
+    requests = request_rows(queues, committed_rows(table))
+    units = pa.Table.from_batches(
         list(read_queue_units(iter(requests.to_batches()), str(root), cfg)), UNIT_SCHEMA)
-    units = spark.createDataFrame(units_table, from_arrow_schema(UNIT_SCHEMA))
-    errors = pc.drop_null(units_table.column("commitlog_error")).to_pylist()
-    queue_rows = queue_offsets(units, layout.commitlog_min_offset, store, ts)
-    consumer_rows = consumer_offsets(committed, queue_rows, units, store, ts)
-    return Snapshot(store, ts, queue_rows, consumer_rows, errors[:MAX_REPORTED], len(errors))
+    errors = pc.drop_null(units.column("commitlog_error")).to_pylist()
+    queue_table = queue_rows(units, layout.commitlog_min_offset, store, ts)
+    consumers = consumer_rows(table, queue_table, units, store, ts)
+    return Snapshot(spark, store, ts, queue_table, consumers, errors[:MAX_REPORTED], len(errors))
 
 
 # --- writing the lake -----------------------------------------------------------------------------
@@ -200,14 +217,12 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
         log.warning("%s: warning: %s", PROG, w.message)
     check_topics(table, layout)
     spark = build_session(PROG, master=master)
-    with spark_progress(spark, "snapshot"):
-        snap = read_snapshot(spark, root, cfg, layout, table, store, ts)
+    snap = read_snapshot(spark, root, cfg, layout, table, store, ts)
     if snap.commitlog_error_count:
         log.warning("%s: warning: %d ConsumeQueue unit(s) disagree with the CommitLog (published "
                     "without their store times): %s", PROG, snap.commitlog_error_count,
                     "; ".join(map(str, snap.commitlog_errors)))
-    with spark_progress(spark, "rows"):
-        rows = history_rows(snap.queue_rows, snap.consumer_rows).toArrow()
+    rows = snap.rows
     kinds = rows.column("kind")
     queues = pc.sum(pc.equal(kinds, "queue")).as_py() or 0
     consumers = rows.num_rows - queues

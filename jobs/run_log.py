@@ -18,7 +18,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from rocketlake.jobs.lake import ensure_table, table_exists, table_properties, table_uri
+from rocketlake.jobs.lake import (
+    commit_metadata,
+    ensure_table,
+    table_exists,
+    table_properties,
+    table_uri,
+)
 from rocketlake.jobs.table_names import OFFSETS_HISTORY, RUNS_TABLE
 
 RUNS_SCHEMA = StructType([
@@ -76,14 +82,10 @@ def read_runs(spark: SparkSession, lake: str, limit: int) -> list[dict[str, Any]
 def _carried_runs(spark: SparkSession, uri: str, limit: int) -> list[dict[str, Any]]:
     """The run records in the ``userMetadata`` of the table's ``limit`` latest commits (commits
     without one, or with other metadata, are not runs)."""
-    from delta.tables import DeltaTable
-
-    if not table_exists(spark, uri):
-        return []
     runs = []
-    for c in DeltaTable.forPath(spark, uri).history(limit).select("userMetadata").collect():
+    for text in commit_metadata(spark, uri, limit):
         try:
-            run = json.loads(c.userMetadata or "null")
+            run = json.loads(text or "null")
         except ValueError:
             continue
         if isinstance(run, dict) and set(run) == {f.name for f in RUNS_SCHEMA} - {

@@ -151,6 +151,26 @@ def test_retention_moves_min_offsets_to_the_commitlog_minimum(spark, tmp_path: P
 
 
 # --- snapshots, idempotence, recovery ------------------------------------------------------------
+def test_snapshot_rows_come_from_the_driver_without_a_spark_job(spark, store: Path) -> None:
+    """The store library computes the rows on the driver: reading a snapshot starts no Spark job
+    (a run's only Spark work is its one Delta commit)."""
+    cfg, sc = load_config(SMALL), spark.sparkContext
+    sc.setJobGroup("snapshot-read", "read_snapshot")
+    try:
+        snap = read_snapshot(spark, store, cfg, read_layout(store, cfg),
+                             read_consumer_offsets(store), "s1", T1)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it
+    assert list(sc.statusTracker().getJobIdsForGroup("snapshot-read")) == []
+    # orders/q holds messages q, q+3, ... of 0..99 (34, 33, 33); audit-log/0 10 messages
+    assert sorted((r["kind"], r["topic"], r["queue_id"], r["max_offset"])
+                  for r in snap.rows.to_pylist()) == [
+        ("consumer", "audit-log", 0, 10), ("consumer", "orders", 0, 34),
+        ("consumer", "orders", 1, 33), ("consumer", "orders", 2, 33),
+        ("queue", "audit-log", 0, 10), ("queue", "orders", 0, 34), ("queue", "orders", 1, 33),
+        ("queue", "orders", 2, 33)]
+
+
 def test_snapshots_current_tables_history_and_idempotence(spark, store: Path, tmp_path: Path,
                                                           capsys) -> None:
     lake = tmp_path / "lake"
