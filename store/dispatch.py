@@ -14,7 +14,7 @@ import numpy.typing as npt
 from rocketlake.store import codec
 from rocketlake.store.codec import Record
 from rocketlake.store.config import StoreConfig
-from rocketlake.store.consume_queue import ConsumeQueue
+from rocketlake.store.consume_queue import ConsumeQueue, QueueFilesWriter
 from rocketlake.store.index import IndexService
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.record_walk import DispatchColumns, RecordBatch
@@ -94,9 +94,11 @@ class Dispatcher:
     BATCH = 4096
 
     def __init__(self, root: Path, cfg: StoreConfig, queues: dict[tuple[str, int], ConsumeQueue],
-                 index: IndexService | None) -> None:
+                 index: IndexService | None, files: QueueFilesWriter | None = None) -> None:
+        """``files``: write the units of ``add_columns`` into new ConsumeQueue files with plain
+        writes (a rebuild's output) instead of through ``queues``."""
         self.root, self.cq_file_size = Path(root), cfg.mappedFileSizeConsumeQueue
-        self.queues, self.index = queues, index
+        self.queues, self.index, self.files = queues, index, files
         self.last_timestamp = 0
         self._units: dict[tuple[str, int], list[int]] = {}  # queue_offset, offset, size, tags_code ...
         self._pending = 0
@@ -200,20 +202,25 @@ class Dispatcher:
             order = np.argsort(group, kind="stable")
             sel, group = sel[order], group[order]
             starts = np.concatenate(([0], np.flatnonzero(np.diff(group)) + 1))
-            queues = [self.queue(topics[t], q) for t, q in
-                      zip(topic_ids[sel[starts]].tolist(), queue_ids[sel[starts]].tolist())]
-            # units of records that end at or before the end of a queue's last dispatched record
-            # are there already (``put_many`` skips them): only queues with others are written
-            done = np.array([cq.max_physic_offset for cq in queues], dtype=np.int64)
             ends = np.append(starts[1:], sel.size)
-            fresh = offsets[sel] + sizes[sel] > np.repeat(done, ends - starts)
-            for k in np.flatnonzero(np.logical_or.reduceat(fresh, starts)).tolist():
-                rows = sel[starts[k]:ends[k]]
-                units = np.empty(rows.size, dtype=codec.CQ_UNIT_DTYPE)
-                units["commitlog_offset"] = offsets[rows]
-                units["size"] = sizes[rows]
-                units["tags_code"] = tags_code[rows]
-                queues[k].put_many(queue_offsets[rows], units)
+            keys = list(zip(topic_ids[sel[starts]].tolist(), queue_ids[sel[starts]].tolist()))
+            units = np.empty(sel.size, dtype=codec.CQ_UNIT_DTYPE)
+            units["commitlog_offset"] = offsets[sel]
+            units["size"] = sizes[sel]
+            units["tags_code"] = tags_code[sel]
+            qoffs = queue_offsets[sel]
+            if self.files is not None:
+                for (t, q), lo, hi in zip(keys, starts.tolist(), ends.tolist()):
+                    self.files.write(topics[t], q, qoffs[lo:hi], units[lo:hi])
+            else:
+                queues = [self.queue(topics[t], q) for t, q in keys]
+                # units of records that end at or before the end of a queue's last dispatched
+                # record are there already (``put_many`` skips them): only queues with others
+                # are written
+                done = np.array([cq.max_physic_offset for cq in queues], dtype=np.int64)
+                fresh = offsets[sel] + sizes[sel] > np.repeat(done, ends - starts)
+                for k in np.flatnonzero(np.logical_or.reduceat(fresh, starts)).tolist():
+                    queues[k].put_many(qoffs[starts[k]:ends[k]], units[starts[k]:ends[k]])
         if self.index is not None and key_hashes.size:
             self.index.add_hashes(key_hashes, np.repeat(offsets, key_counts),
                                   np.repeat(store_ts, key_counts))

@@ -190,15 +190,7 @@ def create_file(path: Path, size: int) -> int:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = create_temporary(tmp)
-        try:
-            os.posix_fallocate(fd, 0, size)
-        except OSError as e:
-            if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-                raise
-            # glibc already emulates posix_fallocate by writing where the file system has no
-            # fallocate; this is reached only where neither works (e.g. a libc without the
-            # emulation). The file is then sparse as before: its space is not reserved.
-            os.ftruncate(fd, size)
+        reserve(fd, size)
         os.rename(tmp, path)
     except BaseException as e:
         if fd >= 0:
@@ -210,6 +202,21 @@ def create_file(path: Path, size: int) -> int:
     if not deferred(path):
         fsync_dir(path.parent)
     return fd
+
+
+def reserve(fd: int, size: int) -> None:
+    """Make the new, empty file ``fd`` ``size`` bytes of zeros, its space allocated on disk
+    (``posix_fallocate``): writing it later, also through a mapping, never meets a full disk.
+    An OSError (ENOSPC: the disk is full) as it comes."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise
+        # glibc already emulates posix_fallocate by writing where the file system has no
+        # fallocate; this is reached only where neither works (e.g. a libc without the
+        # emulation). The file is then sparse: its space is not reserved.
+        os.ftruncate(fd, size)
 
 
 def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> None:

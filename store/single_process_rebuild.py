@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rocketlake.store.config import StoreConfig, load_config
+from rocketlake.store.consume_queue import QueueFilesWriter
 from rocketlake.store.dispatch import Dispatcher
 from rocketlake.store.index import IndexService
 from rocketlake.store.safe_files import bulk_output
@@ -41,7 +42,8 @@ def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = Tr
     with StoreFiles(store, cfg) as files, bulk_output(out):
         walk = files.commitlog.walk(check_crc=True)
         idx = IndexService(out, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) if index else None
-        d = Dispatcher(out, cfg, {}, idx)
+        queues = QueueFilesWriter(out, cfg.mappedFileSizeConsumeQueue)
+        d = Dispatcher(out, cfg, {}, idx, queues)
         n = 0
         try:
             for batch in walk:
@@ -50,5 +52,5 @@ def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = Tr
             d.flush()
         finally:
             d.close()
-        declare_topics(out, queue_counts(d.queues))
+        declare_topics(out, queue_counts(queues.ends))
     return RebuildStats(n, walk.end, walk.error)
