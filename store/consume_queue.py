@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import gc
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -557,11 +557,45 @@ class QueueFilesWriter:
     written where its units end. ``ends``: per queue written to, the queue offset after the
     last unit written."""
 
+    #: units ``add`` holds before it writes them
+    BUFFER = 1 << 21
+
     def __init__(self, root: Path, file_size: int, within: str = CONSUME_QUEUE_DIR) -> None:
         self.root, self.file_size, self.within = Path(root), file_size, within
         self.ends: dict[tuple[str, int], int] = {}
         self._topics: dict[str, Path] = {}
         self._dirs: dict[tuple[str, int], Path] = {}
+        self._topic_no: dict[str, int] = {}
+        self._held: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # queue, offsets, units
+        self._held_units = 0
+
+    def add(self, topics: Sequence[str], topic_ids: np.ndarray, queue_ids: np.ndarray,
+            queue_offsets: np.ndarray, units: np.ndarray) -> None:
+        """Write units of queues (``topics[topic_ids[i]]``, ``queue_ids[i]``) given in put order,
+        after those added before: held until ``flush`` or until ``BUFFER`` units are held, so
+        that a queue whose units come in many calls is written once per flush."""
+        no = np.array([self._topic_no.setdefault(t, len(self._topic_no)) for t in topics],
+                      dtype=np.int64)
+        self._held.append((no[topic_ids] << 32 | (queue_ids & 0xFFFFFFFF), queue_offsets, units))
+        self._held_units += units.size
+        if self._held_units >= self.BUFFER:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every unit ``add`` holds, one ``write`` per queue."""
+        if not self._held:
+            return
+        held, self._held, self._held_units = self._held, [], 0
+        group = np.concatenate([h[0] for h in held])
+        order = np.argsort(group, kind="stable")  # put order kept within a queue
+        group = group[order]
+        qoff = np.concatenate([h[1] for h in held])[order]
+        units = np.concatenate([h[2] for h in held])[order]
+        names = list(self._topic_no)
+        bounds = np.r_[0, np.flatnonzero(np.diff(group)) + 1, group.size].tolist()
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            g = int(group[lo])
+            self.write(names[g >> 32], int(np.int32(g & 0xFFFFFFFF)), qoff[lo:hi], units[lo:hi])
 
     def write(self, topic: str, queue_id: int, queue_offsets: np.ndarray, units: np.ndarray,
               after: int | None = None) -> int:

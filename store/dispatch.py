@@ -83,6 +83,16 @@ def from_record(rec: Record, delay_levels_ms: tuple[int, ...]) -> DispatchReques
                            index_keys(rec.topic, props, rec.sys_flag))
 
 
+def _units(offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64],
+           tags_code: npt.NDArray[np.int64], rows: npt.NDArray[np.intp]) -> np.ndarray:
+    """The ConsumeQueue units (``CQ_UNIT_DTYPE``) of records ``rows`` of the columns."""
+    units = np.empty(rows.size, dtype=codec.CQ_UNIT_DTYPE)
+    units["commitlog_offset"] = offsets[rows]
+    units["size"] = sizes[rows]
+    units["tags_code"] = tags_code[rows]
+    return units
+
+
 class Dispatcher:
     """Applies dispatches to a store's ConsumeQueues and index (RocketMQ's reput step).
 
@@ -197,30 +207,24 @@ class Dispatcher:
         ``queue_ids[i]``), and ``key_counts[i]`` index keys (``key_hashes``, flat, index hashes)."""
         self.apply()
         sel = np.flatnonzero(to_queue)
-        if sel.size:
+        if sel.size and self.files is not None:
+            self.files.add(topics, topic_ids[sel], queue_ids[sel], queue_offsets[sel],
+                           _units(offsets, sizes, tags_code, sel))
+        elif sel.size:
             group = topic_ids[sel] << 32 | (queue_ids[sel] & 0xFFFFFFFF)
             order = np.argsort(group, kind="stable")
             sel, group = sel[order], group[order]
             starts = np.concatenate(([0], np.flatnonzero(np.diff(group)) + 1))
+            queues = [self.queue(topics[t], q) for t, q in
+                      zip(topic_ids[sel[starts]].tolist(), queue_ids[sel[starts]].tolist())]
+            # units of records that end at or before the end of a queue's last dispatched record
+            # are there already (``put_many`` skips them): only queues with others are written
+            done = np.array([cq.max_physic_offset for cq in queues], dtype=np.int64)
             ends = np.append(starts[1:], sel.size)
-            keys = list(zip(topic_ids[sel[starts]].tolist(), queue_ids[sel[starts]].tolist()))
-            units = np.empty(sel.size, dtype=codec.CQ_UNIT_DTYPE)
-            units["commitlog_offset"] = offsets[sel]
-            units["size"] = sizes[sel]
-            units["tags_code"] = tags_code[sel]
-            qoffs = queue_offsets[sel]
-            if self.files is not None:
-                for (t, q), lo, hi in zip(keys, starts.tolist(), ends.tolist()):
-                    self.files.write(topics[t], q, qoffs[lo:hi], units[lo:hi])
-            else:
-                queues = [self.queue(topics[t], q) for t, q in keys]
-                # units of records that end at or before the end of a queue's last dispatched
-                # record are there already (``put_many`` skips them): only queues with others
-                # are written
-                done = np.array([cq.max_physic_offset for cq in queues], dtype=np.int64)
-                fresh = offsets[sel] + sizes[sel] > np.repeat(done, ends - starts)
-                for k in np.flatnonzero(np.logical_or.reduceat(fresh, starts)).tolist():
-                    queues[k].put_many(qoffs[starts[k]:ends[k]], units[starts[k]:ends[k]])
+            fresh = offsets[sel] + sizes[sel] > np.repeat(done, ends - starts)
+            for k in np.flatnonzero(np.logical_or.reduceat(fresh, starts)).tolist():
+                rows = sel[starts[k]:ends[k]]
+                queues[k].put_many(queue_offsets[rows], _units(offsets, sizes, tags_code, rows))
         if self.index is not None and key_hashes.size:
             self.index.add_hashes(key_hashes, np.repeat(offsets, key_counts),
                                   np.repeat(store_ts, key_counts))
@@ -240,6 +244,8 @@ class Dispatcher:
 
     def flush(self) -> None:
         self.apply()
+        if self.files is not None:
+            self.files.flush()
         for cq in list(self.queues.values()):
             cq.flush()
         if self.index is not None:
