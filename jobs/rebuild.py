@@ -116,15 +116,16 @@ def _check_end(store: Path, files: list[tuple[Path, int]], end: int, reason: str
 
 
 def _run_write(task: tuple[str, object], staging: str, root: str, cq_name: str,
-               cfg: StoreConfig) -> tuple[str, dict[str, int]]:
-    """One write task on an executor: a group of queues, or one index file."""
+               cfg: StoreConfig, aside: bool) -> tuple[str, dict[str, int]]:
+    """One write task on an executor: a group of queues (``aside``: into a new directory,
+    ``store_rebuild.write_queues``), or one index file."""
     kind, job = task
     if kind == "index":
         assert isinstance(job, sr.IndexJob)
         return kind, {job.path: sr.write_index_file_task(job, staging, cfg.maxHashSlotNum,
                                                          cfg.maxIndexNum)}
     assert isinstance(job, sr.QueueJob)
-    return kind, sr.write_queues(job, staging, root, cq_name, cfg.mappedFileSizeConsumeQueue)
+    return kind, sr.write_queues(job, staging, root, cq_name, cfg.mappedFileSizeConsumeQueue, aside)
 
 
 def check_output(store: Path, output: Path | None, structures: tuple[str, ...],
@@ -199,9 +200,10 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
         if tasks:
             root, cq_name = (str(dirs["consumequeue"].parent), dirs["consumequeue"].name) if want_cq \
                 else ("", "")
+            aside = output is not None or not incremental  # a new directory, not the live one
             with spark_progress(spark, "write"):
                 done = sc.parallelize(tasks, len(tasks)).map(
-                    lambda t: _run_write(t, str(staging), root, cq_name, cfg)).collect()
+                    lambda t: _run_write(t, str(staging), root, cq_name, cfg, aside)).collect()
             filled: dict[str, int] = {}
             for kind, counts in done:
                 total = result.units if kind == "consumequeue" else filled

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import gc
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -21,9 +21,16 @@ from rocketlake.store.codec import (
 from rocketlake.store.errors import StoreFormatError, UnsupportedStoreError
 from rocketlake.store.lazy_maps import LazyMappedFile
 from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, check_size, data_end
-from rocketlake.store.paths import BATCH_CONSUME_QUEUE_DIR, CONSUME_QUEUE_DIR, queue_dir, queue_dirs
+from rocketlake.store.paths import (
+    BATCH_CONSUME_QUEUE_DIR,
+    CONSUME_QUEUE_DIR,
+    check_queue_id,
+    queue_dir,
+    queue_dirs,
+    topic_dir,
+)
 from rocketlake.store.rocksdb_store import SETTING, rocksdb_consume_queue
-from rocketlake.store.safe_files import disk_error, open_file
+from rocketlake.store.safe_files import disk_error, open_file, reserve
 from rocketlake.store.swap_journal import refuse_unfinished
 
 #: units read at a time where a scan may stop early
@@ -504,11 +511,13 @@ def _per_queue(mask: np.ndarray, qi: np.ndarray, pos: np.ndarray, n: int, last: 
 
 
 def write_consume_queue_files(qdir: Path, queue_offsets: np.ndarray, units: np.ndarray,
-                              file_size: int, after: int = 0) -> int:
+                              file_size: int, after: int = 0, made: bool = False) -> int:
     """Write units (``CQ_UNIT_DTYPE``) at consecutive ``queue_offsets`` into the queue's files
     under ``qdir`` with plain file writes, the bytes ``ConsumeQueue.put_many`` would write
     (files of ``file_size`` bytes, pre-blank units before the first unit of a new queue).
     ``after``: the queue's current max offset; units below it are already there and skipped.
+    ``made``: the caller has just made ``qdir`` (empty): each file is created new (``O_EXCL``),
+    its space reserved (``safe_files.reserve``), and written whole in one write.
     StoreFormatError when the offsets leave a gap; LinkedFileError for a file that is a link;
     an OSError naming the file (StoreFullError: the disk is full) when a write fails.
     Returns the number of units written."""
@@ -523,23 +532,113 @@ def write_consume_queue_files(qdir: Path, queue_offsets: np.ndarray, units: np.n
     if after and queue_offsets[0] != after:
         raise StoreFormatError(f"{qdir}: queue offset {queue_offsets[0]} leaves a gap after "
                                f"{after - 1}")
-    qdir.mkdir(parents=True, exist_ok=True)
-    new_queue = not any(qdir.iterdir())
+    if not made:
+        qdir.mkdir(parents=True, exist_ok=True)
     first = int(queue_offsets[0]) * CQ_UNIT_SIZE
     data = units.astype(CQ_UNIT_DTYPE, copy=False).tobytes()
+    if made or not any(qdir.iterdir()):  # a new queue: pre-blank units lead its first file
+        data = pre_blank(first, file_size) + data
+        first -= first % file_size
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if made else 0)
     pos = first
     while pos < first + len(data):
         start = pos - pos % file_size
         n = min(start + file_size, first + len(data)) - pos
         path = qdir / format_file_name(start)
         try:
-            with os.fdopen(open_file(path, os.O_RDWR | os.O_CREAT), "r+b") as f:
-                if os.fstat(f.fileno()).st_size != file_size:
-                    f.truncate(file_size)
-                if new_queue and pos == first:
-                    os.pwrite(f.fileno(), pre_blank(pos, file_size), 0)
-                os.pwrite(f.fileno(), data[pos - first:pos - first + n], pos - start)
+            fd = open_file(path, flags)
+            try:
+                if made:
+                    reserve(fd, file_size)
+                elif os.fstat(fd).st_size != file_size:
+                    os.ftruncate(fd, file_size)
+                os.pwrite(fd, data[pos - first:pos - first + n], pos - start)
+            finally:
+                os.close(fd)
         except OSError as e:
             raise disk_error(e, path, "writing ConsumeQueue units") from None
         pos += n
     return int(queue_offsets.size)
+
+
+class QueueFilesWriter:
+    """Writes the ConsumeQueue files of many queues under ``<root>/<within>`` with plain file
+    writes (``write_consume_queue_files``), as a rebuild does: each topic's directory is checked
+    once (``paths.topic_dir``); a queue directory this writer makes is new (no link, empty), so
+    its files are created whole; one that was there before is checked (``paths.queue_dir``) and
+    written where its units end. ``ends``: per queue written to, the queue offset after the
+    last unit written."""
+
+    #: units ``add`` holds before it writes them
+    BUFFER = 1 << 21
+
+    def __init__(self, root: Path, file_size: int, within: str = CONSUME_QUEUE_DIR) -> None:
+        self.root, self.file_size, self.within = Path(root), file_size, within
+        self.ends: dict[tuple[str, int], int] = {}
+        self._topics: dict[str, Path] = {}
+        self._dirs: dict[tuple[str, int], Path] = {}
+        self._topic_no: dict[str, int] = {}
+        self._held: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # queue, offsets, units
+        self._held_units = 0
+
+    def add(self, topics: Sequence[str], topic_ids: np.ndarray, queue_ids: np.ndarray,
+            queue_offsets: np.ndarray, units: np.ndarray) -> None:
+        """Write units of queues (``topics[topic_ids[i]]``, ``queue_ids[i]``) given in put order,
+        after those added before: held until ``flush`` or until ``BUFFER`` units are held, so
+        that a queue whose units come in many calls is written once per flush."""
+        no = np.array([self._topic_no.setdefault(t, len(self._topic_no)) for t in topics],
+                      dtype=np.int64)
+        self._held.append((no[topic_ids] << 32 | (queue_ids & 0xFFFFFFFF), queue_offsets, units))
+        self._held_units += units.size
+        if self._held_units >= self.BUFFER:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write every unit ``add`` holds, one ``write`` per queue."""
+        if not self._held:
+            return
+        held, self._held, self._held_units = self._held, [], 0
+        group = np.concatenate([h[0] for h in held])
+        order = np.argsort(group, kind="stable")  # put order kept within a queue
+        group = group[order]
+        qoff = np.concatenate([h[1] for h in held])[order]
+        units = np.concatenate([h[2] for h in held])[order]
+        names = list(self._topic_no)
+        bounds = np.r_[0, np.flatnonzero(np.diff(group)) + 1, group.size].tolist()
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            g = int(group[lo])
+            self.write(names[g >> 32], int(np.int32(g & 0xFFFFFFFF)), qoff[lo:hi], units[lo:hi])
+
+    def write(self, topic: str, queue_id: int, queue_offsets: np.ndarray, units: np.ndarray,
+              after: int | None = None) -> int:
+        """Write units at ``queue_offsets`` into queue (``topic``, ``queue_id``), those below
+        ``after`` skipped (as ``write_consume_queue_files``; None: below ``ends``, what this
+        writer wrote to the queue before); the number written."""
+        key = (topic, queue_id)
+        qdir, made = self._dirs.get(key), False
+        if qdir is None:
+            qdir, made = self._queue_dir(topic, queue_id)
+            self._dirs[key] = qdir
+        start = self.ends.get(key, 0) if after is None else after
+        n = write_consume_queue_files(qdir, queue_offsets, units, self.file_size, start, made)
+        if n:
+            self.ends[key] = int(queue_offsets[-1]) + 1
+        return n
+
+    def _queue_dir(self, topic: str, queue_id: int) -> tuple[Path, bool]:
+        """The queue's directory, and whether it was made now."""
+        tdir = self._topics.get(topic)
+        if tdir is None:
+            tdir = self._topics[topic] = topic_dir(self.root, topic, self.within)
+        qdir = tdir / str(check_queue_id(queue_id, tdir))
+        try:
+            try:
+                os.mkdir(qdir)
+            except FileNotFoundError:
+                tdir.mkdir(parents=True, exist_ok=True)
+                os.mkdir(qdir)
+        except FileExistsError:
+            return queue_dir(self.root, topic, queue_id, self.within), False
+        except OSError as e:
+            raise disk_error(e, qdir, "making a ConsumeQueue directory") from None
+        return qdir, True

@@ -14,7 +14,7 @@ import numpy.typing as npt
 from rocketlake.store import codec
 from rocketlake.store.codec import Record
 from rocketlake.store.config import StoreConfig
-from rocketlake.store.consume_queue import ConsumeQueue
+from rocketlake.store.consume_queue import ConsumeQueue, QueueFilesWriter
 from rocketlake.store.index import IndexService
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.record_walk import DispatchColumns, RecordBatch
@@ -83,6 +83,16 @@ def from_record(rec: Record, delay_levels_ms: tuple[int, ...]) -> DispatchReques
                            index_keys(rec.topic, props, rec.sys_flag))
 
 
+def _units(offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64],
+           tags_code: npt.NDArray[np.int64], rows: npt.NDArray[np.intp]) -> np.ndarray:
+    """The ConsumeQueue units (``CQ_UNIT_DTYPE``) of records ``rows`` of the columns."""
+    units = np.empty(rows.size, dtype=codec.CQ_UNIT_DTYPE)
+    units["commitlog_offset"] = offsets[rows]
+    units["size"] = sizes[rows]
+    units["tags_code"] = tags_code[rows]
+    return units
+
+
 class Dispatcher:
     """Applies dispatches to a store's ConsumeQueues and index (RocketMQ's reput step).
 
@@ -94,9 +104,11 @@ class Dispatcher:
     BATCH = 4096
 
     def __init__(self, root: Path, cfg: StoreConfig, queues: dict[tuple[str, int], ConsumeQueue],
-                 index: IndexService | None) -> None:
+                 index: IndexService | None, files: QueueFilesWriter | None = None) -> None:
+        """``files``: write the units of ``add_columns`` into new ConsumeQueue files with plain
+        writes (a rebuild's output) instead of through ``queues``."""
         self.root, self.cq_file_size = Path(root), cfg.mappedFileSizeConsumeQueue
-        self.queues, self.index = queues, index
+        self.queues, self.index, self.files = queues, index, files
         self.last_timestamp = 0
         self._units: dict[tuple[str, int], list[int]] = {}  # queue_offset, offset, size, tags_code ...
         self._pending = 0
@@ -195,7 +207,10 @@ class Dispatcher:
         ``queue_ids[i]``), and ``key_counts[i]`` index keys (``key_hashes``, flat, index hashes)."""
         self.apply()
         sel = np.flatnonzero(to_queue)
-        if sel.size:
+        if sel.size and self.files is not None:
+            self.files.add(topics, topic_ids[sel], queue_ids[sel], queue_offsets[sel],
+                           _units(offsets, sizes, tags_code, sel))
+        elif sel.size:
             group = topic_ids[sel] << 32 | (queue_ids[sel] & 0xFFFFFFFF)
             order = np.argsort(group, kind="stable")
             sel, group = sel[order], group[order]
@@ -209,11 +224,7 @@ class Dispatcher:
             fresh = offsets[sel] + sizes[sel] > np.repeat(done, ends - starts)
             for k in np.flatnonzero(np.logical_or.reduceat(fresh, starts)).tolist():
                 rows = sel[starts[k]:ends[k]]
-                units = np.empty(rows.size, dtype=codec.CQ_UNIT_DTYPE)
-                units["commitlog_offset"] = offsets[rows]
-                units["size"] = sizes[rows]
-                units["tags_code"] = tags_code[rows]
-                queues[k].put_many(queue_offsets[rows], units)
+                queues[k].put_many(queue_offsets[rows], _units(offsets, sizes, tags_code, rows))
         if self.index is not None and key_hashes.size:
             self.index.add_hashes(key_hashes, np.repeat(offsets, key_counts),
                                   np.repeat(store_ts, key_counts))
@@ -233,6 +244,8 @@ class Dispatcher:
 
     def flush(self) -> None:
         self.apply()
+        if self.files is not None:
+            self.files.flush()
         for cq in list(self.queues.values()):
             cq.flush()
         if self.index is not None:

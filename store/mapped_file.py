@@ -15,7 +15,7 @@ import numpy as np
 
 from rocketlake.store.codec import format_file_name
 from rocketlake.store.errors import StoreFormatError
-from rocketlake.store.safe_files import create_file, open_file
+from rocketlake.store.safe_files import create_file, deferred, open_file
 
 PAGE_SIZE = mmap.PAGESIZE
 _NAME = re.compile(r"^\d{20}$")
@@ -117,7 +117,8 @@ class MappedFile:
         self.mm[pos:pos + len(data)] = data
 
     def flush(self, upto: int | None = None) -> None:
-        """Make the bytes written so far durable.
+        """Make the bytes written so far durable (in a bulk output, ``safe_files.bulk_output``,
+        they become durable with the whole output instead).
 
         fdatasync writes the pages dirtied through the mapping (Linux keeps one page cache for
         the file, mapped or not, so any descriptor of it will do) and, unlike ``mmap.flush``,
@@ -126,6 +127,9 @@ class MappedFile:
         """
         upto = self.wrote if upto is None else upto
         if upto <= self.flushed:
+            return
+        if deferred(self.path):  # a bulk output's file: durable with the whole output
+            self.flushed = upto
             return
         fd = open_file(self.path, os.O_RDONLY)
         try:

@@ -59,6 +59,13 @@ def queue_dir(root: Path, topic: str, queue_id: int, within: str = CONSUME_QUEUE
 
 
 
+def topic_dir(root: Path, topic: str, within: str = CONSUME_QUEUE_DIR) -> Path:
+    """``<root>/<within>/<topic>``, checked as ``queue_dir`` checks a queue's directory: a
+    queue directory made in it (so no link) needs no check of its own."""
+    base = Path(root) / within
+    return resolve_inside(root, base / check_topic_name(topic, base))
+
+
 def queue_dirs(root: Path) -> Iterator[tuple[str, int, Path]]:
     """(topic, queue id, directory) of every ``<root>/consumequeue/<topic>/<queueId>``, by topic
     then queue id name; entries of `consumequeue/` that are not directories are skipped. As

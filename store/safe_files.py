@@ -12,7 +12,12 @@ ConsumeQueue and index files, ``checkpoint``, ``lock``, ``abort``, the config JS
   directory, which is itself opened without following a link, then renamed over and the
   directory fsynced;
 - a write that fails (a full disk) removes the temporary files it made and raises an OSError
-  naming the path (StoreFullError, telling the free space, when the disk is full).
+  naming the path (StoreFullError, telling the free space, when the disk is full);
+- durable file by file (the file's data and its name fsynced when created or flushed), except
+  in a *bulk output* (``bulk_output``): a new tree written aside, which nothing reads before
+  it is whole (a rebuild's output), is made durable once as a whole when its writing ends
+  (``make_durable``: one ``syncfs`` of its file system), and the files created or flushed in it
+  meanwhile are not fsynced one by one.
 
 Reading follows links (a store may be read where it is linked from), and so do the directories
 above a store file except the one ``replace_files`` writes into: a store's `commitlog/` may be
@@ -20,16 +25,22 @@ a link to another disk, as a broker's storePathCommitLog may point elsewhere.
 """
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from rocketlake.store.errors import LinkedFileError, StoreFullError
 
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _NO_FOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+#: the bulk outputs being written in this context (``bulk_output``), each as its absolute path
+#: followed by a separator
+_BULK: ContextVar[tuple[str, ...]] = ContextVar("bulk_outputs", default=())
 
 
 def linked(path: Path) -> LinkedFileError:
@@ -91,6 +102,75 @@ def fsync_tree(directory: Path) -> None:
         fsync_dir(Path(parent))
 
 
+@contextmanager
+def bulk_output(root: Path) -> Iterator[Path]:
+    """Write the new tree ``root`` as a bulk output (the module docstring): inside the block,
+    files created under ``root`` (``create_file``) and flushed (``deferred``) are not fsynced
+    one by one; when the block ends without an error, ``make_durable(root)`` makes all of it
+    durable at once. Only for a tree nothing reads before the block ends (a rebuild's output,
+    written aside before it is swapped in or handed over); files outside ``root`` keep the
+    per-file rule. ``root`` is created if missing."""
+    Path(root).mkdir(parents=True, exist_ok=True)
+    token = _BULK.set((*_BULK.get(), os.path.join(os.path.abspath(root), "")))
+    try:
+        yield root
+    finally:
+        _BULK.reset(token)
+    make_durable(root)
+
+
+def deferred(path: Path | str) -> bool:
+    """Whether ``path`` is inside a bulk output being written (``bulk_output``): its durability
+    then comes from that output's ``make_durable``, so a writer need not fsync it now."""
+    outputs = _BULK.get()
+    if not outputs:
+        return False
+    p = os.path.abspath(path)
+    return any(p.startswith(o) for o in outputs)
+
+
+def make_durable(root: Path) -> None:
+    """Make everything written under the directory ``root`` durable (its files' data, the names
+    in its directories): one ``syncfs`` of the file system holding it, and of each other file
+    system mounted at one of its subdirectories (a rebuild's output has no deeper mounts: the
+    directories below those are its own); ``fsync_tree`` where there is no ``syncfs``. Nothing
+    is written; no link inside ``root`` is followed (``root`` itself may be one, as a store
+    directory may). A failed write-back raises an OSError naming ``root``."""
+    root = Path(root)
+    fds = [os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)]
+    try:
+        devices = {os.fstat(fds[0]).st_dev}
+        with os.scandir(root) as entries:
+            for e in entries:
+                dev = e.stat(follow_symlinks=False).st_dev
+                if e.is_dir(follow_symlinks=False) and dev not in devices:
+                    devices.add(dev)
+                    fds.append(os.open(e.path, os.O_RDONLY | os.O_DIRECTORY | _NO_FOLLOW))
+        if _syncfs is None:
+            fsync_tree(root)
+            return
+        for fd in fds:
+            if _syncfs(fd) != 0:
+                err = ctypes.get_errno()
+                raise disk_error(OSError(err, os.strerror(err)), root, "making it durable")
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    """libc's ``syncfs`` (Linux), None where there is none."""
+    try:
+        f = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    f.argtypes, f.restype = [ctypes.c_int], ctypes.c_int
+    return f
+
+
+_syncfs = _load_syncfs()
+
+
 def create_file(path: Path, size: int) -> int:
     """Create ``path`` with ``size`` bytes of zeros reserved on disk; return an O_RDWR descriptor.
 
@@ -99,7 +179,8 @@ def create_file(path: Path, size: int) -> int:
     kill the process with SIGBUS. A full disk raises StoreFullError naming the path instead.
     The file is sized under a hidden temporary name and then renamed, so a crash leaves either
     no file or a whole one, never a short one that would stop the store from opening. Refuses to
-    replace an existing file (FileExistsError) or a link (LinkedFileError).
+    replace an existing file (FileExistsError) or a link (LinkedFileError). Its name is made
+    durable now (a directory fsync), unless it is in a bulk output (``deferred``).
     """
     path = Path(path)
     if os.path.lexists(path):
@@ -109,15 +190,7 @@ def create_file(path: Path, size: int) -> int:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = create_temporary(tmp)
-        try:
-            os.posix_fallocate(fd, 0, size)
-        except OSError as e:
-            if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
-                raise
-            # glibc already emulates posix_fallocate by writing where the file system has no
-            # fallocate; this is reached only where neither works (e.g. a libc without the
-            # emulation). The file is then sparse as before: its space is not reserved.
-            os.ftruncate(fd, size)
+        reserve(fd, size)
         os.rename(tmp, path)
     except BaseException as e:
         if fd >= 0:
@@ -126,8 +199,24 @@ def create_file(path: Path, size: int) -> int:
         if not isinstance(e, OSError) or isinstance(e, LinkedFileError):
             raise
         raise disk_error(e, path, f"creating a {size}-byte file") from None
-    fsync_dir(path.parent)
+    if not deferred(path):
+        fsync_dir(path.parent)
     return fd
+
+
+def reserve(fd: int, size: int) -> None:
+    """Make the new, empty file ``fd`` ``size`` bytes of zeros, its space allocated on disk
+    (``posix_fallocate``): writing it later, also through a mapping, never meets a full disk.
+    An OSError (ENOSPC: the disk is full) as it comes."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            raise
+        # glibc already emulates posix_fallocate by writing where the file system has no
+        # fallocate; this is reached only where neither works (e.g. a libc without the
+        # emulation). The file is then sparse: its space is not reserved.
+        os.ftruncate(fd, size)
 
 
 def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> None:

@@ -45,7 +45,7 @@ from rocketlake.store.mapped_file import MappedFile, data_end
 from rocketlake.store.message import Message
 from rocketlake.store.message_encoder import MessageEncoder
 from rocketlake.store.record_walk import Gap, RecordBatch
-from rocketlake.store.safe_files import fsync_tree, read_file, write_whole
+from rocketlake.store.safe_files import make_durable, read_file, write_whole
 from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.store_dir import check_store, create_store
 from rocketlake.store.store_files import StoreFiles
@@ -121,7 +121,7 @@ def salvage(store: str | Path, output: str | Path, config: StoreConfig) -> Salva
     checkpoint = Checkpoint(out / "checkpoint", writer=True)
     checkpoint.physic = checkpoint.logics = checkpoint.index = last_ts
     checkpoint.save()
-    fsync_tree(out)
+    make_durable(out)
     return _report(src, str(out), records, lost, placeholders)
 
 

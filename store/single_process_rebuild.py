@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from rocketlake.store.config import StoreConfig, load_config
+from rocketlake.store.consume_queue import QueueFilesWriter
 from rocketlake.store.dispatch import Dispatcher
 from rocketlake.store.index import IndexService
+from rocketlake.store.safe_files import bulk_output
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.topic_config import declare_topics, queue_counts
 
@@ -29,17 +31,19 @@ def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = Tr
     (settings: ``config``, then ``overrides``); the topics of the ConsumeQueues written are
     declared in ``out``'s `config/topics.json` (``store.topic_config``), so a broker serves them.
 
-    ``out`` must not already hold those directories (write aside, then swap).
+    ``out`` must not already hold those directories (write aside, then swap). What it writes
+    is durable when it returns, made so at once at the end (``safe_files.bulk_output``).
     """
     cfg = load_config(overrides, base=config)
     out = Path(out)
     for name, wanted in (("consumequeue", consume_queue), ("index", index)):
         if wanted and (out / name).exists() and any((out / name).iterdir()):
             raise FileExistsError(f"{out / name}: already exists; rebuild writes into an empty place")
-    with StoreFiles(store, cfg) as files:
+    with StoreFiles(store, cfg) as files, bulk_output(out):
         walk = files.commitlog.walk(check_crc=True)
         idx = IndexService(out, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) if index else None
-        d = Dispatcher(out, cfg, {}, idx)
+        queues = QueueFilesWriter(out, cfg.mappedFileSizeConsumeQueue)
+        d = Dispatcher(out, cfg, {}, idx, queues)
         n = 0
         try:
             for batch in walk:
@@ -48,5 +52,5 @@ def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = Tr
             d.flush()
         finally:
             d.close()
-        declare_topics(out, queue_counts(d.queues))
+        declare_topics(out, queue_counts(queues.ends))
     return RebuildStats(n, walk.end, walk.error)

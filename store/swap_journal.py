@@ -5,8 +5,8 @@ A full rebuild writes each structure into a new directory aside (``aside``:
 `<root>/.<name>.rebuild-<id>`, with the mode of the directory it will replace, 0755 when there is
 none). ``swap_in`` then runs ``Swap.steps()``:
 
-1. make the new directories durable (every file and directory in them fsynced), then write the
-   journal `<root>/rebuild.pending` whole (a temporary name, fsync, rename, directory fsync): per
+1. make the new directories durable (``safe_files.make_durable``), then write the journal
+   `<root>/rebuild.pending` whole (a temporary name, fsync, rename, directory fsync): per
    structure, its new directory and the name the live one is moved to (`.<name>.old-<id>`);
 2. per structure, rename the live directory to its old name, then the new one to the live name
    (each rename followed by a directory fsync);
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from rocketlake.store.errors import StoreFormatError
-from rocketlake.store.safe_files import disk_error, fsync_dir, fsync_tree, write_whole
+from rocketlake.store.safe_files import disk_error, fsync_dir, make_durable, write_whole
 
 JOURNAL_NAME = "rebuild.pending"
 #: the structures a rebuild swaps in, by their directory in the store
@@ -101,7 +101,7 @@ class Swap:
         if self.journal.exists():
             return
         for m in self.moves:
-            fsync_tree(self.root / m.new)
+            make_durable(self.root / m.new)
         data = json.dumps({"moves": [vars(m) for m in self.moves]}).encode()
         write_whole(self.journal, data, "writing the rebuild's swap journal")
 

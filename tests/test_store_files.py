@@ -11,8 +11,9 @@ import pytest
 
 from rocketlake.store import MessageStore, codec
 from rocketlake.store.config import load_config
-from rocketlake.store.consume_queue import ConsumeQueue, load_queues, write_consume_queue_files
-from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.consume_queue import (ConsumeQueue, QueueFilesWriter, load_queues,
+                                            write_consume_queue_files)
+from rocketlake.store.errors import LinkedFileError, StoreFormatError
 from rocketlake.store.message import Message
 from rocketlake.store.store_files import StoreFiles
 
@@ -152,3 +153,39 @@ def test_load_queues_in_bulk_agrees_with_loading_each_queue(tmp_path: Path,
     finally:
         for cq in bulk.values():
             cq.close()
+
+
+def test_queue_files_writer_creates_new_queues_whole_with_their_space_reserved(tmp_path: Path) -> None:
+    # files of 40,000 bytes (2,000 units): a queue starting at offset 3 gets 3 pre-blank units
+    n = 5
+    offsets = np.arange(3, 3 + n, dtype=np.int64)
+    units = np.zeros(n, dtype=codec.CQ_UNIT_DTYPE)
+    units["commitlog_offset"] = 1000 + 100 * np.arange(n)
+    units["size"] = 100
+    units["tags_code"] = 7
+    want = _library_queue(tmp_path / "lib", offsets, units, 40000)
+    w = QueueFilesWriter(tmp_path / "out", 40000, ".cq.new")
+    assert w.write("t", 0, offsets[:2], units[:2]) == 2
+    assert w.write("t", 0, offsets, units) == 3  # what it wrote before is skipped
+    assert w.ends == {("t", 0): 3 + n}
+    qdir = tmp_path / "out" / ".cq.new" / "t" / "0"
+    assert {p.name: p.read_bytes() for p in qdir.iterdir()} == want
+    head = want[codec.format_file_name(0)]
+    assert head[:60] == codec.CQ_UNIT.pack(0, 0x7FFFFFFF, 0) * 3  # FORMAT.md §6 pre-blank
+    assert len(head) == 40000 and head[160:] == bytes(39840)
+    assert (qdir / codec.format_file_name(0)).stat().st_blocks * 512 >= 40000  # not sparse
+
+
+def test_queue_files_writer_refuses_a_link_in_a_queue_that_was_there(tmp_path: Path) -> None:
+    qdir = tmp_path / "out" / "consumequeue" / "t" / "1"
+    qdir.mkdir(parents=True)
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"outside")
+    (qdir / codec.format_file_name(0)).symlink_to(victim)
+    units = np.zeros(1, dtype=codec.CQ_UNIT_DTYPE)
+    w = QueueFilesWriter(tmp_path / "out", 100)
+    with pytest.raises(LinkedFileError, match=f"{qdir / codec.format_file_name(0)}: is a symbolic link"):
+        w.write("t", 1, np.array([0]), units)
+    assert victim.read_bytes() == b"outside"
+    assert w.write("t", 0, np.array([0]), units) == 1  # a queue of its own: made new
+    assert w.ends == {("t", 0): 1}

@@ -16,7 +16,7 @@ A rebuild runs two waves of tasks; the driver only plans and reads small summari
    its keys (``IndexFile.place``: slot chains in put order, exactly RocketMQ's bytes; a chain
    never leaves its slot, so the tasks write disjoint bytes) and the driver writes each file's
    header after them; tasks over groups of queues write the ConsumeQueue files
-   (``write_consume_queue_files``).
+   (``consume_queue.QueueFilesWriter``).
 
 Nothing of a record crosses into the JVM: Spark schedules Python functions over plain Python
 descriptions of the work (RDDs), so bodies and property strings never leave the worker that
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import tzinfo
 from pathlib import Path
@@ -35,12 +36,11 @@ import numpy as np
 
 from rocketlake.store import codec
 from rocketlake.store.codec import CQ_UNIT_DTYPE
-from rocketlake.store.consume_queue import write_consume_queue_files
+from rocketlake.store.consume_queue import QueueFilesWriter
 from rocketlake.store.index import IndexFile
 from rocketlake.store.kernels import records as kr
-from rocketlake.store.paths import queue_dir
 from rocketlake.store.record_walk import RecordBatch
-from rocketlake.store.safe_files import disk_error
+from rocketlake.store.safe_files import bulk_output, disk_error
 from rocketlake.transforms.commitlog_batch import find_record_start, walk_range
 from rocketlake.transforms.commitlog_scan import ScanRange, open_on_executor
 
@@ -265,10 +265,12 @@ def plan_queues(parts: list[PartSummary], existing: dict[tuple[str, int], int],
     return [j for j in jobs if j.queues]
 
 
-def write_queues(job: QueueJob, staging: str, root: str, cq_name: str, file_size: int
-                 ) -> dict[str, int]:
+def write_queues(job: QueueJob, staging: str, root: str, cq_name: str, file_size: int,
+                 aside: bool = True) -> dict[str, int]:
     """Write task: the ConsumeQueue files of ``job``'s queues under ``root/cq_name`` (units below a
-    queue's current max offset are skipped). Returns units written per topic."""
+    queue's current max offset are skipped). ``aside``: ``root/cq_name`` is a new directory
+    nothing reads yet, written as a bulk output (``safe_files.bulk_output``: durable as a whole
+    when the task ends). Returns units written per topic."""
     folder, written = Path(staging), dict[str, int]()
     loaded: dict[tuple[int, str], np.ndarray] = {}  # each part's file mapped once per task
 
@@ -276,12 +278,16 @@ def write_queues(job: QueueJob, staging: str, root: str, cq_name: str, file_size
         if (p, kind) not in loaded:
             loaded[(p, kind)] = np.load(part_path(folder, p, kind), mmap_mode="r")
         return loaded[(p, kind)]
-    for topic, qid, after, slices in job.queues:
-        qoff = np.concatenate([part(p, "qoff")[lo:hi] for p, lo, hi in slices])
-        units = np.concatenate([part(p, "units")[lo:hi] for p, lo, hi in slices])
-        n = write_consume_queue_files(queue_dir(Path(root), topic, qid, cq_name), qoff, units,
-                                      file_size, after)
-        written[topic] = written.get(topic, 0) + n
+    out = QueueFilesWriter(Path(root), file_size, cq_name)
+    with bulk_output(Path(root) / cq_name) if aside else nullcontext():
+        for topic, qid, after, slices in job.queues:
+            if len(slices) == 1:
+                p, lo, hi = slices[0]
+                qoff, units = part(p, "qoff")[lo:hi], part(p, "units")[lo:hi]
+            else:
+                qoff = np.concatenate([part(p, "qoff")[lo:hi] for p, lo, hi in slices])
+                units = np.concatenate([part(p, "units")[lo:hi] for p, lo, hi in slices])
+            written[topic] = written.get(topic, 0) + out.write(topic, qid, qoff, units, after)
     return written
 
 
