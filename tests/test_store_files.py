@@ -11,8 +11,12 @@ import pytest
 
 from rocketlake.store import MessageStore, codec
 from rocketlake.store.config import load_config
-from rocketlake.store.consume_queue import (ConsumeQueue, QueueFilesWriter, load_queues,
-                                            write_consume_queue_files)
+from rocketlake.store.consume_queue import (
+    ConsumeQueue,
+    QueueFilesWriter,
+    load_queues,
+    write_consume_queue_files,
+)
 from rocketlake.store.errors import LinkedFileError, StoreFormatError
 from rocketlake.store.message import Message
 from rocketlake.store.store_files import StoreFiles
