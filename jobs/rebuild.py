@@ -167,11 +167,13 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
     try:
         want_cq, want_index = "consumequeue" in structures, "index" in structures
         sc = spark.sparkContext
+        buckets = sc.defaultParallelism  # the index keys are staged by slot range, one per core
         with spark_progress(spark, "scan"):
             summaries = sr.walk_parts(sc, ranges, str(staging), cfg.delay_levels_ms, want_cq,
-                                      want_index, start.keys_after)
+                                      want_index, start.keys_after, cfg.maxHashSlotNum, buckets)
         valid = sr.valid_parts(summaries, ranges, scan_from, lambda i, at: sr.walk_part(
-            i, ranges[i], str(staging), cfg.delay_levels_ms, want_cq, want_index, start.keys_after, at))
+            i, ranges[i], str(staging), cfg.delay_levels_ms, want_cq, want_index, start.keys_after, at,
+            cfg.maxHashSlotNum, buckets))
         reason = valid.reason
         if reason is not None and valid.gap and zeros_at(valid.end, files):
             reason = None  # zeros after the last record: the normal end
@@ -191,7 +193,7 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
                                        start.index, cfg.index_zone)
             sr.create_index_files(index_jobs, cfg.maxHashSlotNum, cfg.maxIndexNum)
             per_file = -(-sc.defaultParallelism // max(1, len(index_jobs)))  # every core busy
-            shares = sr.share_index(index_jobs, cfg.maxHashSlotNum, per_file)
+            shares = sr.share_index(index_jobs, cfg.maxHashSlotNum, per_file, buckets)
             for p in valid.parts:
                 for t, n in p.key_topics.items():
                     result.keys[t] = result.keys.get(t, 0) + n
