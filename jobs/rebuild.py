@@ -24,6 +24,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -115,17 +116,17 @@ def _check_end(store: Path, files: list[tuple[Path, int]], end: int, reason: str
             f"nothing was written (the store needs recovery)")
 
 
-def _run_write(task: tuple[str, object], staging: str, root: str, cq_name: str,
-               cfg: StoreConfig, aside: bool) -> tuple[str, dict[str, int]]:
-    """One write task on an executor: a group of queues (``aside``: into a new directory,
-    ``store_rebuild.write_queues``), or one index file."""
-    kind, job = task
-    if kind == "index":
-        assert isinstance(job, sr.IndexJob)
-        return kind, {job.path: sr.write_index_file_task(job, staging, cfg.maxHashSlotNum,
-                                                         cfg.maxIndexNum)}
-    assert isinstance(job, sr.QueueJob)
-    return kind, sr.write_queues(job, staging, root, cq_name, cfg.mappedFileSizeConsumeQueue, aside)
+def _run_write(task: tuple[sr.IndexJob | None, sr.QueueJob | None], staging: str, root: str,
+               cq_name: str, cfg: StoreConfig, aside: bool) -> tuple[dict[str, int], dict[str, int]]:
+    """One write task on an executor: a share of an index file's slots and a group of queues
+    (``aside``: into a new directory, ``store_rebuild.write_queues``); either may be None.
+    Returns the slots its puts filled, per index file, and the units it wrote, per topic."""
+    index, queues = task
+    filled = {} if index is None else {
+        index.path: sr.write_index_file_task(index, staging, cfg.maxHashSlotNum, cfg.maxIndexNum)}
+    units = {} if queues is None else sr.write_queues(queues, staging, root, cq_name,
+                                                      cfg.mappedFileSizeConsumeQueue, aside)
+    return filled, units
 
 
 def check_output(store: Path, output: Path | None, structures: tuple[str, ...],
@@ -166,11 +167,13 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
     try:
         want_cq, want_index = "consumequeue" in structures, "index" in structures
         sc = spark.sparkContext
+        buckets = sc.defaultParallelism  # the index keys are staged by slot range, one per core
         with spark_progress(spark, "scan"):
             summaries = sr.walk_parts(sc, ranges, str(staging), cfg.delay_levels_ms, want_cq,
-                                      want_index, start.keys_after)
+                                      want_index, start.keys_after, cfg.maxHashSlotNum, buckets)
         valid = sr.valid_parts(summaries, ranges, scan_from, lambda i, at: sr.walk_part(
-            i, ranges[i], str(staging), cfg.delay_levels_ms, want_cq, want_index, start.keys_after, at))
+            i, ranges[i], str(staging), cfg.delay_levels_ms, want_cq, want_index, start.keys_after, at,
+            cfg.maxHashSlotNum, buckets))
         reason = valid.reason
         if reason is not None and valid.gap and zeros_at(valid.end, files):
             reason = None  # zeros after the last record: the normal end
@@ -180,7 +183,8 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
         if want_cq:
             _check_names(valid.parts, store)
         result = Rebuilt(end=end)
-        tasks: list[tuple[str, object]] = []
+        shares: list[sr.IndexJob] = []
+        queue_jobs: list[sr.QueueJob] = []
         dirs = {name: job_support.target_dir(store, name, output, incremental) for name in structures}
         made += [d for d in dirs.values() if output is None and not incremental]
         if want_index:
@@ -188,15 +192,17 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
             index_jobs = sr.plan_index(valid.parts, staging, dirs["index"], cfg.maxIndexNum,
                                        start.index, cfg.index_zone)
             sr.create_index_files(index_jobs, cfg.maxHashSlotNum, cfg.maxIndexNum)
-            shares = -(-sc.defaultParallelism // max(1, len(index_jobs)))  # every core busy
-            tasks += [("index", j) for j in sr.share_index(index_jobs, cfg.maxHashSlotNum, shares)]
+            per_file = -(-sc.defaultParallelism // max(1, len(index_jobs)))  # every core busy
+            shares = sr.share_index(index_jobs, cfg.maxHashSlotNum, per_file, buckets)
             for p in valid.parts:
                 for t, n in p.key_topics.items():
                     result.keys[t] = result.keys.get(t, 0) + n
         if want_cq:
-            queue_jobs = sr.plan_queues(valid.parts, start.queues, 2 * sc.defaultParallelism)
+            queue_jobs = sr.plan_queues(valid.parts, start.queues, sc.defaultParallelism)
             declare_topics(base, queue_counts((t, q) for j in queue_jobs for t, q, _, _ in j.queues))
-            tasks += [("consumequeue", j) for j in queue_jobs]
+        # one task per core where it can: task i places index share i and writes queue group i
+        # (a PySpark task's own cost, 50-100 ms, is paid once per core, not per piece of work)
+        tasks = list(zip_longest(shares, queue_jobs))
         if tasks:
             root, cq_name = (str(dirs["consumequeue"].parent), dirs["consumequeue"].name) if want_cq \
                 else ("", "")
@@ -205,10 +211,10 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
                 done = sc.parallelize(tasks, len(tasks)).map(
                     lambda t: _run_write(t, str(staging), root, cq_name, cfg, aside)).collect()
             filled: dict[str, int] = {}
-            for kind, counts in done:
-                total = result.units if kind == "consumequeue" else filled
-                for t, n in counts.items():
-                    total[t] = total.get(t, 0) + n
+            for slots, units in done:
+                for total, counts in ((filled, slots), (result.units, units)):
+                    for t, n in counts.items():
+                        total[t] = total.get(t, 0) + n
             if want_index:
                 sr.finish_index_files(index_jobs, filled, cfg.maxHashSlotNum, cfg.maxIndexNum)
         made = []  # from here the new directories are the swap's (swap_journal.swap_in)

@@ -135,18 +135,27 @@ class IndexFile:
                               filled)
 
     def place(self, key_hash: npt.NDArray[np.int32], phy: npt.NDArray[np.int64],
-              ts: npt.NDArray[np.int64], slots: tuple[int, int] | None = None) -> int:
+              ts: npt.NDArray[np.int64], slots: tuple[int, int] | None = None,
+              pos: npt.NDArray[np.int64] | None = None, first_ts: int | None = None) -> int:
         """Write the entries and slots of the puts of :meth:`put_batch` whose hash slot is in
         ``slots`` (``[lo, hi)``; None: all), at the positions and times the whole batch gives them
-        (``kernels.index.place``). The header is left alone: :meth:`count_placed` updates it once
-        every slot range of the batch is placed (by this object or by other processes mapping the
-        same file over disjoint ranges). Returns how many of these puts found their slot empty."""
+        (``kernels.index.place``). The keys given may be some of the batch's, with the keys of
+        each slot in put order: ``pos`` numbers them within the batch (None: they are all of
+        it, in order) and ``first_ts`` is the store time of the batch's first key (None: of
+        ``ts[0]``). The header is left alone: :meth:`count_placed` updates it once every slot
+        range of the batch is placed (by this object or by other processes mapping the same file
+        over disjoint ranges). Returns how many of these puts found their slot empty."""
         lo, hi = slots if slots is not None else (0, self.slot_num)
+        if not key_hash.size:
+            return 0
+        first = int(ts[0]) if first_ts is None else first_ts
         return int(kernels.place(
             self.buf, self.slot_num, np.ascontiguousarray(key_hash, dtype=np.int32),
             np.ascontiguousarray(phy, dtype=np.int64),
             np.ascontiguousarray(codec.index_time(np.asarray(ts, dtype=np.int64))),
-            self.index_count, self.begin_ts, lo, hi))
+            np.arange(key_hash.size, dtype=np.int64) if pos is None
+            else np.ascontiguousarray(pos, dtype=np.int64),
+            self.index_count, self.begin_ts, codec.index_time(first), lo, hi))
 
     def count_placed(self, n: int, first: tuple[int, int], last: tuple[int, int], filled: int) -> None:
         """Account for a batch of ``n`` puts placed by :meth:`place` (over all slot ranges):

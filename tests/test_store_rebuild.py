@@ -83,7 +83,7 @@ def save_keys(staging: Path, n: int, ts: list[int]) -> None:
     k = np.zeros(len(ts), dtype=sr.KEY_DTYPE)
     k["phy"] = np.arange(len(ts)) * 100 + n * 10_000
     k["ts"] = ts
-    np.save(sr.part_path(staging, n, "keys"), k)
+    sr.save_keys(staging, n, k, 4, 1)
 
 
 def test_index_files_take_entry_num_minus_one_keys_each(tmp_path: Path) -> None:
@@ -113,10 +113,30 @@ def test_index_continues_the_open_file_then_names_after_it(tmp_path: Path) -> No
         (codec.index_file_name(901, UTC), (100, 500), [(0, 2, 3)])]
 
 
-@pytest.mark.parametrize("put_keys", [1 << 20, 3])
+def test_keys_are_staged_by_slot_range_and_a_task_reads_only_its_own(tmp_path: Path) -> None:
+    # 4 slots in 2 ranges, slots 0-1 and 2-3; slot = hash % 4
+    k = np.zeros(6, dtype=sr.KEY_DTYPE)
+    k["key_hash"] = [5, 2, 7, 0, 3, 6]  # slots 1, 2, 3, 0, 3, 2: ranges 0, 1, 1, 0, 1, 1
+    k["phy"] = [10, 11, 12, 13, 14, 15]
+    sr.save_keys(tmp_path, 0, k, 4, 2)
+    staged = np.load(sr.part_path(tmp_path, 0, "keys"))
+    assert staged["key_hash"].tolist() == [5, 0, 2, 7, 3, 6]  # range 0's keys, then range 1's
+    assert np.load(sr.part_path(tmp_path, 0, "keypos")).tolist() == [0, 3, 1, 2, 4, 5]
+    assert np.load(sr.part_path(tmp_path, 0, "keybounds")).tolist() == [0, 2, 6]
+    # keys 1-4 of slots 2-3: keys 1, 2 and 4 (key 3 has slot 0)
+    got = list(sr.share_keys(tmp_path, 0, 1, 5, 4, (2, 4)))
+    assert [(r["phy"].tolist(), p.tolist()) for r, p in got] == [([11, 12, 14], [1, 2, 4])]
+    assert [p.tolist() for _, p in sr.share_keys(tmp_path, 0, 0, 6, 4, (0, 4))] == [[0, 3], [1, 2, 4, 5]]
+    with pytest.raises(ValueError, match="not a union of the slot ranges"):
+        list(sr.share_keys(tmp_path, 0, 0, 6, 4, (1, 4)))
+
+
+@pytest.mark.parametrize("put_keys, buckets", [(1 << 20, 2), (3, 2), (1 << 20, 4), (3, 4)])
 def test_index_tasks_over_slot_ranges_write_the_library_bytes(tmp_path: Path, put_keys: int,
+                                                             buckets: int,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """The library's bytes whether each task places its keys at once or a few at a time."""
+    """The library's bytes whether each task places its keys at once or a few at a time, and
+    whether its slots are one staged slot range or two."""
     monkeypatch.setattr(sr, "PUT_KEYS", put_keys)
     rng = np.random.default_rng(3)
     hashes = rng.integers(0, 1 << 31, 10).astype(np.int32)
@@ -127,12 +147,12 @@ def test_index_tasks_over_slot_ranges_write_the_library_bytes(tmp_path: Path, pu
     lib.close()
     k = np.zeros(10, dtype=sr.KEY_DTYPE)
     k["key_hash"], k["phy"], k["ts"] = hashes, phy, ts
-    np.save(sr.part_path(tmp_path, 0, "keys"), k)
+    sr.save_keys(tmp_path, 0, k, 4, buckets)
     out = tmp_path / "spark" / "index"
     out.mkdir(parents=True)
     jobs = sr.plan_index([part(0, 0, 1, keys=10)], tmp_path, out, 5, zone=UTC)
     sr.create_index_files(jobs, 4, 5)
-    shares = sr.share_index(jobs, 4, 2)  # each file by two tasks: slots 0-1 and 2-3
+    shares = sr.share_index(jobs, 4, 2, buckets)  # each file by two tasks: slots 0-1 and 2-3
     assert [(Path(j.path).name, j.slots) for j in shares] == [
         (Path(j.path).name, s) for j in jobs for s in ((0, 2), (2, 4))]
     filled: dict[str, int] = {}
@@ -164,7 +184,7 @@ def test_walk_part_writes_only_what_is_asked(tmp_path: Path, units: bool, keys: 
                            units, keys)
     assert summary.records == 20 and summary.stop is not None and summary.reason is None  # zeros
     assert sorted(p.name.split(".")[1] for p in staging.iterdir()) == (
-        ["qoff", "units"] if units else ["keys"])
+        ["qoff", "units"] if units else ["keybounds", "keypos", "keys"])
     if units:
         assert [(q.topic, q.queue_id, q.hi - q.lo) for q in summary.queues] == [("t", 0, 10), ("t", 1, 10)]
     else:

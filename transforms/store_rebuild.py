@@ -94,12 +94,14 @@ def part_path(staging: Path, part: int, kind: str) -> Path:
 
 
 def walk_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[int],
-              units: bool, keys: bool, keys_after: int = -1, at: int | None = None) -> PartSummary:
+              units: bool, keys: bool, keys_after: int = -1, at: int | None = None,
+              slot_num: int = 1, buckets: int = 1) -> PartSummary:
     """Walk task: walk the records starting in range ``r`` and write their ConsumeQueue units
-    (when ``units``) and index keys of messages after offset ``keys_after`` (when ``keys``) as
-    part ``part`` under ``staging``. The walk starts at the first record start in the range, or
-    at CommitLog offset ``at`` (inside the range) when given: where the record chain says the
-    next record starts (:func:`valid_parts`)."""
+    (when ``units``) and index keys of messages after offset ``keys_after`` (when ``keys``,
+    by ``buckets`` ranges of ``slot_num`` hash slots: :func:`save_keys`) as part ``part`` under
+    ``staging``. The walk starts at the first record start in the range, or at CommitLog offset
+    ``at`` (inside the range) when given: where the record chain says the next record starts
+    (:func:`valid_parts`)."""
     buf = open_on_executor(r.path)
     base = r.file_start
     pos = find_record_start(buf, base, r.lo, r.hi) if at is None else at - base
@@ -142,7 +144,7 @@ def walk_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[i
     key_topics: dict[str, int] = {}
     if keys:
         key_rows = np.concatenate(cols["key"]) if cols["key"] else np.zeros(0, KEY_DTYPE)
-        _save(part_path(folder, part, "keys"), key_rows)
+        save_keys(folder, part, key_rows, slot_num, buckets)
         per_topic = np.zeros(len(topic_no), dtype=np.int64)
         for c in cols["key_topic"]:
             per_topic[:c.size] += c.astype(np.int64)
@@ -153,17 +155,19 @@ def walk_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[i
 
 def walk_parts(sc: SparkContext, ranges: list[ScanRange], staging: str,
                delay_levels_ms: Sequence[int], units: bool, keys: bool,
-               keys_after: int = -1) -> list[PartSummary]:
+               keys_after: int = -1, slot_num: int = 1, buckets: int = 1) -> list[PartSummary]:
     """Run :func:`walk_part` over every range on Spark (range ``i`` is part ``i``) and return the
-    summaries in range order. Consecutive ranges share a task, a few tasks per core: a task
-    costs tens of milliseconds of its own, and ranges past the end of the data cost little."""
+    summaries in range order. Consecutive ranges share a task, one task per core: a PySpark
+    task costs 50-100 ms of its own on top of its work, and that cost does not shrink with more
+    cores (the ranges are of equal size but for each file's last, and none lies past the end of
+    a file's data: equal counts of ranges are near-equal work)."""
     delays = tuple(delay_levels_ms)
 
     def scan(items: Iterable[tuple[int, ScanRange]]) -> Iterator[PartSummary]:
         for i, r in items:
-            yield walk_part(i, r, staging, delays, units, keys, keys_after)
+            yield walk_part(i, r, staging, delays, units, keys, keys_after, None, slot_num, buckets)
 
-    tasks = max(1, min(len(ranges), 3 * sc.defaultParallelism))
+    tasks = max(1, min(len(ranges), sc.defaultParallelism))
     return sc.parallelize(list(enumerate(ranges)), tasks).mapPartitions(scan).collect()
 
 
@@ -173,6 +177,45 @@ def _save(path: Path, rows: np.ndarray) -> None:
         np.save(path, rows)
     except OSError as e:
         raise disk_error(e, path, "writing a rebuild's scan part") from None
+
+
+def slot_bounds(slot_num: int, buckets: int) -> list[int]:
+    """The first hash slot of each of ``buckets`` near-equal ranges of ``slot_num`` slots, then
+    ``slot_num``: the slot ranges a scan stages its index keys by."""
+    return [slot_num * i // buckets for i in range(buckets + 1)]
+
+
+def save_keys(folder: Path, part: int, rows: np.ndarray, slot_num: int, buckets: int) -> None:
+    """Stage part ``part``'s index keys (``KEY_DTYPE`` rows, in put order) by slot range, so that
+    a task placing some of the ranges reads only their keys (:func:`share_keys`): ``keys``
+    holds the keys of each of the ``buckets`` ranges (:func:`slot_bounds`) in turn, each range's
+    in put order; ``keypos`` each row's number in put order; ``keybounds`` the first row of each
+    range, then the row count."""
+    slot = rows["key_hash"].astype(np.int64) % slot_num
+    bucket = np.searchsorted(slot_bounds(slot_num, buckets), slot, side="right") - 1
+    bucket = bucket.astype(np.min_scalar_type(buckets))  # small ints: a radix sort
+    order = np.argsort(bucket, kind="stable")
+    _save(part_path(folder, part, "keys"), rows[order])
+    _save(part_path(folder, part, "keypos"), order.astype(np.min_scalar_type(max(0, rows.size - 1))))
+    _save(part_path(folder, part, "keybounds"), np.searchsorted(bucket[order], np.arange(buckets + 1)))
+
+
+def share_keys(folder: Path, part: int, lo: int, hi: int, slot_num: int,
+               slots: tuple[int, int]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The keys numbered ``[lo, hi)`` (in put order) of part ``part`` (:func:`save_keys`) whose
+    slot is in ``slots``, a union of the part's slot ranges (ValueError if not), with their
+    numbers: the keys of each slot in put order, at most ``PUT_KEYS`` at a time."""
+    keys = np.load(part_path(folder, part, "keys"), mmap_mode="r")
+    pos = np.load(part_path(folder, part, "keypos"), mmap_mode="r")
+    first = np.load(part_path(folder, part, "keybounds")).tolist()
+    bounds = slot_bounds(slot_num, len(first) - 1)
+    if slots[0] not in bounds or slots[1] not in bounds:
+        raise ValueError(f"{part_path(folder, part, 'keys')}: slots {slots} are not a union of the "
+                         f"slot ranges its keys were staged by ({bounds})")
+    for b in range(bounds.index(slots[0]), bounds.index(slots[1])):
+        a, z = (first[b] + np.searchsorted(pos[first[b]:first[b + 1]], [lo, hi])).tolist()
+        for c in range(a, z, PUT_KEYS):
+            yield np.array(keys[c:min(z, c + PUT_KEYS)]), np.array(pos[c:min(z, c + PUT_KEYS)])
 
 
 def _write_units(folder: Path, part: int, cols: dict[str, list[np.ndarray]],
@@ -339,7 +382,9 @@ def plan_index(parts: list[PartSummary], staging: Path, index_dir: Path, entry_n
 
     def key(g: int) -> np.void:
         i = int(np.searchsorted(starts, g, side="right")) - 1
-        return np.load(part_path(staging, parts[i].part, "keys"), mmap_mode="r")[g - starts[i]]
+        pos = np.load(part_path(staging, parts[i].part, "keypos"), mmap_mode="r")
+        row = int(np.flatnonzero(pos == g - starts[i])[0])  # staged by slot range: find it
+        return np.load(part_path(staging, parts[i].part, "keys"), mmap_mode="r")[row]
 
     def at(g: int) -> tuple[int, int]:
         k = key(g)
@@ -361,10 +406,13 @@ def plan_index(parts: list[PartSummary], staging: Path, index_dir: Path, entry_n
     return jobs
 
 
-def share_index(jobs: list[IndexJob], slot_num: int, shares: int) -> list[IndexJob]:
-    """Each file's job as ``shares`` tasks over disjoint ranges of its hash slots: together they
-    write the file's entries and slots (``IndexFile.place``), each on its own core."""
-    bounds = [slot_num * i // shares for i in range(shares + 1)]
+def share_index(jobs: list[IndexJob], slot_num: int, shares: int, buckets: int) -> list[IndexJob]:
+    """Each file's job as ``shares`` tasks over disjoint ranges of its hash slots, each a union
+    of the ``buckets`` slot ranges the scan staged the keys by (:func:`save_keys`): together they
+    write the file's entries and slots (``IndexFile.place``), each on its own core and reading
+    only its slots' keys."""
+    staged = slot_bounds(slot_num, buckets)
+    bounds = [staged[buckets * i // shares] for i in range(shares + 1)]
     return [replace(j, slots=(lo, hi)) for j in jobs for lo, hi in zip(bounds[:-1], bounds[1:])
             if lo < hi]
 
@@ -397,21 +445,20 @@ def finish_index_files(jobs: list[IndexJob], filled: dict[str, int], slot_num: i
 
 def write_index_file_task(job: IndexJob, staging: str, slot_num: int, entry_num: int) -> int:
     """Write task: place ``job``'s keys of its slots into its file (made by
-    :func:`create_index_files`), from the file's header as it was before the rebuild, at most
-    ``PUT_KEYS`` at a time (the task holds the index file and one slice of keys, not all of a
-    full file's 20 M keys at once); the header is :func:`finish_index_files`'s. Returns how many
-    of the puts found their slot empty."""
+    :func:`create_index_files`), from the file's header as it was before the rebuild, reading
+    only the keys of its slots (:func:`share_keys`), at most ``PUT_KEYS`` at a time (the task
+    holds the index file and one slice of keys, not all of a full file's 20 M keys at once); the
+    header is :func:`finish_index_files`'s. Returns how many of the puts found their slot empty."""
     folder = Path(staging)
+    slots = job.slots or (0, slot_num)
     f = IndexFile(Path(job.path), slot_num, entry_num)
-    filled = 0
+    filled, before = 0, 0  # before: the job's keys in the slices already placed
     try:
         for p, lo, hi in job.slices:
-            keys = np.load(part_path(folder, p, "keys"), mmap_mode="r")
-            for a in range(lo, hi, PUT_KEYS):
-                rows = np.array(keys[a:min(hi, a + PUT_KEYS)])  # a copy: the part's map goes with keys
-                filled += f.place(rows["key_hash"], rows["phy"], rows["ts"], job.slots)
-                f.advance(rows.size, int(rows["ts"][0]))
-            del keys
+            for rows, pos in share_keys(folder, p, lo, hi, slot_num, slots):
+                filled += f.place(rows["key_hash"], rows["phy"], rows["ts"], slots,
+                                  pos.astype(np.int64) - lo + before, job.first[1])
+            before += hi - lo
         f.flush()
     finally:
         f.close()

@@ -6,7 +6,8 @@ prevIndex int32). A slot holds the position of the newest entry of its keys; eac
 prevIndex is the slot's value before it, so a slot heads a chain running back in time.
 
 - ``place``: put keys one after the other exactly as ``IndexFile.putKey`` does, those of a range
-  of slots (the puts of disjoint slot ranges are independent: tasks can share one file).
+  of slots, each at its given position (the puts of disjoint slot ranges are independent:
+  tasks can share one file, each given only its slots' keys).
 - ``reachable``: which entries a query for their own key finds (``IndexFile.selectPhyOffset``).
 - ``found_keys``: which of a set of records' keys the found entries stand for.
 """
@@ -46,32 +47,36 @@ def _entry_at(slot_num: int, position: int) -> int:
 
 @kernel
 def place(buf: Buffer, slot_num: int, key_hash: npt.NDArray[np.int32], phy: npt.NDArray[np.int64],
-          ts: npt.NDArray[np.int64], index_count: int, begin_ts: int, slot_lo: int,
-          slot_hi: int) -> int:
+          ts: npt.NDArray[np.int64], pos: npt.NDArray[np.int64], index_count: int, begin_ts: int,
+          first_ts: int, slot_lo: int, slot_hi: int) -> int:
     """Put key ``i`` (``key_hash[i] >= 0``: ``IndexFile.indexKeyHashMethod``; its record's CommitLog
-    offset and store time) at entry position ``index_count + i``, in order, as
-    ``IndexFile.putKey``, when its slot is in ``[slot_lo, slot_hi)``: keys of other slots keep
-    their positions and times but are written by another call (slot chains never cross slots, so
-    calls over disjoint slot ranges write disjoint bytes and together put every key). The put:
-    slot ``keyHash % slotNum``; prevIndex the slot's old value when it is in
-    ``(0, indexCount]``, else 0; timeDiff the seconds from the header's beginTimestamp as it is at
-    that put (``begin_ts`` before the first; the first put of an empty file, ``index_count <= 1``,
-    makes it that put's store time), 0 when beginTimestamp is not positive, clamped to
-    ``[0, Integer.MAX_VALUE]``; the slot then holds the new position. The caller checks the keys
-    fit (``index_count + len(key_hash) <= indexNum``) and updates the header. Returns how many
-    of its puts found their slot empty (their share of hashSlotCount's increase)."""
-    count = index_count
-    begin = begin_ts
+    offset and store time) at entry position ``index_count + pos[i]`` as ``IndexFile.putKey``
+    does, when its slot is in ``[slot_lo, slot_hi)``. ``pos`` numbers the keys within a batch
+    put in order: all of the batch's keys, or some of them with the keys of each slot in put
+    order (those of a slot range, say; slot chains never cross slots, so calls over disjoint slot
+    ranges write disjoint bytes and together put every key). The put: slot
+    ``keyHash % slotNum``; prevIndex the slot's old value when it is in ``(0, indexCount]``, else
+    0; timeDiff the seconds from the header's beginTimestamp as it is at that put: ``begin_ts``
+    for the batch's first put (``pos`` 0), and for the later ones too unless the file was empty
+    (``index_count <= 1``: its first put made beginTimestamp that put's store time,
+    ``first_ts``); 0 when beginTimestamp is not positive, clamped to ``[0, Integer.MAX_VALUE]``;
+    the slot then holds the new position. The caller checks the batch fits
+    (``index_count + batch size <= indexNum``, ``index_count >= 1`` as RocketMQ's count starts)
+    and updates the header. Returns how many of the puts found their slot empty (their share of
+    hashSlotCount's increase)."""
+    later = first_ts if index_count <= 1 else begin_ts
     filled = 0
     for i in range(key_hash.size):
         h = int(key_hash[i])
         slot = h % slot_num
         if slot_lo <= slot < slot_hi:
+            count = index_count + pos[i]
             slot_at = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * slot
             prev = be_i32(buf, slot_at)
             if prev <= 0 or prev > count:
                 prev = 0
                 filled += 1
+            begin = begin_ts if pos[i] == 0 else later
             diff = 0
             if begin > 0:
                 diff = (ts[i] - begin) // 1000 if ts[i] > begin else 0
@@ -82,9 +87,6 @@ def place(buf: Buffer, slot_num: int, key_hash: npt.NDArray[np.int32], phy: npt.
             _put_be32(buf, at + 12, diff)
             _put_be32(buf, at + 16, prev)
             _put_be32(buf, slot_at, count)
-        if count <= 1:
-            begin = ts[i]
-        count += 1
     return filled
 
 
