@@ -194,7 +194,8 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
                 for t, n in p.key_topics.items():
                     result.keys[t] = result.keys.get(t, 0) + n
         if want_cq:
-            queue_jobs = sr.plan_queues(valid.parts, start.queues, 2 * sc.defaultParallelism)
+            # a task per core: each ends with making its output durable (a file system sync)
+            queue_jobs = sr.plan_queues(valid.parts, start.queues, sc.defaultParallelism)
             declare_topics(base, queue_counts((t, q) for j in queue_jobs for t, q, _, _ in j.queues))
             tasks += [("consumequeue", j) for j in queue_jobs]
         if tasks:
