@@ -201,7 +201,8 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
             queue_jobs = sr.plan_queues(valid.parts, start.queues, sc.defaultParallelism)
             declare_topics(base, queue_counts((t, q) for j in queue_jobs for t, q, _, _ in j.queues))
         # one task per core where it can: task i places index share i and writes queue group i
-        # (a PySpark task's own cost, 50-100 ms, is paid once per core, not per piece of work)
+        # (a PySpark task's own cost, 50-100 ms, and a queue group's closing file system sync
+        # are paid once per core, not per piece of work)
         tasks = list(zip_longest(shares, queue_jobs))
         if tasks:
             root, cq_name = (str(dirs["consumequeue"].parent), dirs["consumequeue"].name) if want_cq \

@@ -29,6 +29,10 @@ def parse_fastjson(text: str) -> Any:
     return json.loads(quoted, object_pairs_hook=hook)
 
 
+#: ``json.dumps(obj, ensure_ascii=False)``, without making an encoder per call
+_encode = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def dump_fastjson(obj: Any, indent: int = 0) -> str:
     """Serialise like fastjson's PrettyFormat: string-keyed maps one entry per line, int-keyed
     maps inline, closing brace on its own line."""
@@ -39,13 +43,13 @@ def dump_fastjson(obj: Any, indent: int = 0) -> str:
         inline = all(isinstance(k, int) for k in obj)
         parts = []
         for k, v in obj.items():
-            key = str(k) if isinstance(k, int) else json.dumps(k, ensure_ascii=False)
+            key = str(k) if isinstance(k, int) else _encode(k)
             item = f"{key}:{dump_fastjson(v, indent + 1)}"
             parts.append(item if inline else f"\n{tab * (indent + 1)}{item}")
         return "{" + ",".join(parts) + f"\n{tab * indent}}}"
     if isinstance(obj, list):
         return "[" + ",".join(dump_fastjson(v, indent + 1) for v in obj) + "]"
-    return json.dumps(obj, ensure_ascii=False)
+    return _encode(obj)
 
 
 def read_config(path: Path) -> Any | None:

@@ -25,8 +25,10 @@ from rocketlake.store.paths import (
     BATCH_CONSUME_QUEUE_DIR,
     CONSUME_QUEUE_DIR,
     check_queue_id,
+    check_topic_name,
     queue_dir,
     queue_dirs,
+    resolve_inside,
     topic_dir,
 )
 from rocketlake.store.rocksdb_store import SETTING, rocksdb_consume_queue
@@ -510,8 +512,9 @@ def _per_queue(mask: np.ndarray, qi: np.ndarray, pos: np.ndarray, n: int, last: 
     return out
 
 
-def write_consume_queue_files(qdir: Path, queue_offsets: np.ndarray, units: np.ndarray,
-                              file_size: int, after: int = 0, made: bool = False) -> int:
+def write_consume_queue_files(qdir: str | os.PathLike[str], queue_offsets: np.ndarray,
+                              units: np.ndarray, file_size: int, after: int = 0,
+                              made: bool = False) -> int:
     """Write units (``CQ_UNIT_DTYPE``) at consecutive ``queue_offsets`` into the queue's files
     under ``qdir`` with plain file writes, the bytes ``ConsumeQueue.put_many`` would write
     (files of ``file_size`` bytes, pre-blank units before the first unit of a new queue).
@@ -533,10 +536,10 @@ def write_consume_queue_files(qdir: Path, queue_offsets: np.ndarray, units: np.n
         raise StoreFormatError(f"{qdir}: queue offset {queue_offsets[0]} leaves a gap after "
                                f"{after - 1}")
     if not made:
-        qdir.mkdir(parents=True, exist_ok=True)
+        os.makedirs(qdir, exist_ok=True)
     first = int(queue_offsets[0]) * CQ_UNIT_SIZE
     data = units.astype(CQ_UNIT_DTYPE, copy=False).tobytes()
-    if made or not any(qdir.iterdir()):  # a new queue: pre-blank units lead its first file
+    if made or not os.listdir(qdir):  # a new queue: pre-blank units lead its first file
         data = pre_blank(first, file_size) + data
         first -= first % file_size
     flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if made else 0)
@@ -544,7 +547,7 @@ def write_consume_queue_files(qdir: Path, queue_offsets: np.ndarray, units: np.n
     while pos < first + len(data):
         start = pos - pos % file_size
         n = min(start + file_size, first + len(data)) - pos
-        path = qdir / format_file_name(start)
+        path = os.path.join(qdir, format_file_name(start))
         try:
             fd = open_file(path, flags)
             try:
@@ -563,11 +566,11 @@ def write_consume_queue_files(qdir: Path, queue_offsets: np.ndarray, units: np.n
 
 class QueueFilesWriter:
     """Writes the ConsumeQueue files of many queues under ``<root>/<within>`` with plain file
-    writes (``write_consume_queue_files``), as a rebuild does: each topic's directory is checked
-    once (``paths.topic_dir``); a queue directory this writer makes is new (no link, empty), so
-    its files are created whole; one that was there before is checked (``paths.queue_dir``) and
-    written where its units end. ``ends``: per queue written to, the queue offset after the
-    last unit written."""
+    writes (``write_consume_queue_files``), as a rebuild does: ``<root>/<within>`` is checked
+    once (``paths.resolve_inside``); a topic or queue directory this writer makes is new (no
+    link, empty), so it needs no check and its files are created whole; one that was there
+    before is checked (``paths.topic_dir``, ``paths.queue_dir``) and written where its units
+    end. ``ends``: per queue written to, the queue offset after the last unit written."""
 
     #: units ``add`` holds before it writes them
     BUFFER = 1 << 21
@@ -575,8 +578,9 @@ class QueueFilesWriter:
     def __init__(self, root: Path, file_size: int, within: str = CONSUME_QUEUE_DIR) -> None:
         self.root, self.file_size, self.within = Path(root), file_size, within
         self.ends: dict[tuple[str, int], int] = {}
-        self._topics: dict[str, Path] = {}
-        self._dirs: dict[tuple[str, int], Path] = {}
+        self._base: str | None = None  # <root>/<within>, once checked
+        self._topics: dict[str, str] = {}
+        self._dirs: dict[tuple[str, int], str] = {}
         self._topic_no: dict[str, int] = {}
         self._held: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # queue, offsets, units
         self._held_units = 0
@@ -625,20 +629,35 @@ class QueueFilesWriter:
             self.ends[key] = int(queue_offsets[-1]) + 1
         return n
 
-    def _queue_dir(self, topic: str, queue_id: int) -> tuple[Path, bool]:
+    def _queue_dir(self, topic: str, queue_id: int) -> tuple[str, bool]:
         """The queue's directory, and whether it was made now."""
-        tdir = self._topics.get(topic)
-        if tdir is None:
-            tdir = self._topics[topic] = topic_dir(self.root, topic, self.within)
-        qdir = tdir / str(check_queue_id(queue_id, tdir))
+        tdir = self._topic_dir(topic)
+        qdir = os.path.join(tdir, str(check_queue_id(queue_id, tdir)))
         try:
-            try:
-                os.mkdir(qdir)
-            except FileNotFoundError:
-                tdir.mkdir(parents=True, exist_ok=True)
-                os.mkdir(qdir)
+            os.mkdir(qdir)
         except FileExistsError:
-            return queue_dir(self.root, topic, queue_id, self.within), False
+            return str(queue_dir(self.root, topic, queue_id, self.within)), False
         except OSError as e:
             raise disk_error(e, qdir, "making a ConsumeQueue directory") from None
         return qdir, True
+
+    def _topic_dir(self, topic: str) -> str:
+        """The topic's directory, made when missing (with ``<root>/<within>``)."""
+        tdir = self._topics.get(topic)
+        if tdir is not None:
+            return tdir
+        if self._base is None:
+            self._base = str(resolve_inside(self.root, self.root / self.within))
+        tdir = os.path.join(self._base, check_topic_name(topic, Path(self._base)))
+        try:
+            try:
+                os.mkdir(tdir)
+            except FileNotFoundError:
+                os.makedirs(self._base, exist_ok=True)
+                os.mkdir(tdir)
+        except FileExistsError:
+            tdir = str(topic_dir(self.root, topic, self.within))
+        except OSError as e:
+            raise disk_error(e, tdir, "making a ConsumeQueue directory") from None
+        self._topics[topic] = tdir
+        return tdir

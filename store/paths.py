@@ -29,7 +29,7 @@ def check_topic_name(topic: str, where: Path) -> str:
     return topic
 
 
-def check_queue_id(queue_id: int, where: Path) -> int:
+def check_queue_id(queue_id: int, where: str | os.PathLike[str]) -> int:
     """``queue_id`` when it is an int >= 0; UnsafePathError naming it and ``where`` otherwise."""
     if isinstance(queue_id, bool) or not isinstance(queue_id, int) or queue_id < 0:
         raise UnsafePathError(f"{where}: queue id {queue_id!r} is not an integer >= 0; refusing "

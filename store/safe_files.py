@@ -43,12 +43,12 @@ _NO_FOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 _BULK: ContextVar[tuple[str, ...]] = ContextVar("bulk_outputs", default=())
 
 
-def linked(path: Path) -> LinkedFileError:
+def linked(path: str | os.PathLike[str]) -> LinkedFileError:
     """The refusal of a store file at ``path`` that is a symbolic link."""
     return LinkedFileError(f"{path}: is a symbolic link; refusing to write through it")
 
 
-def open_file(path: Path, flags: int, mode: int = 0o644, dir_fd: int | None = None) -> int:
+def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, dir_fd: int | None = None) -> int:
     """``os.open(path, flags)`` that never follows a link at ``path`` (LinkedFileError naming it);
     other OSErrors as they come. ``dir_fd``: ``path`` is a name in that directory."""
     try:
@@ -60,7 +60,7 @@ def open_file(path: Path, flags: int, mode: int = 0o644, dir_fd: int | None = No
         raise
 
 
-def _is_link(path: Path, dir_fd: int | None) -> bool:
+def _is_link(path: str | os.PathLike[str], dir_fd: int | None) -> bool:
     try:
         return stat.S_ISLNK(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError:
@@ -296,7 +296,7 @@ def read_file(path: Path) -> bytes:
         return f.read()
 
 
-def disk_error(e: OSError, path: Path, doing: str) -> OSError:
+def disk_error(e: OSError, path: str | os.PathLike[str], doing: str) -> OSError:
     """``e`` (met while ``doing`` something to ``path``) restated to name the path and the
     problem: a StoreFullError, telling the free space, when the disk is full."""
     message = f"{path}: {(e.strerror or str(e)).lower()} {doing}"

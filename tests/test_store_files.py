@@ -17,7 +17,7 @@ from rocketlake.store.consume_queue import (
     load_queues,
     write_consume_queue_files,
 )
-from rocketlake.store.errors import LinkedFileError, StoreFormatError
+from rocketlake.store.errors import LinkedFileError, StoreFormatError, UnsafePathError
 from rocketlake.store.message import Message
 from rocketlake.store.store_files import StoreFiles
 
@@ -193,3 +193,16 @@ def test_queue_files_writer_refuses_a_link_in_a_queue_that_was_there(tmp_path: P
     assert victim.read_bytes() == b"outside"
     assert w.write("t", 0, np.array([0]), units) == 1  # a queue of its own: made new
     assert w.ends == {("t", 0): 1}
+
+
+def test_queue_files_writer_refuses_a_topic_directory_that_leads_out(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    base = tmp_path / "out" / "consumequeue"
+    base.mkdir(parents=True)
+    (base / "t").symlink_to(outside, target_is_directory=True)
+    w = QueueFilesWriter(tmp_path / "out", 100)
+    with pytest.raises(UnsafePathError, match="outside"):
+        w.write("t", 0, np.array([0]), np.zeros(1, dtype=codec.CQ_UNIT_DTYPE))
+    assert list(outside.iterdir()) == []
+    assert w.write("u", 0, np.array([0]), np.zeros(1, dtype=codec.CQ_UNIT_DTYPE)) == 1  # made new

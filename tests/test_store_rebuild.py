@@ -67,16 +67,27 @@ def test_valid_data_ends_where_a_part_stopped_early() -> None:
     assert not v.gap
 
 
-def test_queues_spread_over_tasks_by_unit_count() -> None:
+def test_queues_spread_over_tasks_in_topic_order_by_weight() -> None:
     q = sr.QueueRows
-    parts = [part(0, 0, 10, queues=[q("a", 0, 0, 50), q("b", 0, 50, 60), q("c", 1, 60, 90)]),
+    parts = [part(0, 0, 10, queues=[q("c", 1, 60, 90), q("a", 0, 0, 50), q("b", 0, 50, 60)]),
              part(1, 10, 20, queues=[q("a", 0, 0, 10), q("d", 2, 10, 30)])]
     jobs = sr.plan_queues(parts, {("b", 0): 7}, tasks=2)
-    # a: 60 units, c: 30, d: 20, b: 10 -> largest first onto the emptiest task
+    # weights a 60+W, b 10+W, c 30+W, d 20+W (W = QUEUE_WEIGHT): in topic order, each queue in
+    # the half its midpoint falls in
     assert [[(t, qid, after, s) for t, qid, after, s in j.queues] for j in jobs] == [
-        [("a", 0, 0, [(0, 0, 50), (1, 0, 10)])],
-        [("c", 1, 0, [(0, 60, 90)]), ("d", 2, 0, [(1, 10, 30)]), ("b", 0, 7, [(0, 50, 60)])]]
-    assert [j.units for j in jobs] == [60, 60]
+        [("a", 0, 0, [(0, 0, 50), (1, 0, 10)]), ("b", 0, 7, [(0, 50, 60)])],
+        [("c", 1, 0, [(0, 60, 90)]), ("d", 2, 0, [(1, 10, 30)])]]
+    assert [j.units for j in jobs] == [70, 50]
+
+
+def test_a_topics_queues_share_a_write_task() -> None:
+    q = sr.QueueRows
+    parts = [part(0, 0, 10, queues=[q(t, i, 3 * k, 3 * k + 3)
+                                     for k, (t, i) in enumerate((t, i) for i in range(10) for t in "uvwt")])]
+    jobs = sr.plan_queues(parts, {}, tasks=4)
+    assert [sorted({t for t, *_ in j.queues}) for j in jobs] == [["t"], ["u"], ["v"], ["w"]]
+    assert [[qid for _, qid, _, _ in j.queues] for j in jobs] == [list(range(10))] * 4
+    assert sr.plan_queues([part(0, 0, 10)], {}, tasks=4) == []
 
 
 def save_keys(staging: Path, n: int, ts: list[int]) -> None:

@@ -291,20 +291,33 @@ class QueueJob:
     units: int = 0
 
 
+#: what a queue weighs in a write task, in units: making its directory and file costs about as
+#: much as writing this many units
+QUEUE_WEIGHT = 4096
+
+
 def plan_queues(parts: list[PartSummary], existing: dict[tuple[str, int], int],
                 tasks: int) -> list[QueueJob]:
-    """Spread the queues over at most ``tasks`` write tasks, balanced by unit count (largest
-    first); ``existing`` maps a queue to its current max offset (units below it are kept)."""
+    """Spread the queues over at most ``tasks`` write tasks: in (topic, queue id) order, cut
+    into runs of about equal weight (a queue weighs its units plus ``QUEUE_WEIGHT``), so that a
+    topic's queues share a task (its directory made once, by one task); ``existing`` maps a
+    queue to its current max offset (units below it are kept)."""
     slices: dict[tuple[str, int], list[Slice]] = {}
     for p in parts:
         for q in p.queues:
             slices.setdefault((q.topic, q.queue_id), []).append((p.part, q.lo, q.hi))
-    jobs = [QueueJob() for _ in range(max(1, min(tasks, len(slices))))]
-    by_size = sorted(slices.items(), key=lambda kv: -sum(hi - lo for _, lo, hi in kv[1]))
-    for (topic, qid), s in by_size:
-        job = min(jobs, key=lambda j: j.units)
-        job.queues.append((topic, qid, existing.get((topic, qid), 0), s))
-        job.units += sum(hi - lo for _, lo, hi in s)
+    if not slices:
+        return []
+    keys = sorted(slices)
+    units = np.array([sum(hi - lo for _, lo, hi in slices[k]) for k in keys], dtype=np.int64)
+    weight = units + QUEUE_WEIGHT
+    n = max(1, min(tasks, len(keys)))
+    # each queue goes to the run its weight's midpoint falls in
+    task = ((np.cumsum(weight) - weight / 2) * n // int(weight.sum())).astype(np.int64)
+    jobs = [QueueJob() for _ in range(n)]
+    for k, t, u in zip(keys, task.tolist(), units.tolist()):
+        jobs[t].queues.append((k[0], k[1], existing.get(k, 0), slices[k]))
+        jobs[t].units += u
     return [j for j in jobs if j.queues]
 
 
@@ -319,7 +332,8 @@ def write_queues(job: QueueJob, staging: str, root: str, cq_name: str, file_size
 
     def part(p: int, kind: str) -> np.ndarray:
         if (p, kind) not in loaded:
-            loaded[(p, kind)] = np.load(part_path(folder, p, kind), mmap_mode="r")
+            # a plain view of the map: slicing a np.memmap costs more than the slice
+            loaded[(p, kind)] = np.load(part_path(folder, p, kind), mmap_mode="r").view(np.ndarray)
         return loaded[(p, kind)]
     out = QueueFilesWriter(Path(root), file_size, cq_name)
     with bulk_output(Path(root) / cq_name) if aside else nullcontext():
