@@ -1,7 +1,7 @@
 """Where a Spark rebuild's time goes: `rocketlake rebuild` run in this process with its driver
 phases timed.
 
-    .venv/bin/python -m benchmarks.spark_rebuild_phases rebuild --store DIR --output DIR [...]
+    .venv/bin/python -m benchmarks.bench_rebuild_phases rebuild --store DIR --output DIR [...]
 
 Runs the CLI with the given arguments; the session start, each Spark job (the ``spark_progress``
 blocks: ``scan``, ``write``) and the driver's planning steps are wrapped with wall and CPU timers
