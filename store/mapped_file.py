@@ -19,6 +19,8 @@ from rocketlake.store.safe_files import create_file, deferred, open_file
 
 PAGE_SIZE = mmap.PAGESIZE
 _NAME = re.compile(r"^\d{20}$")
+#: listings ``MappedFileQueue.listed`` takes at most before it reports a gap it saw in each
+LISTINGS = 5
 
 
 class MappedFile:
@@ -185,8 +187,25 @@ class MappedFileQueue:
     def listed(self) -> list[tuple[Path, int]]:
         """(path, start offset) of every existing file of every directory, in offset order;
         StoreFormatError for a foreign name, a start that is no multiple of the file size, a gap
-        and a name in two directories (one directory listing each). Nothing is opened."""
-        found: dict[str, Path] = {}  # name -> its directory
+        and a name in two directories. Nothing is opened.
+
+        A gap is reported only when the next listing shows it again: a listing taken while a
+        writer creates files may miss a file created during it and show a later one (a directory
+        is read in hash order, not creation order), a gap no store has."""
+        seen: str | None = None
+        for _ in range(LISTINGS):
+            out, gap = self._in_order(self._names())
+            if gap is None or gap == seen:
+                break
+            seen = gap
+        if gap is not None:
+            raise StoreFormatError(gap)
+        return out
+
+    def _names(self) -> dict[str, Path]:
+        """Each store file's name -> its directory (one directory listing each); StoreFormatError
+        for a name in two directories."""
+        found: dict[str, Path] = {}
         for d in self.dirs:
             try:
                 names = os.listdir(d)
@@ -198,6 +217,11 @@ class MappedFileQueue:
                 if name in found:
                     raise StoreFormatError(f"{d / name}: the file {name} is also in {found[name]}")
                 found[name] = d
+        return found
+
+    def _in_order(self, found: dict[str, Path]) -> tuple[list[tuple[Path, int]], str | None]:
+        """``found``'s files as (path, start) in offset order, and the first gap's message (None:
+        no gap); StoreFormatError for a foreign name or a start off the file size."""
         out: list[tuple[Path, int]] = []
         for name in sorted(found):
             path = found[name] / name
@@ -209,9 +233,9 @@ class MappedFileQueue:
                     f"{path}: start offset is not a multiple of the file size {self.file_size}")
             last = out[-1] if out else (self.files[-1].path, self.files[-1].start) if self.files else None
             if last is not None and start != last[1] + self.file_size:
-                raise StoreFormatError(f"{path}: gap after {last[0]}")
+                return out, f"{path}: gap after {last[0]}"
             out.append((path, start))
-        return out
+        return out, None
 
     @property
     def last(self) -> MappedFile | None:
