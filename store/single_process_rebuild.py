@@ -14,6 +14,7 @@ from rocketlake.store.consume_queue import QueueFilesWriter
 from rocketlake.store.dispatch import Dispatcher
 from rocketlake.store.index import IndexService
 from rocketlake.store.safe_files import bulk_output
+from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.topic_config import declare_topics, queue_counts
 
@@ -31,11 +32,12 @@ def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = Tr
     (settings: ``config``, then ``overrides``); the topics of the ConsumeQueues written are
     declared in ``out``'s `config/topics.json` (``store.topic_config``), so a broker serves them.
 
+    ``store`` must be a store (``store_dir.check_store``: NotAStoreError, nothing written);
     ``out`` must not already hold those directories (write aside, then swap). What it writes
     is durable when it returns, made so at once at the end (``safe_files.bulk_output``).
     """
     cfg = load_config(overrides, base=config)
-    out = Path(out)
+    store, out = check_store(store), Path(out)
     for name, wanted in (("consumequeue", consume_queue), ("index", index)):
         if wanted and (out / name).exists() and any((out / name).iterdir()):
             raise FileExistsError(f"{out / name}: already exists; rebuild writes into an empty place")

@@ -10,6 +10,7 @@ import pytest
 
 from rocketlake.jobs.cli import main
 from rocketlake.store import MessageStore, NotAStoreError
+from rocketlake.store.single_process_rebuild import rebuild
 
 SETS = ["--set", "mappedFileSizeCommitLog=4096", "--set", "mappedFileSizeConsumeQueue=200"]
 
@@ -47,7 +48,10 @@ def test_a_directory_without_commitlog_is_not_a_store(tmp_path: Path, capsys, ma
     assert why in capsys.readouterr().err
     with pytest.raises(NotAStoreError, match=why.replace("(", r"\(").replace(")", r"\)")):
         MessageStore(project)
-    assert _tree(project) == before
+    out = tmp_path / "out"
+    with pytest.raises(NotAStoreError, match=why.replace("(", r"\(").replace(")", r"\)")):
+        rebuild(project, out)  # the library's rebuild: not an empty store of 0 records
+    assert _tree(project) == before and not out.exists()
 
 
 def test_a_writer_makes_a_store_in_an_empty_directory_that_stays_one(tmp_path: Path, capsys) -> None:
