@@ -51,6 +51,8 @@ from rocketlake.transforms.commitlog_scan import (
 
 PROG = "rebuild"
 log = logging.getLogger(__name__)
+#: topics a rebuild's log line names with their counts (a broker may have 10,000 and more)
+NAMED_TOPICS = 20
 #: what a rebuild can build, by its directory in the store
 
 
@@ -230,9 +232,9 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
 
 def report(prog: str, rebuilt: Rebuilt, structures: tuple[str, ...], target: Path,
            incremental: bool = False) -> None:
-    """One line per structure: what was written where, per topic; an incremental rebuild that
-    has nothing to write (its scan starts at the last record the structures hold) says they are
-    up to date."""
+    """One line per structure: what was written where, per topic (the first ``NAMED_TOPICS`` by
+    name, then how many more); an incremental rebuild that has nothing to write (its scan starts
+    at the last record the structures hold) says they are up to date."""
     if incremental and rebuilt.end is not None and not any(rebuilt.units.values()) \
             and not any(rebuilt.keys.values()):
         log.info("%s: up to date: %s under %s already cover the CommitLog to offset %d; nothing "
@@ -240,8 +242,10 @@ def report(prog: str, rebuilt: Rebuilt, structures: tuple[str, ...], target: Pat
         return
     for name in structures:
         counts, noun = (rebuilt.units, "units") if name == "consumequeue" else (rebuilt.keys, "index keys")
-        log.info("%s: wrote %d %s for %d topic(s) under %s: %s", prog, sum(counts.values()), noun,
-                 len(counts), target / name, ", ".join(f"{t}={n}" for t, n in sorted(counts.items())))
+        named = sorted(counts.items())[:NAMED_TOPICS]
+        more = f" and {len(counts) - len(named):,} more topics" if len(counts) > len(named) else ""
+        log.info("%s: wrote %d %s for %d topic(s) under %s: %s%s", prog, sum(counts.values()), noun,
+                 len(counts), target / name, ", ".join(f"{t}={n}" for t, n in named), more)
 
 
 def run_structures(prog: str, structures: tuple[str, ...], args: argparse.Namespace) -> int:

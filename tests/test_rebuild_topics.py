@@ -38,3 +38,14 @@ def test_a_topic_already_declared_is_kept(tmp_path: Path, golden_settings) -> No
     rebuild(GOLDEN_498 / "store", out, consume_queue=True, index=False, **golden_settings)
     assert declared(out) == {"orders": (16, 8), "kept": (2, 2), "audit-log": (4, 4),
                              "payments": (4, 4)}
+
+
+def test_the_rebuild_log_line_names_twenty_topics_and_counts_the_rest(tmp_path: Path, caplog) -> None:
+    from rocketlake.jobs.rebuild import Rebuilt, report
+    units = {f"t{i:05d}": 3 for i in range(10_000)}
+    with caplog.at_level("INFO", logger="rocketlake.jobs.rebuild"):
+        report("rebuild", Rebuilt(units=units), ("consumequeue",), tmp_path)
+    [line] = caplog.messages
+    named = ", ".join(f"t{i:05d}=3" for i in range(20))
+    assert line == (f"rebuild: wrote 30000 units for 10000 topic(s) under {tmp_path / 'consumequeue'}: "
+                    f"{named} and 9,980 more topics")
