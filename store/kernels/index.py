@@ -26,6 +26,8 @@ from rocketlake.store.kernels import kernel
 from rocketlake.store.kernels.records import be_i32, be_i64
 
 Buffer = npt.NDArray[np.uint8]
+#: records ``found_keys`` steps over before it searches instead
+_STEPS = 8
 
 
 @kernel
@@ -133,13 +135,25 @@ def found_keys(buf: Buffer, slot_num: int, found: npt.NDArray[np.bool_], first: 
     """Set ``out[k]`` for each record key ``k`` that a ``found`` entry of the file in ``buf``
     at a position in ``[first, end)`` stands for: the entry's phyOffset is the record's offset
     and its keyHash the key's hash. Record ``r`` starts at ``record_offsets[r]`` (ascending)
-    and its keys are ``key_hashes`` rows ``key_start[r]`` to ``key_start[r + 1]``."""
+    and its keys are ``key_hashes`` rows ``key_start[r]`` to ``key_start[r + 1]``.
+    Entries in CommitLog order (a file's usual order) find their record by stepping on from the
+    last one's; an entry out of order, or far ahead, by a binary search."""
+    n = record_offsets.size
+    r = 0
     for e in range(max(first, 0), min(end, found.size)):
         if not found[e]:
             continue
         at = _entry_at(slot_num, e)
         phy = be_i64(buf, at + 4)
-        r = np.searchsorted(record_offsets, phy)
+        if r > 0 and record_offsets[r - 1] >= phy:
+            r = np.searchsorted(record_offsets, phy)
+        else:  # records before r are below phy: the first at or above it is at r or after
+            step = 0
+            while r < n and record_offsets[r] < phy and step < _STEPS:
+                r += 1
+                step += 1
+            if step == _STEPS:
+                r = np.searchsorted(record_offsets, phy)
         if r == record_offsets.size or record_offsets[r] != phy:
             continue
         h = be_i32(buf, at)
