@@ -146,14 +146,14 @@ def found_keys(buf: Buffer, slot_num: int, found: npt.NDArray[np.bool_], first: 
         at = _entry_at(slot_num, e)
         phy = be_i64(buf, at + 4)
         if r > 0 and record_offsets[r - 1] >= phy:
-            r = np.searchsorted(record_offsets, phy)
+            r = int(np.searchsorted(record_offsets, phy))
         else:  # records before r are below phy: the first at or above it is at r or after
             step = 0
             while r < n and record_offsets[r] < phy and step < _STEPS:
                 r += 1
                 step += 1
             if step == _STEPS:
-                r = np.searchsorted(record_offsets, phy)
+                r = int(np.searchsorted(record_offsets, phy))
         if r == record_offsets.size or record_offsets[r] != phy:
             continue
         h = be_i32(buf, at)
