@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import ctypes
 import os
+from functools import cache
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from llvmlite import binding
 from numba import types
+from numba.core.ccallback import CFunc
 
 from rocketlake.store.kernels import callback, kernel
 
@@ -75,10 +77,17 @@ def _bind() -> tuple[str, object]:
                 continue
             binding.add_symbol(_SYMBOL, address)
             return name, lib
-    pointer = types.CPointer(types.uint8)  # type: ignore[no-untyped-call]
-    compiled = callback(types.uint32(types.uint32, pointer, types.uintp))(table_crc32)
+    compiled = table_callback()
     binding.add_symbol(_SYMBOL, compiled.address)
     return "table", compiled
+
+
+@cache
+def table_callback() -> CFunc:
+    """``table_crc32`` compiled as a C callback (from the kernel cache when it is there: the
+    warm-up compiles it, so that a machine without libdeflate does not)."""
+    pointer = types.CPointer(types.uint8)  # type: ignore[no-untyped-call]
+    return callback(types.uint32(types.uint32, pointer, types.uintp))(table_crc32)
 
 
 #: what ``crc32`` runs: the libdeflate library's name, or "table"
