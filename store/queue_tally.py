@@ -93,19 +93,11 @@ class QueueTally:
         rows = np.flatnonzero(cols.to_queue)
         if not rows.size:
             return
-        raw, c = batch.raw, self.col
+        c = self.col
         q = self.numbers(batch, rows, grow=True)
-        qo, off = raw[rows, kr.QUEUE_OFFSET], raw[rows, kr.OFFSET]
-        queue_sums.extents(q, qo, off, c["count"], c["first_qo"], c["first_offset"], c["max_qo"],
-                           c["irregular"])
-        retained = off >= self.cl_min
-        above = qo >= c["min_offset"][q]
-        unit = np.flatnonzero(retained & above)
-        queue_sums.add(q[unit], qo[unit], off[unit], raw[rows[unit], kr.SIZE],
-                       cols.tags_code[rows[unit]], c["record_sum"], c["record_count"])
-        below = q[retained & ~above]
-        if below.size:
-            c["hidden"] += np.bincount(below, minlength=len(self.keys))
+        queue_sums.records(batch.raw, rows, q, cols.tags_code, self.cl_min, c["min_offset"], c["count"],
+                           c["first_qo"], c["first_offset"], c["max_qo"], c["irregular"], c["hidden"],
+                           c["record_sum"], c["record_count"])
 
     def units(self, group: list[tuple[int, MappedFile]]) -> None:
         """Take the units of each (queue number, file) of ``group``."""

@@ -260,3 +260,19 @@ def test_found_keys_in_and_out_of_commitlog_order():
                 part[starts[records.tolist().index(phy)] + keys[phy].index(h)] = True
         assert (out == part).all(), (first, end)
     assert (part != want).any()
+
+
+def test_keys_to_match_takes_the_keyed_records_in_the_indexed_range():
+    """Records before ``first`` or without keys are left out, those after ``end`` counted late,
+    the rest go out with their keys' hashes back to back (hand-computed)."""
+    offsets = np.array([0, 100, 200, 300, 400, 500, 600], dtype=np.int64)
+    counts = np.array([2, 1, 0, 3, 1, 2, 1], dtype=np.int64)
+    hashes = np.arange(10, 20, dtype=np.int32)      # record 0: 10 11, 1: 12, 3: 13 14 15, 4: 16, ...
+    offs, starts = np.empty(7, dtype=np.int64), np.empty(8, dtype=np.int64)
+    out = np.empty(10, dtype=np.int32)
+    n, late, first_late = kernels.keys_to_match(offsets, counts, hashes, 100, 400, offs, starts, out)
+    assert (n, late, first_late) == (3, 2, 500)
+    assert offs[:n].tolist() == [100, 300, 400]
+    assert starts[:n + 1].tolist() == [0, 1, 4, 5]
+    assert out[:starts[n]].tolist() == [12, 13, 14, 15, 16]
+    assert kernels.keys_to_match(offsets, counts, hashes, 700, 900, offs, starts, out) == (0, 0, -1)

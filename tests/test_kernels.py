@@ -21,6 +21,7 @@ from reference import crc32 as _crc32
 from rocketlake.store.kernels import crc
 from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import hashing as kh
+from rocketlake.store.kernels import queue_sums as qs
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.record_walk import Walk
 
@@ -474,3 +475,34 @@ def test_a_search_for_a_record_start_over_zeros_keeps_none_of_them_resident(tmp_
     assert find_record_start(buf, 0, 0, buf.size) == 0
     assert find_record_start(buf, 0, 1, buf.size) == buf.size
     assert _mapped_kib(path) < (64 << 10) // 4
+
+
+def test_queue_sums_records_tally_per_queue():
+    """``queue_sums.records``: extents over every taken row; the sums and counts only of rows at
+    or above the retained CommitLog and the queue's min offset, the rest of the retained ones
+    hidden (hand-computed)."""
+    raw = np.zeros((6, kr.NFIELDS), dtype=np.int64)
+    raw[:, kr.OFFSET] = [0, 100, 200, 300, 400, 500]
+    raw[:, kr.QUEUE_OFFSET] = [0, 5, 1, 1, 6, 2]
+    raw[:, kr.SIZE] = 100
+    tags = np.array([7, 7, 7, 7, 7, 7], dtype=np.int64)
+    rows = np.array([0, 1, 2, 3, 4], dtype=np.int64)   # row 5 goes to no queue
+    queue = np.array([0, 1, 0, 0, 1], dtype=np.int64)
+    z = [np.zeros(2, dtype=np.int64) for _ in range(6)]
+    count, first_qo, first_offset, max_qo, hidden, counts = z
+    irregular, sums = np.zeros(2, dtype=np.bool_), np.zeros(2, dtype=np.uint64)
+    min_offset = np.array([1, 0], dtype=np.int64)
+    qs.records(raw, rows, queue, tags, 100, min_offset, count, first_qo, first_offset, max_qo, irregular,
+               hidden, sums, counts)
+    assert count.tolist() == [3, 2] and first_qo.tolist() == [0, 5] and first_offset.tolist() == [0, 100]
+    assert max_qo.tolist() == [1, 6] and irregular.tolist() == [True, False]  # queue 0: 0, 1, 1
+    assert counts.tolist() == [2, 2] and hidden.tolist() == [0, 0]           # row 0 is below cl_min
+    want = np.zeros(2, dtype=np.uint64)
+    qs.add(queue[1:], raw[1:5, kr.QUEUE_OFFSET], raw[1:5, kr.OFFSET], raw[1:5, kr.SIZE], tags[1:5], want,
+           np.zeros(2, dtype=np.int64))
+    assert sums.tolist() == want.tolist()
+    min_offset[:] = [2, 0]                            # queue 0's offsets 1, 1 are now below it: hidden
+    count[:] = counts[:] = hidden[:] = 0
+    qs.records(raw, rows, queue, tags, 100, min_offset, count, first_qo, first_offset, max_qo, irregular,
+               hidden, sums, counts)
+    assert counts.tolist() == [0, 2] and hidden.tolist() == [2, 0]

@@ -9,6 +9,7 @@ prevIndex is the slot's value before it, so a slot heads a chain running back in
   of slots, each at its given position (the puts of disjoint slot ranges are independent:
   tasks can share one file, each given only its slots' keys).
 - ``reachable``: which entries a query for their own key finds (``IndexFile.selectPhyOffset``).
+- ``keys_to_match``: the keys of a batch of records that the index should hold.
 - ``found_keys``: which of a set of records' keys the found entries stand for.
 """
 from __future__ import annotations
@@ -160,3 +161,35 @@ def found_keys(buf: Buffer, slot_num: int, found: npt.NDArray[np.bool_], first: 
         for k in range(key_start[r], key_start[r + 1]):
             if key_hashes[k] == h:
                 out[k] = True
+
+
+@kernel
+def keys_to_match(offsets: npt.NDArray[np.int64], key_counts: npt.NDArray[np.int64],
+                  key_hashes: npt.NDArray[np.int32], first: int, end: int,
+                  offs_out: npt.NDArray[np.int64], starts_out: npt.NDArray[np.int64],
+                  hashes_out: npt.NDArray[np.int32]) -> tuple[int, int, int]:
+    """Of records at ``offsets`` (record i's keys: the next ``key_counts[i]`` of ``key_hashes``),
+    those with keys at ``first`` or after: the ones at ``end`` or before go out as
+    ``offs_out[:n]``, with their keys' hashes ``hashes_out[:starts_out[n]]`` (record j's from
+    ``starts_out[j]``; ``starts_out[0] = 0``); those after ``end`` are counted. Returns (n, the
+    records after ``end``, the first one's offset or -1)."""
+    n = late = k = 0
+    first_late = -1
+    starts_out[0] = 0
+    for i in range(offsets.size):
+        c = key_counts[i]
+        o = offsets[i]
+        if o >= first and c > 0:
+            if o > end:
+                late += 1
+                if first_late < 0:
+                    first_late = o
+            else:
+                m = starts_out[n]
+                for j in range(c):
+                    hashes_out[m + j] = key_hashes[k + j]
+                offs_out[n] = o
+                n += 1
+                starts_out[n] = m + c
+        k += c
+    return n, late, first_late
