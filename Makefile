@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed
 AIRFLOW_VENV  := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 
-.PHONY: run test lint bench dist clean chromium maven
+.PHONY: run test lint bench dist clean chromium maven libdeflate
 
 # Headless Chromium renders the HTML report in the tests (Debian's package).
 chromium:
@@ -19,6 +19,13 @@ chromium:
 maven:
 	@command -v mvn >/dev/null 2>&1 || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven >/dev/null; }
+
+# libdeflate's CRC-32 (PCLMUL) checks the records' CRCs (store/kernels/crc.py; Debian's package).
+# Without it the kernels use their own table CRC, 3-10x slower: a failed install only says so.
+libdeflate:
+	@ldconfig -p 2>/dev/null | grep -q 'libdeflate\.so\.0' || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libdeflate0 >/dev/null; } \
+		|| echo "libdeflate0 not installed: the kernels check CRCs with their own slower table CRC"
 
 # Compile every kernel the commands call into store/kernels/compiled/ (the package's kernel cache,
 # shipped in the wheel), so that no first command and no executor task compiles one.
@@ -42,9 +49,9 @@ $(AIRFLOW_STAMP): conf/airflow-requirements.txt pyproject.toml
 	$(AIRFLOW_VENV)/bin/pip install --quiet --no-deps -e .
 	touch $(AIRFLOW_STAMP)
 
-venv: $(STAMP)
+venv: libdeflate $(STAMP)
 
-run: $(STAMP)
+run: libdeflate $(STAMP)
 	$(BIN)/rocketlake pipeline
 
 # mypy follows `rocketlake.*` imports through this folder of links (it cannot follow the
@@ -58,7 +65,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	MYPYPATH=$(MYPY_SHIM) $(BIN)/mypy -p rocketlake
 
-test: $(STAMP) chromium maven $(AIRFLOW_STAMP) lint
+test: libdeflate $(STAMP) chromium maven $(AIRFLOW_STAMP) lint
 	$(BIN)/python -m pytest -q
 	$(AIRFLOW_VENV)/bin/python -m pytest -q tests/airflow
 

@@ -136,6 +136,7 @@ def passes(root: Path, runs: int) -> list[tuple[str, float]]:
             last = log.files.files[-1]
             first_nonzero(last, log.max_offset - last.start)
             t.append(time.perf_counter())
+            c.unit_sums(walked.queues)  # in verify, a thread beside the walk
             c.consume_queues(log, walked.queues)
             t.append(time.perf_counter())
             c.index(log, walked)

@@ -55,19 +55,18 @@ class IndexKeys:
         ``key_counts[i]`` of ``key_hashes``)."""
         if not offsets.size:
             return
-        keyed = (offsets >= self.first) & (key_counts > 0)
-        late = keyed & (offsets > self.end)
-        if late.any():
+        offs, starts = np.empty(offsets.size, dtype=np.int64), np.empty(offsets.size + 1, dtype=np.int64)
+        hashes = np.empty(key_hashes.size, dtype=np.int32)
+        n, late, first_late = index_kernels.keys_to_match(offsets, key_counts, key_hashes, self.first,
+                                                          self.end, offs, starts, hashes)
+        if late:
             if self.first_late is None:
-                self.first_late = int(offsets[np.argmax(late)])
-            self.late += int(np.count_nonzero(late))
-        rows = np.flatnonzero(keyed & ~late)
-        if rows.size:
-            counts = key_counts[rows]
-            self.checked += int(counts.sum())
-            take = np.repeat(np.cumsum(key_counts)[rows] - counts, counts) + _ranks(counts)
-            offs, hashes = offsets[rows], key_hashes[take]
-            starts = np.concatenate(([0], np.cumsum(counts)))
+                self.first_late = first_late
+            self.late += late
+        if n:
+            offs, starts = offs[:n], starts[:n + 1]
+            hashes = hashes[:starts[n]]
+            self.checked += int(hashes.size)
             found = np.zeros(hashes.size, dtype=np.bool_)
             for i in np.flatnonzero((self.lo <= offs[-1]) & (self.hi >= offs[0])).tolist():
                 f, reached = self.files[i], self._reached(i)
@@ -77,6 +76,7 @@ class IndexKeys:
                 index_kernels.found_keys(f.buf, f.slot_num, reached, a, b, offs, starts, hashes, found)
                 release_pages(f.buf, 0, _entry_at(f, a))
             if not found.all():
+                counts = np.diff(starts)
                 self.unfound.append((np.repeat(offs, counts)[~found], _ranks(counts)[~found], hashes[~found]))
         for i in [i for i in self.reached if self.hi[i] < offsets[-1]]:  # the walk is past them
             del self.reached[i]

@@ -30,8 +30,7 @@ Ints = npt.NDArray[np.int64]
 _COLUMNS: dict[str, tuple[Any, Any]] = {
     "min_offset": (np.int64, 0), "count": (np.int64, 0), "first_qo": (np.int64, 0),
     "first_offset": (np.int64, 0), "max_qo": (np.int64, 0), "irregular": (np.bool_, False),
-    "hidden": (np.int64, 0), "record_sum": (np.uint64, 0), "record_count": (np.int64, 0),
-    "unit_sum": (np.uint64, 0), "unit_count": (np.int64, 0)}
+    "hidden": (np.int64, 0), "record_sum": (np.uint64, 0), "record_count": (np.int64, 0)}
 
 
 class QueueTally:
@@ -48,6 +47,11 @@ class QueueTally:
         self.col: dict[str, npt.NDArray[Any]] = {n: np.zeros(0, dtype=d) for n, (d, _) in _COLUMNS.items()}
         self._add_queues([(cq.topic, cq.queue_id) for cq in queues])
         self.col["min_offset"][:] = [cq.min_offset for cq in queues]
+        #: the units' count and sum per queue with files: apart from ``col``, which ``records``
+        #: grows, so that ``units`` may run in another thread, beside ``records``
+        self._min_offset = self.col["min_offset"].copy()
+        self.unit_sum = np.zeros(len(queues), dtype=np.uint64)
+        self.unit_count = np.zeros(len(queues), dtype=np.int64)
 
     def _key(self, topic_ids: Ints, queue_ids: Ints) -> Ints:
         key = topic_ids.astype(np.int64) << 32
@@ -93,38 +97,31 @@ class QueueTally:
         rows = np.flatnonzero(cols.to_queue)
         if not rows.size:
             return
-        raw, c = batch.raw, self.col
+        c = self.col
         q = self.numbers(batch, rows, grow=True)
-        qo, off = raw[rows, kr.QUEUE_OFFSET], raw[rows, kr.OFFSET]
-        queue_sums.extents(q, qo, off, c["count"], c["first_qo"], c["first_offset"], c["max_qo"],
-                           c["irregular"])
-        retained = off >= self.cl_min
-        above = qo >= c["min_offset"][q]
-        unit = np.flatnonzero(retained & above)
-        queue_sums.add(q[unit], qo[unit], off[unit], raw[rows[unit], kr.SIZE],
-                       cols.tags_code[rows[unit]], c["record_sum"], c["record_count"])
-        below = q[retained & ~above]
-        if below.size:
-            c["hidden"] += np.bincount(below, minlength=len(self.keys))
+        queue_sums.records(batch.raw, rows, q, cols.tags_code, self.cl_min, c["min_offset"], c["count"],
+                           c["first_qo"], c["first_offset"], c["max_qo"], c["irregular"], c["hidden"],
+                           c["record_sum"], c["record_count"])
 
     def units(self, group: list[tuple[int, MappedFile]]) -> None:
-        """Take the units of each (queue number, file) of ``group``."""
+        """Take the units of each (queue number, file) of ``group`` (a thread may do this while
+        another hands ``records`` the walk's batches)."""
         if not group:
             return
-        _, qk, q, units = checked_units(group, self.col["min_offset"], self.cl_min)
+        _, qk, q, units = checked_units(group, self._min_offset, self.cl_min)
         queue_sums.add(qk, q, units["commitlog_offset"].astype(np.int64), units["size"].astype(np.int64),
-                       units["tags_code"].astype(np.int64), self.col["unit_sum"], self.col["unit_count"])
+                       units["tags_code"].astype(np.int64), self.unit_sum, self.unit_count)
 
     @property
     def unit_total(self) -> int:
         """Units checked, all queues."""
-        return int(self.col["unit_count"].sum())
+        return int(self.unit_count.sum())
 
     def troubled(self) -> Ints:
         """Numbers of the queues with ConsumeQueue files whose units and records may disagree."""
         c, n = self.col, len(self.queues)
-        bad = (c["irregular"][:n] | (c["record_sum"][:n] != c["unit_sum"][:n])
-               | (c["record_count"][:n] != c["unit_count"][:n]) | (c["hidden"][:n] > 0))
+        bad = (c["irregular"][:n] | (c["record_sum"][:n] != self.unit_sum)
+               | (c["record_count"][:n] != self.unit_count) | (c["hidden"][:n] > 0))
         return np.flatnonzero(bad)
 
     def max_offsets(self) -> dict[tuple[str, int], int]:

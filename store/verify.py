@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -444,15 +445,20 @@ class _Checker:
                          f"keys are indexed at {codec.index_time(-1)} ms", "warning")
 
     # --- ConsumeQueues -----------------------------------------------------------------------------
+    @staticmethod
+    def unit_sums(tally: QueueTally) -> None:
+        """Hand ``tally`` the units of every queue with files (``verify`` runs this in a thread
+        of its own, beside the CommitLog walk)."""
+        for group in _file_groups(tally.queues, range(len(tally.queues))):
+            tally.units(group)
+
     def consume_queues(self, log: CommitLog, tally: QueueTally) -> None:
         """Check every queue's units against the records that belong to it: by the per-queue
-        sums of ``tally`` (``store.queue_tally``), then exactly for the queues whose sums
-        disagree (``_exact``)."""
+        sums of ``tally`` (``store.queue_tally``; its records and units taken), then exactly for
+        the queues whose sums disagree (``_exact``)."""
         if isinstance(self.queues, StoreFormatError):
             self.problem("consumequeue-unreadable", "consumequeue", None, str(self.queues))
             return
-        for group in _file_groups(tally.queues, range(len(tally.queues))):
-            tally.units(group)
         self.report.units += tally.unit_total
         try:
             batch_queues = load_batch_queues(self.root)
@@ -785,8 +791,11 @@ def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any
         if log is None:
             return c.report
         walked = c.walked(log)
-        c.commitlog(log, walked)
-        walked.finish()
+        with ThreadPoolExecutor(1, thread_name_prefix="verify-units") as pool:
+            units = pool.submit(c.unit_sums, walked.queues)  # the ConsumeQueues, beside the walk
+            c.commitlog(log, walked)
+            walked.finish()
+            units.result()
         c.consume_queues(log, walked.queues)
         c.index(log, walked)
         c.checkpoint(walked)

@@ -220,3 +220,59 @@ def test_query_ends_at_a_negative_time_diff_as_rocketmq(tmp_path):
     assert out == [300]
     assert _reached(f) == {3}
     f.close()
+
+
+# --- keys found -------------------------------------------------------------------------------------
+def test_found_keys_in_and_out_of_commitlog_order():
+    """``found_keys`` matches each reached entry to the record at its phyOffset, whatever the
+    entries' order: rising (a file's usual order), jumping far ahead, going back, pointing at no
+    record, or not reached; expected values from a plain dictionary of the records' keys."""
+    records = np.arange(0, 40 * 100, 100, dtype=np.int64)            # 40 records, 100 bytes apart
+    counts = np.array([k % 3 for k in range(40)], dtype=np.int64)     # 0, 1 or 2 keys each
+    starts = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    hashes = np.arange(1000, 1000 + int(counts.sum()), dtype=np.int32)
+    keys = {int(records[r]): hashes[starts[r]:starts[r + 1]].tolist() for r in range(40)}
+    # (phyOffset, keyHash, reached) per entry, from position 1
+    entries = [(100, 1000, True), (200, 1001, True), (200, 1002, True), (400, 1003, True),
+               (3700, int(keys[3700][0]), True),                     # far ahead: past 8 records
+               (500, int(keys[500][0]), True),                       # back again
+               (550, 1004, True),                                    # between two records
+               (800, int(keys[800][1]), True), (800, 7, True),       # a hash the record lacks
+               (1100, int(keys[1100][0]), False),                    # not reached by a query
+               (3800, int(keys[3800][1]), True), (9999, 1, True)]    # near the end; past all
+    slots = 4
+    buf = bytearray(codec.index_file_size(slots, len(entries) + 1))
+    for pos, (phy, h, _) in enumerate(entries, 1):
+        struct.pack_into(">iqii", buf, 40 + 4 * slots + 20 * pos, h, phy, 0, 0)
+    reached = np.array([False] + [r for _, _, r in entries])
+    want = np.zeros(hashes.size, dtype=np.bool_)
+    for phy, h, r in entries:
+        if r and h in keys.get(phy, []):
+            want[starts[records.tolist().index(phy)] + keys[phy].index(h)] = True
+    assert want.sum() == 8
+    for first, end in ((0, len(entries) + 1), (5, len(entries) + 1), (1, 6)):
+        out = np.zeros(hashes.size, dtype=np.bool_)
+        kernels.found_keys(np.frombuffer(bytes(buf), dtype=np.uint8), slots, reached, first, end,
+                           records, starts, hashes, out)
+        part = np.zeros(hashes.size, dtype=np.bool_)
+        for pos, (phy, h, r) in enumerate(entries, 1):
+            if first <= pos < end and r and h in keys.get(phy, []):
+                part[starts[records.tolist().index(phy)] + keys[phy].index(h)] = True
+        assert (out == part).all(), (first, end)
+    assert (part != want).any()
+
+
+def test_keys_to_match_takes_the_keyed_records_in_the_indexed_range():
+    """Records before ``first`` or without keys are left out, those after ``end`` counted late,
+    the rest go out with their keys' hashes back to back (hand-computed)."""
+    offsets = np.array([0, 100, 200, 300, 400, 500, 600], dtype=np.int64)
+    counts = np.array([2, 1, 0, 3, 1, 2, 1], dtype=np.int64)
+    hashes = np.arange(10, 20, dtype=np.int32)      # record 0: 10 11, 1: 12, 3: 13 14 15, 4: 16, ...
+    offs, starts = np.empty(7, dtype=np.int64), np.empty(8, dtype=np.int64)
+    out = np.empty(10, dtype=np.int32)
+    n, late, first_late = kernels.keys_to_match(offsets, counts, hashes, 100, 400, offs, starts, out)
+    assert (n, late, first_late) == (3, 2, 500)
+    assert offs[:n].tolist() == [100, 300, 400]
+    assert starts[:n + 1].tolist() == [0, 1, 4, 5]
+    assert out[:starts[n]].tolist() == [12, 13, 14, 15, 16]
+    assert kernels.keys_to_match(offsets, counts, hashes, 700, 900, offs, starts, out) == (0, 0, -1)

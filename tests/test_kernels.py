@@ -4,7 +4,11 @@ one-character-at-a-time Java hash of tests/reference.py, a plain properties pars
 golden store RocketMQ 4.9.8 wrote."""
 from __future__ import annotations
 
+import ctypes.util
+import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +18,10 @@ from hypothesis import strategies as st
 from reference import DELAYS_MS, V1, V2, jhash, pack, with_prop_crc
 from reference import crc32 as _crc32
 
+from rocketlake.store.kernels import crc
 from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import hashing as kh
+from rocketlake.store.kernels import queue_sums as qs
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.record_walk import Walk
 
@@ -45,6 +51,43 @@ def as_buf(b: bytes, size: int | None = None) -> np.ndarray:
 def test_crc32_is_zlibs_crc(data, skip):
     buf = np.frombuffer(bytes(skip) + data, dtype=np.uint8)
     assert kr.crc32(buf, skip, len(data)) == _crc32(data)
+
+
+@pytest.mark.skipif(ctypes.util.find_library("deflate") is None or os.environ.get("ROCKETLAKE_CRC32"),
+                    reason="libdeflate not installed, or the table CRC asked for")
+def test_crc32_is_libdeflates_where_installed():
+    assert crc.BOUND in crc.LIBRARIES
+
+
+_TABLE_CRC_CHECK = """
+import numpy as np
+from reference import crc32, pack
+from rocketlake.store.kernels import crc, records as kr
+assert crc.BOUND == "table", crc.BOUND
+data = bytes(range(256)) * 3 + "é😀".encode() * 9
+for skip in range(8):
+    buf = np.frombuffer(bytes(skip) + data, dtype=np.uint8)
+    for n in [*range(0, 40), 299, 300, len(data)]:
+        assert kr.crc32(buf, skip, n) == crc32(data[:n]), (skip, n)
+rec = pack(0, topic="t", body=b"a body of some bytes", queue_id=1)
+out, detail = np.zeros((2, kr.NFIELDS), dtype=np.int64), np.zeros(3, dtype=np.int64)
+buf = np.frombuffer(rec + bytes(64), dtype=np.uint8)
+assert kr.walk(buf, 0, 0, buf.size, True, False, out, detail) == (1, len(rec), kr.ZEROS)
+bad = bytearray(rec)
+bad[-10] ^= 1  # in the body: its stored CRC no longer matches
+buf = np.frombuffer(bytes(bad) + bytes(64), dtype=np.uint8)
+assert kr.walk(buf, 0, 0, buf.size, True, False, out, detail)[2] == kr.BAD_CRC
+"""
+
+
+def test_table_crc32_when_asked_for():
+    """``ROCKETLAKE_CRC32=table`` (as where libdeflate is absent) binds the slicing-by-8 table CRC,
+    compiled as a C callback: crcmod's CRC-32 at every length and alignment, and the walk checks
+    a record's body CRC with it (a new process: the CRC is bound once, at import)."""
+    env = {**os.environ, "ROCKETLAKE_CRC32": "table",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-c", _TABLE_CRC_CHECK], env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
 
 
 @settings(deadline=None)
@@ -432,3 +475,34 @@ def test_a_search_for_a_record_start_over_zeros_keeps_none_of_them_resident(tmp_
     assert find_record_start(buf, 0, 0, buf.size) == 0
     assert find_record_start(buf, 0, 1, buf.size) == buf.size
     assert _mapped_kib(path) < (64 << 10) // 4
+
+
+def test_queue_sums_records_tally_per_queue():
+    """``queue_sums.records``: extents over every taken row; the sums and counts only of rows at
+    or above the retained CommitLog and the queue's min offset, the rest of the retained ones
+    hidden (hand-computed)."""
+    raw = np.zeros((6, kr.NFIELDS), dtype=np.int64)
+    raw[:, kr.OFFSET] = [0, 100, 200, 300, 400, 500]
+    raw[:, kr.QUEUE_OFFSET] = [0, 5, 1, 1, 6, 2]
+    raw[:, kr.SIZE] = 100
+    tags = np.array([7, 7, 7, 7, 7, 7], dtype=np.int64)
+    rows = np.array([0, 1, 2, 3, 4], dtype=np.int64)   # row 5 goes to no queue
+    queue = np.array([0, 1, 0, 0, 1], dtype=np.int64)
+    z = [np.zeros(2, dtype=np.int64) for _ in range(6)]
+    count, first_qo, first_offset, max_qo, hidden, counts = z
+    irregular, sums = np.zeros(2, dtype=np.bool_), np.zeros(2, dtype=np.uint64)
+    min_offset = np.array([1, 0], dtype=np.int64)
+    qs.records(raw, rows, queue, tags, 100, min_offset, count, first_qo, first_offset, max_qo, irregular,
+               hidden, sums, counts)
+    assert count.tolist() == [3, 2] and first_qo.tolist() == [0, 5] and first_offset.tolist() == [0, 100]
+    assert max_qo.tolist() == [1, 6] and irregular.tolist() == [True, False]  # queue 0: 0, 1, 1
+    assert counts.tolist() == [2, 2] and hidden.tolist() == [0, 0]           # row 0 is below cl_min
+    want = np.zeros(2, dtype=np.uint64)
+    qs.add(queue[1:], raw[1:5, kr.QUEUE_OFFSET], raw[1:5, kr.OFFSET], raw[1:5, kr.SIZE], tags[1:5], want,
+           np.zeros(2, dtype=np.int64))
+    assert sums.tolist() == want.tolist()
+    min_offset[:] = [2, 0]                            # queue 0's offsets 1, 1 are now below it: hidden
+    count[:] = counts[:] = hidden[:] = 0
+    qs.records(raw, rows, queue, tags, 100, min_offset, count, first_qo, first_offset, max_qo, irregular,
+               hidden, sums, counts)
+    assert counts.tolist() == [0, 2] and hidden.tolist() == [2, 0]

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from rocketlake.jobs.cli import main as rocketlake
 from rocketlake.jobs.cli import pipeline, sample
+from rocketlake.store.kernels import crc
 from rocketlake.store.kernels.cache import cache_folder
 
 #: small files, so the sample fills more than one of each (the rolling paths run too)
@@ -62,6 +63,7 @@ def warm(work: Path, spark: bool) -> None:
         _run(command, *s)
     if spark:
         _run("rebuild", *s, "--output", str(work / "rebuilt"), "--master", "local[1]")
+    crc.table_callback()  # the CRC a machine without libdeflate binds
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import numba
+from numba.core.ccallback import CFunc
+from numba.core.sigutils import normalize_signature
 
 from rocketlake.store.kernels.cache import KernelCache, cacheable
 
@@ -28,3 +30,16 @@ def kernel(fn: F) -> F:
         # numba's Dispatcher.enable_caching(), with the cache that finds the shipped kernels
         cast(Any, dispatcher)._cache = KernelCache(fn)  # type: ignore[no-untyped-call]
     return cast(F, dispatcher)
+
+
+def callback(signature: Any) -> Callable[[Callable[..., Any]], CFunc]:
+    """Compile a function as a C callback of ``signature`` (numba ``cfunc``: nopython, releasing
+    the GIL), cached as the kernels are; ``.address`` is its C function pointer."""
+    def compile_(fn: Callable[..., Any]) -> CFunc:
+        compiled = CFunc(fn, normalize_signature(signature),  # type: ignore[no-untyped-call]
+                         locals={}, options={"nogil": True})
+        if CACHE:
+            cast(Any, compiled)._cache = KernelCache(fn)  # type: ignore[no-untyped-call]
+        compiled.compile()
+        return compiled
+    return compile_

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store.kernels import kernel
+from rocketlake.store.kernels.crc import crc32
 from rocketlake.store.kernels.hashing import (
     count_tokens,
     java_hash,
@@ -28,7 +29,6 @@ from rocketlake.store.kernels.hashing import (
     signed32,
     topic_prefix,
 )
-from rocketlake.store.kernels.records import crc32
 from rocketlake.store.layout import (
     FLAG_BORNHOST_V6,
     FLAG_STOREHOST_V6,

@@ -9,6 +9,7 @@ prevIndex is the slot's value before it, so a slot heads a chain running back in
   of slots, each at its given position (the puts of disjoint slot ranges are independent:
   tasks can share one file, each given only its slots' keys).
 - ``reachable``: which entries a query for their own key finds (``IndexFile.selectPhyOffset``).
+- ``keys_to_match``: the keys of a batch of records that the index should hold.
 - ``found_keys``: which of a set of records' keys the found entries stand for.
 """
 from __future__ import annotations
@@ -26,6 +27,8 @@ from rocketlake.store.kernels import kernel
 from rocketlake.store.kernels.records import be_i32, be_i64
 
 Buffer = npt.NDArray[np.uint8]
+#: records ``found_keys`` steps over before it searches instead
+_STEPS = 8
 
 
 @kernel
@@ -133,16 +136,60 @@ def found_keys(buf: Buffer, slot_num: int, found: npt.NDArray[np.bool_], first: 
     """Set ``out[k]`` for each record key ``k`` that a ``found`` entry of the file in ``buf``
     at a position in ``[first, end)`` stands for: the entry's phyOffset is the record's offset
     and its keyHash the key's hash. Record ``r`` starts at ``record_offsets[r]`` (ascending)
-    and its keys are ``key_hashes`` rows ``key_start[r]`` to ``key_start[r + 1]``."""
+    and its keys are ``key_hashes`` rows ``key_start[r]`` to ``key_start[r + 1]``.
+    Entries in CommitLog order (a file's usual order) find their record by stepping on from the
+    last one's; an entry out of order, or far ahead, by a binary search."""
+    n = record_offsets.size
+    r = 0
     for e in range(max(first, 0), min(end, found.size)):
         if not found[e]:
             continue
         at = _entry_at(slot_num, e)
         phy = be_i64(buf, at + 4)
-        r = np.searchsorted(record_offsets, phy)
+        if r > 0 and record_offsets[r - 1] >= phy:
+            r = int(np.searchsorted(record_offsets, phy))
+        else:  # records before r are below phy: the first at or above it is at r or after
+            step = 0
+            while r < n and record_offsets[r] < phy and step < _STEPS:
+                r += 1
+                step += 1
+            if step == _STEPS:
+                r = int(np.searchsorted(record_offsets, phy))
         if r == record_offsets.size or record_offsets[r] != phy:
             continue
         h = be_i32(buf, at)
         for k in range(key_start[r], key_start[r + 1]):
             if key_hashes[k] == h:
                 out[k] = True
+
+
+@kernel
+def keys_to_match(offsets: npt.NDArray[np.int64], key_counts: npt.NDArray[np.int64],
+                  key_hashes: npt.NDArray[np.int32], first: int, end: int,
+                  offs_out: npt.NDArray[np.int64], starts_out: npt.NDArray[np.int64],
+                  hashes_out: npt.NDArray[np.int32]) -> tuple[int, int, int]:
+    """Of records at ``offsets`` (record i's keys: the next ``key_counts[i]`` of ``key_hashes``),
+    those with keys at ``first`` or after: the ones at ``end`` or before go out as
+    ``offs_out[:n]``, with their keys' hashes ``hashes_out[:starts_out[n]]`` (record j's from
+    ``starts_out[j]``; ``starts_out[0] = 0``); those after ``end`` are counted. Returns (n, the
+    records after ``end``, the first one's offset or -1)."""
+    n = late = k = 0
+    first_late = -1
+    starts_out[0] = 0
+    for i in range(offsets.size):
+        c = key_counts[i]
+        o = offsets[i]
+        if o >= first and c > 0:
+            if o > end:
+                late += 1
+                if first_late < 0:
+                    first_late = o
+            else:
+                m = starts_out[n]
+                for j in range(c):
+                    hashes_out[m + j] = key_hashes[k + j]
+                offs_out[n] = o
+                n += 1
+                starts_out[n] = m + c
+        k += c
+    return n, late, first_late

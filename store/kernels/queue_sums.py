@@ -1,7 +1,8 @@
 """Per-queue tallies that let verify check every ConsumeQueue against the CommitLog without a
 table of the records: a queue's units are right when, as multisets, its units' (queue offset,
 CommitLog offset, size, tagsCode) equal its records' (``add``: a count and a sum of a 64-bit mix
-of each, compared at the end), and the records' queue offsets rise in CommitLog order (``extents``).
+of each, compared at the end), and the records' queue offsets rise in CommitLog order
+(``records``: both, for the walked records).
 
 Sums wrap at 2**64; equal sums of different multisets need a 64-bit collision of the mix.
 """
@@ -11,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store.kernels import kernel
+from rocketlake.store.kernels.records import OFFSET, QUEUE_OFFSET, SIZE
 
 Ints = npt.NDArray[np.int64]
 UInts = npt.NDArray[np.uint64]
@@ -40,19 +42,31 @@ def add(queue: Ints, queue_offset: Ints, offset: Ints, size: Ints, tags_code: In
 
 
 @kernel
-def extents(queue: Ints, queue_offset: Ints, offset: Ints, count: Ints, first_qo: Ints,
-            first_offset: Ints, max_qo: Ints, irregular: npt.NDArray[np.bool_]) -> None:
-    """Take rows in CommitLog order: per queue, ``count`` of rows, the first row's queue offset
-    and CommitLog offset (``first_qo``, ``first_offset``: set when ``count`` was 0), the highest
-    queue offset (``max_qo``), and ``irregular`` once a row's queue offset is not above every
-    earlier one's (a repeated or out-of-order queue offset)."""
-    for i in range(queue.size):
-        q = queue[i]
-        qo = queue_offset[i]
+def records(raw: Ints, rows: Ints, queue: Ints, tags_code: Ints, cl_min: int, min_offset: Ints,
+            count: Ints, first_qo: Ints, first_offset: Ints, max_qo: Ints,
+            irregular: npt.NDArray[np.bool_], hidden: Ints, sums: UInts, counts: Ints) -> None:
+    """Take the walked records ``raw[rows[j]]`` (``kernels.records`` rows, CommitLog order) of
+    queue ``queue[j]``, with ``tags_code`` per row of ``raw``. Per queue: ``count`` of records, the
+    first one's queue offset and CommitLog offset (``first_qo``, ``first_offset``: set when
+    ``count`` was 0), the highest queue offset (``max_qo``), and ``irregular`` once a record's
+    queue offset is not above every earlier one's (a repeated or out-of-order queue offset). Of
+    the records at or above ``cl_min`` (the retained CommitLog): those at or above the queue's
+    ``min_offset`` go into ``counts`` and ``sums`` as ``add`` does, the others into ``hidden``."""
+    for j in range(rows.size):
+        i = rows[j]
+        q = queue[j]
+        qo = raw[i, QUEUE_OFFSET]
+        off = raw[i, OFFSET]
         if count[q] == 0:
-            first_qo[q], first_offset[q], max_qo[q] = qo, offset[i], qo
+            first_qo[q], first_offset[q], max_qo[q] = qo, off, qo
         elif qo <= max_qo[q]:
             irregular[q] = True
         else:
             max_qo[q] = qo
         count[q] += 1
+        if off >= cl_min:
+            if qo >= min_offset[q]:
+                counts[q] += 1
+                sums[q] += _mix(qo, off, raw[i, SIZE], tags_code[i])
+            else:
+                hidden[q] += 1

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rocketlake.store.kernels import kernel
+from rocketlake.store.kernels.crc import crc32
 from rocketlake.store.layout import (
     AFTER_STORE_HOST,
     BETWEEN_HOSTS,
@@ -76,41 +77,7 @@ _MAGIC_V1_B3, _MAGIC_V2_B3 = MAGIC_V1 & 0xFF, MAGIC_V2 & 0xFF
 _HEAD_SIZE = OFF_PHYSICAL_OFFSET + 8
 
 
-def _crc_tables() -> npt.NDArray[np.uint32]:
-    """Slicing-by-8 tables of the CRC-32 zlib computes (reflected polynomial 0xEDB88320)."""
-    t = np.zeros((8, 256), dtype=np.uint32)
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
-        t[0, i] = c
-    for k in range(1, 8):
-        for i in range(256):
-            t[k, i] = (int(t[k - 1, i]) >> 8) ^ int(t[0, int(t[k - 1, i]) & 0xFF])
-    return t
-
-
-_CRC = _crc_tables()
 _PROP_CRC_NAME = np.frombuffer(PROP_CRC_NAME.encode(), dtype=np.uint8)
-
-
-@kernel
-def crc32(buf: npt.NDArray[np.uint8], start: int, length: int) -> int:
-    """zlib's CRC-32 of ``buf[start:start+length]`` (unsigned)."""
-    t = _CRC
-    c = np.uint32(0xFFFFFFFF)
-    p = start
-    end = start + length
-    while p + 8 <= end:
-        lo = c ^ (np.uint32(buf[p]) | (np.uint32(buf[p + 1]) << 8) | (np.uint32(buf[p + 2]) << 16)
-                  | (np.uint32(buf[p + 3]) << 24))
-        c = (t[7, lo & 0xFF] ^ t[6, (lo >> 8) & 0xFF] ^ t[5, (lo >> 16) & 0xFF] ^ t[4, lo >> 24]
-             ^ t[3, buf[p + 4]] ^ t[2, buf[p + 5]] ^ t[1, buf[p + 6]] ^ t[0, buf[p + 7]])
-        p += 8
-    while p < end:
-        c = t[0, (c ^ buf[p]) & 0xFF] ^ (c >> 8)
-        p += 1
-    return int(c ^ np.uint32(0xFFFFFFFF))
 
 
 @kernel
