@@ -113,11 +113,7 @@ class Records:
     queue_offset: npt.NDArray[np.int64]
     tags_code: npt.NDArray[np.int64]
     to_queue: npt.NDArray[np.bool_]       # gets a ConsumeQueue unit
-    #: record r's index key hashes (UNIQ_KEY, then KEYS tokens) are key_hash[key_start[r]:key_start[r + 1]]
-    key_start: npt.NDArray[np.int64]
-    key_hash: npt.NDArray[np.int32]
     topics: list[str]
-    times: StoreTimes
     #: each record's store time, when asked for (``RecordColumns(store_ts=True)``)
     store_ts: npt.NDArray[np.int64] | None = None
 
@@ -127,11 +123,6 @@ class Records:
     def find(self, offsets: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """(row, whether a record starts there) for each CommitLog offset; row is 0 where none."""
         return _lookup(self.offset, offsets)
-
-    def at(self, offset: int) -> int | None:
-        """The row of the record starting at ``offset``, None when none does."""
-        row, there = self.find(np.array([offset], dtype=np.int64))
-        return int(row[0]) if there[0] else None
 
     def queue_key(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """A key per row of ``rows`` that orders them by topic index, then queue id."""
@@ -213,11 +204,6 @@ class QueueRows:
         a, b = int(self.bounds[g]), int(self.bounds[g + 1])
         return self.queue_offset[a:b], self.rows[a:b]
 
-    def max_offsets(self) -> dict[tuple[str, int], int]:
-        """Per queue, the queue offset after its highest record's (at least 0)."""
-        return {key: max(0, int(self.queue_offset[b - 1]) + 1)
-                for key, b in zip(self.keys, self.bounds[1:].tolist())}
-
 
 def _lookup(keys: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
             ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
@@ -230,19 +216,15 @@ def _lookup(keys: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
 
 
 class RecordColumns:
-    """Collects walked batches into ``Records`` (each record's store time too with ``store_ts``;
-    verify needs only ``StoreTimes``)."""
+    """Collects walked batches into ``Records`` (each record's store time too with ``store_ts``)."""
 
-    #: offset, size, topic, queue id, queue offset, tagsCode, to_queue, key end, key hashes, store time
-    DTYPES = (np.int64, np.int32, np.int32, np.int32, np.int64, np.int64, np.bool_, np.int64, np.int32,
-              np.int64)
+    #: offset, size, topic, queue id, queue offset, tagsCode, to_queue, store time
+    DTYPES = (np.int64, np.int32, np.int32, np.int32, np.int64, np.int64, np.bool_, np.int64)
 
     def __init__(self, store_ts: bool = False) -> None:
         self.dtypes = self.DTYPES if store_ts else self.DTYPES[:-1]
         self.columns: list[list[npt.NDArray[Any]]] = [[] for _ in self.dtypes]
         self.topic_ids: dict[str, int] = {}
-        self.keys = 0
-        self.times = StoreTimes()
 
     def add(self, batch: RecordBatch, delay_levels_ms: tuple[int, ...],
             rows: npt.NDArray[np.int64] | None = None) -> None:
@@ -250,28 +232,17 @@ class RecordColumns:
         cols = batch.dispatch(delay_levels_ms)
         ids, names = batch.topics
         remap = np.array([self.topic_ids.setdefault(n, len(self.topic_ids)) for n in names], dtype=np.int32)
-        raw = batch.raw
-        key_counts, key_hashes = cols.key_counts, cols.key_hashes
-        tags_code, to_queue = cols.tags_code, cols.to_queue
+        raw, tags_code, to_queue = batch.raw, cols.tags_code, cols.to_queue
         if rows is not None:
-            taken = np.zeros(len(batch), dtype=np.bool_)
-            taken[rows] = True
-            key_hashes = key_hashes[np.repeat(taken, key_counts)]
-            raw, ids, key_counts = raw[rows], ids[rows], key_counts[rows]
-            tags_code, to_queue = tags_code[rows], to_queue[rows]
-        self.times.add(raw[:, kr.OFFSET], raw[:, kr.STORE_TS])
-        key_end = np.cumsum(key_counts) + self.keys
-        self.keys += int(key_hashes.size)
+            raw, ids, tags_code, to_queue = raw[rows], ids[rows], tags_code[rows], to_queue[rows]
         parts: tuple[npt.NDArray[Any], ...] = (
             raw[:, kr.OFFSET], raw[:, kr.SIZE], remap[ids], raw[:, kr.QUEUE_ID],
-            raw[:, kr.QUEUE_OFFSET], tags_code, to_queue, key_end, key_hashes,
-            raw[:, kr.STORE_TS])
+            raw[:, kr.QUEUE_OFFSET], tags_code, to_queue, raw[:, kr.STORE_TS])
         for column, part, dtype in zip(self.columns, parts, self.dtypes):
             column.append(part.astype(dtype))  # a copy: the batch's rows go
 
     def records(self) -> Records:
         """The columns so far, each joined in turn (memory: the columns plus the largest one)."""
-        self.columns[7].insert(0, np.zeros(1, dtype=np.int64))  # key_start: 0, then each record's end
         cols: list[npt.NDArray[Any]] = []
         for k, dtype in enumerate(self.dtypes):
             parts, self.columns[k] = self.columns[k], []
@@ -279,9 +250,8 @@ class RecordColumns:
             del parts
             _trim_heap()
         return Records(offset=cols[0], size=cols[1], topic=cols[2], queue_id=cols[3],
-                       queue_offset=cols[4], tags_code=cols[5], to_queue=cols[6], key_start=cols[7],
-                       key_hash=cols[8], topics=list(self.topic_ids), times=self.times,
-                       store_ts=cols[9] if len(cols) > 9 else None)
+                       queue_offset=cols[4], tags_code=cols[5], to_queue=cols[6],
+                       topics=list(self.topic_ids), store_ts=cols[7] if len(cols) > 7 else None)
 
 
 def _trim_heap() -> None:
