@@ -28,7 +28,7 @@ from rocketlake.store.index import IndexFile, IndexService, header_problems
 from rocketlake.store.index_keys import IndexKeys
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile, first_nonzero
-from rocketlake.store.queue_tally import QueueTally, checked_units
+from rocketlake.store.queue_tally import QueueTally, checked_units, lookup, queue_key
 from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
@@ -122,14 +122,11 @@ class Records:
 
     def find(self, offsets: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """(row, whether a record starts there) for each CommitLog offset; row is 0 where none."""
-        return _lookup(self.offset, offsets)
+        return lookup(self.offset, offsets)
 
     def queue_key(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """A key per row of ``rows`` that orders them by topic index, then queue id."""
-        key = self.topic[rows].astype(np.int64)
-        key <<= 32
-        key |= self.queue_id[rows].view(np.uint32)
-        return key
+        """``queue_tally.queue_key`` of each row of ``rows`` (by topic index, then queue id)."""
+        return queue_key(self.topic[rows], self.queue_id[rows])
 
     def queues(self) -> dict[tuple[str, int], npt.NDArray[np.int64]]:
         """Rows of the records that get a ConsumeQueue unit, by (topic, queue id), in CommitLog order."""
@@ -203,16 +200,6 @@ class QueueRows:
         """Queue ``g``'s (queue offsets, rows)."""
         a, b = int(self.bounds[g]), int(self.bounds[g + 1])
         return self.queue_offset[a:b], self.rows[a:b]
-
-
-def _lookup(keys: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
-            ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """(position, whether present) of each value in the ascending ``keys``; position 0 where absent."""
-    if not keys.size:
-        return np.zeros(values.size, dtype=np.int64), np.zeros(values.size, dtype=np.bool_)
-    at = np.minimum(np.searchsorted(keys, values), keys.size - 1)
-    there = keys[at] == values
-    return np.where(there, at, 0), there
 
 
 class RecordColumns:
@@ -292,7 +279,7 @@ class Walked:
         if self.journal_end is not None:
             self.journal_after += int(np.count_nonzero(off >= self.journal_end))
         if self.phys.size:
-            self.starts.update(self.phys[_lookup(off, self.phys)[1]].tolist())
+            self.starts.update(self.phys[lookup(off, self.phys)[1]].tolist())
         self.queues.records(batch)
         if self.index_keys is not None:
             self.index_keys.add(off, cols.key_counts, cols.key_hashes)
@@ -675,7 +662,7 @@ class _UnitCheck:
         off = units["commitlog_offset"].astype(np.int64)
         rec, has_rec = records.find(off)
         rank = np.minimum(np.searchsorted(self.offsets, q), max(self.offsets.size - 1, 0))
-        w, has_want = _lookup(self.want_key, self.want[qk] * self.offsets.size + rank)
+        w, has_want = lookup(self.want_key, self.want[qk] * self.offsets.size + rank)
         if self.offsets.size:
             has_want &= self.offsets[rank] == q
         self.claimed[w[has_want]] = True
