@@ -37,6 +37,7 @@ from rocketlake.store.swap_journal import refuse_unfinished
 
 @dataclass
 class Problem:
+    """One thing verify found wrong (an "error") or worth knowing (a "warning")."""
     severity: str          # "error" or "warning"
     file: str              # path relative to the store root
     offset: int | None     # byte offset in that file, when it applies
@@ -84,6 +85,7 @@ class Damage:
 
 @dataclass
 class VerifyReport:
+    """What ``verify`` checked (records, units, index keys) and found."""
     root: str
     records: int = 0
     units: int = 0
@@ -94,9 +96,11 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """True when no problem is an error (warnings only, or none)."""
         return not any(p.severity == "error" for p in self.problems)
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready values (``rocketlake verify --json``)."""
         return {"root": self.root, "ok": self.ok, "records": self.records, "units": self.units,
                 "keys_checked": self.keys_checked, "problems": [asdict(p) for p in self.problems],
                 "damage": [asdict(d) for d in self.damage]}
@@ -308,6 +312,10 @@ def _file_groups(queues: list[ConsumeQueue], numbers: Iterable[int]
 
 
 class _Checker:
+    """One verify run over the open ``files``: ``load``, the walk's tallies (``walked``), then
+    the checks in order (``commitlog``, ``consume_queues``, ``index``, ``checkpoint``,
+    ``config``), each adding its problems to ``report``."""
+
     def __init__(self, files: StoreFiles) -> None:
         self.files = files
         self.root, self.cfg = files.root, files.cfg
@@ -352,6 +360,8 @@ class _Checker:
 
     def problem(self, kind: str, file: Path | str, offset: int | None, what: str,
                 severity: str = "error") -> None:
+        """Report a problem of ``kind`` in ``file`` (an absolute path is made relative to the
+        store root) at byte ``offset``."""
         rel = str(Path(file).relative_to(self.root)) if Path(file).is_absolute() else str(file)
         self.report.problems.append(Problem(severity, rel, offset, what, kind))
 
@@ -418,9 +428,9 @@ class _Checker:
             batch_queues = {}
         c, n = tally.col, len(tally.queues)
         number = {key: k for k, key in enumerate(tally.keys)}
-        # queues with records and no ConsumeQueue files: the batch queues, then those missing
-        batch = {key: number.get(key, -1) for key in batch_queues}
-        batch = {key: k if k >= n else -1 for key, k in batch.items()}
+        # queues with records and no ConsumeQueue files: the batch queues (their numbers; -1: no
+        # record, or ConsumeQueue files too), then those missing
+        batch = {key: k if (k := number.get(key, -1)) >= n else -1 for key in batch_queues}
         missing = [k for k in range(n, len(tally.keys)) if tally.keys[k] not in batch]
         troubled = tally.troubled()
         exact = np.concatenate((troubled, [k for k in batch.values() if k >= 0],
@@ -565,6 +575,8 @@ class _Checker:
 
     # --- checkpoint and config ---------------------------------------------------------------------
     def checkpoint(self, walked: Walked) -> None:
+        """The checkpoint's times against the newest stored message, the abort file, and an
+        unfinished ingest (its journal)."""
         path = self.root / "checkpoint"
         if not path.exists():
             if walked.records:
@@ -596,6 +608,8 @@ class _Checker:
                          f"discards them (or a writer is running)", "warning")
 
     def config(self, queues_max: dict[tuple[str, int], int]) -> None:
+        """Every ``config/*.json`` parses; each committed consumer offset is within its queue
+        (``queues_max``: per queue with records, one past its highest queue offset)."""
         cdir = self.root / "config"
         if not cdir.exists():
             return
