@@ -3,12 +3,13 @@
 The CommitLog walk hands each batch to ``QueueTally.records``: per queue, how many records, the
 first one's queue offset and CommitLog offset, the highest queue offset, whether the queue
 offsets rise in CommitLog order, and a count and 64-bit sum (``kernels.queue_sums``) of the
-records a unit must stand for (at or above the retained CommitLog and the queue's min offset).
-``units`` takes the same count and sum of each queue's checked units. A queue whose sums agree,
-whose offsets rise and that has no retained record below its min offset has no finding: its
-units and those records are the same multiset. The other queues (``troubled``) are checked
-exactly, with the records of only those queues and of the records their units point at
-(``collect``), by verify's table-based check.
+records a unit must stand for (at or above the queue's min offset; the walk starts at the
+CommitLog's minimum, so every record is retained). ``units`` takes the same count and sum of
+each queue's checked units (``checked_units``). A queue whose sums agree, whose offsets rise and
+that has no record below its min offset has no finding: its units and those records are the
+same multiset. The other queues (``troubled``) are checked exactly, with the records of only
+those queues and of the records their units point at, by verify's table-based check
+(``verify._Checker._exact``).
 """
 from __future__ import annotations
 
@@ -91,12 +92,11 @@ class QueueTally:
         qo, off = raw[rows, kr.QUEUE_OFFSET], raw[rows, kr.OFFSET]
         queue_sums.extents(q, qo, off, c["count"], c["first_qo"], c["first_offset"], c["max_qo"],
                            c["irregular"])
-        retained = off >= self.cl_min
         above = qo >= c["min_offset"][q]
-        unit = np.flatnonzero(retained & above)
+        unit = np.flatnonzero(above)
         queue_sums.add(q[unit], qo[unit], off[unit], raw[rows[unit], kr.SIZE],
                        cols.tags_code[rows[unit]], c["record_sum"], c["record_count"])
-        below = q[retained & ~above]
+        below = q[~above]
         if below.size:
             c["hidden"] += np.bincount(below, minlength=len(self.keys))
 

@@ -439,7 +439,7 @@ class _Checker:
         group_of = {key: g for g, key in enumerate(expected.keys)}
         for key, bq in sorted(batch_queues.items()):
             g = group_of.get(key) if batch[key] >= 0 else None
-            self._batch_queue(bq, None if g is None else expected.queue(g), records, log.min_offset)
+            self._batch_queue(bq, None if g is None else expected.queue(g), records)
         for k in sorted(missing, key=lambda k: tally.keys[k]):
             topic, qid = tally.keys[k]
             if c["irregular"][k]:
@@ -486,9 +486,10 @@ class _Checker:
 
     def _batch_queue(self, bq: BatchConsumeQueue,
                      want: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
-                     records: Records, cl_min: int) -> None:
-        """A 5.x BatchConsumeQueue: each record of its queue at or above the retained CommitLog
-        has the unit that starts at the record's queue offset, pointing at it with its size."""
+                     records: Records) -> None:
+        """A 5.x BatchConsumeQueue: each record of its queue (``want``: its queue offsets and rows
+        in ``records``; None: no record) has the unit that starts at the record's queue offset,
+        pointing at it with its size."""
         units = bq.batch_units
         self.report.units += len(units)
         at = {int(b): (int(o), int(n)) for b, o, n in
@@ -496,8 +497,6 @@ class _Checker:
         where = f"batchconsumequeue/{bq.topic}/{bq.queue_id}"
         for qo, row in zip(*(want or ((), ()))):
             off, size = int(records.offset[row]), int(records.size[row])
-            if off < cl_min:
-                continue
             unit = at.get(int(qo))
             if unit is None:
                 self.problem("consumequeue-missing-unit", where, None,
@@ -712,11 +711,11 @@ class _UnitCheck:
         the queue that have no unit."""
         records, qo, rows = self.records, self.expected.queue_offset, self.expected.rows
         wq = np.repeat(self.cq_of, np.diff(self.expected.bounds))  # the queue of each, -1: none
-        retained = ~self.claimed & (wq >= 0) & (records.offset[rows] >= self.cl_min)
+        unclaimed = ~self.claimed & (wq >= 0)
         below = qo < self.min_offset[wq]
-        missing = np.flatnonzero(retained & ~below)
+        missing = np.flatnonzero(unclaimed & ~below)
         # Below the queue's minimum only records retention removed may be: ``get`` hides the rest.
-        hidden = np.flatnonzero(retained & below)
+        hidden = np.flatnonzero(unclaimed & below)
         hidden_queues, hidden_first, hidden_count = np.unique(wq[hidden], return_index=True,
                                                               return_counts=True)
         found = self.found
