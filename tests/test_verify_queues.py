@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from store_helpers import retopic
 
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.config import load_config
@@ -115,3 +116,22 @@ def test_the_last_units_missing(root):
     assert _errors(root) == [
         ("consumequeue-missing-unit", "consumequeue/t/0", 20 * q,
          f"no unit for queue offset {q} (record at {units[q][0]})") for q in (4, 5)]
+
+
+def test_records_of_a_non_ascii_topic_without_queue_files(tmp_path):
+    """Records of topic "tópic" (UTF-8: 6 bytes, as "topic1" it replaces; a name no ConsumeQueue
+    directory may have) keep t/0's and t/1's tallies apart from theirs: topic1's units point at
+    records of another topic, and tópic's two queues are missing, each by its own records."""
+    root = tmp_path / "s"
+    with MessageStore(root, **SIZES) as ms:
+        ms.put_batch([Message("t", b"t-body", 0, tags="A")])
+        put = ms.put_batch([Message("topic1", f"body-{i}".encode(), i % 2, tags="A") for i in range(6)])
+    assert retopic(root, "topic1", "tópic") == 6
+    offsets = [p.commitlog_offset for p in put]  # queue i % 2, queue offset i // 2
+    cq = "consumequeue/topic1/{}/00000000000000000000"
+    assert _errors(root) == [
+        *[("consumequeue-bad-unit", cq.format(q), 20 * u, f"unit {u} points at the record at "
+           f"{offsets[2 * u + q]} (tópic/{q} queue offset {u})") for q in (0, 1) for u in range(3)],
+        *[("consumequeue-missing-queue", f"consumequeue/tópic/{q}", None, f"queue missing: 3 "
+           f"CommitLog records (first at queue offset 0, commitlog offset {offsets[q]}) have no unit")
+          for q in (0, 1)]]
