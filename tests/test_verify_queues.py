@@ -135,3 +135,21 @@ def test_records_of_a_non_ascii_topic_without_queue_files(tmp_path):
         *[("consumequeue-missing-queue", f"consumequeue/tópic/{q}", None, f"queue missing: 3 "
            f"CommitLog records (first at queue offset 0, commitlog offset {offsets[q]}) have no unit")
           for q in (0, 1)]]
+
+
+def test_queue_ids_past_255_are_told_apart(tmp_path):
+    """Queues t/44 and t/300 (300 = 256 + 44) with their ConsumeQueue directories swapped: each
+    directory's units point at the other queue's records, named with their own queue ids."""
+    root = tmp_path / "s"
+    with MessageStore(root, **SIZES) as ms:
+        put = ms.put_batch([Message("t", f"body-{i}".encode(), (44, 300)[i % 2], tags="A") for i in range(4)])
+    a, b = root / "consumequeue/t/44", root / "consumequeue/t/300"
+    a.rename(tmp_path / "44")
+    b.rename(a)
+    (tmp_path / "44").rename(b)
+    offsets = [p.commitlog_offset for p in put]  # queue (44, 300)[i % 2], queue offset i // 2
+    assert _troubled(root) == [("t", 44), ("t", 300)]
+    assert _errors(root) == [
+        ("consumequeue-bad-unit", f"consumequeue/t/{q}/00000000000000000000", 20 * u,
+         f"unit {u} points at the record at {offsets[2 * u + 1 - k]} (t/{other} queue offset {u})")
+        for k, (q, other) in enumerate(((44, 300), (300, 44))) for u in range(2)]
