@@ -3,6 +3,7 @@ agree costs no table of records; a damaged one is named exactly, with the proble
 always reported for it."""
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
@@ -153,3 +154,31 @@ def test_queue_ids_past_255_are_told_apart(tmp_path):
         ("consumequeue-bad-unit", f"consumequeue/t/{q}/00000000000000000000", 20 * u,
          f"unit {u} points at the record at {offsets[2 * u + 1 - k]} (t/{other} queue offset {u})")
         for k, (q, other) in enumerate(((44, 300), (300, 44))) for u in range(2)]
+
+
+def test_a_queue_starting_past_its_first_file_after_retention(tmp_path):
+    """Retention deleted the first CommitLog files and the ConsumeQueue files under them: t/0's
+    units start in a file named past 0, some below the queue's min offset. A wrong size in its
+    first unit at the min offset is named at that unit; nothing else is a problem."""
+    small = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200)  # 10 units a file
+    root = tmp_path / "s"
+    with MessageStore(root, **small) as ms:
+        ms.put_batch([Message("t", b"p" * 120, 0, tags="A") for _ in range(150)])
+    old = sorted((root / "commitlog").iterdir())[:3]
+    for f in old:
+        os.utime(f, (1, 1))  # expired long ago
+    with MessageStore(root, **small) as ms:
+        ms.delete_expired_files(force=True)
+        low = ms.min_offset("t", 0)
+    files = sorted((root / "consumequeue/t/0").iterdir())
+    first = int(files[0].name) // 20
+    assert first > 0 and first < low < first + 10, "the test needs units below the min in the first file"
+    raw = bytearray(files[0].read_bytes())
+    at = (low - first) * 20
+    off, size, tags = UNIT.unpack_from(raw, at)
+    raw[at:at + 20] = UNIT.pack(off, size + 1, tags)
+    files[0].write_bytes(bytes(raw))
+    assert [(p.kind, p.file, p.offset, p.what) for p in verify(root, **small).problems
+            if p.severity == "error"] == [
+        ("consumequeue-unit-mismatch", f"consumequeue/t/0/{files[0].name}", at,
+         f"unit {low}: size/tagsCode {size + 1}/{tags}, record says {size}/{tags}")]
