@@ -8,8 +8,10 @@ import os
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from rocketlake.store.codec import (
     CQ_BLANK_UNIT_SIZE,
@@ -37,6 +39,18 @@ from rocketlake.store.swap_journal import refuse_unfinished
 
 #: units read at a time where a scan may stop early
 SCAN_UNITS = 1 << 14
+
+
+@overload
+def valid_units(commitlog_offset: int, size: int, commitlog_min: int) -> bool: ...
+@overload
+def valid_units(commitlog_offset: npt.NDArray[Any], size: npt.NDArray[Any], commitlog_min: int
+                ) -> npt.NDArray[np.bool_]: ...
+def valid_units(commitlog_offset: npt.NDArray[Any] | int, size: npt.NDArray[Any] | int,
+                commitlog_min: int) -> npt.NDArray[np.bool_] | bool:
+    """Whether each unit (``commitlog_offset``, ``size``: arrays, or one unit's ints) stands for a
+    record that should be in the CommitLog: not a pre-blank unit, at or above ``commitlog_min``."""
+    return (commitlog_offset >= commitlog_min) & (size > 0) & (size != CQ_BLANK_UNIT_SIZE)
 
 
 def read_units(mf: MappedFile, first: int, count: int) -> np.ndarray:
@@ -330,8 +344,7 @@ def _data_tail(mf: MappedFile) -> tuple[int, np.ndarray]:
 def _first_valid_in(u: np.ndarray, commitlog_min: int) -> int | None:
     """Index of the first of units ``u`` that is valid (a record at or above ``commitlog_min``,
     not a pre-blank unit), None when none is."""
-    ok = np.flatnonzero((u["commitlog_offset"] >= commitlog_min) & (u["size"] > 0)
-                        & (u["size"] != CQ_BLANK_UNIT_SIZE))
+    ok = np.flatnonzero(valid_units(u["commitlog_offset"], u["size"], commitlog_min))
     return int(ok[0]) if ok.size else None
 
 
@@ -478,8 +491,7 @@ class _SmallQueues:
         pos = hits - firsts[qi]
         off, size = u["commitlog_offset"][hits], u["size"][hits]
         written = _per_queue(np.ones(hits.size, dtype=bool), qi, pos, counts.size, last=True) + 1
-        valid = _per_queue((off >= (commitlog_min or 0)) & (size > 0) & (size != CQ_BLANK_UNIT_SIZE),
-                           qi, pos, counts.size, last=False)
+        valid = _per_queue(valid_units(off, size, commitlog_min or 0), qi, pos, counts.size, last=False)
         tail = u[np.maximum(firsts + written - 1, 0)] if u.size else np.zeros(counts.size, CQ_UNIT_DTYPE)
         ends = np.where((written > 0) & (tail["size"] != CQ_BLANK_UNIT_SIZE),
                         tail["commitlog_offset"] + tail["size"], -1)

@@ -3,12 +3,13 @@
 The CommitLog walk hands each batch to ``QueueTally.records``: per queue, how many records, the
 first one's queue offset and CommitLog offset, the highest queue offset, whether the queue
 offsets rise in CommitLog order, and a count and 64-bit sum (``kernels.queue_sums``) of the
-records a unit must stand for (at or above the retained CommitLog and the queue's min offset).
-``units`` takes the same count and sum of each queue's checked units. A queue whose sums agree,
-whose offsets rise and that has no retained record below its min offset has no finding: its
-units and those records are the same multiset. The other queues (``troubled``) are checked
-exactly, with the records of only those queues and of the records their units point at
-(``collect``), by verify's table-based check.
+records a unit must stand for (at or above the queue's min offset; the walk starts at the
+CommitLog's minimum, so every record is retained). ``units`` takes the same count and sum of
+each queue's checked units (``checked_units``). A queue whose sums agree, whose offsets rise and
+that has no record below its min offset has no finding: its units and those records are the
+same multiset. The other queues (``troubled``) are checked exactly, with the records of only
+those queues and of the records their units point at, by verify's table-based check
+(``verify._Checker._exact``).
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ class QueueTally:
         self.queues, self.cl_min, self.delay_levels_ms = queues, cl_min, delay_levels_ms
         self.keys: list[tuple[str, int]] = []
         self.topic_ids: dict[str, int] = {}
-        self._known = np.zeros(0, dtype=np.int64)   # queue keys (``_key``), ascending
+        self._known = np.zeros(0, dtype=np.int64)   # queue keys (``queue_key``), ascending
         self._number = np.zeros(0, dtype=np.int64)  # the queue number of each
         self.col: dict[str, npt.NDArray[Any]] = {n: np.zeros(0, dtype=d) for n, (d, _) in _COLUMNS.items()}
         self._add_queues([(cq.topic, cq.queue_id) for cq in queues])
@@ -53,17 +54,11 @@ class QueueTally:
         self.unit_sum = np.zeros(len(queues), dtype=np.uint64)
         self.unit_count = np.zeros(len(queues), dtype=np.int64)
 
-    def _key(self, topic_ids: Ints, queue_ids: Ints) -> Ints:
-        key = topic_ids.astype(np.int64) << 32
-        key |= queue_ids.astype(np.int64) & 0xFFFFFFFF
-        return key
-
     def _add_queues(self, keys: list[tuple[str, int]]) -> None:
         first = len(self.keys)
         self.keys += keys
         tids = np.array([self.topic_ids.setdefault(t, len(self.topic_ids)) for t, _ in keys], dtype=np.int64)
-        new = self._key(tids, np.array([q for _, q in keys], dtype=np.int64))
-        known = np.concatenate((self._known, new))
+        known = np.concatenate((self._known, queue_key(tids, np.array([q for _, q in keys], dtype=np.int64))))
         number = np.concatenate((self._number, np.arange(first, len(self.keys), dtype=np.int64)))
         order = np.argsort(known, kind="stable")
         self._known, self._number = known[order], number[order]
@@ -74,22 +69,21 @@ class QueueTally:
         """The queue number of each of ``rows`` of ``batch`` (queues not known yet are added when
         ``grow``, else their rows get -1)."""
         ids, names = batch.topics
-        tids = np.array([self.topic_ids.get(n, -1) for n in names], dtype=np.int64)
-        if grow and (tids < 0).any():
+        if grow:
             for n in names:
                 self.topic_ids.setdefault(n, len(self.topic_ids))
-            tids = np.array([self.topic_ids[n] for n in names], dtype=np.int64)
+        tids = np.array([self.topic_ids.get(n, -1) for n in names], dtype=np.int64)[ids[rows]]
         qids = batch.raw[rows, kr.QUEUE_ID]
-        key = self._key(tids[ids[rows]], qids)
-        at = np.minimum(np.searchsorted(self._known, key), max(self._known.size - 1, 0))
-        hit = self._known[at] == key if self._known.size else np.zeros(key.size, dtype=np.bool_)
+        key = queue_key(tids, qids)
+        at, hit = lookup(self._known, key)
         if grow and not hit.all():
-            inverse = {t: n for n, t in self.topic_ids.items()}
-            new = np.unique(key[~hit])
-            self._add_queues([(inverse[int(k >> 32)], int(np.int32(np.uint32(k & 0xFFFFFFFF))))
-                              for k in new.tolist()])
-            return self.numbers(batch, rows)
-        return np.where(hit, self._number[at], -1)
+            _, first = np.unique(key[~hit], return_index=True)  # one row of each, by key
+            self._add_queues([(names[int(ids[rows[i]])], int(qids[i]))
+                              for i in np.flatnonzero(~hit)[first].tolist()])
+            at, hit = lookup(self._known, key)
+        number = np.full(key.size, -1, dtype=np.int64)
+        number[hit] = self._number[at[hit]]
+        return number
 
     def records(self, batch: RecordBatch) -> None:
         """Take a walked batch (CommitLog order)."""
@@ -129,6 +123,23 @@ class QueueTally:
         c = self.col
         return {self.keys[k]: max(0, int(c["max_qo"][k]) + 1)
                 for k in np.flatnonzero(c["count"] > 0).tolist()}
+
+
+def queue_key(topic_ids: npt.NDArray[np.integer[Any]], queue_ids: npt.NDArray[np.integer[Any]]) -> Ints:
+    """A key per (topic number, queue id) that orders queues by topic number, then queue id (as
+    an unsigned 32-bit number): ``topic << 32 | queue id``."""
+    key = topic_ids.astype(np.int64) << 32
+    key |= queue_ids.astype(np.int64) & 0xFFFFFFFF
+    return key
+
+
+def lookup(keys: Ints, values: Ints) -> tuple[Ints, npt.NDArray[np.bool_]]:
+    """(position, whether present) of each value in the ascending ``keys``; position 0 where absent."""
+    if not keys.size:
+        return np.zeros(values.size, dtype=np.int64), np.zeros(values.size, dtype=np.bool_)
+    at = np.minimum(np.searchsorted(keys, values), keys.size - 1)
+    there = keys[at] == values
+    return np.where(there, at, 0), there
 
 
 def checked_units(group: list[tuple[int, MappedFile]], min_offset: Ints, cl_min: int

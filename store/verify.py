@@ -29,7 +29,7 @@ from rocketlake.store.index import IndexFile, IndexService, header_problems
 from rocketlake.store.index_keys import IndexKeys
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile, first_nonzero
-from rocketlake.store.queue_tally import QueueTally, checked_units
+from rocketlake.store.queue_tally import QueueTally, checked_units, lookup, queue_key
 from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
@@ -38,6 +38,7 @@ from rocketlake.store.swap_journal import refuse_unfinished
 
 @dataclass
 class Problem:
+    """One thing verify found wrong (an "error") or worth knowing (a "warning")."""
     severity: str          # "error" or "warning"
     file: str              # path relative to the store root
     offset: int | None     # byte offset in that file, when it applies
@@ -85,6 +86,7 @@ class Damage:
 
 @dataclass
 class VerifyReport:
+    """What ``verify`` checked (records, units, index keys) and found."""
     root: str
     records: int = 0
     units: int = 0
@@ -95,9 +97,11 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """True when no problem is an error (warnings only, or none)."""
         return not any(p.severity == "error" for p in self.problems)
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready values (``rocketlake verify --json``)."""
         return {"root": self.root, "ok": self.ok, "records": self.records, "units": self.units,
                 "keys_checked": self.keys_checked, "problems": [asdict(p) for p in self.problems],
                 "damage": [asdict(d) for d in self.damage]}
@@ -114,11 +118,7 @@ class Records:
     queue_offset: npt.NDArray[np.int64]
     tags_code: npt.NDArray[np.int64]
     to_queue: npt.NDArray[np.bool_]       # gets a ConsumeQueue unit
-    #: record r's index key hashes (UNIQ_KEY, then KEYS tokens) are key_hash[key_start[r]:key_start[r + 1]]
-    key_start: npt.NDArray[np.int64]
-    key_hash: npt.NDArray[np.int32]
     topics: list[str]
-    times: StoreTimes
     #: each record's store time, when asked for (``RecordColumns(store_ts=True)``)
     store_ts: npt.NDArray[np.int64] | None = None
 
@@ -127,19 +127,11 @@ class Records:
 
     def find(self, offsets: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
         """(row, whether a record starts there) for each CommitLog offset; row is 0 where none."""
-        return _lookup(self.offset, offsets)
-
-    def at(self, offset: int) -> int | None:
-        """The row of the record starting at ``offset``, None when none does."""
-        row, there = self.find(np.array([offset], dtype=np.int64))
-        return int(row[0]) if there[0] else None
+        return lookup(self.offset, offsets)
 
     def queue_key(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """A key per row of ``rows`` that orders them by topic index, then queue id."""
-        key = self.topic[rows].astype(np.int64)
-        key <<= 32
-        key |= self.queue_id[rows].view(np.uint32)
-        return key
+        """``queue_tally.queue_key`` of each row of ``rows`` (by topic index, then queue id)."""
+        return queue_key(self.topic[rows], self.queue_id[rows])
 
     def queues(self) -> dict[tuple[str, int], npt.NDArray[np.int64]]:
         """Rows of the records that get a ConsumeQueue unit, by (topic, queue id), in CommitLog order."""
@@ -214,36 +206,17 @@ class QueueRows:
         a, b = int(self.bounds[g]), int(self.bounds[g + 1])
         return self.queue_offset[a:b], self.rows[a:b]
 
-    def max_offsets(self) -> dict[tuple[str, int], int]:
-        """Per queue, the queue offset after its highest record's (at least 0)."""
-        return {key: max(0, int(self.queue_offset[b - 1]) + 1)
-                for key, b in zip(self.keys, self.bounds[1:].tolist())}
-
-
-def _lookup(keys: npt.NDArray[np.int64], values: npt.NDArray[np.int64]
-            ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """(position, whether present) of each value in the ascending ``keys``; position 0 where absent."""
-    if not keys.size:
-        return np.zeros(values.size, dtype=np.int64), np.zeros(values.size, dtype=np.bool_)
-    at = np.minimum(np.searchsorted(keys, values), keys.size - 1)
-    there = keys[at] == values
-    return np.where(there, at, 0), there
-
 
 class RecordColumns:
-    """Collects walked batches into ``Records`` (each record's store time too with ``store_ts``;
-    verify needs only ``StoreTimes``)."""
+    """Collects walked batches into ``Records`` (each record's store time too with ``store_ts``)."""
 
-    #: offset, size, topic, queue id, queue offset, tagsCode, to_queue, key end, key hashes, store time
-    DTYPES = (np.int64, np.int32, np.int32, np.int32, np.int64, np.int64, np.bool_, np.int64, np.int32,
-              np.int64)
+    #: offset, size, topic, queue id, queue offset, tagsCode, to_queue, store time
+    DTYPES = (np.int64, np.int32, np.int32, np.int32, np.int64, np.int64, np.bool_, np.int64)
 
     def __init__(self, store_ts: bool = False) -> None:
         self.dtypes = self.DTYPES if store_ts else self.DTYPES[:-1]
         self.columns: list[list[npt.NDArray[Any]]] = [[] for _ in self.dtypes]
         self.topic_ids: dict[str, int] = {}
-        self.keys = 0
-        self.times = StoreTimes()
 
     def add(self, batch: RecordBatch, delay_levels_ms: tuple[int, ...],
             rows: npt.NDArray[np.int64] | None = None) -> None:
@@ -251,28 +224,17 @@ class RecordColumns:
         cols = batch.dispatch(delay_levels_ms)
         ids, names = batch.topics
         remap = np.array([self.topic_ids.setdefault(n, len(self.topic_ids)) for n in names], dtype=np.int32)
-        raw = batch.raw
-        key_counts, key_hashes = cols.key_counts, cols.key_hashes
-        tags_code, to_queue = cols.tags_code, cols.to_queue
+        raw, tags_code, to_queue = batch.raw, cols.tags_code, cols.to_queue
         if rows is not None:
-            taken = np.zeros(len(batch), dtype=np.bool_)
-            taken[rows] = True
-            key_hashes = key_hashes[np.repeat(taken, key_counts)]
-            raw, ids, key_counts = raw[rows], ids[rows], key_counts[rows]
-            tags_code, to_queue = tags_code[rows], to_queue[rows]
-        self.times.add(raw[:, kr.OFFSET], raw[:, kr.STORE_TS])
-        key_end = np.cumsum(key_counts) + self.keys
-        self.keys += int(key_hashes.size)
+            raw, ids, tags_code, to_queue = raw[rows], ids[rows], tags_code[rows], to_queue[rows]
         parts: tuple[npt.NDArray[Any], ...] = (
             raw[:, kr.OFFSET], raw[:, kr.SIZE], remap[ids], raw[:, kr.QUEUE_ID],
-            raw[:, kr.QUEUE_OFFSET], tags_code, to_queue, key_end, key_hashes,
-            raw[:, kr.STORE_TS])
+            raw[:, kr.QUEUE_OFFSET], tags_code, to_queue, raw[:, kr.STORE_TS])
         for column, part, dtype in zip(self.columns, parts, self.dtypes):
             column.append(part.astype(dtype))  # a copy: the batch's rows go
 
     def records(self) -> Records:
         """The columns so far, each joined in turn (memory: the columns plus the largest one)."""
-        self.columns[7].insert(0, np.zeros(1, dtype=np.int64))  # key_start: 0, then each record's end
         cols: list[npt.NDArray[Any]] = []
         for k, dtype in enumerate(self.dtypes):
             parts, self.columns[k] = self.columns[k], []
@@ -280,9 +242,8 @@ class RecordColumns:
             del parts
             _trim_heap()
         return Records(offset=cols[0], size=cols[1], topic=cols[2], queue_id=cols[3],
-                       queue_offset=cols[4], tags_code=cols[5], to_queue=cols[6], key_start=cols[7],
-                       key_hash=cols[8], topics=list(self.topic_ids), times=self.times,
-                       store_ts=cols[9] if len(cols) > 9 else None)
+                       queue_offset=cols[4], tags_code=cols[5], to_queue=cols[6],
+                       topics=list(self.topic_ids), store_ts=cols[7] if len(cols) > 7 else None)
 
 
 def _trim_heap() -> None:
@@ -323,7 +284,7 @@ class Walked:
         if self.journal_end is not None:
             self.journal_after += int(np.count_nonzero(off >= self.journal_end))
         if self.phys.size:
-            self.starts.update(self.phys[_lookup(off, self.phys)[1]].tolist())
+            self.starts.update(self.phys[lookup(off, self.phys)[1]].tolist())
         self.queues.records(batch)
         if self.index_keys is not None:
             self.index_keys.add(off, cols.key_counts, cols.key_hashes)
@@ -352,6 +313,10 @@ def _file_groups(queues: list[ConsumeQueue], numbers: Iterable[int]
 
 
 class _Checker:
+    """One verify run over the open ``files``: ``load``, the walk's tallies (``walked``), then
+    the checks in order (``commitlog``, ``consume_queues``, ``index``, ``checkpoint``,
+    ``config``), each adding its problems to ``report``."""
+
     def __init__(self, files: StoreFiles) -> None:
         self.files = files
         self.root, self.cfg = files.root, files.cfg
@@ -396,6 +361,8 @@ class _Checker:
 
     def problem(self, kind: str, file: Path | str, offset: int | None, what: str,
                 severity: str = "error") -> None:
+        """Report a problem of ``kind`` in ``file`` (an absolute path is made relative to the
+        store root) at byte ``offset``."""
         rel = str(Path(file).relative_to(self.root)) if Path(file).is_absolute() else str(file)
         self.report.problems.append(Problem(severity, rel, offset, what, kind))
 
@@ -467,9 +434,9 @@ class _Checker:
             batch_queues = {}
         c, n = tally.col, len(tally.queues)
         number = {key: k for k, key in enumerate(tally.keys)}
-        # queues with records and no ConsumeQueue files: the batch queues, then those missing
-        batch = {key: number.get(key, -1) for key in batch_queues}
-        batch = {key: k if k >= n else -1 for key, k in batch.items()}
+        # queues with records and no ConsumeQueue files: the batch queues (their numbers; -1: no
+        # record, or ConsumeQueue files too), then those missing
+        batch = {key: k if (k := number.get(key, -1)) >= n else -1 for key in batch_queues}
         missing = [k for k in range(n, len(tally.keys)) if tally.keys[k] not in batch]
         troubled = tally.troubled()
         exact = np.concatenate((troubled, [k for k in batch.values() if k >= 0],
@@ -478,7 +445,7 @@ class _Checker:
         group_of = {key: g for g, key in enumerate(expected.keys)}
         for key, bq in sorted(batch_queues.items()):
             g = group_of.get(key) if batch[key] >= 0 else None
-            self._batch_queue(bq, None if g is None else expected.queue(g), records, log.min_offset)
+            self._batch_queue(bq, None if g is None else expected.queue(g), records)
         for k in sorted(missing, key=lambda k: tally.keys[k]):
             topic, qid = tally.keys[k]
             if c["irregular"][k]:
@@ -525,9 +492,10 @@ class _Checker:
 
     def _batch_queue(self, bq: BatchConsumeQueue,
                      want: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
-                     records: Records, cl_min: int) -> None:
-        """A 5.x BatchConsumeQueue: each record of its queue at or above the retained CommitLog
-        has the unit that starts at the record's queue offset, pointing at it with its size."""
+                     records: Records) -> None:
+        """A 5.x BatchConsumeQueue: each record of its queue (``want``: its queue offsets and rows
+        in ``records``; None: no record) has the unit that starts at the record's queue offset,
+        pointing at it with its size."""
         units = bq.batch_units
         self.report.units += len(units)
         at = {int(b): (int(o), int(n)) for b, o, n in
@@ -535,8 +503,6 @@ class _Checker:
         where = f"batchconsumequeue/{bq.topic}/{bq.queue_id}"
         for qo, row in zip(*(want or ((), ()))):
             off, size = int(records.offset[row]), int(records.size[row])
-            if off < cl_min:
-                continue
             unit = at.get(int(qo))
             if unit is None:
                 self.problem("consumequeue-missing-unit", where, None,
@@ -614,6 +580,8 @@ class _Checker:
 
     # --- checkpoint and config ---------------------------------------------------------------------
     def checkpoint(self, walked: Walked) -> None:
+        """The checkpoint's times against the newest stored message, the abort file, and an
+        unfinished ingest (its journal)."""
         path = self.root / "checkpoint"
         if not path.exists():
             if walked.records:
@@ -645,6 +613,8 @@ class _Checker:
                          f"discards them (or a writer is running)", "warning")
 
     def config(self, queues_max: dict[tuple[str, int], int]) -> None:
+        """Every ``config/*.json`` parses; each committed consumer offset is within its queue
+        (``queues_max``: per queue with records, one past its highest queue offset)."""
         cdir = self.root / "config"
         if not cdir.exists():
             return
@@ -711,7 +681,7 @@ class _UnitCheck:
         off = units["commitlog_offset"].astype(np.int64)
         rec, has_rec = records.find(off)
         rank = np.minimum(np.searchsorted(self.offsets, q), max(self.offsets.size - 1, 0))
-        w, has_want = _lookup(self.want_key, self.want[qk] * self.offsets.size + rank)
+        w, has_want = lookup(self.want_key, self.want[qk] * self.offsets.size + rank)
         if self.offsets.size:
             has_want &= self.offsets[rank] == q
         self.claimed[w[has_want]] = True
@@ -747,11 +717,11 @@ class _UnitCheck:
         the queue that have no unit."""
         records, qo, rows = self.records, self.expected.queue_offset, self.expected.rows
         wq = np.repeat(self.cq_of, np.diff(self.expected.bounds))  # the queue of each, -1: none
-        retained = ~self.claimed & (wq >= 0) & (records.offset[rows] >= self.cl_min)
+        unclaimed = ~self.claimed & (wq >= 0)
         below = qo < self.min_offset[wq]
-        missing = np.flatnonzero(retained & ~below)
+        missing = np.flatnonzero(unclaimed & ~below)
         # Below the queue's minimum only records retention removed may be: ``get`` hides the rest.
-        hidden = np.flatnonzero(retained & below)
+        hidden = np.flatnonzero(unclaimed & below)
         hidden_queues, hidden_first, hidden_count = np.unique(wq[hidden], return_index=True,
                                                               return_counts=True)
         found = self.found

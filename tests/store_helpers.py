@@ -38,15 +38,16 @@ def index_contents(root: Path) -> list[bytes]:
 
 
 def retopic(root: Path, old: str, new: str) -> int:
-    """Overwrite the topic ``old`` with ``new`` (same length) in every CommitLog record of
+    """Overwrite the topic ``old`` with ``new`` (same length in UTF-8) in every CommitLog record of
     ``root``: TOTALSIZE stays right and the body CRC does not cover the topic, so each record stays
     well formed. Returns how many records were changed."""
-    assert len(old.encode()) == len(new.encode())
+    was, now = (bytes([len(t.encode())]) + t.encode() for t in (old, new))  # TOPICLEN, then UTF-8
+    assert len(was) == len(now)
     n = 0
     for f in (root / "commitlog").iterdir():
         data = f.read_bytes()
-        n += data.count(bytes([len(old)]) + old.encode())
-        f.write_bytes(data.replace(bytes([len(old)]) + old.encode(), bytes([len(new)]) + new.encode()))
+        n += data.count(was)
+        f.write_bytes(data.replace(was, now))
     return n
 
 

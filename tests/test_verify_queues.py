@@ -3,10 +3,12 @@ agree costs no table of records; a damaged one is named exactly, with the proble
 always reported for it."""
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 
 import pytest
+from store_helpers import retopic
 
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.config import load_config
@@ -115,3 +117,68 @@ def test_the_last_units_missing(root):
     assert _errors(root) == [
         ("consumequeue-missing-unit", "consumequeue/t/0", 20 * q,
          f"no unit for queue offset {q} (record at {units[q][0]})") for q in (4, 5)]
+
+
+def test_records_of_a_non_ascii_topic_without_queue_files(tmp_path):
+    """Records of topic "tópic" (UTF-8: 6 bytes, as "topic1" it replaces; a name no ConsumeQueue
+    directory may have) keep t/0's and t/1's tallies apart from theirs: topic1's units point at
+    records of another topic, and tópic's two queues are missing, each by its own records."""
+    root = tmp_path / "s"
+    with MessageStore(root, **SIZES) as ms:
+        ms.put_batch([Message("t", b"t-body", 0, tags="A")])
+        put = ms.put_batch([Message("topic1", f"body-{i}".encode(), i % 2, tags="A") for i in range(6)])
+    assert retopic(root, "topic1", "tópic") == 6
+    offsets = [p.commitlog_offset for p in put]  # queue i % 2, queue offset i // 2
+    cq = "consumequeue/topic1/{}/00000000000000000000"
+    assert _errors(root) == [
+        *[("consumequeue-bad-unit", cq.format(q), 20 * u, f"unit {u} points at the record at "
+           f"{offsets[2 * u + q]} (tópic/{q} queue offset {u})") for q in (0, 1) for u in range(3)],
+        *[("consumequeue-missing-queue", f"consumequeue/tópic/{q}", None, f"queue missing: 3 "
+           f"CommitLog records (first at queue offset 0, commitlog offset {offsets[q]}) have no unit")
+          for q in (0, 1)]]
+
+
+def test_queue_ids_past_255_are_told_apart(tmp_path):
+    """Queues t/44 and t/300 (300 = 256 + 44) with their ConsumeQueue directories swapped: each
+    directory's units point at the other queue's records, named with their own queue ids."""
+    root = tmp_path / "s"
+    with MessageStore(root, **SIZES) as ms:
+        put = ms.put_batch([Message("t", f"body-{i}".encode(), (44, 300)[i % 2], tags="A") for i in range(4)])
+    a, b = root / "consumequeue/t/44", root / "consumequeue/t/300"
+    a.rename(tmp_path / "44")
+    b.rename(a)
+    (tmp_path / "44").rename(b)
+    offsets = [p.commitlog_offset for p in put]  # queue (44, 300)[i % 2], queue offset i // 2
+    assert _troubled(root) == [("t", 44), ("t", 300)]
+    assert _errors(root) == [
+        ("consumequeue-bad-unit", f"consumequeue/t/{q}/00000000000000000000", 20 * u,
+         f"unit {u} points at the record at {offsets[2 * u + 1 - k]} (t/{other} queue offset {u})")
+        for k, (q, other) in enumerate(((44, 300), (300, 44))) for u in range(2)]
+
+
+def test_a_queue_starting_past_its_first_file_after_retention(tmp_path):
+    """Retention deleted the first CommitLog files and the ConsumeQueue files under them: t/0's
+    units start in a file named past 0, some below the queue's min offset. A wrong size in its
+    first unit at the min offset is named at that unit; nothing else is a problem."""
+    small = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200)  # 10 units a file
+    root = tmp_path / "s"
+    with MessageStore(root, **small) as ms:
+        ms.put_batch([Message("t", b"p" * 120, 0, tags="A") for _ in range(150)])
+    old = sorted((root / "commitlog").iterdir())[:3]
+    for f in old:
+        os.utime(f, (1, 1))  # expired long ago
+    with MessageStore(root, **small) as ms:
+        ms.delete_expired_files(force=True)
+        low = ms.min_offset("t", 0)
+    files = sorted((root / "consumequeue/t/0").iterdir())
+    first = int(files[0].name) // 20
+    assert first > 0 and first < low < first + 10, "the test needs units below the min in the first file"
+    raw = bytearray(files[0].read_bytes())
+    at = (low - first) * 20
+    off, size, tags = UNIT.unpack_from(raw, at)
+    raw[at:at + 20] = UNIT.pack(off, size + 1, tags)
+    files[0].write_bytes(bytes(raw))
+    assert [(p.kind, p.file, p.offset, p.what) for p in verify(root, **small).problems
+            if p.severity == "error"] == [
+        ("consumequeue-unit-mismatch", f"consumequeue/t/0/{files[0].name}", at,
+         f"unit {low}: size/tagsCode {size + 1}/{tags}, record says {size}/{tags}")]

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from rocketlake.store.codec import CQ_BLANK_UNIT_SIZE, CQ_UNIT
+from rocketlake.store.codec import CQ_UNIT
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig
+from rocketlake.store.consume_queue import valid_units
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.store_files import StoreFiles
 
@@ -77,7 +78,7 @@ def _check(commitlog: CommitLog, topic: str, queue_id: int, queue_offset: int, o
            size: int) -> tuple[int | None, str | None]:
     """(store timestamp, None) when the unit's record is there, (None, why) when it is not;
     (None, None) for units whose message is gone or never was (pre-blank, below the minimum)."""
-    if size == CQ_BLANK_UNIT_SIZE or size <= 0 or offset < commitlog.min_offset:
+    if not valid_units(offset, size, commitlog.min_offset):
         return None, None
     where = f"{topic}/{queue_id} queue offset {queue_offset}: CommitLog offset {offset}"
     try:

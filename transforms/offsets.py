@@ -24,14 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from rocketlake.store.codec import CQ_BLANK_UNIT_SIZE
+from rocketlake.store.consume_queue import valid_units
 from rocketlake.store.consumer_lag import consumer_lag
 
 _STR, _INT, _LONG, _TS = T.StringType(), T.IntegerType(), T.LongType(), T.TimestampType()
@@ -94,6 +97,10 @@ HISTORY_SCHEMA = T.StructType([
     T.StructField("last_consumed_store_timestamp", _TS),
 ])
 
+#: the columns of a consumer row that ``store.consumer_lag`` gives
+_LAG_SCHEMA = T.StructType([f for f in CONSUMER_OFFSETS_SCHEMA.fields if f.name in (
+    "consumer_group", "topic", "queue_id", "consumer_offset", "max_offset", "lag")])
+
 #: the columns that tell a snapshot's rows apart
 HISTORY_KEYS = ("kind", "store", "consumer_group", "topic", "queue_id")
 
@@ -104,16 +111,29 @@ def arrow_schema(schema: T.StructType) -> pa.Schema:
 
 
 def _table(rows: list[tuple], schema: T.StructType) -> pa.Table:
-    """``rows`` (tuples in ``schema``'s order; timestamps as datetimes or epoch microseconds) as
-    an Arrow table of ``schema``."""
+    """``rows`` (tuples in ``schema``'s order) as an Arrow table of ``schema``."""
     arrow = arrow_schema(schema)
     columns = list(zip(*rows, strict=True)) if rows else [()] * len(arrow)
     return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, arrow, strict=True)],
                                 schema=arrow)
 
 
-def _micros(ms: int | None) -> int | None:
-    return None if ms is None else ms * 1000
+def _columns(schema: T.StructType, n: int, **columns: Any) -> pa.Table:
+    """An Arrow table of ``schema`` and ``n`` rows from its columns by name (Arrow or numpy
+    arrays, cast to the column's type; any other value is repeated ``n`` times)."""
+    def column(value: Any, type_: pa.DataType) -> pa.Array | pa.ChunkedArray:
+        if isinstance(value, pa.Array | pa.ChunkedArray):
+            return value.cast(type_)
+        if isinstance(value, np.ndarray):
+            return pa.array(value).cast(type_)
+        return pa.repeat(pa.scalar(value, type_), n)
+    arrow = arrow_schema(schema)
+    return pa.Table.from_arrays([column(columns[f.name], f.type) for f in arrow], schema=arrow)
+
+
+def _micros(ms: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Epoch milliseconds (nulls kept) as epoch microseconds, the unit of the timestamp columns."""
+    return pc.multiply(ms, 1000)
 
 
 def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
@@ -139,22 +159,26 @@ def committed_rows(table: Mapping[tuple[str, str], Mapping[int, int]]) -> pa.Tab
 
 
 def request_rows(queues: pa.Table, committed: pa.Table) -> pa.Table:
-    """One row (:data:`REQUESTS_SCHEMA`) per queue of ``queues`` (:data:`QUEUES_SCHEMA`) with the
-    queue offsets whose units the consumer rows need: each group's last consumed offset
-    (``consumer_offset - 1``, when positive) in ``committed`` (:data:`COMMITTED_SCHEMA`), sorted,
-    distinct."""
-    wanted: dict[tuple[str, int], set[int]] = {}
-    for c in committed.to_pylist():
-        if c["consumer_offset"] > 0:
-            wanted.setdefault((c["topic"], c["queue_id"]), set()).add(c["consumer_offset"] - 1)
-    keys = dict.fromkeys(zip(queues.column("topic").to_pylist(),
-                             queues.column("queue_id").to_pylist(), strict=True))
-    return _table([(t, q, sorted(wanted.get((t, q), ()))) for t, q in keys], REQUESTS_SCHEMA)
-
-
-def _live(size: int, commitlog_offset: int, commitlog_min_offset: int) -> bool:
-    """A unit whose message is in the CommitLog: a real unit (not pre-blank) at or above its min."""
-    return size > 0 and size != CQ_BLANK_UNIT_SIZE and commitlog_offset >= commitlog_min_offset
+    """One row (:data:`REQUESTS_SCHEMA`) per queue of ``queues`` (:data:`QUEUES_SCHEMA`; a queue
+    listed twice counts once, at its first place) with the queue offsets whose units the consumer
+    rows need: each group's last consumed offset (``consumer_offset - 1``, when positive) in
+    ``committed`` (:data:`COMMITTED_SCHEMA`), sorted, distinct."""
+    keys = ["topic", "queue_id"]
+    consumed = committed.filter(pc.greater(committed["consumer_offset"], 0))
+    last = pa.table({"topic": consumed["topic"], "queue_id": consumed["queue_id"],
+                     "wanted": pc.subtract(consumed["consumer_offset"], 1)})
+    # single-threaded grouping keeps the order of the rows: each list sorted
+    wanted = (last.sort_by([(k, "ascending") for k in (*keys, "wanted")])
+              .group_by(keys, use_threads=False).aggregate([("wanted", "distinct")]))
+    places = pa.table({"topic": queues["topic"], "queue_id": queues["queue_id"],
+                       "place": np.arange(queues.num_rows)})
+    places = places.group_by(keys, use_threads=False).aggregate([("place", "min")])
+    lists = wanted["wanted_distinct"]  # a join carries no list column: their row numbers
+    rows = places.join(wanted.select(keys).append_column("list", pa.array(np.arange(len(lists)))),
+                       keys, join_type="left outer").sort_by("place_min")
+    type_ = arrow_schema(REQUESTS_SCHEMA).field("wanted").type
+    return _columns(REQUESTS_SCHEMA, rows.num_rows, topic=rows["topic"], queue_id=rows["queue_id"],
+                    wanted=pc.fill_null(lists.take(rows["list"]).cast(type_), pa.scalar([], type_)))
 
 
 def queue_rows(units: pa.Table, commitlog_min_offset: int, store: str,
@@ -163,25 +187,35 @@ def queue_rows(units: pa.Table, commitlog_min_offset: int, store: str,
     (:data:`QUEUE_OFFSETS_SCHEMA`), by topic and queue id.
 
     ``units`` may be every unit of the queues or any subset holding each queue's first live unit
-    and its last written unit (what ``read_queue_units`` returns); the result is the same.
-    ``last_store_timestamp`` is the checked store time of the last unit's message (null when it is
-    gone or failed the CommitLog check).
+    (its message in the CommitLog: ``store.consume_queue.valid_units``) and its last written unit
+    (what ``read_queue_units`` returns); the result is the same. ``last_store_timestamp`` is the
+    checked store time of the last unit's message (null when it is gone or failed the CommitLog
+    check).
     """
-    names = ("topic", "queue_id", "queue_offset", "commitlog_offset", "size", "store_timestamp")
-    by_queue: dict[tuple[str, int], list[tuple]] = {}
-    for t, q, *unit in zip(*(units.column(n).to_pylist() for n in names), strict=True):
-        by_queue.setdefault((t, q), []).append(tuple(unit))
-    rows = []
-    for (topic, queue_id), found in sorted(by_queue.items()):
-        last_offset, last_cl, last_size, last_ts = max(found, key=lambda u: u[0])
-        live = [u for u in found if _live(u[2], u[1], commitlog_min_offset)]
-        first = min(live, key=lambda u: u[0]) if live else None
-        max_offset = last_offset + 1
-        min_offset = first[0] if first else max_offset
-        rows.append((store, topic, queue_id, min_offset, max_offset, first[1] if first else None,
-                     last_cl if _live(last_size, last_cl, commitlog_min_offset) else None,
-                     _micros(last_ts), max_offset - min_offset, snapshot_ts))
-    return _table(rows, QUEUE_OFFSETS_SCHEMA)
+    units = units.sort_by([(k, "ascending") for k in ("topic", "queue_id", "queue_offset")])
+    topic, queue_id, n = units["topic"], units["queue_id"], units.num_rows
+    first = np.ones(n, dtype=np.bool_)  # a queue's first unit
+    if n:
+        first[1:] = pc.or_(pc.not_equal(topic[1:], topic[:-1]),
+                           pc.not_equal(queue_id[1:], queue_id[:-1])).to_numpy(zero_copy_only=False)
+    starts = np.flatnonzero(first)
+    ends = np.append(starts[1:], n)[:starts.size] - 1  # a queue's last unit, the highest offset
+    qo, cl = units["queue_offset"].to_numpy(), units["commitlog_offset"].to_numpy()
+    live = valid_units(cl, units["size"].to_numpy(), commitlog_min_offset)
+    live_rows = np.flatnonzero(live)
+    queue, at = np.unique(np.cumsum(first)[live_rows] - 1, return_index=True)
+    has_live = np.zeros(starts.size, dtype=np.bool_)
+    has_live[queue] = True
+    first_live = np.zeros(starts.size, dtype=np.int64)  # a queue's first live unit (0: none)
+    first_live[queue] = live_rows[at]
+    max_offset = qo[ends] + 1
+    min_offset = np.where(has_live, qo[first_live], max_offset)
+    return _columns(QUEUE_OFFSETS_SCHEMA, starts.size, store=store, topic=topic.take(starts),
+                    queue_id=queue_id.take(starts), min_offset=min_offset, max_offset=max_offset,
+                    min_commitlog_offset=pa.array(cl[first_live], mask=~has_live),
+                    max_commitlog_offset=pa.array(cl[ends], mask=~live[ends]),
+                    last_store_timestamp=_micros(units["store_timestamp"].take(ends)),
+                    message_count=max_offset - min_offset, snapshot_ts=snapshot_ts)
 
 
 def consumer_rows(committed: Mapping[tuple[str, str], Mapping[int, int]], queues: pa.Table,
@@ -194,14 +228,21 @@ def consumer_rows(committed: Mapping[tuple[str, str], Mapping[int, int]], queues
     ``last_consumed_store_timestamp`` is the checked store time of the unit at
     ``consumer_offset - 1`` in ``units`` (null when there is none, as for ``consumer_offset`` 0).
     """
-    maxes = dict(zip(zip(queues.column("topic").to_pylist(), queues.column("queue_id").to_pylist(),
-                         strict=True), queues.column("max_offset").to_pylist(), strict=True))
-    names = ("topic", "queue_id", "queue_offset", "store_timestamp")
-    consumed = {(t, q, o + 1): ts for t, q, o, ts in
-                zip(*(units.column(n).to_pylist() for n in names), strict=True)}
-    return _table([(store, r.group, r.topic, r.queue_id, r.consumer_offset, r.max_offset, r.lag,
-                    _micros(consumed.get((r.topic, r.queue_id, r.consumer_offset))), snapshot_ts)
-                   for r in consumer_lag(maxes, committed)], CONSUMER_OFFSETS_SCHEMA)
+    maxes = dict(zip(zip(queues["topic"].to_pylist(), queues["queue_id"].to_pylist(), strict=True),
+                     queues["max_offset"].to_pylist(), strict=True))
+    lag = consumer_lag(maxes, committed)
+    rows = _table([(r.group, r.topic, r.queue_id, r.consumer_offset, r.max_offset, r.lag) for r in lag],
+                  _LAG_SCHEMA).append_column("place", pa.array(np.arange(len(lag))))
+    consumed = pa.table({"topic": units["topic"], "queue_id": units["queue_id"],
+                         "consumer_offset": pc.add(units["queue_offset"], 1),
+                         "store_timestamp": units["store_timestamp"]})
+    rows = rows.join(consumed, ["topic", "queue_id", "consumer_offset"], join_type="left outer"
+                     ).sort_by("place")
+    return _columns(CONSUMER_OFFSETS_SCHEMA, rows.num_rows, store=store,
+                    **{k: rows[k] for k in ("consumer_group", "topic", "queue_id", "consumer_offset",
+                                            "max_offset", "lag")},
+                    last_consumed_store_timestamp=_micros(rows["store_timestamp"]),
+                    snapshot_ts=snapshot_ts)
 
 
 def history_table(queues: pa.Table, consumers: pa.Table) -> pa.Table:

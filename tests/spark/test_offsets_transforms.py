@@ -4,6 +4,7 @@ from __future__ import annotations
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+import pyarrow as pa
 from chispa import assert_df_equality
 from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -16,11 +17,16 @@ from rocketlake.transforms.offsets import (
     QUEUE_OFFSETS_SCHEMA,
     QUEUES_SCHEMA,
     REQUESTS_SCHEMA,
+    arrow_schema,
     committed_offsets,
+    committed_rows,
     consumer_offsets,
+    consumer_rows,
     history_rows,
     queue_offsets,
     queue_requests,
+    queue_rows,
+    request_rows,
     same_rows,
 )
 
@@ -56,6 +62,24 @@ def test_queue_requests_ask_for_each_last_consumed_unit(spark) -> None:
          ("g1", "gone", 0, 7)], COMMITTED_SCHEMA)
     expected = [("t", 0, [3, 9]), ("t", 1, []), ("u", 0, [])]
     equal(queue_requests(queues, committed), spark.createDataFrame(expected, REQUESTS_SCHEMA))
+
+
+def test_the_arrow_rules_on_empty_inputs_and_a_queue_listed_twice() -> None:
+    """No Spark: a store without queues or offsets gives empty tables of the schemas; a queue
+    listed twice is requested once, at its first place."""
+    queues = pa.Table.from_pylist([{"topic": t, "queue_id": q} for t, q in
+                                   [("u", 300), ("t", 0), ("u", 300)]], schema=arrow_schema(QUEUES_SCHEMA))
+    committed = committed_rows({("u", "g"): {300: 5, 2: 9}, ("u", "h"): {300: 5}, ("t", "g"): {0: 0}})
+    assert request_rows(queues, committed).to_pylist() == [
+        {"topic": "u", "queue_id": 300, "wanted": [4]}, {"topic": "t", "queue_id": 0, "wanted": []}]
+    none = committed_rows({})
+    assert none.schema == arrow_schema(COMMITTED_SCHEMA) and none.num_rows == 0
+    assert request_rows(queues.slice(0, 0), none).num_rows == 0
+    units = UNIT_SCHEMA.empty_table()
+    rows = queue_rows(units, 0, "s", SNAP)
+    assert rows.schema == arrow_schema(QUEUE_OFFSETS_SCHEMA) and rows.num_rows == 0
+    consumers = consumer_rows({}, rows, units, "s", SNAP)
+    assert consumers.schema == arrow_schema(CONSUMER_OFFSETS_SCHEMA) and consumers.num_rows == 0
 
 
 def test_queue_offsets_skip_pre_blank_and_expired_units(spark) -> None:
