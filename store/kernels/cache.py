@@ -184,7 +184,7 @@ class KernelCache(FunctionCache):
         process's first kernel). A kernel compiled after all (a cache miss) refreshes the
         contexts itself (numba's ``CompilerBase``)."""
         rtsys.initialize(target_context)
-        with self._guard_against_spurious_io_errors():  # type: ignore[no-untyped-call]
+        with self._guard_against_spurious_io_errors():
             return self._load_overload(sig, target_context)  # type: ignore[no-untyped-call]
 
 
