@@ -223,7 +223,10 @@ def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int,
     recent = [_recent_units(cq, read) for cq in queues]
     sizes = np.array([u.size for _, u in recent], dtype=np.int64)
     bounds = np.concatenate(([0], np.cumsum(sizes)))
-    u = np.concatenate([u for _, u in recent]) if recent else np.zeros(0, dtype=CQ_UNIT_DTYPE)
+    # joined as the files' bytes: a concatenation of structured arrays compares their dtypes
+    # pair by pair (about 10 us a queue)
+    u = np.concatenate([np.ascontiguousarray(u, dtype=CQ_UNIT_DTYPE).view(np.uint8) for _, u in recent]
+                       + [np.zeros(0, dtype=np.uint8)]).view(CQ_UNIT_DTYPE)
     off, size = u["commitlog_offset"].astype(np.int64), u["size"].astype(np.int64)
     first = np.array([f for f, _ in recent], dtype=np.int64)
     written = [(cq.files.files[0].wrote // CQ_UNIT_SIZE, cq.files.files[-1].wrote // CQ_UNIT_SIZE)

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rocketlake.store import codec, kernels
 from rocketlake.store.errors import MessageRejected
@@ -477,6 +476,8 @@ def _strings(arr: pa.Array | None, taken: pa.Array) -> list[str | None]:
         return [None] * len(taken)
     arr = arr.take(taken)
     if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type):
+        import pyarrow.compute as pc  # only here: a writer's open and plain rows do not need it
+
         arr = pc.binary_join(arr, codec.KEY_SEPARATOR)
     values: list[str | None] = arr.to_pylist()
     return values
@@ -487,6 +488,8 @@ def _user_properties(arr: pa.Array | None, taken: pa.Array
     """(properties string, UNIQ_KEY, whether ``prepare`` must decide) of a map column's rows
     ``taken``: decided there are a null value, an empty name, a \\x01 or \\x02 separator, a name
     given twice or a ``_RESERVED`` one."""
+    import pyarrow.compute as pc  # only here: a writer's open and plain rows do not need it
+
     n = len(taken)
     if arr is None:
         return [None] * n, [None] * n, np.zeros(n, dtype=np.bool_)

@@ -3,6 +3,7 @@ imports matter and hides which module owns a concept)."""
 from __future__ import annotations
 
 import ast
+import json
 from pathlib import Path
 
 import rocketlake.store
@@ -58,7 +59,8 @@ def test_store_modules_import_without_a_cycle():
 def test_opening_and_recovering_a_store_for_writing_does_not_import_pandas(tmp_path):
     """pyarrow imports pandas (0.1-0.8 s) at its first conversion of Python values; a writer's
     open after a crash (recovery and the write warm-up) converts none, so a restart does not pay
-    for it."""
+    for it. Nor for ``pyarrow.compute`` (0.05-0.08 s), which only rows with properties or a list
+    of keys laid out one by one need."""
     import subprocess
     import sys
 
@@ -69,6 +71,33 @@ def test_opening_and_recovering_a_store_for_writing_does_not_import_pandas(tmp_p
         s.put_batch([Message(topic="t", body=b"x", queue_id=0)])
     (root / "abort").touch()
     script = ("import sys\nfrom rocketlake.store import MessageStore\n"
-              f"MessageStore({str(root)!r}).close()\nprint('pandas' in sys.modules)\n")
+              f"MessageStore({str(root)!r}).close()\n"
+              "print('pandas' in sys.modules, 'pyarrow.compute' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False", out.stderr
+    assert out.stdout.strip() == "False False", out.stderr
+
+
+def test_a_restart_loads_kernels_without_numbas_compiler_registries(tmp_path):
+    """Kernels loaded from the cache are machine code: a writer's open after a crash (recovery,
+    the write warm-up) runs them without numba's typing and lowering registries, which its
+    context refresh imports (``numba.np.linalg``, ``numba.np.polynomial``, ...: about 0.1 s)."""
+    import subprocess
+    import sys
+
+    from rocketlake.store import Message, MessageStore
+
+    root = tmp_path / "s"
+    with MessageStore(root) as s:
+        s.put_batch([Message(topic="t", body=b"x", queue_id=0, keys="k")])
+    (root / "abort").touch()
+    script = ("import json, sys\nfrom numba.core.dispatcher import Dispatcher\n"
+              "from rocketlake.store import MessageStore\n"
+              f"s = MessageStore({str(root)!r})\n"
+              "loaded = sum(sum(v.stats.cache_hits.values()) for n, m in list(sys.modules.items())"
+              " if n.startswith('rocketlake.') for v in vars(m).values() if isinstance(v, Dispatcher))\n"
+              "s.close()\n"
+              "print(json.dumps([loaded, [m for m in ('numba.np.linalg',"
+              " 'numba.np.polynomial.polynomial_core') if m in sys.modules]]))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    loaded, registries = json.loads(out.stdout)
+    assert loaded > 0 and registries == [], out.stderr

@@ -29,8 +29,10 @@ import zipfile
 from functools import cache
 from pathlib import Path, PurePosixPath
 from types import FunctionType
+from typing import Any
 
 from numba.core.caching import CompileResultCacheImpl, FunctionCache, _CacheLocator
+from numba.core.runtime import rtsys
 
 from rocketlake.store.user_cache import user_cache_dir
 
@@ -174,6 +176,16 @@ class KernelCache(FunctionCache):
     """A kernel's numba cache in :func:`cache_folder`."""
 
     _impl_class = _Impl
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        """numba's ``load_overload`` without its ``target_context.refresh()``: a kernel loaded
+        from the cache is machine code that needs numba's runtime (NRT, initialised here), not
+        the typing and lowering registries that refresh imports and installs (about 0.1 s of a
+        process's first kernel). A kernel compiled after all (a cache miss) refreshes the
+        contexts itself (numba's ``CompilerBase``)."""
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)  # type: ignore[no-untyped-call]
 
 
 def cacheable() -> bool:
