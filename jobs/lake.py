@@ -175,8 +175,8 @@ def driver_rows(spark: SparkSession, uri: str, columns: Iterable[str]) -> pa.Tab
     table's files in its ``.crc``), each read whole through the table's Hadoop filesystem and
     decoded by pyarrow (timestamps as microseconds, ``timestamp[us]``; a column a file lacks, from a
     schema that grew later, is null). None, reading nothing, when no Delta table is there or Delta
-    must read it: the checksum lists no files, column mapping is on, or a file has deletion
-    vectors."""
+    must read it: the checksum lists no files, column mapping is on, a file has deletion vectors,
+    or the table lacks one of ``columns``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -189,9 +189,10 @@ def driver_rows(spark: SparkSession, uri: str, columns: Iterable[str]) -> pa.Tab
     if files is None or not files.isDefined() or snapshot.metadata().columnMappingMode().name() != "none":
         return None
     adds = list(_jvm(spark).scala.jdk.javaapi.CollectionConverters.asJava(files.get()))
-    if any(add.deletionVector() is not None for add in adds):
-        return None
     columns = list(columns)
+    if any(add.deletionVector() is not None for add in adds) or not set(columns) <= set(
+            snapshot.metadata().schema().fieldNames()):
+        return None
     schema = pa.schema([_arrow_field(snapshot.metadata().schema().apply(c)) for c in columns])
     conf = log.newDeltaHadoopConf()
     io_utils = _jvm(spark).org.apache.commons.io.IOUtils
@@ -206,6 +207,20 @@ def driver_rows(spark: SparkSession, uri: str, columns: Iterable[str]) -> pa.Tab
         tables.append(pa.table([data.column(f.name).cast(f.type) if f.name in data.column_names
                                 else pa.nulls(data.num_rows, f.type) for f in schema], schema=schema))
     return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def collected(rows: pa.Table) -> list[dict[str, Any]]:
+    """``rows`` (:func:`driver_rows`' types) as Spark's ``collect()`` gives them: dicts, a
+    timestamp as pyspark's ``TimestampType`` makes it of its microseconds."""
+    import pyarrow as pa
+    from pyspark.sql.types import TimestampType
+
+    stamps = {f.name for f in rows.schema if pa.types.is_timestamp(f.type)}
+    out = rows.cast(pa.schema([pa.field(f.name, pa.int64()) if f.name in stamps else f
+                               for f in rows.schema])).to_pylist()
+    as_time = TimestampType().fromInternal
+    return [{k: as_time(v) if k in stamps and v is not None else v for k, v in r.items()}
+            for r in out]
 
 
 def _arrow_field(field: Any) -> pa.Field:

@@ -59,7 +59,10 @@ def test_rebuild_and_verify_runs_are_listed_in_words(spark, tmp_path: Path, caps
                      "--lake", str(lake), *SETS]) == 0
     capsys.readouterr()
     out = tmp_path / "report.html"
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup
+    before = set(jobs())
     assert cli.main(["report", "--store", str(store), "--lake", str(lake), *SETS, "--out", str(out)]) == 0
+    assert set(jobs()) == before                  # the run log read on the driver: no Spark job
     page = out.read_text()
     assert ": output rebuild wrote 40 units for 1 topic under " in page
     assert ": checked 40 records, 0 errors, nothing to rebuild " in page
