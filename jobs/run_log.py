@@ -19,7 +19,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from rocketlake.jobs.lake import (
+    collected,
     commit_metadata,
+    driver_rows,
     ensure_table,
     table_exists,
     table_properties,
@@ -70,7 +72,10 @@ def read_runs(spark: SparkSession, lake: str, limit: int) -> list[dict[str, Any]
     run log whose table predates those columns)."""
     runs: list[dict[str, Any]] = []
     uri = table_uri(lake, RUNS_TABLE)
-    if table_exists(spark, uri):
+    rows = driver_rows(spark, uri, RUNS_SCHEMA.fieldNames())
+    if rows is not None:
+        runs += sorted(collected(rows), key=lambda r: r["finished_ms"], reverse=True)[:limit]
+    elif table_exists(spark, uri):  # Delta must read it (or a run log from before the _ts columns)
         runs += [{f.name: r.asDict().get(f.name) for f in RUNS_SCHEMA}
                  for r in spark.read.format("delta").load(uri)
                  .orderBy("finished_ms", ascending=False).limit(limit).collect()]

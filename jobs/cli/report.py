@@ -36,6 +36,7 @@ matplotlib.use("Agg")
 import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
@@ -150,7 +151,7 @@ def lake_facts(lake: str | None, store: str) -> tuple[list[dict[str, Any]], list
     topic, queue_id, snapshot_ts, consumer_offset, lag) and (the latest runs) from its Delta tables.
     ``lake`` is a URI (:func:`rocketlake.jobs.lake.lake_uri`) that ``jobs.lake.check_lake``
     passed, or None for no lake."""
-    from rocketlake.jobs.lake import table_exists, table_uri
+    from rocketlake.jobs.lake import collected, driver_rows, table_exists, table_uri
 
     if lake is None:
         return [], []
@@ -160,14 +161,18 @@ def lake_facts(lake: str | None, store: str) -> tuple[list[dict[str, Any]], list
     from rocketlake.jobs.spark_session import build_session
 
     spark = build_session("rocketlake-report", conf={"spark.ui.enabled": "false"})
-    lag_rows: list[dict[str, Any]] = []
     history = table_uri(lake, OFFSETS_HISTORY)
-    if table_exists(spark, history):
+    rows = driver_rows(spark, history, (*LAG_COLUMNS, "kind", "store"))
+    found: list[dict[str, Any]] = []
+    if rows is not None:
+        found = collected(rows.filter((pc.field("kind") == "consumer")
+                                          & (pc.field("store") == store)).select(LAG_COLUMNS))
+    elif table_exists(spark, history):  # Delta must read it: Spark jobs
         df = spark.read.format("delta").load(history)
         if set(LAG_COLUMNS) | {"kind", "store"} <= set(df.columns):
             mine = df.where((F.col("kind") == "consumer") & (F.col("store") == store))
-            lag_rows = sorted((r.asDict() for r in mine.select(*LAG_COLUMNS).collect()),
-                              key=lambda r: r["snapshot_ts"])  # on the driver: no sort job
+            found = [r.asDict() for r in mine.select(*LAG_COLUMNS).collect()]
+    lag_rows = sorted(found, key=lambda r: r["snapshot_ts"])  # on the driver: no sort job
     return lag_rows, read_runs(spark, lake, MAX_RUNS)
 
 

@@ -59,7 +59,45 @@ def test_rebuild_and_verify_runs_are_listed_in_words(spark, tmp_path: Path, caps
                      "--lake", str(lake), *SETS]) == 0
     capsys.readouterr()
     out = tmp_path / "report.html"
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup
+    before = set(jobs())
     assert cli.main(["report", "--store", str(store), "--lake", str(lake), *SETS, "--out", str(out)]) == 0
+    assert set(jobs()) == before                  # the run log read on the driver: no Spark job
     page = out.read_text()
     assert ": output rebuild wrote 40 units for 1 topic under " in page
     assert ": checked 40 records, 0 errors, nothing to rebuild " in page
+
+
+def test_lake_facts_run_no_spark_job_and_read_what_spark_reads(spark, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    from rocketlake.jobs.cli.report import LAG_COLUMNS, MAX_RUNS, lake_facts
+    from rocketlake.jobs.lake import lake_uri, table_uri
+
+    lake, store = tmp_path / "lake", tmp_path / "broker-d"
+    put(store, 30)
+    write_consumer_offsets(store, {("orders", "g1"): {0: 5}, ("orders", "g2"): {0: 30}})
+    for when in (T1, T2):
+        publish(store, lake, when)
+        put(store, 10)
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup
+    before = set(jobs())
+    lag, runs = lake_facts(lake_uri(str(lake)), store.name)
+    assert set(jobs()) == before                  # the history and the run records: no Spark job
+    # 2 snapshots x 2 groups: g1 lag 25 then 35 at offset 5, g2 lag 0 then 10 at offset 30; times
+    # as Spark's collect() gives them (this machine's local time, naive)
+    t1, t2 = (datetime.fromtimestamp(t.timestamp()) for t in (T1, T2))
+    assert sorted((r["consumer_group"], r["snapshot_ts"], r["consumer_offset"], r["lag"])
+                  for r in lag) == [("g1", t1, 5, 25), ("g1", t2, 5, 35),
+                                    ("g2", t1, 30, 0), ("g2", t2, 30, 10)]
+    read = (spark.read.format("delta").load(table_uri(lake_uri(str(lake)), "offsets_history"))
+            .where((F.col("kind") == "consumer") & (F.col("store") == store.name)))
+    assert sorted(lag, key=repr) == sorted((r.asDict() for r in read.select(*LAG_COLUMNS).collect()),
+                                           key=repr)
+    assert [r["job"] for r in runs] == ["publish-offsets"] * 2 and len(runs) <= MAX_RUNS
+    # a log without checksums (another writer's): Delta reads the history, the same rows
+    for crc in (lake / "offsets_history" / "_delta_log").glob("*.crc"):
+        crc.unlink()
+    spark.sparkContext._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    assert sorted(lake_facts(lake_uri(str(lake)), store.name)[0], key=repr) == sorted(lag, key=repr)
+    assert set(jobs()) > before
