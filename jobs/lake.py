@@ -176,7 +176,8 @@ def driver_rows(spark: SparkSession, uri: str, columns: Iterable[str]) -> pa.Tab
     decoded by pyarrow (timestamps as microseconds, ``timestamp[us]``; a column a file lacks, from a
     schema that grew later, is null). None, reading nothing, when no Delta table is there or Delta
     must read it: the checksum lists no files, column mapping is on, a file has deletion vectors,
-    or the table lacks one of ``columns``."""
+    one of ``columns`` is a partition column (its values are in the log, not the files), or the
+    table lacks one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -190,8 +191,10 @@ def driver_rows(spark: SparkSession, uri: str, columns: Iterable[str]) -> pa.Tab
         return None
     adds = list(_jvm(spark).scala.jdk.javaapi.CollectionConverters.asJava(files.get()))
     columns = list(columns)
-    if any(add.deletionVector() is not None for add in adds) or not set(columns) <= set(
-            snapshot.metadata().schema().fieldNames()):
+    partitions = set(_jvm(spark).scala.jdk.javaapi.CollectionConverters.asJava(
+        snapshot.metadata().partitionColumns()))
+    if any(add.deletionVector() is not None for add in adds) or partitions & set(columns) \
+            or not set(columns) <= set(snapshot.metadata().schema().fieldNames()):
         return None
     schema = pa.schema([_arrow_field(snapshot.metadata().schema().apply(c)) for c in columns])
     conf = log.newDeltaHadoopConf()
