@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rocketlake.store.codec import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
+from rocketlake.store.codec import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, queue_key
 from rocketlake.store.consume_queue import ConsumeQueue, read_units
 from rocketlake.store.kernels import queue_sums
 from rocketlake.store.kernels import records as kr
@@ -123,14 +123,6 @@ class QueueTally:
         c = self.col
         return {self.keys[k]: max(0, int(c["max_qo"][k]) + 1)
                 for k in np.flatnonzero(c["count"] > 0).tolist()}
-
-
-def queue_key(topic_ids: npt.NDArray[np.integer[Any]], queue_ids: npt.NDArray[np.integer[Any]]) -> Ints:
-    """A key per (topic number, queue id) that orders queues by topic number, then queue id (as
-    an unsigned 32-bit number): ``topic << 32 | queue id``."""
-    key = topic_ids.astype(np.int64) << 32
-    key |= queue_ids.astype(np.int64) & 0xFFFFFFFF
-    return key
 
 
 def lookup(keys: Ints, values: Ints) -> tuple[Ints, npt.NDArray[np.bool_]]:
