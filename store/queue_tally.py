@@ -149,5 +149,6 @@ def checked_units(group: list[tuple[int, MappedFile]], min_offset: Ints, cl_min:
     qk = np.array([k for k, _ in group], dtype=np.int64)[fi]
     firsts = np.array([mf.start // CQ_UNIT_SIZE for _, mf in group], dtype=np.int64)
     q = firsts[fi] + np.arange(units.size, dtype=np.int64) - (np.cumsum(counts) - counts)[fi]
+    # not ``consume_queue.valid_units``: a zeroed or size-0 unit is checked, so that it is found
     keep = (q >= min_offset[qk]) & (units["commitlog_offset"] >= cl_min)
     return fi[keep], qk[keep], q[keep], units[keep]
