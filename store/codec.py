@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
-from typing import overload
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -297,6 +297,23 @@ def check_topic(topic: str) -> bytes:
 
 def delay_level_to_queue_id(level: int) -> int:
     return level - 1
+
+
+# --- queue keys: a (topic number, queue id) pair as one int64 -----------------------------------
+def queue_key(topic_ids: npt.NDArray[np.integer[Any]], queue_ids: npt.NDArray[np.integer[Any]]
+              ) -> npt.NDArray[np.int64]:
+    """A key per (topic number, queue id) that orders queues by topic number, then queue id (as
+    an unsigned 32-bit number): ``topic << 32 | queue id``. ``queue_of_key`` takes it apart."""
+    key = topic_ids.astype(np.int64) << 32
+    key |= queue_ids.astype(np.int64) & 0xFFFFFFFF
+    return key
+
+
+def queue_of_key(key: int) -> tuple[int, int]:
+    """(topic number, queue id) of a ``queue_key``; the queue id a signed 32-bit int, as the
+    record's QUEUEID field holds it."""
+    qid = key & 0xFFFFFFFF
+    return key >> 32, qid - (1 << 32) if qid > JAVA_INT_MAX else qid
 
 
 # --- hosts and message ids (docs/FORMAT.md §4) -------------------------------------------------

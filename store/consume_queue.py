@@ -19,6 +19,8 @@ from rocketlake.store.codec import (
     CQ_UNIT_DTYPE,
     CQ_UNIT_SIZE,
     format_file_name,
+    queue_key,
+    queue_of_key,
 )
 from rocketlake.store.errors import StoreFormatError, UnsupportedStoreError
 from rocketlake.store.lazy_maps import LazyMappedFile
@@ -604,7 +606,7 @@ class QueueFilesWriter:
         that a queue whose units come in many calls is written once per flush."""
         no = np.array([self._topic_no.setdefault(t, len(self._topic_no)) for t in topics],
                       dtype=np.int64)
-        self._held.append((no[topic_ids] << 32 | (queue_ids & 0xFFFFFFFF), queue_offsets, units))
+        self._held.append((queue_key(no[topic_ids], queue_ids), queue_offsets, units))
         self._held_units += units.size
         if self._held_units >= self.BUFFER:
             self.flush()
@@ -622,8 +624,8 @@ class QueueFilesWriter:
         names = list(self._topic_no)
         bounds = np.r_[0, np.flatnonzero(np.diff(group)) + 1, group.size].tolist()
         for lo, hi in zip(bounds[:-1], bounds[1:]):
-            g = int(group[lo])
-            self.write(names[g >> 32], int(np.int32(g & 0xFFFFFFFF)), qoff[lo:hi], units[lo:hi])
+            topic_no, queue_id = queue_of_key(int(group[lo]))
+            self.write(names[topic_no], queue_id, qoff[lo:hi], units[lo:hi])
 
     def write(self, topic: str, queue_id: int, queue_offsets: np.ndarray, units: np.ndarray,
               after: int | None = None) -> int:

@@ -211,7 +211,7 @@ class Dispatcher:
             self.files.add(topics, topic_ids[sel], queue_ids[sel], queue_offsets[sel],
                            _units(offsets, sizes, tags_code, sel))
         elif sel.size:
-            group = topic_ids[sel] << 32 | (queue_ids[sel] & 0xFFFFFFFF)
+            group = codec.queue_key(topic_ids[sel], queue_ids[sel])
             order = np.argsort(group, kind="stable")
             sel, group = sel[order], group[order]
             starts = np.concatenate(([0], np.flatnonzero(np.diff(group)) + 1))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rocketlake.store.codec import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
+from rocketlake.store.codec import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, queue_key
 from rocketlake.store.consume_queue import ConsumeQueue, read_units
 from rocketlake.store.kernels import queue_sums
 from rocketlake.store.kernels import records as kr
@@ -125,14 +125,6 @@ class QueueTally:
                 for k in np.flatnonzero(c["count"] > 0).tolist()}
 
 
-def queue_key(topic_ids: npt.NDArray[np.integer[Any]], queue_ids: npt.NDArray[np.integer[Any]]) -> Ints:
-    """A key per (topic number, queue id) that orders queues by topic number, then queue id (as
-    an unsigned 32-bit number): ``topic << 32 | queue id``."""
-    key = topic_ids.astype(np.int64) << 32
-    key |= queue_ids.astype(np.int64) & 0xFFFFFFFF
-    return key
-
-
 def lookup(keys: Ints, values: Ints) -> tuple[Ints, npt.NDArray[np.bool_]]:
     """(position, whether present) of each value in the ascending ``keys``; position 0 where absent."""
     if not keys.size:
@@ -157,5 +149,6 @@ def checked_units(group: list[tuple[int, MappedFile]], min_offset: Ints, cl_min:
     qk = np.array([k for k, _ in group], dtype=np.int64)[fi]
     firsts = np.array([mf.start // CQ_UNIT_SIZE for _, mf in group], dtype=np.int64)
     q = firsts[fi] + np.arange(units.size, dtype=np.int64) - (np.cumsum(counts) - counts)[fi]
+    # not ``consume_queue.valid_units``: a zeroed or size-0 unit is checked, so that it is found
     keep = (q >= min_offset[qk]) & (units["commitlog_offset"] >= cl_min)
     return fi[keep], qk[keep], q[keep], units[keep]

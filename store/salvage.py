@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 
 from rocketlake.store.checkpoint import Checkpoint
-from rocketlake.store.codec import CQ_BLANK_UNIT_SIZE, CQ_UNIT_SIZE
+from rocketlake.store.codec import CQ_UNIT_SIZE
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig
+from rocketlake.store.consume_queue import valid_units
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile, data_end
 from rocketlake.store.message import Message
@@ -211,7 +212,7 @@ def _placeholders(files: StoreFiles, records: Records, lost: list[LostRange]) ->
         units = cq.all_units()
         q = cq.files.min_offset // CQ_UNIT_SIZE + np.arange(units.size, dtype=np.int64)
         off = units["commitlog_offset"].astype(np.int64)
-        valid = (off >= 0) & (units["size"] > 0) & (units["size"] != CQ_BLANK_UNIT_SIZE)
+        valid = valid_units(off, units["size"], files.commitlog.min_offset)
         which = lost_at(off)
         have = intact.get((topic, qid), set())
         for k in np.flatnonzero(valid & (which >= 0)).tolist():

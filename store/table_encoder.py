@@ -85,13 +85,13 @@ class EncodedTable:
         """The rows that take a queue offset, grouped by queue: (queues, rows per queue, those
         rows sorted by queue then position, each one's rank within its queue)."""
         sel = np.flatnonzero(self.to_queue)
-        key = self.rows[sel, ke.TOPIC] << 32 | self.rows[sel, ke.QUEUE_ID]
+        key = codec.queue_key(self.rows[sel, ke.TOPIC], self.rows[sel, ke.QUEUE_ID])
         order = np.argsort(key, kind="stable")
         sel, key = sel[order], key[order]
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, np.int64)
         counts = np.diff(np.r_[starts, key.size]).astype(np.int64)
         ranks = np.arange(key.size, dtype=np.int64) - np.repeat(starts, counts)
-        queues = [(self.topics[int(k) >> 32], int(k) & 0xFFFFFFFF) for k in key[starts].tolist()]
+        queues = [(self.topics[t], q) for t, q in map(codec.queue_of_key, key[starts].tolist())]
         return queues, counts, sel.astype(np.int64), ranks
 
     def dispatch(self) -> tuple[I64, npt.NDArray[np.int32]]:

@@ -18,7 +18,7 @@ import numpy.typing as npt
 from rocketlake.store import codec, ingest_journal
 from rocketlake.store.batch_consume_queue import BatchConsumeQueue, load_batch_queues
 from rocketlake.store.checkpoint import Checkpoint
-from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_HEADER
+from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_HEADER, queue_key
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import CONSUMER_OFFSETS, read_config, read_consumer_offsets
@@ -29,7 +29,7 @@ from rocketlake.store.index import IndexFile, IndexService, header_problems
 from rocketlake.store.index_keys import IndexKeys
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile, first_nonzero
-from rocketlake.store.queue_tally import QueueTally, checked_units, lookup, queue_key
+from rocketlake.store.queue_tally import QueueTally, checked_units, lookup
 from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
@@ -130,7 +130,7 @@ class Records:
         return lookup(self.offset, offsets)
 
     def queue_key(self, rows: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """``queue_tally.queue_key`` of each row of ``rows`` (by topic index, then queue id)."""
+        """``codec.queue_key`` of each row of ``rows`` (by topic index, then queue id)."""
         return queue_key(self.topic[rows], self.queue_id[rows])
 
     def queues(self) -> dict[tuple[str, int], npt.NDArray[np.int64]]:

@@ -99,3 +99,15 @@ def test_index_file_name_round_trip():
     name = codec.index_file_name(1795345574046)
     assert len(name) == 17 and name.endswith("046")
     assert codec.index_file_time(name) == 1795345574046
+
+
+def test_queue_key_orders_by_topic_then_unsigned_queue_id_and_comes_apart():
+    import numpy as np
+
+    topics = np.array([1, 1, 1, 2, 0], dtype=np.int64)
+    qids = np.array([5, -1, 2 ** 31 - 1, 0, 7], dtype=np.int32)
+    keys = codec.queue_key(topics, qids)
+    assert keys.tolist() == [(1 << 32) + 5, (2 << 32) - 1, (1 << 32) + 0x7FFFFFFF, 2 << 32, 7]
+    assert np.argsort(keys).tolist() == [4, 0, 2, 1, 3]  # -1 after 2**31 - 1: unsigned order
+    assert [codec.queue_of_key(k) for k in keys.tolist()] == [
+        (1, 5), (1, -1), (1, 2 ** 31 - 1), (2, 0), (0, 7)]

@@ -124,6 +124,23 @@ def test_library_rebuild_refuses_a_record_with_a_hostile_topic(tmp_path: Path, v
     assert outside(tmp_path, store) == victims
 
 
+
+def test_library_rebuild_refuses_a_record_with_a_negative_queue_id(tmp_path: Path, victims) -> None:
+    """QUEUEID is a signed int the body CRC does not cover: -1 (0xFFFFFFFF) is refused as a path
+    name, not taken apart wrongly from the queue's 64-bit key (``codec.queue_of_key``)."""
+    store = tmp_path / "s"
+    with MessageStore(store, **SMALL) as ms:
+        at = ms.put_batch([Message("orders", b"a"), Message("orders", b"b", 1),
+                           Message("orders", b"c")])[1].commitlog_offset
+    (log,) = (store / "commitlog").iterdir()
+    data = bytearray(log.read_bytes())
+    data[at + 12:at + 16] = b"\xff\xff\xff\xff"  # QUEUEID (docs/FORMAT.md §2) = -1
+    log.write_bytes(bytes(data))
+    victims = outside(tmp_path, store)
+    with pytest.raises(UnsafePathError, match=r"orders: queue id -1 is not an integer >= 0"):
+        rebuild(store, store / "out", **SMALL)
+    assert outside(tmp_path, store) == victims
+
 # --- compaction segments ------------------------------------------------------------------------
 def _one_record(root: Path, topic: str = "state") -> bytes:
     with MessageStore(root, **SMALL) as ms:

@@ -9,7 +9,8 @@ Options (names are case-insensitive; parsed and checked by ``transforms.source_o
 an unknown one is an error listing the known ones):
 
 - ``kind``: ``messages`` (default; one row per CommitLog record, partitions are byte ranges of
-  the CommitLog files) or ``consumequeue`` (one row per ConsumeQueue unit, a partition per queue).
+  the CommitLog files) or ``consumequeue`` (one row per ConsumeQueue unit whose record is in the
+  CommitLog, a partition per queue).
 - ``columns``: a comma list; only those columns exist and are built (Python data sources get no
   projection push-down, so a job that needs no bodies says so here).
 - ``checkCRC``: ``true`` (default) checks every body CRC; ``false`` reads past CRC mismatches.
@@ -98,7 +99,7 @@ from pyspark.sql.types import (
 )
 
 from rocketlake.store import codec, dispatch
-from rocketlake.store.consume_queue import load_queues, not_file_queues
+from rocketlake.store.consume_queue import load_queues, not_file_queues, valid_units
 from rocketlake.store.errors import CorruptRecordError, SettingError
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.paths import CONSUME_QUEUE_DIR
@@ -167,10 +168,12 @@ def register(spark: SparkSession) -> None:
 
 @dataclass(frozen=True)
 class QueuePartition:
-    """The files of one ConsumeQueue, as (path, start byte offset), in order."""
+    """The files of one ConsumeQueue, as (path, start byte offset), in order, and the CommitLog's
+    minimum offset (its first file's start; 0 without files)."""
     topic: str
     queue_id: int
     files: tuple[tuple[str, int], ...]
+    commitlog_min: int
 
 
 class RocketMQDataSource(DataSource):
@@ -428,8 +431,8 @@ class CommitLogReader(_BoundsReader):
 
 
 class ConsumeQueueReader(_BoundsReader):
-    """One row per ConsumeQueue unit (the units RocketMQ's ConsumeQueue would serve: offset >= 0,
-    size > 0, no pre-blank), a partition per queue."""
+    """One row per ConsumeQueue unit whose record is in the CommitLog (the units RocketMQ's
+    ConsumeQueue would serve: ``store.consume_queue.valid_units``), a partition per queue."""
 
     bounded = ("commitlog_offset",)
 
@@ -438,10 +441,12 @@ class ConsumeQueueReader(_BoundsReader):
         self.file_size = opts.file_size("mappedFileSizeConsumeQueue")
 
     def partitions(self) -> list[InputPartition]:
+        logs = commitlog_files(self.root, self.opts.commitlog_config())
+        commitlog_min = logs[0][1] if logs else 0
         queues = load_queues(self.root, self.file_size)
         try:
             return [InputPartition(QueuePartition(t, q, tuple((str(mf.path), mf.start)
-                                                              for mf in cq.files.files)))
+                                                              for mf in cq.files.files), commitlog_min))
                     for (t, q), cq in sorted(queues.items()) if self.opts.topic_selected(t)]
         finally:
             for cq in queues.values():
@@ -458,7 +463,7 @@ class ConsumeQueueReader(_BoundsReader):
             units = np.memmap(path, dtype=codec.CQ_UNIT_DTYPE, mode="r")
             offset = units["commitlog_offset"].astype(np.int64)
             size = units["size"].astype(np.int64)
-            keep = (offset >= 0) & (size > 0) & (size != codec.CQ_BLANK_UNIT_SIZE)
+            keep = valid_units(offset, size, part.commitlog_min)
             mask = self._mask({"commitlog_offset": offset})
             idx = np.flatnonzero(keep if mask is None else keep & mask)
             if not idx.size:

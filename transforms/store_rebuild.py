@@ -122,7 +122,7 @@ def walk_part(part: int, r: ScanRange, staging: str, delay_levels_ms: Sequence[i
         remap = np.array([topic_no.setdefault(t, len(topic_no)) for t in names], dtype=np.int64)
         if units and d.to_queue.any():
             sel = np.flatnonzero(d.to_queue)
-            cols["group"].append(remap[ids[sel]] << 32 | (raw[sel, kr.QUEUE_ID] & 0xFFFFFFFF))
+            cols["group"].append(codec.queue_key(remap[ids[sel]], raw[sel, kr.QUEUE_ID]))
             cols["qoff"].append(raw[sel, kr.QUEUE_OFFSET])
             u = np.empty(sel.size, dtype=CQ_UNIT_DTYPE)
             u["commitlog_offset"], u["size"] = raw[sel, kr.OFFSET], raw[sel, kr.SIZE]
@@ -232,7 +232,8 @@ def _write_units(folder: Path, part: int, cols: dict[str, list[np.ndarray]],
     bounds = np.r_[0, np.flatnonzero(np.diff(group)) + 1, group.size].tolist()
     queues, bad = [], None
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        topic, qid = topics[int(group[lo] >> 32)], int(np.int32(group[lo] & 0xFFFFFFFF))
+        topic_no, qid = codec.queue_of_key(int(group[lo]))
+        topic = topics[topic_no]
         queues.append(QueueRows(topic, qid, lo, hi))
         if not codec.is_topic(topic) or qid < 0:
             at = int(unit["commitlog_offset"][lo:hi].min())

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 
 from rocketlake.store import codec
 from rocketlake.store.config import StoreConfig
-from rocketlake.store.consume_queue import load_queues, read_units
+from rocketlake.store.consume_queue import load_queues, read_units, valid_units
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.kernels import kernel
 from rocketlake.store.kernels import records as kr
@@ -78,9 +78,10 @@ class TopicPlan:
 
 
 def _valid(units: npt.NDArray[np.void], lo: int, hi: int) -> npt.NDArray[np.bool_]:
+    """The units whose records are in the CommitLog (``lo`` at or above its first file:
+    ``consume_queue.valid_units``) and start below ``hi``."""
     off = units["commitlog_offset"]
-    size = units["size"]
-    return (off >= lo) & (off < hi) & (size > 0) & (size != codec.CQ_BLANK_UNIT_SIZE)
+    return valid_units(off, units["size"], lo) & (off < hi)
 
 
 def plan(root: Path, cq_file_size: int, commitlog_start: int, topics: Collection[str],

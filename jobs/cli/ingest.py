@@ -27,7 +27,7 @@ from rocketlake.jobs.cli.encoded_spool import EncodedSpool
 from rocketlake.jobs.cli.events import EVENT_FIELDS, INT_EVENT_FIELDS, InputError, event_to_message
 from rocketlake.jobs.cli.queue_spread import QueueSpread
 from rocketlake.jobs.printable import printable
-from rocketlake.store import Message, MessageRejected, MessageStore
+from rocketlake.store import Message, MessageRejected, MessageStore, codec
 from rocketlake.store.config import StoreConfig, load_config, parse_set_options
 from rocketlake.store.errors import NotAStoreError
 from rocketlake.store.message_encoder import MessageEncoder
@@ -232,8 +232,8 @@ def cmd_ingest(a: argparse.Namespace) -> int:
                 r = ms.put_encoded(table)
                 n += len(r)
                 size += int(r.size.sum())
-                ids = np.unique(r.topic << 32 | r.queue_id)
-                queues.update((r.topics[int(k) >> 32], int(k) & 0xFFFFFFFF) for k in ids.tolist())
+                ids = np.unique(codec.queue_key(r.topic, r.queue_id))
+                queues.update((r.topics[t], q) for t, q in map(codec.queue_of_key, ids.tolist()))
                 bar.advance(task, len(r))
     dt = time.perf_counter() - t0
     if spread.summary():

@@ -185,6 +185,23 @@ def test_consumequeue_units_name_their_records(spark, golden_store: Path) -> Non
                 rec.topic, rec.queue_id, rec.queue_offset, rec.size)
 
 
+
+def test_consumequeue_rows_start_at_the_commitlog_minimum_after_retention(tmp_path: Path) -> None:
+    """Retention deletes the first two 64 KiB CommitLog files and the ConsumeQueue files wholly
+    below them; the queue's oldest file left still holds units of deleted records: not rows."""
+    root = tmp_path / "s"
+    with MessageStore(root, **SMALL) as ms:
+        puts = ms.put_batch([Message("t", bytes(1500), 0) for _ in range(100)])  # 1592-byte records
+        expiry = ms.delete_expired_files(now=puts[-1].store_timestamp + 10 ** 12, force=True)
+    assert expiry.commitlog_min_offset == 2 * 65536
+    ds = RocketMQDataSource(CaseInsensitiveDict({"path": str(root), "kind": "consumequeue"}))
+    reader = ds.reader(ds.schema())
+    got = [(r["queue_offset"], r["commitlog_offset"]) for p in reader.partitions()
+           for batch in reader.read(p) for r in batch.to_pylist()]
+    # 41 records fill a 64 KiB file (41 x 1592 = 65272; the blank tail takes the rest): the
+    # records left are the 83rd on, at 131072 + 1592 k
+    assert got == [(q, 2 * 65536 + 1592 * (q - 82)) for q in range(82, 100)]
+
 # --- torn and corrupt data ------------------------------------------------------------------------
 def last_file_and_records(root: Path) -> tuple[Path, list[dict]]:
     rows, _, _ = library_scan(root, GOLDEN_SETTINGS)
