@@ -17,6 +17,10 @@ from rocketlake.store.safe_files import bulk_output
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.topic_config import declare_topics, queue_counts
 
+#: threads writing the ConsumeQueue files (``QueueFilesWriter``): most of a rebuild of many small
+#: queues is the kernel making their directories and files, which two cores share
+WRITE_THREADS = 2
+
 
 @dataclass
 class RebuildStats:
@@ -42,7 +46,7 @@ def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = Tr
     with StoreFiles(store, cfg) as files, bulk_output(out):
         walk = files.commitlog.walk(check_crc=True)
         idx = IndexService(out, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) if index else None
-        queues = QueueFilesWriter(out, cfg.mappedFileSizeConsumeQueue)
+        queues = QueueFilesWriter(out, cfg.mappedFileSizeConsumeQueue, threads=WRITE_THREADS)
         d = Dispatcher(out, cfg, {}, idx, queues)
         n = 0
         try:
