@@ -6,6 +6,7 @@ import errno
 import gc
 import os
 from collections.abc import Collection, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
@@ -526,6 +527,12 @@ def _per_queue(mask: np.ndarray, qi: np.ndarray, pos: np.ndarray, n: int, last: 
     return out
 
 
+#: a new ConsumeQueue file followed by at most this many bytes of zeros after what is written
+#: into it is written whole, zeros included, in one write (which allocates its space) instead of
+#: having its space reserved first (``safe_files.reserve``): one system call less per file
+WHOLE_WRITE = 1 << 16
+
+
 def write_consume_queue_files(qdir: str | os.PathLike[str], queue_offsets: np.ndarray,
                               units: np.ndarray, file_size: int, after: int = 0,
                               made: bool = False) -> int:
@@ -534,7 +541,8 @@ def write_consume_queue_files(qdir: str | os.PathLike[str], queue_offsets: np.nd
     (files of ``file_size`` bytes, pre-blank units before the first unit of a new queue).
     ``after``: the queue's current max offset; units below it are already there and skipped.
     ``made``: the caller has just made ``qdir`` (empty): each file is created new (``O_EXCL``),
-    its space reserved (``safe_files.reserve``), and written whole in one write.
+    its space allocated (``safe_files.reserve``, or zeros written to its end: ``WHOLE_WRITE``),
+    and written whole in one write.
     StoreFormatError when the offsets leave a gap; LinkedFileError for a file that is a link;
     an OSError naming the file (StoreFullError: the disk is full) when a write fails.
     Returns the number of units written."""
@@ -551,9 +559,18 @@ def write_consume_queue_files(qdir: str | os.PathLike[str], queue_offsets: np.nd
                                f"{after - 1}")
     if not made:
         os.makedirs(qdir, exist_ok=True)
-    first = int(queue_offsets[0]) * CQ_UNIT_SIZE
-    data = units.astype(CQ_UNIT_DTYPE, copy=False).tobytes()
-    if made or not os.listdir(qdir):  # a new queue: pre-blank units lead its first file
+    new = made or not os.listdir(qdir)
+    _write_units(os.fspath(qdir), int(queue_offsets[0]) * CQ_UNIT_SIZE,
+                 units.astype(CQ_UNIT_DTYPE, copy=False).tobytes(), file_size, new, made)
+    return int(queue_offsets.size)
+
+
+def _write_units(qdir: str, first: int, data: bytes | memoryview, file_size: int, new: bool,
+                 made: bool) -> None:
+    """Write the units ``data`` at byte ``first`` of the queue in ``qdir`` (the contract of
+    ``write_consume_queue_files``; ``new``: the queue has no file yet, so pre-blank units lead
+    its first one)."""
+    if new:
         data = pre_blank(first, file_size) + data
         first -= first % file_size
     flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if made else 0)
@@ -561,21 +578,23 @@ def write_consume_queue_files(qdir: str | os.PathLike[str], queue_offsets: np.nd
     while pos < first + len(data):
         start = pos - pos % file_size
         n = min(start + file_size, first + len(data)) - pos
-        path = os.path.join(qdir, format_file_name(start))
+        path = f"{qdir}/{format_file_name(start)}"
+        chunk = data[pos - first:pos - first + n]
         try:
             fd = open_file(path, flags)
             try:
-                if made:
+                if made and file_size - n <= WHOLE_WRITE:  # a new file: pos == start
+                    chunk = bytes(chunk) + bytes(file_size - n)
+                elif made:
                     reserve(fd, file_size)
                 elif os.fstat(fd).st_size != file_size:
                     os.ftruncate(fd, file_size)
-                os.pwrite(fd, data[pos - first:pos - first + n], pos - start)
+                os.pwrite(fd, chunk, pos - start)
             finally:
                 os.close(fd)
         except OSError as e:
             raise disk_error(e, path, "writing ConsumeQueue units") from None
         pos += n
-    return int(queue_offsets.size)
 
 
 class QueueFilesWriter:
@@ -584,13 +603,19 @@ class QueueFilesWriter:
     once (``paths.resolve_inside``); a topic or queue directory this writer makes is new (no
     link, empty), so it needs no check and its files are created whole; one that was there
     before is checked (``paths.topic_dir``, ``paths.queue_dir``) and written where its units
-    end. ``ends``: per queue written to, the queue offset after the last unit written."""
+    end. ``ends``: per queue written to, the queue offset after the last unit written.
+    ``threads``: how many threads ``write_many`` writes with (making directories and files is
+    time in the kernel, during which a thread does not hold the GIL)."""
 
     #: units ``add`` holds before it writes them
     BUFFER = 1 << 21
+    #: queues ``write_many`` gives each thread at least
+    THREAD_QUEUES = 256
 
-    def __init__(self, root: Path, file_size: int, within: str = CONSUME_QUEUE_DIR) -> None:
+    def __init__(self, root: Path, file_size: int, within: str = CONSUME_QUEUE_DIR,
+                 threads: int = 1) -> None:
         self.root, self.file_size, self.within = Path(root), file_size, within
+        self.threads = threads
         self.ends: dict[tuple[str, int], int] = {}
         self._base: str | None = None  # <root>/<within>, once checked
         self._topics: dict[str, str] = {}
@@ -612,62 +637,131 @@ class QueueFilesWriter:
             self.flush()
 
     def flush(self) -> None:
-        """Write every unit ``add`` holds, one ``write`` per queue."""
+        """Write every unit ``add`` holds, one ``write`` per queue (``write_many``)."""
         if not self._held:
             return
         held, self._held, self._held_units = self._held, [], 0
         group = np.concatenate([h[0] for h in held])
         order = np.argsort(group, kind="stable")  # put order kept within a queue
         group = group[order]
-        qoff = np.concatenate([h[1] for h in held])[order]
-        units = np.concatenate([h[2] for h in held])[order]
+        starts = np.r_[0, np.flatnonzero(np.diff(group)) + 1]
         names = list(self._topic_no)
-        bounds = np.r_[0, np.flatnonzero(np.diff(group)) + 1, group.size].tolist()
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            topic_no, queue_id = queue_of_key(int(group[lo]))
-            self.write(names[topic_no], queue_id, qoff[lo:hi], units[lo:hi])
+        keys = [(names[t], q) for t, q in map(queue_of_key, group[starts].tolist())]
+        self.write_many(keys, np.r_[starts, group.size],
+                        np.concatenate([h[1] for h in held])[order],
+                        np.concatenate([h[2] for h in held])[order])
 
     def write(self, topic: str, queue_id: int, queue_offsets: np.ndarray, units: np.ndarray,
               after: int | None = None) -> int:
         """Write units at ``queue_offsets`` into queue (``topic``, ``queue_id``), those below
         ``after`` skipped (as ``write_consume_queue_files``; None: below ``ends``, what this
         writer wrote to the queue before); the number written."""
-        key = (topic, queue_id)
-        qdir, made = self._dirs.get(key), False
-        if qdir is None:
-            qdir, made = self._queue_dir(topic, queue_id)
-            self._dirs[key] = qdir
-        start = self.ends.get(key, 0) if after is None else after
+        qdir, made = self._queue_dir(topic, queue_id)
+        start = self.ends.get((topic, queue_id), 0) if after is None else after
         n = write_consume_queue_files(qdir, queue_offsets, units, self.file_size, start, made)
         if n:
-            self.ends[key] = int(queue_offsets[-1]) + 1
+            self.ends[(topic, queue_id)] = int(queue_offsets[-1]) + 1
         return n
 
+    def write_many(self, keys: Sequence[tuple[str, int]], bounds: np.ndarray,
+                   queue_offsets: np.ndarray, units: np.ndarray,
+                   after: Sequence[int] | None = None) -> list[int]:
+        """``write`` of units ``[bounds[i], bounds[i + 1])`` of ``queue_offsets`` and ``units``
+        into queue ``keys[i]`` (distinct queues, those of a topic best next to each other),
+        those below ``after[i]`` skipped (None: below ``ends``): the same files and errors (the
+        first in ``keys`` order when several threads fail), written by ``threads`` threads, each
+        a run of whole topics. The number written per queue."""
+        bounds = np.asarray(bounds, dtype=np.int64)
+        if not keys:
+            return []
+        # a queue whose offsets leave a gap takes the checked path, which names the gap
+        step = np.flatnonzero(np.diff(queue_offsets) != 1) + 1
+        gapped = np.zeros(len(keys), dtype=bool)
+        gapped[np.searchsorted(bounds, step[~np.isin(step, bounds)], side="right") - 1] = True
+        data = memoryview(units.astype(CQ_UNIT_DTYPE, copy=False).tobytes())
+        lows, highs = bounds[:-1].tolist(), bounds[1:].tolist()
+        firsts = queue_offsets[bounds[:-1].clip(max=max(queue_offsets.size - 1, 0))].tolist()
+        written = [0] * len(keys)
+        failed: list[bool] = []
+
+        def run(lo: int, hi: int) -> None:
+            for i in range(lo, hi):
+                if failed:
+                    return
+                topic, qid = keys[i]
+                start = self.ends.get(keys[i], 0) if after is None else after[i]
+                a, b = lows[i], highs[i]
+                qdir, made = self._queue_dir(topic, qid)
+                if made and a < b and not gapped[i] and (firsts[i] == start or start == 0 <= firsts[i]):
+                    _write_units(qdir, firsts[i] * CQ_UNIT_SIZE,
+                                 data[a * CQ_UNIT_SIZE:b * CQ_UNIT_SIZE], self.file_size, True,
+                                 True)
+                    n = b - a
+                else:
+                    n = write_consume_queue_files(qdir, queue_offsets[a:b], units[a:b],
+                                                  self.file_size, start, made)
+                if n:
+                    self.ends[keys[i]] = int(queue_offsets[b - 1]) + 1
+                written[i] = n
+
+        def guarded(lo: int, hi: int) -> None:
+            try:
+                run(lo, hi)
+            except BaseException:
+                failed.append(True)
+                raise
+        cuts = self._runs(keys)
+        if len(cuts) == 2:
+            run(0, len(keys))
+            return written
+        self._base_dir()  # checked once, before the threads
+        with ThreadPoolExecutor(len(cuts) - 1) as pool:
+            futures = [pool.submit(guarded, lo, hi) for lo, hi in zip(cuts[:-1], cuts[1:])]
+        for f in futures:
+            f.result()
+        return written
+
+    def _runs(self, keys: Sequence[tuple[str, int]]) -> list[int]:
+        """Where the queues ``keys`` are cut into runs of whole topics, one per thread."""
+        n = min(self.threads, len(keys) // self.THREAD_QUEUES)
+        cuts = [0]
+        for t in range(1, n):
+            i = max(cuts[-1] + 1, len(keys) * t // n)
+            while i < len(keys) and keys[i][0] == keys[i - 1][0]:
+                i += 1
+            if i < len(keys):
+                cuts.append(i)
+        return [*cuts, len(keys)]
+
     def _queue_dir(self, topic: str, queue_id: int) -> tuple[str, bool]:
-        """The queue's directory, and whether it was made now."""
+        """The queue's directory, and whether this writer made it (new, empty when made)."""
+        known = self._dirs.get((topic, queue_id))
+        if known is not None:
+            return known, False
         tdir = self._topic_dir(topic)
-        qdir = os.path.join(tdir, str(check_queue_id(queue_id, tdir)))
+        qdir = f"{tdir}/{check_queue_id(queue_id, tdir)}"
         try:
             os.mkdir(qdir)
+            made = True
         except FileExistsError:
-            return str(queue_dir(self.root, topic, queue_id, self.within)), False
+            qdir, made = str(queue_dir(self.root, topic, queue_id, self.within)), False
         except OSError as e:
             raise disk_error(e, qdir, "making a ConsumeQueue directory") from None
-        return qdir, True
+        self._dirs[(topic, queue_id)] = qdir
+        return qdir, made
 
     def _topic_dir(self, topic: str) -> str:
         """The topic's directory, made when missing (with ``<root>/<within>``)."""
         tdir = self._topics.get(topic)
         if tdir is not None:
             return tdir
-        if self._base is None:
-            self._base = str(resolve_inside(self.root, self.root / self.within))
-        tdir = os.path.join(self._base, check_topic_name(topic, Path(self._base)))
+        base = self._base_dir()
+        tdir = os.path.join(base, check_topic_name(topic, Path(base)))
         try:
             try:
                 os.mkdir(tdir)
             except FileNotFoundError:
-                os.makedirs(self._base, exist_ok=True)
+                os.makedirs(base, exist_ok=True)
                 os.mkdir(tdir)
         except FileExistsError:
             tdir = str(topic_dir(self.root, topic, self.within))
@@ -675,3 +769,9 @@ class QueueFilesWriter:
             raise disk_error(e, tdir, "making a ConsumeQueue directory") from None
         self._topics[topic] = tdir
         return tdir
+
+    def _base_dir(self) -> str:
+        """``<root>/<within>``, checked (``paths.resolve_inside``) the first time."""
+        if self._base is None:
+            self._base = str(resolve_inside(self.root, self.root / self.within))
+        return self._base

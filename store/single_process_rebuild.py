@@ -18,6 +18,10 @@ from rocketlake.store.store_dir import check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.topic_config import declare_topics, queue_counts
 
+#: threads writing the ConsumeQueue files (``QueueFilesWriter``): most of a rebuild of many small
+#: queues is the kernel making their directories and files, which two cores share
+WRITE_THREADS = 2
+
 
 @dataclass
 class RebuildStats:
@@ -44,7 +48,7 @@ def rebuild(store: Path, out: Path, consume_queue: bool = True, index: bool = Tr
     with StoreFiles(store, cfg) as files, bulk_output(out):
         walk = files.commitlog.walk(check_crc=True)
         idx = IndexService(out, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) if index else None
-        queues = QueueFilesWriter(out, cfg.mappedFileSizeConsumeQueue)
+        queues = QueueFilesWriter(out, cfg.mappedFileSizeConsumeQueue, threads=WRITE_THREADS)
         d = Dispatcher(out, cfg, {}, idx, queues)
         n = 0
         try:

@@ -159,16 +159,18 @@ def test_load_queues_in_bulk_agrees_with_loading_each_queue(tmp_path: Path,
             cq.close()
 
 
-def test_queue_files_writer_creates_new_queues_whole_with_their_space_reserved(tmp_path: Path) -> None:
-    # files of 40,000 bytes (2,000 units): a queue starting at offset 3 gets 3 pre-blank units
+@pytest.mark.parametrize("size", [40000, 200000])  # zeros written to the end / reserved
+def test_queue_files_writer_creates_new_queues_whole_with_their_space_reserved(tmp_path: Path,
+                                                                              size: int) -> None:
+    # files of 2,000 or 10,000 units: a queue starting at offset 3 gets 3 pre-blank units
     n = 5
     offsets = np.arange(3, 3 + n, dtype=np.int64)
     units = np.zeros(n, dtype=codec.CQ_UNIT_DTYPE)
     units["commitlog_offset"] = 1000 + 100 * np.arange(n)
     units["size"] = 100
     units["tags_code"] = 7
-    want = _library_queue(tmp_path / "lib", offsets, units, 40000)
-    w = QueueFilesWriter(tmp_path / "out", 40000, ".cq.new")
+    want = _library_queue(tmp_path / "lib", offsets, units, size)
+    w = QueueFilesWriter(tmp_path / "out", size, ".cq.new")
     assert w.write("t", 0, offsets[:2], units[:2]) == 2
     assert w.write("t", 0, offsets, units) == 3  # what it wrote before is skipped
     assert w.ends == {("t", 0): 3 + n}
@@ -176,8 +178,78 @@ def test_queue_files_writer_creates_new_queues_whole_with_their_space_reserved(t
     assert {p.name: p.read_bytes() for p in qdir.iterdir()} == want
     head = want[codec.format_file_name(0)]
     assert head[:60] == codec.CQ_UNIT.pack(0, 0x7FFFFFFF, 0) * 3  # FORMAT.md §6 pre-blank
-    assert len(head) == 40000 and head[160:] == bytes(39840)
-    assert (qdir / codec.format_file_name(0)).stat().st_blocks * 512 >= 40000  # not sparse
+    assert len(head) == size and head[160:] == bytes(size - 160)
+    assert (qdir / codec.format_file_name(0)).stat().st_blocks * 512 >= size  # not sparse
+
+
+def _queues(topics: int, seed: int, first: int | None = None) -> tuple[list[tuple[str, int]],
+                                                                      list[np.ndarray], list[np.ndarray]]:
+    """10 queues per topic, each of 1-12 units from a random queue offset below 8 (``first``:
+    from that one), with random units."""
+    rng = np.random.default_rng(seed)
+    keys, offsets, units = [], [], []
+    for t in range(topics):
+        for q in range(10):
+            start = int(rng.integers(0, 8)) if first is None else first
+            n = int(rng.integers(1, 13))
+            u = np.zeros(n, dtype=codec.CQ_UNIT_DTYPE)
+            u["commitlog_offset"] = rng.integers(0, 1 << 40, n)
+            u["size"] = rng.integers(1, 1000, n)
+            u["tags_code"] = rng.integers(-(1 << 40), 1 << 40, n)
+            keys.append((f"t{t:02d}", q))
+            offsets.append(np.arange(start, start + n, dtype=np.int64))
+            units.append(u)
+    return keys, offsets, units
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_queue_files_writer_writes_many_queues_from_threads_as_it_writes_them_one_by_one(
+        tmp_path: Path) -> None:
+    """``write_many`` with two threads (600 queues: each thread a run of whole topics) writes the
+    bytes ``write`` writes queue by queue: pre-blank units before a queue starting mid-file,
+    queues over several files of 100 bytes (5 units); a second call continues each queue."""
+    many = QueueFilesWriter(tmp_path / "many", 100, threads=2)
+    one = QueueFilesWriter(tmp_path / "one", 100)
+    for seed, first in ((1, None), (2, 20)):  # then each queue continues at offset 20
+        keys, offsets, units = _queues(60, seed, first)
+        if first is not None:  # the queues end where the first call left them
+            offsets = [o - o[0] + many.ends[k] for k, o in zip(keys, offsets)]
+        bounds = np.r_[0, np.cumsum([o.size for o in offsets])]
+        assert many.write_many(keys, bounds, np.concatenate(offsets),
+                               np.concatenate(units)) == [o.size for o in offsets]
+        for (topic, qid), o, u in zip(keys, offsets, units):
+            assert one.write(topic, qid, o, u) == o.size
+    assert many.ends == one.ends and len(many.ends) == 600
+    written = _files(tmp_path / "many")
+    assert written == _files(tmp_path / "one")
+    assert len(written) > 1200  # queues of several files
+    assert written["consumequeue/t00/3/00000000000000000000"][:20] == \
+        codec.CQ_UNIT.pack(0, 0x7FFFFFFF, 0)  # it starts at offset 1: a pre-blank unit (FORMAT.md §6)
+
+
+def test_queue_files_writer_writing_many_queues_reports_the_first_problem_and_nothing_outside(
+        tmp_path: Path) -> None:
+    """Two threads, a gap in a queue of the first one's run and a topic directory that is a link
+    in the second's: the gap is reported (the first problem in the queues' order), the link's
+    target is not written."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "out" / "consumequeue").mkdir(parents=True)
+    (tmp_path / "out" / "consumequeue" / "t50").symlink_to(outside, target_is_directory=True)
+    keys, offsets, units = _queues(60, 3, 0)
+    offsets[52] = offsets[52] * 2  # topic t05, queue 2: offsets 0, 2, 4, ...
+    bounds = np.r_[0, np.cumsum([o.size for o in offsets])]
+    w = QueueFilesWriter(tmp_path / "out", 100, threads=2)
+    with pytest.raises(StoreFormatError, match=r"t05/2: queue offset 2 leaves a gap after 0"):
+        w.write_many(keys, bounds, np.concatenate(offsets), np.concatenate(units))
+    assert list(outside.iterdir()) == []
+    with pytest.raises(UnsafePathError, match="outside"):
+        w.write_many(keys[500:], bounds[500:] - bounds[500], np.concatenate(offsets[500:]),
+                     np.concatenate(units[500:]))
+    assert list(outside.iterdir()) == []
 
 
 def test_queue_files_writer_refuses_a_link_in_a_queue_that_was_there(tmp_path: Path) -> None:

@@ -337,7 +337,19 @@ def write_queues(job: QueueJob, staging: str, root: str, cq_name: str, file_size
             loaded[(p, kind)] = np.load(part_path(folder, p, kind), mmap_mode="r").view(np.ndarray)
         return loaded[(p, kind)]
     out = QueueFilesWriter(Path(root), file_size, cq_name)
+
+    def write(queues: list[tuple[str, int, int, np.ndarray, np.ndarray]]) -> None:
+        """``queues`` (topic, queue id, current max offset, offsets, units) in one
+        ``write_many``: no array work per queue."""
+        counts = out.write_many([(t, q) for t, q, _, _, _ in queues],
+                                np.r_[0, np.cumsum([q[3].size for q in queues])],
+                                np.concatenate([q[3] for q in queues]),
+                                np.concatenate([q[4] for q in queues]), [q[2] for q in queues])
+        for (topic, *_), n in zip(queues, counts):
+            written[topic] = written.get(topic, 0) + n
     with bulk_output(Path(root) / cq_name) if aside else nullcontext():
+        batch: list[tuple[str, int, int, np.ndarray, np.ndarray]] = []
+        held = 0
         for topic, qid, after, slices in job.queues:
             if len(slices) == 1:
                 p, lo, hi = slices[0]
@@ -345,7 +357,19 @@ def write_queues(job: QueueJob, staging: str, root: str, cq_name: str, file_size
             else:
                 qoff = np.concatenate([part(p, "qoff")[lo:hi] for p, lo, hi in slices])
                 units = np.concatenate([part(p, "units")[lo:hi] for p, lo, hi in slices])
-            written[topic] = written.get(topic, 0) + out.write(topic, qid, qoff, units, after)
+            if qoff.size >= out.BUFFER:  # a large queue alone, its units not copied again
+                if batch:
+                    write(batch)
+                    batch, held = [], 0
+                written[topic] = written.get(topic, 0) + out.write(topic, qid, qoff, units, after)
+                continue
+            batch.append((topic, qid, after, qoff, units))
+            held += qoff.size
+            if held >= out.BUFFER:
+                write(batch)
+                batch, held = [], 0
+        if batch:
+            write(batch)
     return written
 
 
