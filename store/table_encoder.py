@@ -138,20 +138,24 @@ def _bytes_column(name: str, arr: pa.Array, binary: bool) -> BytesColumn:
     if pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t) or pa.types.is_string_view(t):
         t = pa.binary() if binary else pa.string()  # as offsets and data
         arr = arr.cast(t)
-    if not binary:
-        try:
-            arr.validate(full=True)  # string data is UTF-8
-        except pa.ArrowInvalid as e:
-            raise MessageRejected(f"column {name!r}: {e}") from None
     n = len(arr)
     _, offsets, data = arr.buffers()
     wide = pa.types.is_large_binary(t) or pa.types.is_large_string(t)
     off = np.frombuffer(offsets, dtype=np.int64 if wide else np.int32)[arr.offset:arr.offset + n + 1]
     valid = _valid(arr)
-    start = off[:-1].astype(np.int64)
-    length = np.where(valid, np.diff(off).astype(np.int64), 0)
-    return BytesColumn(start, length, np.frombuffer(data, dtype=np.uint8) if data is not None else _EMPTY,
-                       valid)
+    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else _EMPTY
+    start, length = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    spans = ke.string_spans(off, valid, raw.size, start, length)
+    # in order, inside the data and ASCII: valid UTF-8; otherwise Arrow's check says what is wrong
+    if not binary and not (spans and ke.is_ascii(raw, int(off[0]), int(off[-1]))):
+        try:
+            arr.validate(full=True)
+        except pa.ArrowInvalid as e:
+            raise MessageRejected(f"column {name!r}: {e}") from None
+    if not spans:
+        start = off[:-1].astype(np.int64)
+        length = np.where(valid, np.diff(off).astype(np.int64), 0)
+    return BytesColumn(start, length, raw, valid)
 
 
 def _valid(arr: pa.Array) -> npt.NDArray[np.bool_]:

@@ -285,6 +285,27 @@ def test_bad_columns_are_refused(store):
         assert _snapshot(store) == before
 
 
+def _text(offsets: list[int], data: bytes) -> pa.Array:
+    """A string column made of raw buffers (Arrow checks their sizes, not their contents)."""
+    ends = pa.py_buffer(b"".join(o.to_bytes(4, "little") for o in offsets))
+    return pa.Array.from_buffers(pa.string(), len(offsets) - 1, [None, ends, pa.py_buffer(data)])
+
+
+@pytest.mark.parametrize("tags, problem", [
+    (_text([0, 1, 3], b"a\xff\xfe"), "Invalid UTF8"),   # not UTF-8
+    (_text([0, 2, 1], b"ab"), "offset"),                # offsets out of order
+])
+def test_a_string_column_arrow_would_refuse_is_refused(store, tags, problem):
+    """Strings made of buffers get Arrow's check, by the column's name, on the fast ASCII path
+    too; nothing is written."""
+    with MessageStore(store, **SMALL) as ms:
+        before = _snapshot(store)
+        table = pa.table({"topic": ["t", "t"], "body": [b"x", b"y"], "tags": tags})
+        with pytest.raises(MessageRejected, match=rf"column 'tags': .*{problem}"):
+            ms.put_table(table)
+        assert _snapshot(store) == before
+
+
 def test_slices_chunked_tables_and_record_batches_store_the_same_bytes(tmp_path):
     """Columns at an offset into their buffers (slices), several chunks, a RecordBatch, and an
     empty table (nothing stored) give the bytes of one whole table."""

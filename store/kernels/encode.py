@@ -189,6 +189,34 @@ def encode(dst: npt.NDArray[np.uint8], pos: int, base: int, lo: int, hi: int,
 
 
 @kernel
+def string_spans(offsets: npt.NDArray[np.integer[Any]], valid: npt.NDArray[np.bool_], size: int,
+                 start: npt.NDArray[np.int64], length: npt.NDArray[np.int64]) -> bool:
+    """Row i of a string or binary column is bytes ``offsets[i]..offsets[i+1]`` of its data (of
+    ``size`` bytes): set ``start[i]`` and ``length[i]`` (0 where not ``valid``). Return whether
+    the offsets are in order and inside the data; False leaves ``start`` and ``length``
+    unspecified."""
+    n = start.size
+    if offsets[0] < 0 or offsets[n] > size:
+        return False
+    for i in range(n):
+        a, b = offsets[i], offsets[i + 1]
+        if b < a:
+            return False
+        start[i] = a
+        length[i] = b - a if valid[i] else 0
+    return True
+
+
+@kernel
+def is_ascii(data: npt.NDArray[np.uint8], lo: int, hi: int) -> bool:
+    """Whether bytes ``data[lo:hi]`` are all ASCII (so valid UTF-8)."""
+    high = np.uint8(0)
+    for p in range(lo, hi):
+        high |= data[p]
+    return high < 0x80
+
+
+@kernel
 def has_separator(data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64],
                   lens: npt.NDArray[np.int64], out: npt.NDArray[np.bool_]) -> None:
     """``out[i]``: whether ``data[starts[i]:starts[i]+lens[i]]`` holds a \\x01 or \\x02 byte."""
