@@ -249,6 +249,9 @@ def dispatch_hashes(rows: npt.NDArray[np.int64], topic_off: npt.NDArray[np.int64
     (``kernels.hashing``: such a record has no UNIQ_KEY). The ``key_counts[i]`` key hashes of a
     record with whole properties are taken, in order, from ``given`` (its tags code is left as
     it is)."""
+    prefixes = np.empty(topic_off.size - 1, dtype=np.int64)  # each topic's, once
+    for t in range(prefixes.size):
+        prefixes[t] = topic_prefix(topics, topic_off[t], topic_off[t + 1] - topic_off[t])
     k = 0
     g = 0
     for i in range(rows.shape[0]):
@@ -262,9 +265,7 @@ def dispatch_hashes(rows: npt.NDArray[np.int64], topic_off: npt.NDArray[np.int64
         tags_code[i] = signed32(java_hash(tags, rows[i, TAGS_START], tl, 0)) if tl > 0 else 0
         if key_counts[i] == 0:
             continue
-        t = rows[i, TOPIC]
-        prefix = topic_prefix(topics, topic_off[t], topic_off[t + 1] - topic_off[t])
-        k = put_index_key_hashes(prefix, keys, -1, 0, keys, rows[i, KEYS_START], rows[i, KEYS_LEN],
+        k = put_index_key_hashes(prefixes[rows[i, TOPIC]], keys, -1, 0, keys, rows[i, KEYS_START], rows[i, KEYS_LEN],
                                  hashes, k)
 
 

@@ -26,6 +26,12 @@ def java_hash(buf: npt.NDArray[np.uint8], start: int, length: int, h: int) -> in
     p = start
     end = start + length
     while p < end:
+        if p + 4 <= end:  # four ASCII characters in one step: h * 31^4 + ...
+            b0, b1, b2, b3 = byte(buf, p), byte(buf, p + 1), byte(buf, p + 2), byte(buf, p + 3)
+            if (b0 | b1 | b2 | b3) < 0x80:
+                h = (h * 923521 + b0 * 29791 + b1 * 961 + b2 * 31 + b3) & 0xFFFFFFFF
+                p += 4
+                continue
         b = byte(buf, p)
         if b < 0x80:
             cp = b
