@@ -9,6 +9,7 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from goldens import GOLDEN_498, read_jsonl
@@ -510,3 +511,19 @@ def test_properties_and_hosts_from_columns_are_puts_bytes(tmp_path):
                               else dict(r["properties"])}))
     for sub in ("commitlog", "consumequeue", "index"):
         assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []
+
+
+def test_consume_queue_units_of_a_large_table_are_in_the_file(tmp_path):
+    """5,000 rows into one queue: 100,000 bytes of units in one write (written with ``pwrite``,
+    not through the mapping, from 64 KiB on). Each unit in the file is (CommitLog offset, size,
+    tagsCode) of its row: Java's "TagA".hashCode() is 2598919."""
+    n = 5000
+    table = pa.table({"topic": ["t"] * n, "body": [b"x" * (i % 7) for i in range(n)],
+                      "tags": ["TagA"] * n})
+    with MessageStore(tmp_path / "s") as ms:
+        res = ms.put_table(table)
+    raw = (tmp_path / "s/consumequeue/t/0/00000000000000000000").read_bytes()[:20 * n]
+    units = np.frombuffer(raw, dtype=np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags", ">i8")]))
+    assert units["offset"].tolist() == res.commitlog_offset.tolist()
+    assert units["size"].tolist() == res.size.tolist()
+    assert set(units["tags"].tolist()) == {2598919}
