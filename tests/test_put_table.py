@@ -129,6 +129,22 @@ def test_put_table_writes_the_bytes_put_writes(tmp_path_factory, rows, chunks):
         assert same_tree(a / "s", b / "s", sub) == []
 
 
+def test_a_table_of_many_megabytes_is_puts_bytes(tmp_path):
+    """40,000 rows (about 9 MB of records, rolling into a second 5 MB file; ConsumeQueue units
+    written 64 KiB and more at a time) give the bytes of put, one by one."""
+    rows = [{"topic": ("a", "b")[i % 2], "body": bytes([i % 251]) * (60 + i % 90), "queue_id": i % 3,
+             "tags": ("TagA", None)[i % 2], "keys": f"k{i} c{i % 7}", "born_timestamp": TS + i,
+             "store_timestamp": TS + i} for i in range(40_000)]
+    sizes = dict(mappedFileSizeCommitLog=5 << 20)
+    with MessageStore(tmp_path / "table", **sizes) as ms:
+        got = ms.put_table(_table(rows))
+    with MessageStore(tmp_path / "put", **sizes) as ms:
+        want = [ms.put(Message(**r)) for r in rows]
+    assert got.commitlog_offset.tolist() == [w.commitlog_offset for w in want]
+    for sub in ("commitlog", "consumequeue", "index"):
+        assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []
+
+
 def test_keys_as_a_list_and_as_a_string_give_the_same_record(tmp_path):
     rows = [{"topic": "t", "body": b"x", "keys": ["a", "b c"], "store_timestamp": TS}]
     with MessageStore(tmp_path / "a") as ms:
