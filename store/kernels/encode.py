@@ -189,7 +189,7 @@ def encode(dst: npt.NDArray[np.uint8], pos: int, base: int, lo: int, hi: int,
 
 
 @kernel
-def string_spans(offsets: npt.NDArray[np.integer[Any]], valid: npt.NDArray[np.bool_], size: int,
+def string_spans(offsets: npt.NDArray[Any], valid: npt.NDArray[np.bool_], size: int,
                  start: npt.NDArray[np.int64], length: npt.NDArray[np.int64]) -> bool:
     """Row i of a string or binary column is bytes ``offsets[i]..offsets[i+1]`` of its data (of
     ``size`` bytes): set ``start[i]`` and ``length[i]`` (0 where not ``valid``). Return whether
@@ -213,7 +213,7 @@ def is_ascii(data: npt.NDArray[np.uint8], lo: int, hi: int) -> bool:
     high = np.uint8(0)
     for p in range(lo, hi):
         high |= data[p]
-    return high < 0x80
+    return bool(high < 0x80)
 
 
 @kernel
@@ -265,8 +265,8 @@ def dispatch_hashes(rows: npt.NDArray[np.int64], topic_off: npt.NDArray[np.int64
         tags_code[i] = signed32(java_hash(tags, rows[i, TAGS_START], tl, 0)) if tl > 0 else 0
         if key_counts[i] == 0:
             continue
-        k = put_index_key_hashes(prefixes[rows[i, TOPIC]], keys, -1, 0, keys, rows[i, KEYS_START], rows[i, KEYS_LEN],
-                                 hashes, k)
+        k = put_index_key_hashes(prefixes[rows[i, TOPIC]], keys, -1, 0, keys, rows[i, KEYS_START],
+                                 rows[i, KEYS_LEN], hashes, k)
 
 
 @kernel
