@@ -117,6 +117,10 @@ class TableState:
     transactions: dict[str, int]
 
 
+#: the table property under which Delta drops old transactions from a snapshot's state
+TXN_RETENTION = "delta.setTransactionRetentionDuration"
+
+
 def _jvm(spark: SparkSession) -> Any:
     jvm = spark.sparkContext._jvm
     assert jvm is not None, "a running session has a JVM"
@@ -134,14 +138,24 @@ def _delta_log(spark: SparkSession, uri: str) -> tuple[Any, Any] | None:
 
 
 def table_state(spark: SparkSession, uri: str) -> TableState | None:
-    """The state of the Delta table at ``uri`` from its log; None when no Delta table is there."""
+    """The state of the Delta table at ``uri`` from its log; None when no Delta table is there.
+    The transactions are those the latest version's checksum (``.crc``) lists, read with no Spark
+    job; Delta reconstructs the table's state (Spark jobs) when the checksum lists none (no
+    ``.crc``, or too many transactions for it) or the table expires transactions
+    (:data:`TXN_RETENTION`)."""
     found = _delta_log(spark, uri)
     if found is None:
         return None
     as_java = _jvm(spark).scala.jdk.javaapi.CollectionConverters.asJava
     snapshot = found[1]
-    return TableState(dict(as_java(snapshot.metadata().configuration())),
-                      {k: int(v) for k, v in as_java(snapshot.transactions()).items()})
+    properties = dict(as_java(snapshot.metadata().configuration()))
+    checksum = snapshot.checksumOpt()
+    listed = checksum.get().setTransactions() if checksum.isDefined() else None
+    if listed is not None and listed.isDefined() and TXN_RETENTION not in properties:
+        transactions = {t.appId(): int(t.version()) for t in as_java(listed.get())}
+    else:
+        transactions = {k: int(v) for k, v in as_java(snapshot.transactions()).items()}
+    return TableState(properties, transactions)
 
 
 def commit_metadata(spark: SparkSession, uri: str, limit: int) -> list[str | None]:

@@ -130,3 +130,26 @@ def test_optimize_lake_compacts_small_files_and_keeps_the_data(spark, tmp_path: 
         assert after_files == 1 < files, name           # one partition (one date), one file
         assert after_rows == rows, name
     assert properties(spark, f"{lake}/offsets_history")["delta.appendOnly"] == "true"
+
+
+def test_table_state_reads_the_transactions_without_a_spark_job(spark, tmp_path: Path) -> None:
+    from rocketlake.jobs.lake import TXN_RETENTION, table_state
+
+    uri = f"file://{tmp_path}/t"
+    for app, version in (("a", 1), ("b", 2), ("a", 5)):     # a's newest version is 5
+        (spark.range(2).write.format("delta").mode("append").option("txnAppId", app)
+         .option("txnVersion", version).save(uri))
+    sc = spark.sparkContext
+    sc.setJobGroup("table-state", "table_state")
+    try:
+        state = table_state(spark, uri)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert list(sc.statusTracker().getJobIdsForGroup("table-state")) == []   # the .crc lists them
+    assert state is not None and state.transactions == {"a": 5, "b": 2}
+    assert table_state(spark, f"file://{tmp_path}/none") is None
+    # a table that expires transactions: Delta's own reading (no expiry within a year)
+    spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ('{TXN_RETENTION}' = 'interval 365 days')")
+    state = table_state(spark, uri)
+    assert state is not None and state.transactions == {"a": 5, "b": 2}
+    assert state.properties[TXN_RETENTION] == "interval 365 days"
