@@ -1,8 +1,9 @@
 """The kernels ship compiled: a fresh install of the wheel `make dist` builds, in a folder of its
-own with empty caches (a new ``HOME``, no ``NUMBA_CACHE_DIR``), runs the commands without
-compiling a kernel: every kernel it calls is a numba cache hit, none a miss. The same holds for
-the wheel file itself on the path (a zip, as ``--py-files`` gives it to executors): its compiled
-kernels are copied once to ``~/.cache/rocketlake``."""
+own with empty caches (a new ``HOME``, no ``NUMBA_CACHE_DIR``), runs the commands (and a writer's
+open after a crash: abnormal recovery) without compiling a kernel: every kernel it calls is a
+numba cache hit, none a miss. The same holds for the wheel file itself on the path (a zip, as
+``--py-files`` gives it to executors): its compiled kernels are copied once to
+``~/.cache/rocketlake``."""
 from __future__ import annotations
 
 import json
@@ -32,6 +33,9 @@ for argv in (["dump", "commitlog", *s], ["dump", "index", *s], ["verify", *s],
              ["ingest", "--create", "--store", str(work / "ingested"), *sets, str(work / "events.jsonl")]):
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(argv) == 0, argv
+(work / "store" / "abort").write_bytes(b"")  # a writer that died: the next open recovers
+from rocketlake.store import MessageStore
+MessageStore(work / "store", **{{k: int(v) for k, v in (a.split("=") for a in sets[1::2])}}).close()
 hits, misses = 0, []
 for name, module in list(sys.modules.items()):
     for attr, value in vars(module).items() if name.startswith("rocketlake.") else ():

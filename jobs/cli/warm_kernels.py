@@ -4,9 +4,10 @@ command of a fresh install, and an executor's first task, load machine code inst
 it. ``make venv`` and ``make dist`` run it; the wheel ships what it compiled.
 
 It runs the commands themselves on a small sample store in a temporary directory (ingest as
-JSON Lines and Parquet, dump, get, query, verify, lag, topic-status, and with ``--spark`` the
-Spark rebuild on ``local[1]``, whose Python workers call the scan's kernels), so it compiles
-exactly the signatures they use. Prints the cache folder and how many kernels were compiled.
+JSON Lines and Parquet, dump, get, query, verify, lag, topic-status, a writer's open after a
+crash and its puts of plain messages, and with ``--spark`` the Spark rebuild on ``local[1]``,
+whose Python workers call the scan's kernels), so it compiles exactly the signatures they use.
+Prints the cache folder and how many kernels were compiled.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ import pyarrow.parquet as pq
 
 from rocketlake.jobs.cli import main as rocketlake
 from rocketlake.jobs.cli import pipeline, sample
+from rocketlake.store import Message, MessageStore
+from rocketlake.store.config import load_config
 from rocketlake.store.kernels import crc
 from rocketlake.store.kernels.cache import cache_folder
 
@@ -61,6 +64,10 @@ def warm(work: Path, spark: bool) -> None:
     _run("query", *s, "--topic", "orders", "--queue", "0", "--time", "0")
     for command in ("verify", "lag", "topic-status"):
         _run(command, *s)
+    (store / "abort").write_bytes(b"")  # a writer that died: the next open recovers abnormally
+    with MessageStore(store, load_config(settings)) as ms:  # and plain messages: no tags, no keys
+        ms.put(Message("orders", b"m"))
+        ms.put_batch([Message("orders", b"m%d" % i, i % 2) for i in range(8)])
     if spark:
         _run("rebuild", *s, "--output", str(work / "rebuilt"), "--master", "local[1]")
     crc.table_callback()  # the CRC a machine without libdeflate binds
