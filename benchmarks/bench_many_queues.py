@@ -17,7 +17,9 @@ each:
 - ``open after a crash``: a writer open with `abort` present (abnormal recovery), then close;
 - ``verify --json``, ``topic-status --json``, ``lag --json``;
 - ``single-process rebuild``: ``store.single_process_rebuild.rebuild`` into a new directory;
-- ``rocketlake rebuild --output``: the Spark rebuild of both structures (session start included).
+- ``rocketlake rebuild --output``: the Spark rebuild of both structures (session start included);
+- ``empty Spark application``: a session built as ``rebuild`` builds it (no Delta), then
+  stopped: the floor under the Spark rebuild's time on this machine.
 
 Each rebuild run writes into a new directory, and all are removed at the end: deleting the
 previous run's 200,000 files and directories just before a run made creating the next ones
@@ -111,6 +113,9 @@ def commands(store: Path, out: Path, cq_file: int,
                                     str(store), str(out), str(cq_file)], fresh_out),
         "Spark rebuild": ([*cli, "rebuild", "--store", str(store), "--output", str(out),
                            "--set", setting], fresh_out),
+        "empty Spark application": ([py, "-c", "from rocketlake.jobs.spark_session import "
+                                     "build_session; build_session('empty', delta=False).stop()"],
+                                    nothing),
     }
 
 
