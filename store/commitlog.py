@@ -3,7 +3,8 @@ pre-allocated files."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,7 @@ class CommitLog:
         self.check_crc = cfg.checkCRCOnRecover
         #: (topic, queue_id) -> next queue offset (RocketMQ's topicQueueTable)
         self.next_queue_offsets: dict[tuple[str, int], int] = {}
+        self._writer: ThreadPoolExecutor | None = None  # lays out ``append_table``'s records
 
     # --- writing --------------------------------------------------------------------------------
     def _new_files(self, count: int) -> list[MappedFile]:
@@ -127,11 +129,15 @@ class CommitLog:
         mf.wrote = pos + len(raw)
         return mf.start + pos, qoff
 
-    def append_table(self, table: EncodedTable) -> npt.NDArray[np.int64]:
+    def append_table(self, table: EncodedTable,
+                     beside: Callable[[npt.NDArray[np.int64]], None] | None = None) -> npt.NDArray[np.int64]:
         """Write a validated table's records in order: create every file they need (a full disk
         fails the whole table here, the log as it was), take their queue offsets, then lay them
         out file by file with the encode kernel, each file but the last closed by a BLANK.
-        ``BORN_TS`` / ``STORE_TS`` must be set. Returns the CommitLog offsets."""
+        ``BORN_TS`` / ``STORE_TS`` must be set. Returns the CommitLog offsets. ``beside(offsets)``,
+        when given, runs on the calling thread while a writer thread lays the records out (the
+        kernel releases the GIL); this returns once both are done, raising ``beside``'s error
+        after the layout has ended."""
         rows = table.rows
         lens = rows[:, ke.LENGTH]
         ends = np.cumsum(lens)
@@ -145,15 +151,31 @@ class CommitLog:
             self.next_queue_offsets[key] = int(firsts[k]) + c
         rows[grouped, ke.QUEUE_OFFSET] = np.repeat(firsts, counts) + ranks
         offsets = np.empty(len(table), dtype=np.int64)
-        for k, (mf, (i, j)) in enumerate(zip(targets, spans)):
+        for mf, (i, j) in zip(targets, spans):
             if i < j:
                 assert mf is not None  # only an empty log has no current file, and its span is empty
                 base = int(ends[i - 1]) if i else 0
                 offsets[i:j] = mf.start + mf.wrote - base + ends[i:j] - lens[i:j]
-                mf.wrote = table.encode_into(np.frombuffer(mf.mm, dtype=np.uint8), mf.wrote,
-                                             mf.start, i, j)
-            if mf is not None and k + 1 < len(targets):
-                self._close_file(mf)
+
+        def lay_out() -> None:
+            for k, (mf, (i, j)) in enumerate(zip(targets, spans)):
+                if i < j:
+                    assert mf is not None
+                    mf.wrote = table.encode_into(np.frombuffer(mf.mm, dtype=np.uint8), mf.wrote,
+                                                 mf.start, i, j)
+                if mf is not None and k + 1 < len(targets):
+                    self._close_file(mf)
+
+        if beside is None:
+            lay_out()
+            return offsets
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="commitlog-write")
+        laid = self._writer.submit(lay_out)
+        try:
+            beside(offsets)
+        finally:
+            laid.result()
         return offsets
 
     def _spans(self, ends: np.ndarray, wrote: int) -> list[tuple[int, int]]:
@@ -253,6 +275,9 @@ class CommitLog:
         self.files.flush()
 
     def close(self) -> None:
+        if self._writer is not None:
+            self._writer.shutdown()
+            self._writer = None
         self.files.close()
 
 

@@ -13,6 +13,7 @@ from struct import error as struct_error
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from rocketlake.store import codec, ingest_journal, swap_journal
@@ -338,11 +339,16 @@ class MessageStore:
             self._dispatch.reserve_counts(dict(zip(queues, counts.tolist())),
                                           self.commitlog.next_queue_offsets,
                                           np.repeat(store_ts, table.key_counts))
-            offsets = self.commitlog.append_table(table)
-            tags_code, key_hashes = table.dispatch()
-            self._dispatch.add_columns(rows[:, ke.TOPIC], table.topics, rows[:, ke.QUEUE_ID],
-                                       rows[:, ke.QUEUE_OFFSET], offsets, rows[:, ke.LENGTH], store_ts,
-                                       tags_code, table.to_queue, key_hashes, table.key_counts)
+
+            def dispatch(offsets: npt.NDArray[np.int64]) -> None:
+                tags_code, key_hashes = table.dispatch()
+                self._dispatch.add_columns(rows[:, ke.TOPIC], table.topics, rows[:, ke.QUEUE_ID],
+                                           rows[:, ke.QUEUE_OFFSET], offsets, rows[:, ke.LENGTH],
+                                           store_ts, tags_code, table.to_queue, key_hashes,
+                                           table.key_counts)
+
+            # the dispatch runs while a writer thread lays the records out
+            offsets = self.commitlog.append_table(table, beside=dispatch)
             self._last_ts = int(store_ts[-1])
         end = int(offsets[-1] + rows[-1, ke.LENGTH])
         status = self._flush_status(end)
