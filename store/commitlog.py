@@ -3,7 +3,7 @@ pre-allocated files."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from rocketlake.store.table_encoder import EncodedTable
 
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET @20 and PHYSICALOFFSET @28
+#: rows from which ``append_table`` lays a table out on two threads (below, a thread costs more)
+SPLIT_ROWS = 4096
 
 
 def commitlog_file_queue(root: Path, cfg: StoreConfig) -> MappedFileQueue:
@@ -51,7 +53,7 @@ class CommitLog:
         self.check_crc = cfg.checkCRCOnRecover
         #: (topic, queue_id) -> next queue offset (RocketMQ's topicQueueTable)
         self.next_queue_offsets: dict[tuple[str, int], int] = {}
-        self._writer: ThreadPoolExecutor | None = None  # lays out ``append_table``'s records
+        self._writer: ThreadPoolExecutor | None = None  # lays out the first half of a large ``append_table``
 
     # --- writing --------------------------------------------------------------------------------
     def _new_files(self, count: int) -> list[MappedFile]:
@@ -129,15 +131,14 @@ class CommitLog:
         mf.wrote = pos + len(raw)
         return mf.start + pos, qoff
 
-    def append_table(self, table: EncodedTable,
-                     beside: Callable[[npt.NDArray[np.int64]], None] | None = None) -> npt.NDArray[np.int64]:
+    def append_table(self, table: EncodedTable) -> npt.NDArray[np.int64]:
         """Write a validated table's records in order: create every file they need (a full disk
         fails the whole table here, the log as it was), take their queue offsets, then lay them
         out file by file with the encode kernel, each file but the last closed by a BLANK.
-        ``BORN_TS`` / ``STORE_TS`` must be set. Returns the CommitLog offsets. ``beside(offsets)``,
-        when given, runs on the calling thread while a writer thread lays the records out (the
-        kernel releases the GIL); this returns once both are done, raising ``beside``'s error
-        after the layout has ended."""
+        ``BORN_TS`` / ``STORE_TS`` must be set. Returns the CommitLog offsets. A table of
+        ``SPLIT_ROWS`` rows or more is laid out in two halves at once, the first on a writer
+        thread (the kernel releases the GIL): each record's place is known from the lengths
+        before it, so the halves write disjoint bytes."""
         rows = table.rows
         lens = rows[:, ke.LENGTH]
         ends = np.cumsum(lens)
@@ -151,31 +152,31 @@ class CommitLog:
             self.next_queue_offsets[key] = int(firsts[k]) + c
         rows[grouped, ke.QUEUE_OFFSET] = np.repeat(firsts, counts) + ranks
         offsets = np.empty(len(table), dtype=np.int64)
+        pieces: list[tuple[MappedFile, int, int]] = []  # (file, rows lo..hi) to lay out
         for mf, (i, j) in zip(targets, spans):
             if i < j:
                 assert mf is not None  # only an empty log has no current file, and its span is empty
                 base = int(ends[i - 1]) if i else 0
                 offsets[i:j] = mf.start + mf.wrote - base + ends[i:j] - lens[i:j]
-
-        def lay_out() -> None:
-            for k, (mf, (i, j)) in enumerate(zip(targets, spans)):
-                if i < j:
-                    assert mf is not None
-                    mf.wrote = table.encode_into(np.frombuffer(mf.mm, dtype=np.uint8), mf.wrote,
-                                                 mf.start, i, j)
-                if mf is not None and k + 1 < len(targets):
-                    self._close_file(mf)
-
-        if beside is None:
-            lay_out()
-            return offsets
-        if self._writer is None:
-            self._writer = ThreadPoolExecutor(1, thread_name_prefix="commitlog-write")
-        laid = self._writer.submit(lay_out)
-        try:
-            beside(offsets)
-        finally:
-            laid.result()
+                pieces.append((mf, i, j))
+        half = len(table) // 2 if len(table) >= SPLIT_ROWS else 0
+        if half:
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="commitlog-write")
+            laid = self._writer.submit(_lay_out, table, offsets,
+                                       [(mf, i, min(j, half)) for mf, i, j in pieces if i < half])
+            try:
+                _lay_out(table, offsets, [(mf, max(i, half), j) for mf, i, j in pieces if j > half])
+            finally:
+                laid.result()
+        else:
+            _lay_out(table, offsets, pieces)
+        for k, (mf, (i, j)) in enumerate(zip(targets, spans)):
+            if i < j:
+                assert mf is not None
+                mf.wrote = int(offsets[j - 1] + lens[j - 1]) - mf.start
+            if mf is not None and k + 1 < len(targets):
+                self._close_file(mf)
         return offsets
 
     def _spans(self, ends: np.ndarray, wrote: int) -> list[tuple[int, int]]:
@@ -280,6 +281,14 @@ class CommitLog:
             self._writer = None
         self.files.close()
 
+
+
+def _lay_out(table: EncodedTable, offsets: npt.NDArray[np.int64],
+             pieces: list[tuple[MappedFile, int, int]]) -> None:
+    """Encode rows ``lo..hi`` of each piece into its file, at their CommitLog ``offsets``."""
+    for mf, lo, hi in pieces:
+        table.encode_into(np.frombuffer(mf.mm, dtype=np.uint8), int(offsets[lo]) - mf.start,
+                          mf.start, lo, hi)
 
 
 class RecordWalk:
