@@ -431,12 +431,12 @@ class MessageStore:
 
     def _roll_back(self) -> None:
         """Close the store's files and open them again, keeping the lock: the writer open rolls
-        back the unfinished write its journal records. Should that fail, the store is closed
-        (the journal stays for the next open)."""
+        back the unfinished write its journal records. Should that fail (or the dispatch still
+        running behind a ``put_table``), the store is closed (the journal stays for the next open)."""
         self.flusher.stop()
         self.commitlog.close()
-        self._dispatch.close()
         try:
+            self._dispatch.close()
             self._load()
             self._open_for_writing()
         except BaseException:
