@@ -4,9 +4,10 @@ One definition of the rules, used by the writer, by recovery and by the Spark re
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -98,7 +99,8 @@ class Dispatcher:
 
     Dispatches queue up in flat per-queue lists and are applied in vectorised batches, as
     RocketMQ's reput thread applies them after the CommitLog write. ``apply()`` makes everything
-    queued visible; readers call it.
+    queued visible; readers call it. ``add_columns_behind`` dispatches on the dispatcher's own
+    thread: every other method first waits for it to end (``settle``).
     """
 
     BATCH = 4096
@@ -112,9 +114,21 @@ class Dispatcher:
         self.last_timestamp = 0
         self._units: dict[tuple[str, int], list[int]] = {}  # queue_offset, offset, size, tags_code ...
         self._pending = 0
+        self._thread: ThreadPoolExecutor | None = None  # runs ``add_columns_behind``
+        self._behind: Future[None] | None = None
+
+    def settle(self) -> None:
+        """Wait until the ``add_columns_behind`` dispatch running is done; raise its error."""
+        if self._behind is not None:
+            behind, self._behind = self._behind, None
+            behind.result()
 
     def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         """The (topic, queue_id) ConsumeQueue, created when new (``store.paths`` checks the names)."""
+        self.settle()
+        return self._queue(topic, queue_id)
+
+    def _queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.queues.get((topic, queue_id))
         if cq is None:
             cq = self.queues[(topic, queue_id)] = ConsumeQueue(self.root, topic, queue_id,
@@ -141,6 +155,7 @@ class Dispatcher:
         messages stored at ``key_ts`` (one entry per key). The topics of queues new to the store
         are declared in `config/topics.json` first (``store.topic_config``): a queue is never on
         disk, nor a record of it in the CommitLog, before a broker would serve it."""
+        self.settle()
         new = [key for key in counts if key not in self.queues]
         if new:
             declare_topics(self.root, queue_counts(new))
@@ -169,6 +184,7 @@ class Dispatcher:
                  timestamps: Sequence[int], to_queue: Sequence[bool],
                  index_keys: Sequence[tuple[str, ...]]) -> None:
         """Queue the dispatches of records given column by column, in CommitLog order."""
+        self.settle()
         units = self._units
         for t, q, qo, off, size, tc, cq in zip(topics, queue_ids, queue_offsets, offsets, sizes,
                                                tags_codes, to_queue):
@@ -183,7 +199,7 @@ class Dispatcher:
             self.last_timestamp = timestamps[-1]
         self._pending += len(offsets)
         if self._pending >= self.BATCH:
-            self.apply()
+            self._apply()
 
     def add_batch(self, batch: RecordBatch, cols: DispatchColumns, consume_queue: bool = True) -> None:
         """Dispatch a walked batch of records (after everything queued before it): the units of
@@ -205,7 +221,26 @@ class Dispatcher:
         """Dispatch records given as columns, in CommitLog order, after everything queued before
         them: a unit for each record ``to_queue`` (in queue ``topics[topic_ids[i]]``,
         ``queue_ids[i]``), and ``key_counts[i]`` index keys (``key_hashes``, flat, index hashes)."""
-        self.apply()
+        self.settle()
+        self._add_columns(topic_ids, topics, queue_ids, queue_offsets, offsets, sizes, store_ts,
+                          tags_code, to_queue, key_hashes, key_counts)
+
+    def add_columns_behind(self, columns: Callable[[], tuple[Any, ...]]) -> None:
+        """``add_columns(*columns())`` on the dispatcher's own thread, after everything queued
+        before; returns at once (``flush`` settles before it flushes). ``columns`` must not
+        change the store."""
+        self.settle()
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="dispatch")
+        self._behind = self._thread.submit(lambda: self._add_columns(*columns()))
+
+    def _add_columns(self, topic_ids: npt.NDArray[np.int64], topics: Sequence[str],
+                     queue_ids: npt.NDArray[np.int64], queue_offsets: npt.NDArray[np.int64],
+                     offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64],
+                     store_ts: npt.NDArray[np.int64], tags_code: npt.NDArray[np.int64],
+                     to_queue: npt.NDArray[np.bool_], key_hashes: npt.NDArray[np.int32],
+                     key_counts: npt.NDArray[np.int64]) -> None:
+        self._apply()
         sel = np.flatnonzero(to_queue)
         if sel.size and self.files is not None:
             self.files.add(topics, topic_ids[sel], queue_ids[sel], queue_offsets[sel],
@@ -215,7 +250,7 @@ class Dispatcher:
             order = np.argsort(group, kind="stable")
             sel, group = sel[order], group[order]
             starts = np.concatenate(([0], np.flatnonzero(np.diff(group)) + 1))
-            queues = [self.queue(topics[t], q) for t, q in
+            queues = [self._queue(topics[t], q) for t, q in
                       zip(topic_ids[sel[starts]].tolist(), queue_ids[sel[starts]].tolist())]
             # units of records that end at or before the end of a queue's last dispatched record
             # are there already (``put_many`` skips them): only queues with others are written
@@ -233,12 +268,16 @@ class Dispatcher:
 
     def apply(self) -> None:
         """Write every queued ConsumeQueue unit and index key."""
+        self.settle()
+        self._apply()
+
+    def _apply(self) -> None:
         units, self._units, self._pending = self._units, {}, 0
         for key, flat in units.items():
             cols = np.array(flat, dtype=np.int64).reshape(-1, 4)
             rows = np.empty(len(cols), dtype=codec.CQ_UNIT_DTYPE)
             rows["commitlog_offset"], rows["size"], rows["tags_code"] = cols[:, 1], cols[:, 2], cols[:, 3]
-            self.queue(*key).put_many(cols[:, 0], rows)
+            self._queue(*key).put_many(cols[:, 0], rows)
         if self.index is not None:
             self.index.build()
 
@@ -252,7 +291,13 @@ class Dispatcher:
             self.index.flush()
 
     def close(self) -> None:
-        for cq in self.queues.values():
-            cq.close()
-        if self.index is not None:
-            self.index.close()
+        try:
+            self.settle()
+        finally:
+            if self._thread is not None:
+                self._thread.shutdown()
+                self._thread = None
+            for cq in self.queues.values():
+                cq.close()
+            if self.index is not None:
+                self.index.close()

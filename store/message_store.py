@@ -293,6 +293,8 @@ class MessageStore:
             return []
         table = self.table_encoder.encode(messages_to_table(msgs, self.encoder))
         r = self.put_encoded(table)
+        with self._put_lock:
+            self._dispatch.settle()  # the batch's units and keys written on return, as ``put``'s queue
         topics, addrs = r.topics, r.store_addrs
         return [_put_result((r.status, o, n, q, t, topics[tid], qid, addrs[h], port))
                 for o, n, q, t, tid, qid, h, port in zip(
@@ -305,7 +307,7 @@ class MessageStore:
         ``queue_id``, ``tags``, ``keys`` as a string or list of strings, ``properties``, ...;
         a null timestamp or host is the store's), with ``put``'s validation: MessageRejected
         "row N: ..." for the first bad row, and then nothing is written. With SYNC_FLUSH,
-        returns once all are durable."""
+        returns once all are durable. Their dispatch runs behind the call (``put_encoded``)."""
         self._check_open()
         try:
             encoded = self.table_encoder.encode(table)
@@ -318,7 +320,9 @@ class MessageStore:
     def put_encoded(self, table: EncodedTable) -> TablePutResult:
         """Write rows a ``TableEncoder`` validated under this store's settings (ValueError
         otherwise), once: every file they need (CommitLog, ConsumeQueue, index) is created
-        first, then the records, then their dispatch (ConsumeQueue units and index keys)."""
+        first, then the records, then their dispatch (ConsumeQueue units and index keys). The
+        dispatch runs behind the call, on the dispatcher's thread (as RocketMQ's reput thread):
+        every read, flush and the next write waits for it first, and raises its error."""
         self._check_open()
         if table.settings != self.encoder.settings:
             raise ValueError(f"{self.root}: rows encoded under other settings (maxMessageSize, "
@@ -338,11 +342,19 @@ class MessageStore:
             self._dispatch.reserve_counts(dict(zip(queues, counts.tolist())),
                                           self.commitlog.next_queue_offsets,
                                           np.repeat(store_ts, table.key_counts))
+
             offsets = self.commitlog.append_table(table)
-            tags_code, key_hashes = table.dispatch()
-            self._dispatch.add_columns(rows[:, ke.TOPIC], table.topics, rows[:, ke.QUEUE_ID],
-                                       rows[:, ke.QUEUE_OFFSET], offsets, rows[:, ke.LENGTH], store_ts,
-                                       tags_code, table.to_queue, key_hashes, table.key_counts)
+            placed = offsets.copy()  # the caller gets ``offsets``
+
+            def dispatch() -> tuple[Any, ...]:
+                tags_code, key_hashes = table.dispatch()
+                return (rows[:, ke.TOPIC], table.topics, rows[:, ke.QUEUE_ID], rows[:, ke.QUEUE_OFFSET],
+                        placed, rows[:, ke.LENGTH], store_ts, tags_code, table.to_queue, key_hashes,
+                        table.key_counts)
+
+            # ConsumeQueue units and index keys behind the write (as RocketMQ's reput), beside
+            # the caller's next table's validation; reads, flushes and the next write wait for it
+            self._dispatch.add_columns_behind(dispatch)
             self._last_ts = int(store_ts[-1])
         end = int(offsets[-1] + rows[-1, ke.LENGTH])
         status = self._flush_status(end)
@@ -419,12 +431,12 @@ class MessageStore:
 
     def _roll_back(self) -> None:
         """Close the store's files and open them again, keeping the lock: the writer open rolls
-        back the unfinished write its journal records. Should that fail, the store is closed
-        (the journal stays for the next open)."""
+        back the unfinished write its journal records. Should that fail (or the dispatch still
+        running behind a ``put_table``), the store is closed (the journal stays for the next open)."""
         self.flusher.stop()
         self.commitlog.close()
-        self._dispatch.close()
         try:
+            self._dispatch.close()
             self._load()
             self._open_for_writing()
         except BaseException:

@@ -145,6 +145,30 @@ def test_a_table_of_many_megabytes_is_puts_bytes(tmp_path):
         assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []
 
 
+@pytest.mark.parametrize("same_size", [True, False])
+def test_a_table_laid_out_in_two_halves_across_file_ends_is_puts_bytes(tmp_path, same_size):
+    """10,000 rows into 64 KiB CommitLog files: the halves of the table (laid out at once) each
+    cross many file ends. With records all of one size, 6 files' worth of rows: the second half
+    starts a file, right after a BLANK. Bytes, offsets and queue offsets are put's."""
+    body = (lambda i: b"b" * 109) if same_size else (lambda i: bytes([i % 251]) * (20 + i % 200))
+    one = codec.record_length(0, 109, 1, 0)  # topic "t", no properties: 201 bytes
+    n = 6 * ((65536 - 8) // one) if same_size else 10_000
+    rows = [{"topic": "t", "body": body(i), "queue_id": i % 2, "born_timestamp": TS + i,
+             "store_timestamp": TS + i} | ({} if same_size else {"tags": "T", "keys": f"k{i}"})
+            for i in range(n)]
+    sizes = dict(mappedFileSizeCommitLog=65536)
+    with MessageStore(tmp_path / "table", **sizes) as ms:
+        got = ms.put_table(_table(rows))
+    with MessageStore(tmp_path / "put", **sizes) as ms:
+        want = [ms.put(Message(**r)) for r in rows]
+    if same_size:
+        assert got.commitlog_offset[n // 2] == 3 * 65536
+    assert got.commitlog_offset.tolist() == [w.commitlog_offset for w in want]
+    assert got.queue_offset.tolist() == [w.queue_offset for w in want]
+    for sub in ("commitlog", "consumequeue", "index"):
+        assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []
+
+
 def test_keys_as_a_list_and_as_a_string_give_the_same_record(tmp_path):
     rows = [{"topic": "t", "body": b"x", "keys": ["a", "b c"], "store_timestamp": TS}]
     with MessageStore(tmp_path / "a") as ms:
