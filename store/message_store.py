@@ -510,7 +510,8 @@ class MessageStore:
 
     def queue(self, topic: str, queue_id: int) -> QueueReader | None:
         """The queue (a ConsumeQueue, or a 5.x broker's BatchConsumeQueue, compaction queue or
-        RocksDB queue), None when there is none."""
+        RocksDB queue), None when there is none. Waits for the dispatch of earlier puts."""
+        self._visible()
         key = (topic, queue_id)
         for table in (self.compaction_queues, self.queues, self.batch_queues):
             cq = table.get(key)
