@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +35,7 @@ WORKERS = 2
 AHEAD = 4
 
 Buffer = npt.NDArray[np.uint8]
+T = TypeVar("T")
 
 
 def find_record_start(buf: Buffer, base: int, lo: int, hi: int) -> int:
@@ -75,6 +76,9 @@ class RecordBatch:
     #: ``dispatch()``'s columns by delay levels, once computed
     _dispatched: dict[tuple[int, ...], DispatchColumns] = field(
         default_factory=dict, repr=False, compare=False)
+    #: ``prepare()``'s results by function, once computed
+    _prepared: dict[Callable[[RecordBatch], Any], Any] = field(
+        default_factory=dict, repr=False, compare=False)
 
     @property
     def rows(self) -> npt.NDArray[np.void]:
@@ -109,6 +113,14 @@ class RecordBatch:
             done = self._dispatched[delay_levels_ms] = self._dispatch(delay_levels_ms)
         return done
 
+    def prepare(self, fn: Callable[[RecordBatch], T]) -> T:
+        """``fn(self)``, computed once per ``fn`` (a walk given ``prepare=fn`` computes it in its
+        threads, beside the caller's work on the batches before)."""
+        if fn not in self._prepared:
+            self._prepared[fn] = fn(self)
+        done: T = self._prepared[fn]
+        return done
+
     def _dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
         n = len(self)
         spans = np.empty((n, len(kd.NAMES), 2), dtype=np.int64)
@@ -129,16 +141,19 @@ class Walk:
     ``commitlog.RecordWalk``, without a Python object per record. ``check_names`` also ends valid data
     at a record whose topic or queue id no writer could have stored (recovery's rule).
     ``delay_levels_ms``, when given, has each batch's ``dispatch`` columns and ``topics``
-    computed by the walk's threads too, beside the caller's work on the batches before.
+    computed by the walk's threads too, beside the caller's work on the batches before, and
+    then ``prepare`` (``RecordBatch.prepare``), when given: it must only read what the caller
+    may change meanwhile.
     """
 
     def __init__(self, files: list[tuple[int, int, Buffer]], start: int, stop_at: int,
                  check_crc: bool, check_names: bool = False, batch_rows: int = BATCH_ROWS,
-                 delay_levels_ms: tuple[int, ...] | None = None, segment: int = SEGMENT_BYTES) -> None:
+                 delay_levels_ms: tuple[int, ...] | None = None, segment: int = SEGMENT_BYTES,
+                 prepare: Callable[[RecordBatch], Any] | None = None) -> None:
         """``files``: (start offset, size, bytes) of each CommitLog file, in order."""
         self.files, self.end, self.stop_at = files, start, stop_at
         self.check_crc, self.check_names, self.batch_rows = check_crc, check_names, batch_rows
-        self.delay_levels_ms, self.segment = delay_levels_ms, segment
+        self.delay_levels_ms, self.segment, self.prepare = delay_levels_ms, segment, prepare
         self.error: str | None = None
         self.status = kr.LIMIT
 
@@ -227,6 +242,8 @@ class Walk:
                 if self.delay_levels_ms is not None:  # compiled, off the caller's thread
                     batch.dispatch(self.delay_levels_ms)
                     _ = batch.topics
+                    if self.prepare is not None:
+                        batch.prepare(self.prepare)
                 batches.append(batch)
             if status != kr.LIMIT:
                 break
