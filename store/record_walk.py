@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 #: rows per batch: bounds memory (each row is 184 bytes) whatever the file size
 BATCH_ROWS = 1 << 16
+#: rows a walk thread walks and dispatches at a time: their bytes, rows and columns stay in the
+#: core's cache from the walk to the dispatch columns
+CHUNK_ROWS = 1 << 11
 #: zero bytes skipped per numpy check before looking for a record start
 _ZERO_CHUNK = 4 << 20
 #: bytes of a file one walk thread takes at a time, threads walking at once, segments in flight
@@ -122,15 +125,36 @@ class RecordBatch:
         return done
 
     def _dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
-        n = len(self)
-        spans = np.empty((n, len(kd.NAMES), 2), dtype=np.int64)
-        kd.property_spans(self.buf, self.raw, spans)
-        tags_code = np.empty(n, dtype=np.int64)
-        to_queue = np.empty(n, dtype=np.bool_)
-        counts = np.empty(n, dtype=np.int64)
-        hashes = kd.dispatch_columns(self.buf, self.raw, spans, np.asarray(delay_levels_ms, dtype=np.int64),
-                                     tags_code, to_queue, counts)
-        return DispatchColumns(tags_code, to_queue, counts, hashes, spans)
+        into = _Dispatching(len(self), delay_levels_ms)
+        into.rows(self.buf, self.raw, 0)
+        return into.columns(len(self))
+
+
+class _Dispatching:
+    """``RecordBatch.dispatch``'s columns of up to ``n`` rows, filled a range of rows at a time."""
+
+    def __init__(self, n: int, delay_levels_ms: tuple[int, ...]) -> None:
+        self.delay_levels_ms = np.asarray(delay_levels_ms, dtype=np.int64)
+        self.spans = np.empty((n, len(kd.NAMES), 2), dtype=np.int64)
+        self.tags_code = np.empty(n, dtype=np.int64)
+        self.to_queue = np.empty(n, dtype=np.bool_)
+        self.counts = np.empty(n, dtype=np.int64)
+        self.hashes: list[npt.NDArray[np.int32]] = []
+
+    def rows(self, buf: Buffer, raw: npt.NDArray[np.int64], at: int) -> None:
+        """Fill rows ``at`` on with those of the walked ``raw`` (rows after the ones filled)."""
+        b = at + raw.shape[0]
+        spans = self.spans[at:b]
+        kd.property_spans(buf, raw, spans)
+        self.hashes.append(kd.dispatch_columns(buf, raw, spans, self.delay_levels_ms, self.tags_code[at:b],
+                                               self.to_queue[at:b], self.counts[at:b]))
+
+    def columns(self, n: int) -> DispatchColumns:
+        """The columns of the first ``n`` rows (all filled)."""
+        hashes = self.hashes[0] if len(self.hashes) == 1 else np.concatenate(
+            self.hashes or [np.zeros(0, dtype=np.int32)])
+        return DispatchColumns(self.tags_code[:n], self.to_queue[:n], self.counts[:n], hashes,
+                               self.spans[:n])
 
 
 class Walk:
@@ -234,13 +258,25 @@ class Walk:
         pos, status = begin, kr.LIMIT
         if not first and begin == min(cut + self.segment, hi):
             return _Segment(-1, [], begin, status, detail)  # no record starts in it
+        levels = self.delay_levels_ms
         while pos < limit:
             out = np.empty((self.batch_rows, kr.NFIELDS), dtype=np.int64)
-            n, pos, status = kr.walk(buf, base, pos, limit, self.check_crc, self.check_names, out, detail)
+            into = None if levels is None else _Dispatching(self.batch_rows, levels)
+            n = 0
+            # a chunk of rows at a time, dispatched while its bytes and rows are in the cache
+            while n < self.batch_rows and pos < limit:
+                rows = out[n:n + CHUNK_ROWS]
+                k, pos, status = kr.walk(buf, base, pos, limit, self.check_crc, self.check_names, rows,
+                                         detail)
+                if into is not None and k:
+                    into.rows(buf, rows[:k], n)
+                n += k
+                if status != kr.LIMIT:
+                    break
             if n:
                 batch = RecordBatch(buf, out[:n])
-                if self.delay_levels_ms is not None:  # compiled, off the caller's thread
-                    batch.dispatch(self.delay_levels_ms)
+                if into is not None and levels is not None:  # compiled, off the caller's thread
+                    batch._dispatched[levels] = into.columns(n)
                     _ = batch.topics
                     if self.prepare is not None:
                         batch.prepare(self.prepare)
