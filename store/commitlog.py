@@ -3,10 +3,10 @@ pre-allocated files."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -229,17 +229,20 @@ class CommitLog:
 
     def walk(self, start: int | None = None, check_crc: bool | None = None,
              stop_at: int | None = None, check_names: bool = False,
-             delay_levels_ms: tuple[int, ...] | None = None) -> Walk:
+             delay_levels_ms: tuple[int, ...] | None = None,
+             prepare: Callable[[RecordBatch], Any] | None = None) -> Walk:
         """``walk_records`` as column batches (``record_walk.Walk``): the same records, end and
-        error (``delay_levels_ms``: each batch's dispatch columns computed by the walk too)."""
+        error (``delay_levels_ms``: each batch's dispatch columns computed by the walk too, then
+        ``prepare``)."""
         files = [(mf.start, mf.size, np.frombuffer(mf.mm, dtype=np.uint8)) for mf in self.files.files]
         return Walk(files, self.min_offset if start is None else start,
                     self.max_offset if stop_at is None else stop_at,
                     self.check_crc if check_crc is None else check_crc, check_names,
-                    delay_levels_ms=delay_levels_ms)
+                    delay_levels_ms=delay_levels_ms, prepare=prepare)
 
     def walk_past_damage(self, past_zeros: bool = False, start: int | None = None,
                          stop: int | None = None, delay_levels_ms: tuple[int, ...] | None = None,
+                         prepare: Callable[[RecordBatch], Any] | None = None,
                          ) -> Iterator[RecordBatch | Gap | FileEnd]:
         """Every valid record from ``start`` (a record start; default the first) up to
         ``stop`` (default the end of the last file), CRC checked, as batches in CommitLog order,
@@ -247,7 +250,8 @@ class CommitLog:
         yielded and the walk resumes at the next record start in that file
         (``find_record_start``); each file walked ends with a ``FileEnd``. ``past_zeros`` also
         treats zeros inside a file's data (valid data stopping at zeros with a record start after
-        them) as a gap; without it zeros end the file's data. ``delay_levels_ms``: as ``walk``'s."""
+        them) as a gap; without it zeros end the file's data. ``delay_levels_ms``, ``prepare``: as
+        ``walk``'s."""
         files = self.files.files
         begin = self.min_offset if start is None else start
         end = (files[-1].end if files else 0) if stop is None else stop
@@ -257,7 +261,8 @@ class CommitLog:
             buf = np.frombuffer(mf.mm, dtype=np.uint8)
             at, limit = max(begin, mf.start), min(mf.end, end)
             while True:
-                walk = self.walk(at, check_crc=True, stop_at=limit, delay_levels_ms=delay_levels_ms)
+                walk = self.walk(at, check_crc=True, stop_at=limit, delay_levels_ms=delay_levels_ms,
+                                 prepare=prepare)
                 yield from walk
                 pos = walk.end - mf.start
                 if walk.error is None and not (past_zeros and walk.status == kr.ZEROS):

@@ -15,6 +15,7 @@ order, damage) are matched at the end against every whole file in use.
 from __future__ import annotations
 
 from bisect import bisect_left
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -28,9 +29,24 @@ Ints = npt.NDArray[np.int64]
 Hashes = npt.NDArray[np.int32]
 
 
+@dataclass(frozen=True)
+class ToMatch:
+    """A batch's records with keys in the index's range, as ``IndexKeys.match`` takes them:
+    their offsets, their keys' hashes (record j's from ``starts[j]`` to ``starts[j + 1]``), the
+    records after the index's last offset (how many, the first one's offset), and the batch's
+    last record's offset (-1: an empty batch)."""
+    offsets: Ints
+    starts: Ints
+    hashes: Hashes
+    late: int
+    first_late: int
+    last: int
+
+
 class IndexKeys:
-    """Feed ``add`` the walk's records in CommitLog order, then ``finish``; then ``missing`` is
-    (CommitLog offset, key number within its record) of each key not found, in CommitLog order,
+    """Feed ``match`` the walk's records in CommitLog order (``to_match``), then ``finish``; then
+    ``missing`` is (CommitLog offset, key number within its record) of each key not found, in
+    CommitLog order,
     ``checked`` the keys checked, and ``late`` / ``first_late`` the records with keys after
     the index's last indexed offset."""
 
@@ -50,22 +66,29 @@ class IndexKeys:
         self.first_late: int | None = None
         self.missing: list[tuple[int, int]] = []
 
-    def add(self, offsets: Ints, key_counts: Ints, key_hashes: Hashes) -> None:
-        """Take a batch of records (ascending ``offsets``; record i's keys are the next
-        ``key_counts[i]`` of ``key_hashes``)."""
-        if not offsets.size:
-            return
+    def to_match(self, offsets: Ints, key_counts: Ints, key_hashes: Hashes) -> ToMatch:
+        """A batch of records (ascending ``offsets``; record i's keys are the next
+        ``key_counts[i]`` of ``key_hashes``) as ``match`` takes it: changes nothing, so the
+        walk's threads may call it beside ``match``."""
         offs, starts = np.empty(offsets.size, dtype=np.int64), np.empty(offsets.size + 1, dtype=np.int64)
         hashes = np.empty(key_hashes.size, dtype=np.int32)
-        n, late, first_late = index_kernels.keys_to_match(offsets, key_counts, key_hashes, self.first,
-                                                          self.end, offs, starts, hashes)
-        if late:
+        n, late, first_late = (index_kernels.keys_to_match(offsets, key_counts, key_hashes, self.first,
+                                                           self.end, offs, starts, hashes)
+                               if offsets.size else (0, 0, -1))
+        return ToMatch(offs[:n], starts[:n + 1], hashes[:starts[n]] if n else hashes[:0], late, first_late,
+                       int(offsets[-1]) if offsets.size else -1)
+
+    def match(self, batch: ToMatch) -> None:
+        """Take a batch's keys (``to_match``; batches in CommitLog order)."""
+        if batch.last < 0:
+            return
+        if batch.late:
             if self.first_late is None:
-                self.first_late = first_late
-            self.late += late
+                self.first_late = batch.first_late
+            self.late += batch.late
+        offs, starts, hashes = batch.offsets, batch.starts, batch.hashes
+        n = offs.size
         if n:
-            offs, starts = offs[:n], starts[:n + 1]
-            hashes = hashes[:starts[n]]
             self.checked += int(hashes.size)
             found = np.zeros(hashes.size, dtype=np.bool_)
             for i in np.flatnonzero((self.lo <= offs[-1]) & (self.hi >= offs[0])).tolist():
@@ -78,7 +101,7 @@ class IndexKeys:
             if not found.all():
                 counts = np.diff(starts)
                 self.unfound.append((np.repeat(offs, counts)[~found], _ranks(counts)[~found], hashes[~found]))
-        for i in [i for i in self.reached if self.hi[i] < offsets[-1]]:  # the walk is past them
+        for i in [i for i in self.reached if self.hi[i] < batch.last]:  # the walk is past them
             del self.reached[i]
             release_pages(self.files[i].buf, 0, self.files[i].buf.size)
 

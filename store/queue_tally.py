@@ -13,6 +13,7 @@ those queues and of the records their units point at, by verify's table-based ch
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,15 @@ _COLUMNS: dict[str, tuple[Any, Any]] = {
     "hidden": (np.int64, 0), "record_sum": (np.uint64, 0), "record_count": (np.int64, 0)}
 
 
+@dataclass(frozen=True)
+class Numbered:
+    """``QueueTally.numbered`` of a batch: the rows that get a unit, the queue number of each
+    (-1: not known when numbered), and how many are -1."""
+    rows: Ints
+    queue: Ints
+    missing: int
+
+
 class QueueTally:
     """Per-queue counters of records and units. Queue ``k < len(queues)`` is ``queues[k]``;
     queues that have records but no ConsumeQueue files follow, numbered as the walk meets them;
@@ -43,8 +53,9 @@ class QueueTally:
         self.queues, self.cl_min, self.delay_levels_ms = queues, cl_min, delay_levels_ms
         self.keys: list[tuple[str, int]] = []
         self.topic_ids: dict[str, int] = {}
-        self._known = np.zeros(0, dtype=np.int64)   # queue keys (``queue_key``), ascending
-        self._number = np.zeros(0, dtype=np.int64)  # the queue number of each
+        #: queue keys (``queue_key``), ascending, and the queue number of each: one attribute,
+        #: replaced whole, so that ``numbered`` in another thread reads a matching pair
+        self._known: tuple[Ints, Ints] = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         self.col: dict[str, npt.NDArray[Any]] = {n: np.zeros(0, dtype=d) for n, (d, _) in _COLUMNS.items()}
         self._add_queues([(cq.topic, cq.queue_id) for cq in queues])
         self.col["min_offset"][:] = [cq.min_offset for cq in queues]
@@ -58,10 +69,11 @@ class QueueTally:
         first = len(self.keys)
         self.keys += keys
         tids = np.array([self.topic_ids.setdefault(t, len(self.topic_ids)) for t, _ in keys], dtype=np.int64)
-        known = np.concatenate((self._known, queue_key(tids, np.array([q for _, q in keys], dtype=np.int64))))
-        number = np.concatenate((self._number, np.arange(first, len(self.keys), dtype=np.int64)))
+        qids = np.array([q for _, q in keys], dtype=np.int64)
+        known = np.concatenate((self._known[0], queue_key(tids, qids)))
+        number = np.concatenate((self._known[1], np.arange(first, len(self.keys), dtype=np.int64)))
         order = np.argsort(known, kind="stable")
-        self._known, self._number = known[order], number[order]
+        self._known = (known[order], number[order])
         for name, (dtype, empty) in _COLUMNS.items():
             self.col[name] = np.concatenate((self.col[name], np.full(len(keys), empty, dtype=dtype)))
 
@@ -75,36 +87,56 @@ class QueueTally:
         tids = np.array([self.topic_ids.get(n, -1) for n in names], dtype=np.int64)[ids[rows]]
         qids = batch.raw[rows, kr.QUEUE_ID]
         key = queue_key(tids, qids)
-        at, hit = lookup(self._known, key)
+        at, hit = lookup(self._known[0], key)
         if grow and not hit.all():
             _, first = np.unique(key[~hit], return_index=True)  # one row of each, by key
             self._add_queues([(names[int(ids[rows[i]])], int(qids[i]))
                               for i in np.flatnonzero(~hit)[first].tolist()])
-            at, hit = lookup(self._known, key)
+            at, hit = lookup(self._known[0], key)
         number = np.full(key.size, -1, dtype=np.int64)
-        number[hit] = self._number[at[hit]]
+        number[hit] = self._known[1][at[hit]]
         return number
 
-    def records(self, batch: RecordBatch) -> None:
-        """Take a walked batch (CommitLog order)."""
+    def numbered(self, batch: RecordBatch) -> Numbered:
+        """The rows of a walked batch that get a unit, and their queue numbers as far as they are
+        known now (-1: a queue, or topic, not met yet): changes nothing, so the walk's threads
+        may call it beside ``records``."""
         cols = batch.dispatch(self.delay_levels_ms)
-        rows = np.flatnonzero(cols.to_queue)
+        ids, names = batch.topics
+        tids = np.array([self.topic_ids.get(n, -1) for n in names], dtype=np.int64)
+        rows, q = np.empty(len(batch), dtype=np.int64), np.empty(len(batch), dtype=np.int64)
+        known, number = self._known
+        n, missing = queue_sums.numbers(batch.raw, cols.to_queue, ids, tids, known, number, rows, q)
+        return Numbered(rows[:n], q[:n], missing)
+
+    def records(self, batch: RecordBatch, numbered: Numbered | None = None) -> None:
+        """Take a walked batch (CommitLog order), with its rows ``numbered`` when they were."""
+        if numbered is None:
+            numbered = self.numbered(batch)
+        rows, q = numbered.rows, numbered.queue
         if not rows.size:
             return
+        if numbered.missing:  # queues (or topics) met for the first time
+            q = self.numbers(batch, rows, grow=True)
         c = self.col
-        q = self.numbers(batch, rows, grow=True)
-        queue_sums.records(batch.raw, rows, q, cols.tags_code, self.cl_min, c["min_offset"], c["count"],
-                           c["first_qo"], c["first_offset"], c["max_qo"], c["irregular"], c["hidden"],
-                           c["record_sum"], c["record_count"])
+        queue_sums.records(batch.raw, rows, q, batch.dispatch(self.delay_levels_ms).tags_code, self.cl_min,
+                           c["min_offset"], c["count"], c["first_qo"], c["first_offset"], c["max_qo"],
+                           c["irregular"], c["hidden"], c["record_sum"], c["record_count"])
 
     def units(self, group: list[tuple[int, MappedFile]]) -> None:
         """Take the units of each (queue number, file) of ``group`` (a thread may do this while
         another hands ``records`` the walk's batches)."""
         if not group:
             return
-        _, qk, q, units = checked_units(group, self._min_offset, self.cl_min)
-        queue_sums.add(qk, q, units["commitlog_offset"].astype(np.int64), units["size"].astype(np.int64),
-                       units["tags_code"].astype(np.int64), self.unit_sum, self.unit_count)
+        count = np.array([mf.wrote // CQ_UNIT_SIZE for _, mf in group], dtype=np.int64)
+        ends = np.cumsum(count) * CQ_UNIT_SIZE
+        data = np.empty(int(ends[-1]), dtype=np.uint8)
+        for (_, mf), a, b in zip(group, (ends - count * CQ_UNIT_SIZE).tolist(), ends.tolist()):
+            mf.read_into(0, data[a:b])
+            mf.release(0, mf.wrote)
+        queue_sums.units(data, np.array([k for k, _ in group], dtype=np.int64),
+                         np.array([mf.start // CQ_UNIT_SIZE for _, mf in group], dtype=np.int64), count,
+                         self._min_offset, self.cl_min, self.unit_sum, self.unit_count)
 
     @property
     def unit_total(self) -> int:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -27,14 +27,20 @@ if TYPE_CHECKING:
 
 #: rows per batch: bounds memory (each row is 184 bytes) whatever the file size
 BATCH_ROWS = 1 << 16
+#: rows a walk thread walks and dispatches at a time: their bytes, rows and columns stay in the
+#: core's cache from the walk to the dispatch columns
+CHUNK_ROWS = 1 << 11
 #: zero bytes skipped per numpy check before looking for a record start
 _ZERO_CHUNK = 4 << 20
+#: bytes searched for a record start before the zero check (records are mostly smaller)
+_NEAR = 64 << 10
 #: bytes of a file one walk thread takes at a time, threads walking at once, segments in flight
 SEGMENT_BYTES = 8 << 20
 WORKERS = 2
 AHEAD = 4
 
 Buffer = npt.NDArray[np.uint8]
+T = TypeVar("T")
 
 
 def find_record_start(buf: Buffer, base: int, lo: int, hi: int) -> int:
@@ -42,7 +48,10 @@ def find_record_start(buf: Buffer, base: int, lo: int, hi: int) -> int:
     skipping runs of zero bytes with numpy first: a range past the end of the data is zeros, and
     numpy reads them many times faster than the byte-by-byte search, which runs only over the
     chunks that are not all zeros. The chunks searched in vain are released (``release_pages``):
-    the preallocated rest of a mapped 1 GiB file does not stay resident."""
+    the preallocated rest of a mapped 1 GiB file does not stay resident. Within data a start is
+    near: the first ``_NEAR`` bytes are searched first, without reading the zero check's chunk."""
+    if (found := int(kr.find_start(buf, base, lo, min(hi, lo + _NEAR)))) < min(hi, lo + _NEAR):
+        return found
     a = lo
     while a < hi:
         b = min(hi, (a // _ZERO_CHUNK + 1) * _ZERO_CHUNK)
@@ -74,6 +83,9 @@ class RecordBatch:
     raw: npt.NDArray[np.int64]       # (n, NFIELDS)
     #: ``dispatch()``'s columns by delay levels, once computed
     _dispatched: dict[tuple[int, ...], DispatchColumns] = field(
+        default_factory=dict, repr=False, compare=False)
+    #: ``prepare()``'s results by function, once computed
+    _prepared: dict[Callable[[RecordBatch], Any], Any] = field(
         default_factory=dict, repr=False, compare=False)
 
     @property
@@ -109,16 +121,45 @@ class RecordBatch:
             done = self._dispatched[delay_levels_ms] = self._dispatch(delay_levels_ms)
         return done
 
+    def prepare(self, fn: Callable[[RecordBatch], T]) -> T:
+        """``fn(self)``, computed once per ``fn`` (a walk given ``prepare=fn`` computes it in its
+        threads, beside the caller's work on the batches before)."""
+        if fn not in self._prepared:
+            self._prepared[fn] = fn(self)
+        done: T = self._prepared[fn]
+        return done
+
     def _dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
-        n = len(self)
-        spans = np.empty((n, len(kd.NAMES), 2), dtype=np.int64)
-        kd.property_spans(self.buf, self.raw, spans)
-        tags_code = np.empty(n, dtype=np.int64)
-        to_queue = np.empty(n, dtype=np.bool_)
-        counts = np.empty(n, dtype=np.int64)
-        hashes = kd.dispatch_columns(self.buf, self.raw, spans, np.asarray(delay_levels_ms, dtype=np.int64),
-                                     tags_code, to_queue, counts)
-        return DispatchColumns(tags_code, to_queue, counts, hashes, spans)
+        into = _Dispatching(len(self), delay_levels_ms)
+        into.rows(self.buf, self.raw, 0)
+        return into.columns(len(self))
+
+
+class _Dispatching:
+    """``RecordBatch.dispatch``'s columns of up to ``n`` rows, filled a range of rows at a time."""
+
+    def __init__(self, n: int, delay_levels_ms: tuple[int, ...]) -> None:
+        self.delay_levels_ms = np.asarray(delay_levels_ms, dtype=np.int64)
+        self.spans = np.empty((n, len(kd.NAMES), 2), dtype=np.int64)
+        self.tags_code = np.empty(n, dtype=np.int64)
+        self.to_queue = np.empty(n, dtype=np.bool_)
+        self.counts = np.empty(n, dtype=np.int64)
+        self.hashes: list[npt.NDArray[np.int32]] = []
+
+    def rows(self, buf: Buffer, raw: npt.NDArray[np.int64], at: int) -> None:
+        """Fill rows ``at`` on with those of the walked ``raw`` (rows after the ones filled)."""
+        b = at + raw.shape[0]
+        spans = self.spans[at:b]
+        kd.property_spans(buf, raw, spans)
+        self.hashes.append(kd.dispatch_columns(buf, raw, spans, self.delay_levels_ms, self.tags_code[at:b],
+                                               self.to_queue[at:b], self.counts[at:b]))
+
+    def columns(self, n: int) -> DispatchColumns:
+        """The columns of the first ``n`` rows (all filled)."""
+        hashes = self.hashes[0] if len(self.hashes) == 1 else np.concatenate(
+            self.hashes or [np.zeros(0, dtype=np.int32)])
+        return DispatchColumns(self.tags_code[:n], self.to_queue[:n], self.counts[:n], hashes,
+                               self.spans[:n])
 
 
 class Walk:
@@ -129,16 +170,19 @@ class Walk:
     ``commitlog.RecordWalk``, without a Python object per record. ``check_names`` also ends valid data
     at a record whose topic or queue id no writer could have stored (recovery's rule).
     ``delay_levels_ms``, when given, has each batch's ``dispatch`` columns and ``topics``
-    computed by the walk's threads too, beside the caller's work on the batches before.
+    computed by the walk's threads too, beside the caller's work on the batches before, and
+    then ``prepare`` (``RecordBatch.prepare``), when given: it must only read what the caller
+    may change meanwhile.
     """
 
     def __init__(self, files: list[tuple[int, int, Buffer]], start: int, stop_at: int,
                  check_crc: bool, check_names: bool = False, batch_rows: int = BATCH_ROWS,
-                 delay_levels_ms: tuple[int, ...] | None = None, segment: int = SEGMENT_BYTES) -> None:
+                 delay_levels_ms: tuple[int, ...] | None = None, segment: int = SEGMENT_BYTES,
+                 prepare: Callable[[RecordBatch], Any] | None = None) -> None:
         """``files``: (start offset, size, bytes) of each CommitLog file, in order."""
         self.files, self.end, self.stop_at = files, start, stop_at
         self.check_crc, self.check_names, self.batch_rows = check_crc, check_names, batch_rows
-        self.delay_levels_ms, self.segment = delay_levels_ms, segment
+        self.delay_levels_ms, self.segment, self.prepare = delay_levels_ms, segment, prepare
         self.error: str | None = None
         self.status = kr.LIMIT
 
@@ -219,14 +263,28 @@ class Walk:
         pos, status = begin, kr.LIMIT
         if not first and begin == min(cut + self.segment, hi):
             return _Segment(-1, [], begin, status, detail)  # no record starts in it
+        levels = self.delay_levels_ms
         while pos < limit:
             out = np.empty((self.batch_rows, kr.NFIELDS), dtype=np.int64)
-            n, pos, status = kr.walk(buf, base, pos, limit, self.check_crc, self.check_names, out, detail)
+            into = None if levels is None else _Dispatching(self.batch_rows, levels)
+            n = 0
+            # a chunk of rows at a time, dispatched while its bytes and rows are in the cache
+            while n < self.batch_rows and pos < limit:
+                rows = out[n:n + CHUNK_ROWS]
+                k, pos, status = kr.walk(buf, base, pos, limit, self.check_crc, self.check_names, rows,
+                                         detail)
+                if into is not None and k:
+                    into.rows(buf, rows[:k], n)
+                n += k
+                if status != kr.LIMIT:
+                    break
             if n:
                 batch = RecordBatch(buf, out[:n])
-                if self.delay_levels_ms is not None:  # compiled, off the caller's thread
-                    batch.dispatch(self.delay_levels_ms)
+                if into is not None and levels is not None:  # compiled, off the caller's thread
+                    batch._dispatched[levels] = into.columns(n)
                     _ = batch.topics
+                    if self.prepare is not None:
+                        batch.prepare(self.prepare)
                 batches.append(batch)
             if status != kr.LIMIT:
                 break

@@ -26,10 +26,11 @@ from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.dispatch import from_record
 from rocketlake.store.errors import ConfigFileError, StoreFormatError
 from rocketlake.store.index import IndexFile, IndexService, header_problems
-from rocketlake.store.index_keys import IndexKeys
+from rocketlake.store.index_keys import IndexKeys, ToMatch
 from rocketlake.store.kernels import records as kr
+from rocketlake.store.kernels import store_times
 from rocketlake.store.mapped_file import MappedFile, first_nonzero
-from rocketlake.store.queue_tally import QueueTally, checked_units, lookup
+from rocketlake.store.queue_tally import Numbered, QueueTally, checked_units, lookup
 from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
@@ -155,16 +156,31 @@ class StoreTimes:
     odd: int = 0
     first_odd: tuple[int, int] = (0, 0)
 
-    def add(self, offsets: npt.NDArray[np.int64], store_ts: npt.NDArray[np.int64]) -> None:
-        """Take a batch of records (CommitLog order)."""
-        if not store_ts.size:
-            return
-        newest = int(store_ts.max())
-        self.newest = newest if self.newest is None else max(self.newest, newest)
-        odd = np.flatnonzero(codec.index_time(store_ts) != store_ts)
-        if odd.size and not self.odd:
-            self.first_odd = (int(offsets[odd[0]]), int(store_ts[odd[0]]))
-        self.odd += int(odd.size)
+    def add(self, newest: int | None, odd: int, first_odd: tuple[int, int]) -> None:
+        """Take a batch's newest store time (None: no record), how many of its records have
+        odd times, and the first one's (CommitLog offset, store time); batches in CommitLog order."""
+        if newest is not None:
+            self.newest = newest if self.newest is None else max(self.newest, newest)
+        if odd and not self.odd:
+            self.first_odd = first_odd
+        self.odd += odd
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """``Walked.prepare`` of one batch: its bytes, index keys, newest store time (None: no
+    record), records with odd store times and the first one's (offset, time), records at or
+    after the journal's end, which of the index headers' phy offsets its records start at, its
+    rows numbered by queue, its keys to match (None: no index)."""
+    bytes: int
+    keys: int
+    newest: int | None
+    odd: int
+    first_odd: tuple[int, int]
+    journal_after: int
+    starts: list[int]
+    numbered: Numbered
+    to_match: ToMatch | None
 
 
 @dataclass(frozen=True)
@@ -272,22 +288,37 @@ class Walked:
     times: StoreTimes = field(default_factory=StoreTimes)
     starts: set[int] = field(default_factory=set)
 
-    def add(self, batch: RecordBatch) -> None:
-        """Take a batch (CommitLog order)."""
+    def prepare(self, batch: RecordBatch) -> Prepared:
+        """What ``add`` takes of a batch that needs no earlier batch: ``CommitLog.walk`` runs
+        this in its threads (``RecordBatch.prepare``), beside ``add`` of the batches before."""
         raw = batch.raw
         off = raw[:, kr.OFFSET]
         cols = batch.dispatch(self.delay_levels_ms)
+        # odd: ``codec.index_time(ts) != ts``, exactly where ts is outside [1, INDEX_TIME_MAX]
+        newest, odd, first = (store_times.outside(raw, 1, codec.INDEX_TIME_MAX) if len(batch)
+                              else (None, 0, -1))
+        return Prepared(
+            int(raw[:, kr.SIZE].sum()), int(cols.key_hashes.size), newest, odd,
+            (int(raw[first, kr.OFFSET]), int(raw[first, kr.STORE_TS])) if odd else (0, 0),
+            0 if self.journal_end is None else int(np.count_nonzero(off >= self.journal_end)),
+            self.phys[lookup(off, self.phys)[1]].tolist() if self.phys.size else [],
+            self.queues.numbered(batch),
+            None if self.index_keys is None else self.index_keys.to_match(off, cols.key_counts,
+                                                                          cols.key_hashes))
+
+    def add(self, batch: RecordBatch) -> None:
+        """Take a batch (CommitLog order)."""
+        p = batch.prepare(self.prepare)
         self.records += len(batch)
-        self.bytes += int(raw[:, kr.SIZE].sum())
-        self.keys += int(cols.key_hashes.size)
-        self.times.add(off, raw[:, kr.STORE_TS])
-        if self.journal_end is not None:
-            self.journal_after += int(np.count_nonzero(off >= self.journal_end))
-        if self.phys.size:
-            self.starts.update(self.phys[lookup(off, self.phys)[1]].tolist())
-        self.queues.records(batch)
+        self.bytes += p.bytes
+        self.keys += p.keys
+        self.times.add(p.newest, p.odd, p.first_odd)
+        self.journal_after += p.journal_after
+        self.starts.update(p.starts)
+        self.queues.records(batch, p.numbered)
         if self.index_keys is not None:
-            self.index_keys.add(off, cols.key_counts, cols.key_hashes)
+            assert p.to_match is not None
+            self.index_keys.match(p.to_match)
 
     def finish(self) -> None:
         """After the walk."""
@@ -374,7 +405,7 @@ class _Checker:
         too (``VerifyReport.damage``)."""
         last = log.files.files[-1] if log.files.files else None
         before: list[tuple[int, int]] = []  # records and bytes walked before each damage
-        for item in log.walk_past_damage(delay_levels_ms=self.cfg.delay_levels_ms):
+        for item in log.walk_past_damage(delay_levels_ms=self.cfg.delay_levels_ms, prepare=walked.prepare):
             if isinstance(item, RecordBatch):
                 walked.add(item)
             elif isinstance(item, Gap):

@@ -22,8 +22,8 @@ from rocketlake.store.codec import (
 )
 from rocketlake.store.kernels import kernel
 from rocketlake.store.kernels.hashing import (
-    count_tokens,
     java_hash,
+    most_tokens,
     put_index_key_hashes,
     signed32,
     topic_prefix,
@@ -147,19 +147,16 @@ def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
     """Fill ``tags_code``, ``to_queue`` and ``key_counts`` per record (``spans`` from
     ``property_spans``) and return the index key hashes of all records, in order."""
     n = rows.shape[0]
-    total = 0
+    most = 0  # keys the records may have: the hashes' room (each KEYS is read once, to hash it)
     # Consecutive records mostly share their tags and topic: hash each only when it changes.
     last_tags_at, last_tags_len, last_tags_code = -1, -1, 0
     for i in range(n):
         tx = rows[i, SYS_FLAG] & TRANSACTION_MASK
         to_queue[i] = tx == TRANSACTION_NOT or tx == TRANSACTION_COMMIT
-        c = 0
-        if tx != TRANSACTION_ROLLBACK:
-            if spans[i, UNIQ_KEY, 0] >= 0:
-                c += 1
-            c += count_tokens(buf, spans[i, KEYS, 0], spans[i, KEYS, 0] + spans[i, KEYS, 1])
-        key_counts[i] = c
-        total += c
+        keyed = tx != TRANSACTION_ROLLBACK and (spans[i, UNIQ_KEY, 0] >= 0 or spans[i, KEYS, 0] >= 0)
+        key_counts[i] = keyed
+        if keyed:
+            most += (spans[i, UNIQ_KEY, 0] >= 0) + most_tokens(spans[i, KEYS, 1])
         code = 0
         delayed = False
         if spans[i, DELAY, 0] >= 0 and _is_schedule(buf, rows[i, TOPIC_START], rows[i, TOPIC_LEN]):
@@ -176,7 +173,7 @@ def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
                 last_tags_code = signed32(java_hash(buf, at, n_tags, 0))
             code = last_tags_code
         tags_code[i] = code
-    hashes = np.empty(total, dtype=np.int32)
+    hashes = np.empty(most, dtype=np.int32)
     k = 0
     last_topic_at, last_topic_len, prefix = -1, -1, 0
     for i in range(n):
@@ -186,9 +183,11 @@ def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
         if n_topic != last_topic_len or not _same(buf, at, last_topic_at, n_topic):
             last_topic_at, last_topic_len = at, n_topic
             prefix = topic_prefix(buf, at, n_topic)
+        before = k
         k = put_index_key_hashes(prefix, buf, spans[i, UNIQ_KEY, 0], spans[i, UNIQ_KEY, 1],
                                  buf, spans[i, KEYS, 0], spans[i, KEYS, 1], hashes, k)
-    return hashes
+        key_counts[i] = k - before
+    return hashes[:k].copy() if k < most else hashes
 
 
 @kernel

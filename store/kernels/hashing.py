@@ -124,11 +124,33 @@ def put_index_key_hashes(prefix: int, uniq: npt.NDArray[np.uint8], uniq_start: i
     if uniq_start >= 0:
         out[k] = key_hash(java_hash(uniq, uniq_start, uniq_len, prefix))
         k += 1
+    # each token found and hashed in one pass over its bytes; a token with a non-ASCII byte is
+    # hashed again whole by ``java_hash`` (UTF-16 code units)
     p = keys_start
     e = p + keys_len
     while p < e:
-        s, p = next_token(keys, p, e)
-        if p > s:
-            out[k] = key_hash(java_hash(keys, s, p - s, prefix))
-            k += 1
+        b = byte(keys, p)
+        if b == KEY_SEPARATOR_BYTE:
+            p += 1
+            continue
+        s = p
+        h = prefix
+        while p < e and b != KEY_SEPARATOR_BYTE:
+            if b >= 0x80:
+                while p < e and keys[p] != KEY_SEPARATOR_BYTE:
+                    p += 1
+                h = java_hash(keys, s, p - s, prefix)
+                break
+            h = (h * 31 + b) & 0xFFFFFFFF
+            p += 1
+            if p < e:
+                b = byte(keys, p)
+        out[k] = key_hash(h)
+        k += 1
     return k
+
+
+@kernel
+def most_tokens(length: int) -> int:
+    """The most KEYS tokens ``length`` bytes can hold (one byte each, a separator between)."""
+    return (length + 1) // 2

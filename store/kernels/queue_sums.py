@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from rocketlake.store.codec import CQ_UNIT_SIZE
 from rocketlake.store.kernels import kernel
-from rocketlake.store.kernels.records import OFFSET, QUEUE_OFFSET, SIZE
+from rocketlake.store.kernels.records import OFFSET, QUEUE_ID, QUEUE_OFFSET, SIZE, be_i32, be_i64
 
 Ints = npt.NDArray[np.int64]
 UInts = npt.NDArray[np.uint64]
@@ -39,6 +40,47 @@ def add(queue: Ints, queue_offset: Ints, offset: Ints, size: Ints, tags_code: In
         q = queue[i]
         counts[q] += 1
         sums[q] += _mix(queue_offset[i], offset[i], size[i], tags_code[i])
+
+
+@kernel
+def numbers(raw: Ints, to_queue: npt.NDArray[np.bool_], topic: Ints, topic_number: Ints, known: Ints,
+            number: Ints, rows: Ints, queue: Ints) -> tuple[int, int]:
+    """The walked rows ``raw`` (``kernels.records`` rows) that get a unit (``to_queue``) go out as
+    ``rows[:n]``, with their queue numbers ``queue[:n]``: row i's queue key is ``codec.queue_key``
+    of (``topic_number[topic[i]]``, its queue id), and its number ``number[j]`` where
+    ``known[j]`` (ascending) is that key, -1 where none is. Returns (n, how many got -1)."""
+    n = missing = 0
+    last_key, last = -1, -1
+    for i in range(raw.shape[0]):
+        if not to_queue[i]:
+            continue
+        key = (topic_number[topic[i]] << 32) | (raw[i, QUEUE_ID] & 0xFFFFFFFF)
+        if n == 0 or key != last_key:
+            j = np.searchsorted(known, key)
+            last_key, last = key, number[j] if j < known.size and known[j] == key else -1
+        rows[n], queue[n] = i, last
+        missing += last < 0
+        n += 1
+    return n, missing
+
+
+@kernel
+def units(data: npt.NDArray[np.uint8], queue: Ints, first: Ints, count: Ints, min_offset: Ints,
+          cl_min: int, sums: UInts, counts: Ints) -> None:
+    """``add`` of ConsumeQueue units read from their bytes: ``data`` holds, back to back, the
+    ``count[f]`` units (20 big-endian bytes each: CommitLog offset, size, tagsCode) of file ``f``
+    of queue ``queue[f]``, whose first unit has queue offset ``first[f]``. Only units at or
+    above the queue's ``min_offset`` that point at or above ``cl_min`` are taken (the units
+    ``queue_tally.checked_units`` keeps)."""
+    p = 0
+    for f in range(queue.size):
+        q, lo = queue[f], min_offset[queue[f]]
+        for u in range(count[f]):
+            qo, off = first[f] + u, be_i64(data, p)
+            if qo >= lo and off >= cl_min:
+                counts[q] += 1
+                sums[q] += _mix(qo, off, be_i32(data, p + 8), be_i64(data, p + 12))
+            p += CQ_UNIT_SIZE
 
 
 @kernel
