@@ -497,10 +497,14 @@ def test_queue_sums_records_tally_per_queue():
     assert count.tolist() == [3, 2] and first_qo.tolist() == [0, 5] and first_offset.tolist() == [0, 100]
     assert max_qo.tolist() == [1, 6] and irregular.tolist() == [True, False]  # queue 0: 0, 1, 1
     assert counts.tolist() == [2, 2] and hidden.tolist() == [0, 0]           # row 0 is below cl_min
-    want = np.zeros(2, dtype=np.uint64)
-    qs.add(queue[1:], raw[1:5, kr.QUEUE_OFFSET], raw[1:5, kr.OFFSET], raw[1:5, kr.SIZE], tags[1:5], want,
-           np.zeros(2, dtype=np.int64))
-    assert sums.tolist() == want.tolist()
+    # the same four tallied records as ConsumeQueue units (offset, size, tagsCode; big-endian), one
+    # file per run of consecutive queue offsets: queue 0 holds offset 1 twice, queue 1 offsets 5, 6
+    data = np.frombuffer(b"".join(struct.pack(">qiq", off, 100, 7) for off in (200, 300, 100, 400)),
+                         dtype=np.uint8)
+    want, want_counts = np.zeros(2, dtype=np.uint64), np.zeros(2, dtype=np.int64)
+    qs.units(data, np.array([0, 0, 1]), np.array([1, 1, 5]), np.array([1, 1, 2]), min_offset, 100,
+             want, want_counts)
+    assert want_counts.tolist() == [2, 2] and sums.tolist() == want.tolist()
     min_offset[:] = [2, 0]                            # queue 0's offsets 1, 1 are now below it: hidden
     count[:] = counts[:] = hidden[:] = 0
     qs.records(raw, rows, queue, tags, 100, min_offset, count, first_qo, first_offset, max_qo, irregular,

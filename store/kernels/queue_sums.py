@@ -1,8 +1,8 @@
 """Per-queue tallies that let verify check every ConsumeQueue against the CommitLog without a
 table of the records: a queue's units are right when, as multisets, its units' (queue offset,
-CommitLog offset, size, tagsCode) equal its records' (``add``: a count and a sum of a 64-bit mix
-of each, compared at the end), and the records' queue offsets rise in CommitLog order
-(``records``: both, for the walked records).
+CommitLog offset, size, tagsCode) equal its records' (a count and a sum of a 64-bit mix of each,
+compared at the end: ``units`` for ConsumeQueue bytes, ``records`` for walked records, which also
+checks that the records' queue offsets rise in CommitLog order).
 
 Sums wrap at 2**64; equal sums of different multisets need a 64-bit collision of the mix.
 """
@@ -33,16 +33,6 @@ def _mix(queue_offset: int, offset: int, size: int, tags_code: int) -> np.uint64
 
 
 @kernel
-def add(queue: Ints, queue_offset: Ints, offset: Ints, size: Ints, tags_code: Ints,
-        sums: UInts, counts: Ints) -> None:
-    """For each row i: ``counts[queue[i]] += 1`` and ``sums[queue[i]] += mix(row i)``."""
-    for i in range(queue.size):
-        q = queue[i]
-        counts[q] += 1
-        sums[q] += _mix(queue_offset[i], offset[i], size[i], tags_code[i])
-
-
-@kernel
 def numbers(raw: Ints, to_queue: npt.NDArray[np.bool_], topic: Ints, topic_number: Ints, known: Ints,
             number: Ints, rows: Ints, queue: Ints) -> tuple[int, int]:
     """The walked rows ``raw`` (``kernels.records`` rows) that get a unit (``to_queue``) go out as
@@ -67,7 +57,7 @@ def numbers(raw: Ints, to_queue: npt.NDArray[np.bool_], topic: Ints, topic_numbe
 @kernel
 def units(data: npt.NDArray[np.uint8], queue: Ints, first: Ints, count: Ints, min_offset: Ints,
           cl_min: int, sums: UInts, counts: Ints) -> None:
-    """``add`` of ConsumeQueue units read from their bytes: ``data`` holds, back to back, the
+    """Count and sum (the mix) per queue the ConsumeQueue units read from their bytes: ``data`` holds, back to back, the
     ``count[f]`` units (20 big-endian bytes each: CommitLog offset, size, tagsCode) of file ``f``
     of queue ``queue[f]``, whose first unit has queue offset ``first[f]``. Only units at or
     above the queue's ``min_offset`` that point at or above ``cl_min`` are taken (the units
@@ -93,7 +83,8 @@ def records(raw: Ints, rows: Ints, queue: Ints, tags_code: Ints, cl_min: int, mi
     ``count`` was 0), the highest queue offset (``max_qo``), and ``irregular`` once a record's
     queue offset is not above every earlier one's (a repeated or out-of-order queue offset). Of
     the records at or above ``cl_min`` (the retained CommitLog): those at or above the queue's
-    ``min_offset`` go into ``counts`` and ``sums`` as ``add`` does, the others into ``hidden``."""
+    ``min_offset`` go into ``counts`` and ``sums`` as ``units`` takes units, the others into
+    ``hidden``."""
     for j in range(rows.size):
         i = rows[j]
         q = queue[j]
