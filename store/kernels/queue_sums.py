@@ -57,11 +57,11 @@ def numbers(raw: Ints, to_queue: npt.NDArray[np.bool_], topic: Ints, topic_numbe
 @kernel
 def units(data: npt.NDArray[np.uint8], queue: Ints, first: Ints, count: Ints, min_offset: Ints,
           cl_min: int, sums: UInts, counts: Ints) -> None:
-    """Count and sum (the mix) per queue the ConsumeQueue units read from their bytes: ``data`` holds, back to back, the
-    ``count[f]`` units (20 big-endian bytes each: CommitLog offset, size, tagsCode) of file ``f``
-    of queue ``queue[f]``, whose first unit has queue offset ``first[f]``. Only units at or
-    above the queue's ``min_offset`` that point at or above ``cl_min`` are taken (the units
-    ``queue_tally.checked_units`` keeps)."""
+    """Count and sum (the mix) per queue the ConsumeQueue units read from their bytes: ``data``
+    holds, back to back, the ``count[f]`` units (20 big-endian bytes each: CommitLog offset,
+    size, tagsCode) of file ``f`` of queue ``queue[f]``, whose first unit has queue offset
+    ``first[f]``. Only units at or above the queue's ``min_offset`` that point at or above
+    ``cl_min`` are taken (the units ``queue_tally.checked_units`` keeps)."""
     p = 0
     for f in range(queue.size):
         q, lo = queue[f], min_offset[queue[f]]
