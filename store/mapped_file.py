@@ -18,7 +18,8 @@ from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.safe_files import create_file, deferred, disk_error, open_file
 
 PAGE_SIZE = mmap.PAGESIZE
-_NAME = re.compile(r"^\d{20}$")
+#: a store file's name: its start offset in 20 digits
+FILE_NAME = re.compile(r"^\d{20}$")
 #: listings ``MappedFileQueue.listed`` takes at most before it reports a gap it saw in each
 LISTINGS = 5
 #: writes of at least this many bytes go through ``pwrite``: the first store to each fresh page of
@@ -241,7 +242,7 @@ class MappedFileQueue:
         out: list[tuple[Path, int]] = []
         for name in sorted(found):
             path = found[name] / name
-            if not _NAME.match(name):
+            if not FILE_NAME.match(name):
                 raise StoreFormatError(f"{path}: not a store file name (20 digits expected)")
             start = int(name)
             if start % self.file_size:
