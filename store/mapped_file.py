@@ -368,17 +368,21 @@ def data_end_of(fd: int, size: int | None = None) -> int:
     its extent-map refinement (an unwritten extent whose pages are in the page cache counts as
     data here), for callers that check the tail themselves, as ConsumeQueue loading does. Looks
     no further than ``size`` (by default the file's size)."""
-    end = 0
+    end = pos = 0
     if size is None:
         size = os.fstat(fd).st_size
-    while end < size:
+    while pos < size:
+        hole = os.lseek(fd, pos, os.SEEK_HOLE)  # ``pos`` itself in a hole; data: where it ends
+        if hole > pos:
+            end = min(size, hole)
+        if hole >= size:
+            break
         try:
-            lo = os.lseek(fd, end, os.SEEK_DATA)
+            pos = os.lseek(fd, hole, os.SEEK_DATA)
         except OSError as e:
-            if e.errno == errno.ENXIO:  # no data after ``end``
+            if e.errno == errno.ENXIO:  # no data after the hole
                 break
             raise
-        end = min(size, os.lseek(fd, lo, os.SEEK_HOLE))
     return end
 
 
