@@ -2,7 +2,6 @@
 RocketMQ's ``ConsumeQueue`` writes them."""
 from __future__ import annotations
 
-import errno
 import gc
 import os
 from collections.abc import Collection, Iterator, Sequence
@@ -25,7 +24,7 @@ from rocketlake.store.codec import (
 )
 from rocketlake.store.errors import StoreFormatError, UnsupportedStoreError
 from rocketlake.store.lazy_maps import LazyMappedFile
-from rocketlake.store.mapped_file import MappedFile, MappedFileQueue, check_size, data_end
+from rocketlake.store.mapped_file import FILE_NAME, MappedFile, MappedFileQueue, data_end, data_end_of
 from rocketlake.store.paths import (
     BATCH_CONSUME_QUEUE_DIR,
     CONSUME_QUEUE_DIR,
@@ -413,10 +412,11 @@ def load_queues(root: Path, file_size: int, commitlog_min: int | None = None,
     out: dict[tuple[str, int], ConsumeQueue] = {}
     try:
         with _collector_paused():
-            small = _SmallQueues()
-            for topic, queue_id, qdir in queue_dirs(root):
+            found = list(queue_dirs(root))
+            small = _SmallQueues(file_size, [os.fspath(qdir) for _, _, qdir in found])
+            for i, (topic, queue_id, qdir) in enumerate(found):
                 cq = out[(topic, queue_id)] = ConsumeQueue(root, topic, queue_id, file_size, qdir)
-                if not small.add(cq):
+                if not small.add(i, cq):
                     cq.load(commitlog_min)
             small.load(commitlog_min, read)
     except BaseException:
@@ -442,40 +442,32 @@ def _collector_paused() -> Iterator[None]:
 
 class _SmallQueues:
     """``ConsumeQueue.load`` in bulk for the common queue of one file whose data holds at most
-    ``SCAN_UNITS`` units: each file is opened once (checked, its data found and read), and the
-    extent and minimum of all such queues are found in one vectorised pass, with the results
-    ``ConsumeQueue.load`` gives each."""
+    ``SCAN_UNITS`` units: each directory of ``dirs`` (paths of queue directories, ``file_size``
+    their files' size) is listed and its file opened once (checked, its data found and read)
+    with plain system calls, before any object is made; the extent and minimum of all such
+    queues are then found in one vectorised pass, with the results ``ConsumeQueue.load`` gives
+    each. (Reading from two threads was slower: each call holds the GIL for about as long as
+    it releases it.)"""
 
-    def __init__(self) -> None:
+    def __init__(self, file_size: int, dirs: Sequence[str]) -> None:
+        self.file_size = file_size
         self.queues: list[ConsumeQueue] = []
-        self.data: list[np.ndarray] = []
+        self.data: list[bytes] = []
+        self.found = [_read_small(d, file_size) for d in dirs]
 
-    def add(self, cq: ConsumeQueue) -> bool:
-        """Open ``cq``'s file and read its data, to be loaded by ``load``; False (nothing done)
-        for a queue this is not for (more than one file, more data, a file that is a link)."""
-        listed = cq.files.listed()
-        if not listed:
+    def add(self, i: int, cq: ConsumeQueue) -> bool:
+        """Take ``cq`` (of the ``i``-th directory) to be loaded by ``load``: True when its file was
+        read or it has none; False (nothing done) for a queue this is not for, or whose file
+        needs the checked open to say what is wrong with it (``ConsumeQueue.load`` then)."""
+        got = self.found[i]
+        if got is None:
+            return False
+        name, data = got
+        if not name:  # no file
             return True
-        if len(listed) > 1:
-            return False
-        path, start = listed[0]
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError as e:
-            if e.errno == errno.ELOOP:  # a link: opening it checks it
-                return False
-            raise
-        try:
-            check_size(fd, path, cq.file_size)
-            mf = LazyMappedFile.checked(path, start, cq.file_size)
-            lo, raw = mf.read_data_tail(CQ_UNIT_SIZE, SCAN_UNITS * CQ_UNIT_SIZE, fd)
-        finally:
-            os.close(fd)
-        if lo:
-            return False
-        cq.files.add(mf)
+        cq.files.add(LazyMappedFile.checked(cq.files.dir / name, int(name), self.file_size))
         self.queues.append(cq)
-        self.data.append(raw)
+        self.data.append(data)
         return True
 
     def load(self, commitlog_min: int | None,
@@ -484,8 +476,8 @@ class _SmallQueues:
         each queue's written units (views of one read-only array)."""
         if not self.queues:
             return
-        counts = np.array([d.size // CQ_UNIT_SIZE for d in self.data], dtype=np.int64)
-        u = np.concatenate(self.data).view(CQ_UNIT_DTYPE)
+        counts = np.array([len(d) // CQ_UNIT_SIZE for d in self.data], dtype=np.int64)
+        u = np.frombuffer(b"".join(self.data), dtype=CQ_UNIT_DTYPE)  # read-only
         firsts = np.cumsum(counts) - counts
         # the non-zero units: the last of a queue ends its written units (zeros are pre-allocated
         # space, most of what a data region holds), and any valid unit is one of them
@@ -498,8 +490,6 @@ class _SmallQueues:
         tail = u[np.maximum(firsts + written - 1, 0)] if u.size else np.zeros(counts.size, CQ_UNIT_DTYPE)
         ends = np.where((written > 0) & (tail["size"] != CQ_BLANK_UNIT_SIZE),
                         tail["commitlog_offset"] + tail["size"], -1)
-        if read is not None:
-            u.flags.writeable = False
         for cq, n, first, end, at in zip(self.queues, written.tolist(), valid.tolist(), ends.tolist(),
                                          firsts.tolist()):
             if read is not None:
@@ -510,6 +500,34 @@ class _SmallQueues:
             # none valid: corrected to a CommitLog minimum, the queue's end; else its start
             cq.min_logic_offset = mf.start + (first * CQ_UNIT_SIZE if first >= 0 else
                                               mf.wrote if commitlog_min is not None else 0)
+
+
+def _read_small(qdir: str, file_size: int) -> tuple[str, bytes] | None:
+    """(its file's name, the bytes before the end of its data) of the queue in directory
+    ``qdir`` when ``_SmallQueues`` loads it: its only store file (names starting with '.' left
+    out, as ``MappedFileQueue.listed`` does), no link, ``file_size`` bytes, its data at most
+    ``SCAN_UNITS`` units (``MappedFile.read_data_tail``); ("", b"") when it has no file. None for
+    anything else, an error included: ``ConsumeQueue.load`` finds and reports it."""
+    try:
+        names = [n for n in os.listdir(qdir) if not n.startswith(".")]
+        if not names:
+            return "", b""
+        if len(names) > 1 or not FILE_NAME.match(names[0]) or int(names[0]) % file_size:
+            return None
+        fd = os.open(f"{qdir}/{names[0]}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            if os.fstat(fd).st_size != file_size:
+                return None
+            end = min(file_size, data_end_of(fd, file_size) + CQ_UNIT_SIZE - 1) // CQ_UNIT_SIZE \
+                * CQ_UNIT_SIZE
+            if end > SCAN_UNITS * CQ_UNIT_SIZE:
+                return None
+            data = os.pread(fd, end, 0)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    return (names[0], data) if len(data) == end else None
 
 
 def _per_queue(mask: np.ndarray, qi: np.ndarray, pos: np.ndarray, n: int, last: bool) -> np.ndarray:

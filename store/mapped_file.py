@@ -18,7 +18,8 @@ from rocketlake.store.errors import StoreFormatError
 from rocketlake.store.safe_files import create_file, deferred, disk_error, open_file
 
 PAGE_SIZE = mmap.PAGESIZE
-_NAME = re.compile(r"^\d{20}$")
+#: a store file's name: its start offset in 20 digits
+FILE_NAME = re.compile(r"^\d{20}$")
 #: listings ``MappedFileQueue.listed`` takes at most before it reports a gap it saw in each
 LISTINGS = 5
 #: writes of at least this many bytes go through ``pwrite``: the first store to each fresh page of
@@ -241,7 +242,7 @@ class MappedFileQueue:
         out: list[tuple[Path, int]] = []
         for name in sorted(found):
             path = found[name] / name
-            if not _NAME.match(name):
+            if not FILE_NAME.match(name):
                 raise StoreFormatError(f"{path}: not a store file name (20 digits expected)")
             start = int(name)
             if start % self.file_size:
@@ -367,17 +368,21 @@ def data_end_of(fd: int, size: int | None = None) -> int:
     its extent-map refinement (an unwritten extent whose pages are in the page cache counts as
     data here), for callers that check the tail themselves, as ConsumeQueue loading does. Looks
     no further than ``size`` (by default the file's size)."""
-    end = 0
+    end = pos = 0
     if size is None:
         size = os.fstat(fd).st_size
-    while end < size:
+    while pos < size:
+        hole = os.lseek(fd, pos, os.SEEK_HOLE)  # ``pos`` itself in a hole; data: where it ends
+        if hole > pos:
+            end = min(size, hole)
+        if hole >= size:
+            break
         try:
-            lo = os.lseek(fd, end, os.SEEK_DATA)
+            pos = os.lseek(fd, hole, os.SEEK_DATA)
         except OSError as e:
-            if e.errno == errno.ENXIO:  # no data after ``end``
+            if e.errno == errno.ENXIO:  # no data after the hole
                 break
             raise
-        end = min(size, os.lseek(fd, lo, os.SEEK_HOLE))
     return end
 
 

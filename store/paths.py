@@ -71,24 +71,30 @@ def queue_dirs(root: Path) -> Iterator[tuple[str, int, Path]]:
     then queue id name; entries of `consumequeue/` that are not directories are skipped. As
     ``queue_dir`` builds them: UnsafePathError for a topic name that is not one and for a path
     that resolves outside ``root``; StoreFormatError for a queue directory name that is not a
-    queue id. One ``realpath`` per topic directory: a queue directory that is no link stays
-    inside its topic directory's resolution, so only a link (or an entry the topic directory's
-    listing did not show as no link) is resolved itself. The queue directories' paths come from
-    the listing (``Path.iterdir``): no path is parsed per queue."""
+    queue id. One ``realpath`` of `consumequeue/`: a topic or queue directory that is no link
+    stays inside its parent's resolution, so only a link is resolved itself. One listing per
+    topic directory (``os.scandir``, which tells a link from its entry): no path is parsed and
+    nothing is stat'ed per queue."""
     base = Path(root) / CONSUME_QUEUE_DIR
     if not base.exists():
         return
     real_root = Path(os.path.realpath(root))
-    for topic in sorted(e.name for e in os.scandir(base) if e.is_dir()):
+    base_inside = _inside(real_root, Path(os.path.realpath(base)))
+    with os.scandir(base) as listing:
+        topics = sorted((e.name, e.is_symlink()) for e in listing if e.is_dir())
+    for topic, topic_link in topics:
         tdir = base / topic
         topic_inside: bool | None = None
-        plain = {e.name for e in os.scandir(tdir) if not e.is_symlink()}  # not links, as listed
-        for qdir in sorted(tdir.iterdir(), key=lambda p: p.name):
-            if not qdir.name.isdigit():
+        with os.scandir(tdir) as listing:
+            entries = sorted((e.name, e.is_symlink()) for e in listing)
+        for name, link in entries:
+            qdir = tdir / name
+            if not name.isdigit():
                 raise StoreFormatError(f"{qdir}: queue directory name is not a queue id")
             if topic_inside is None:  # the topic's first queue: its name and place, once
                 check_topic_name(topic, base)
-                topic_inside = _inside(real_root, Path(os.path.realpath(tdir)))
-            if not topic_inside or qdir.name not in plain:
+                topic_inside = base_inside if not topic_link else \
+                    _inside(real_root, Path(os.path.realpath(tdir)))
+            if not topic_inside or link:
                 resolve_inside(root, qdir)
-            yield topic, int(qdir.name), qdir
+            yield topic, int(name), qdir

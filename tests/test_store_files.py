@@ -159,6 +159,44 @@ def test_load_queues_in_bulk_agrees_with_loading_each_queue(tmp_path: Path,
             cq.close()
 
 
+def test_load_queues_leaves_odd_queues_to_the_checked_load(tmp_path: Path) -> None:
+    """A queue the bulk load does not take (a file that is a link, of the wrong size, a foreign
+    name) is loaded the checked way, which names what is wrong and where; a queue with a
+    dot-file beside its file, or with no file, loads as it does alone. (A guard: it passes
+    before the bulk read too.)"""
+    root = tmp_path / "s"
+    _queue_files(root, "plain", [(0, 100, 1), (100, 100, 2)])
+    _queue_files(root, "dotted", [(200, 100, 3)])
+    (root / "consumequeue" / "dotted" / "0" / ".keep").write_bytes(b"")
+    (root / "consumequeue" / "nofile" / "0").mkdir(parents=True)
+    read: dict[tuple[str, int], np.ndarray] = {}
+    queues = load_queues(root, 600, read=read)
+    try:
+        assert sorted(queues) == [("dotted", 0), ("nofile", 0), ("plain", 0)]
+        assert sorted(read) == [("dotted", 0), ("plain", 0)]
+        assert read[("dotted", 0)].tolist() == [(200, 100, 3)]
+        assert (queues[("dotted", 0)].max_offset, queues[("nofile", 0)].files.files) == (1, [])
+    finally:
+        for cq in queues.values():
+            cq.close()
+    name = codec.format_file_name(0)
+    victim = tmp_path / "victim"
+    victim.write_bytes(bytes(600))
+    (root / "consumequeue" / "linked" / "0").mkdir(parents=True)
+    (root / "consumequeue" / "linked" / "0" / name).symlink_to(victim)
+    with pytest.raises(LinkedFileError, match=f"consumequeue/linked/0/{name}: is a symbolic link"):
+        load_queues(root, 600)
+    (root / "consumequeue" / "linked" / "0" / name).unlink()
+    (root / "consumequeue" / "linked" / "0" / name).write_bytes(bytes(599))
+    with pytest.raises(StoreFormatError, match=f"linked/0/{name}: file is 599 bytes, expected 600"):
+        load_queues(root, 600)
+    (root / "consumequeue" / "linked" / "0" / name).unlink()
+    (root / "consumequeue" / "linked" / "0" / "junk").write_bytes(bytes(600))
+    with pytest.raises(StoreFormatError, match="linked/0/junk: not a store file name"):
+        load_queues(root, 600)
+    assert victim.read_bytes() == bytes(600)
+
+
 @pytest.mark.parametrize("size", [40000, 200000])  # zeros written to the end / reserved
 def test_queue_files_writer_creates_new_queues_whole_with_their_space_reserved(tmp_path: Path,
                                                                               size: int) -> None:
