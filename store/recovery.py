@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -51,7 +52,7 @@ from rocketlake.store.index import IndexService
 from rocketlake.store.kernels import queue_units as kq
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile
-from rocketlake.store.record_walk import RecordBatch
+from rocketlake.store.record_walk import WORKERS, RecordBatch
 
 
 class StoreTimeOutOfRange(UserWarning):
@@ -174,6 +175,8 @@ def _store_time(log: CommitLog, at: int) -> int | None:
 Checked = tuple[tuple[int, str] | None, tuple[int, int, int] | None, int | None]
 #: units checked at once, over as many queues as they fill (20 MiB)
 CHECK_UNITS = 1 << 20
+#: units from which their heads are gathered by more than one thread
+THREADED_HEADS = 1 << 12
 
 
 def _check_all(queues: list[ConsumeQueue], log: CommitLog, end: int,
@@ -238,11 +241,7 @@ def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int,
     # pre-blank units lead the first file: found by the check when read whole, else looked up
     pre_blank_end = np.array([-1 if w else cq.pre_blank_end() for cq, w in zip(queues, whole)],
                              dtype=np.int64)
-    heads = np.zeros((u.size, 3), dtype=np.int64)
-    lo, hi = (int(off.min()), int(off.max())) if off.size else (0, -1)
-    for mf in log.files.files:
-        if mf.start <= hi and mf.start + mf.size > lo:  # a file some unit points into
-            kq.heads_in_file(np.frombuffer(mf.mm, dtype=np.uint8), mf.start, off, heads)
+    heads = _heads(log, off)
     n = len(queues)
     bad_at, bad_what, min_unit = (np.empty(n, dtype=np.int64) for _ in range(3))
     settled = np.empty(n, dtype=np.bool_)
@@ -257,6 +256,30 @@ def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int,
                     int(first[k] + min_unit[k]) * CQ_UNIT_SIZE
                     if settled[k] and whole[k] and min_unit[k] >= 0 else None))
     return out
+
+
+def _heads(log: CommitLog, off: np.ndarray) -> np.ndarray:
+    """(TOTALSIZE, MAGIC, PHYSICALOFFSET) of the record head at each CommitLog offset ``off``
+    (zeros where no file holds one: ``kernels.queue_units.heads_in_file``), gathered by
+    ``record_walk.WORKERS`` threads, each over a share of the offsets (one cache miss per head:
+    the gather is bound by memory latency, so the threads overlap their misses)."""
+    heads = np.zeros((off.size, 3), dtype=np.int64)
+    cuts = np.linspace(0, off.size, WORKERS + 1).astype(np.int64).tolist()
+
+    def gather(a: int, b: int) -> None:
+        part, out = off[a:b], heads[a:b]
+        lo, hi = (int(part.min()), int(part.max())) if part.size else (0, -1)
+        for mf in log.files.files:
+            if mf.start <= hi and mf.start + mf.size > lo:  # a file some unit points into
+                kq.heads_in_file(np.frombuffer(mf.mm, dtype=np.uint8), mf.start, part, out)
+
+    if off.size < THREADED_HEADS:
+        gather(0, off.size)
+        return heads
+    with ThreadPoolExecutor(WORKERS, thread_name_prefix="unit-heads") as pool:
+        for done in [pool.submit(gather, a, b) for a, b in zip(cuts, cuts[1:])]:
+            done.result()
+    return heads
 
 
 def _abnormal_start(log: CommitLog, min_timestamp: int) -> int:
