@@ -17,6 +17,7 @@ from rocketlake.store.codec import Record
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.consume_queue import ConsumeQueue, QueueFilesWriter
 from rocketlake.store.index import IndexService
+from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.record_walk import DispatchColumns, RecordBatch
 from rocketlake.store.topic_config import declare_topics, queue_counts
@@ -84,14 +85,78 @@ def from_record(rec: Record, delay_levels_ms: tuple[int, ...]) -> DispatchReques
                            index_keys(rec.topic, props, rec.sys_flag))
 
 
-def _units(offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64],
-           tags_code: npt.NDArray[np.int64], rows: npt.NDArray[np.intp]) -> np.ndarray:
-    """The ConsumeQueue units (``CQ_UNIT_DTYPE``) of records ``rows`` of the columns."""
-    units = np.empty(rows.size, dtype=codec.CQ_UNIT_DTYPE)
-    units["commitlog_offset"] = offsets[rows]
-    units["size"] = sizes[rows]
-    units["tags_code"] = tags_code[rows]
-    return units
+class Planned(NamedTuple):
+    """What dispatching records given as columns writes, worked out from the columns alone
+    (``plan``: no store state, so a walk thread can, ``RecordBatch.prepare``)."""
+    #: names of the topic ids in ``unit_topics`` / ``queues``
+    topics: Sequence[str]
+    #: the units of the records that get one, and their queue offsets: grouped by queue (queue
+    #: ``k``'s are ``starts[k]:ends[k]``, in CommitLog order) when planned ``by_queue``, else in
+    #: CommitLog order with each one's topic id and queue id
+    units: np.ndarray
+    queue_offsets: npt.NDArray[np.int64]
+    unit_topics: npt.NDArray[np.int64]
+    unit_queues: npt.NDArray[np.int64]
+    #: by queue: (topic id, queue id) of each queue, where its units start and end, and the
+    #: CommitLog end of its last record (a queue whose last dispatched record ends there or
+    #: later has them all)
+    queues: list[tuple[int, int]]
+    starts: list[int]
+    ends: list[int]
+    last_end: npt.NDArray[np.int64]
+    #: the index keys: hash, CommitLog offset and store time of each key's record
+    key_hashes: npt.NDArray[np.int32]
+    key_offsets: npt.NDArray[np.int64]
+    key_ts: npt.NDArray[np.int64]
+    #: store time of the last record, None when there are none
+    last_ts: int | None
+    by_queue: bool
+
+
+def plan(topic_ids: npt.NDArray[np.int64], topics: Sequence[str], queue_ids: npt.NDArray[np.int64],
+         queue_offsets: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64],
+         sizes: npt.NDArray[np.int64], store_ts: npt.NDArray[np.int64],
+         tags_code: npt.NDArray[np.int64], to_queue: npt.NDArray[np.bool_],
+         key_hashes: npt.NDArray[np.int32], key_counts: npt.NDArray[np.int64],
+         by_queue: bool = True) -> Planned:
+    """``Planned`` of records given as ``Dispatcher.add_columns`` takes them; ``by_queue``: the
+    units grouped by queue (``Dispatcher`` writes them into its queues), else left in CommitLog
+    order (into a ``QueueFilesWriter``)."""
+    raw = np.empty((offsets.size, kr.NFIELDS), dtype=np.int64)  # the columns the kernels read
+    for field, col in ((kr.OFFSET, offsets), (kr.SIZE, sizes), (kr.QUEUE_ID, queue_ids),
+                       (kr.QUEUE_OFFSET, queue_offsets), (kr.STORE_TS, store_ts)):
+        raw[:, field] = col
+    return _plan(raw, topic_ids, topics, tags_code, to_queue, key_hashes, key_counts, by_queue)
+
+
+def _plan(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64], topics: Sequence[str],
+          tags_code: npt.NDArray[np.int64], to_queue: npt.NDArray[np.bool_],
+          key_hashes: npt.NDArray[np.int32], key_counts: npt.NDArray[np.int64],
+          by_queue: bool) -> Planned:
+    """``plan`` of records given as walked rows (``kernels.records`` columns)."""
+    no = np.zeros(0, dtype=np.int64)
+    rows, units, queue_offsets, first, last_end = kd.plan_units(
+        raw, np.ascontiguousarray(topic_ids, dtype=np.int64), np.ascontiguousarray(tags_code, dtype=np.int64),
+        np.ascontiguousarray(to_queue, dtype=np.bool_), by_queue)
+    queues = list(zip(topic_ids[rows[first]].tolist(), raw[rows[first], kr.QUEUE_ID].tolist()))
+    key_offsets, key_ts = kd.key_columns(raw, key_counts, key_hashes.size)
+    store_ts = raw[:, kr.STORE_TS]
+    return Planned(topics, units.view(codec.CQ_UNIT_DTYPE), queue_offsets,
+                   no if by_queue else topic_ids[rows], no if by_queue else raw[rows, kr.QUEUE_ID],
+                   queues, first.tolist(), first[1:].tolist() + ([rows.size] if first.size else []),
+                   last_end, key_hashes, key_offsets, key_ts,
+                   int(store_ts[-1]) if store_ts.size else None, by_queue)
+
+
+def plan_batch(batch: RecordBatch, cols: DispatchColumns, consume_queue: bool = True,
+               by_queue: bool = True) -> Planned:
+    """``plan`` of a walked batch (``cols``: its dispatch columns): the units of its records
+    that go to a ConsumeQueue (unless not ``consume_queue``) and its index keys."""
+    raw, n = batch.raw, len(batch)
+    queued = consume_queue and bool(cols.to_queue.any())
+    ids, names = batch.topics if queued else (np.zeros(n, dtype=np.int64), [])
+    return _plan(raw, ids, names, cols.tags_code, cols.to_queue if queued else np.zeros(n, dtype=np.bool_),
+                 cols.key_hashes, cols.key_counts, by_queue)
 
 
 class Dispatcher:
@@ -116,12 +181,29 @@ class Dispatcher:
         self._pending = 0
         self._thread: ThreadPoolExecutor | None = None  # runs ``add_columns_behind``
         self._behind: Future[None] | None = None
+        self._index_thread: ThreadPoolExecutor | None = None  # places index keys (``_indexing``)
+        self._index_work: list[Future[None]] = []
+        self._index_error: BaseException | None = None
 
     def settle(self) -> None:
-        """Wait until the ``add_columns_behind`` dispatch running is done; raise its error."""
+        """Wait until the ``add_columns_behind`` dispatch running and the index work queued are
+        done; raise their error."""
         if self._behind is not None:
             behind, self._behind = self._behind, None
-            behind.result()
+            try:
+                behind.result()
+            finally:
+                self._settle_index()
+        self._settle_index()
+
+    def _settle_index(self) -> None:
+        """Wait until the index work queued on the index thread is done; raise its error."""
+        work, self._index_work = self._index_work, []
+        for done in work:
+            done.result()
+        if (error := self._index_error) is not None:
+            self._index_error = None
+            raise error
 
     def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         """The (topic, queue_id) ConsumeQueue, created when new (``store.paths`` checks the names)."""
@@ -204,13 +286,16 @@ class Dispatcher:
     def add_batch(self, batch: RecordBatch, cols: DispatchColumns, consume_queue: bool = True) -> None:
         """Dispatch a walked batch of records (after everything queued before it): the units of
         its records that go to a ConsumeQueue (unless not ``consume_queue``) and its index keys."""
-        raw, n = batch.raw, len(batch)
-        queued = consume_queue and bool(cols.to_queue.any())
-        ids, names = batch.topics if queued else (np.zeros(n, dtype=np.int64), [])
-        self.add_columns(ids, names, raw[:, kr.QUEUE_ID], raw[:, kr.QUEUE_OFFSET], raw[:, kr.OFFSET],
-                         raw[:, kr.SIZE], raw[:, kr.STORE_TS], cols.tags_code,
-                         cols.to_queue if queued else np.zeros(n, dtype=np.bool_),
-                         cols.key_hashes, cols.key_counts)
+        self.add_planned(plan_batch(batch, cols, consume_queue, self.files is None))
+
+    def add_planned(self, planned: Planned) -> None:
+        """Dispatch what ``plan`` worked out, after everything queued before it: planned by queue
+        unless this dispatcher writes into a ``QueueFilesWriter`` (ValueError)."""
+        if planned.by_queue != (self.files is None):
+            raise ValueError("a plan by queue is for a dispatcher of ConsumeQueues, one in CommitLog "
+                             "order for a QueueFilesWriter")
+        self.settle()
+        self._write(planned)
 
     def add_columns(self, topic_ids: npt.NDArray[np.int64], topics: Sequence[str],
                     queue_ids: npt.NDArray[np.int64], queue_offsets: npt.NDArray[np.int64],
@@ -240,36 +325,48 @@ class Dispatcher:
                      store_ts: npt.NDArray[np.int64], tags_code: npt.NDArray[np.int64],
                      to_queue: npt.NDArray[np.bool_], key_hashes: npt.NDArray[np.int32],
                      key_counts: npt.NDArray[np.int64]) -> None:
+        self._write(plan(topic_ids, topics, queue_ids, queue_offsets, offsets, sizes, store_ts,
+                         tags_code, to_queue, key_hashes, key_counts, self.files is None))
+
+    def _write(self, p: Planned) -> None:
+        """Write a plan's units, and queue its index keys on the index thread."""
         self._apply()
-        sel = np.flatnonzero(to_queue)
-        if sel.size and self.files is not None:
-            self.files.add(topics, topic_ids[sel], queue_ids[sel], queue_offsets[sel],
-                           _units(offsets, sizes, tags_code, sel))
-        elif sel.size:
-            group = codec.queue_key(topic_ids[sel], queue_ids[sel])
-            order = np.argsort(group, kind="stable")
-            sel, group = sel[order], group[order]
-            starts = np.concatenate(([0], np.flatnonzero(np.diff(group)) + 1))
-            queues = [self._queue(topics[t], q) for t, q in
-                      zip(topic_ids[sel[starts]].tolist(), queue_ids[sel[starts]].tolist())]
+        if p.units.size and self.files is not None:
+            self.files.add(p.topics, p.unit_topics, p.unit_queues, p.queue_offsets, p.units)
+        elif p.units.size:
+            queues = [self._queue(p.topics[t], q) for t, q in p.queues]
             # units of records that end at or before the end of a queue's last dispatched record
             # are there already (``put_many`` skips them): only queues with others are written
             done = np.array([cq.max_physic_offset for cq in queues], dtype=np.int64)
-            ends = np.append(starts[1:], sel.size)
-            fresh = offsets[sel] + sizes[sel] > np.repeat(done, ends - starts)
-            for k in np.flatnonzero(np.logical_or.reduceat(fresh, starts)).tolist():
-                rows = sel[starts[k]:ends[k]]
-                queues[k].put_many(queue_offsets[rows], _units(offsets, sizes, tags_code, rows))
-        if self.index is not None and key_hashes.size:
-            self.index.add_hashes(key_hashes, np.repeat(offsets, key_counts),
-                                  np.repeat(store_ts, key_counts))
-        if offsets.size:
-            self.last_timestamp = int(store_ts[-1])
+            for k in np.flatnonzero(p.last_end > done).tolist():
+                a, b = p.starts[k], p.ends[k]
+                queues[k].put_many(p.queue_offsets[a:b], p.units[a:b])
+        if self.index is not None and p.key_hashes.size:
+            self._indexing(self.index.add_hashes, p.key_hashes, p.key_offsets, p.key_ts)
+        if p.last_ts is not None:
+            self.last_timestamp = p.last_ts
+
+    def _indexing(self, fn: Callable[..., None], *args: Any) -> None:
+        """``fn(*args)`` on the index thread, after the index work queued before (the index is
+        placed beside the ConsumeQueue writes); ``settle`` waits for it. After a failure the
+        rest is skipped: ``settle`` raises it."""
+        if self._index_thread is None:
+            self._index_thread = ThreadPoolExecutor(1, thread_name_prefix="dispatch-index")
+
+        def run() -> None:
+            if self._index_error is None:
+                try:
+                    fn(*args)
+                except BaseException as e:
+                    self._index_error = e
+
+        self._index_work.append(self._index_thread.submit(run))
 
     def apply(self) -> None:
         """Write every queued ConsumeQueue unit and index key."""
         self.settle()
         self._apply()
+        self._settle_index()
 
     def _apply(self) -> None:
         units, self._units, self._pending = self._units, {}, 0
@@ -279,7 +376,10 @@ class Dispatcher:
             rows["commitlog_offset"], rows["size"], rows["tags_code"] = cols[:, 1], cols[:, 2], cols[:, 3]
             self._queue(*key).put_many(cols[:, 0], rows)
         if self.index is not None:
-            self.index.build()
+            if self._index_work:  # after the keys queued on the index thread
+                self._indexing(self.index.build)
+            else:
+                self.index.build()
 
     def flush(self) -> None:
         self.apply()
@@ -294,9 +394,10 @@ class Dispatcher:
         try:
             self.settle()
         finally:
-            if self._thread is not None:
-                self._thread.shutdown()
-                self._thread = None
+            for pool in (self._thread, self._index_thread):
+                if pool is not None:
+                    pool.shutdown()
+            self._thread = self._index_thread = None
             for cq in self.queues.values():
                 cq.close()
             if self.index is not None:

@@ -35,8 +35,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -45,13 +47,13 @@ from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from rocketlake.store.commitlog import CommitLog
 from rocketlake.store.consume_queue import ConsumeQueue
-from rocketlake.store.dispatch import Dispatcher
+from rocketlake.store.dispatch import Dispatcher, Planned, plan_batch
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.index import IndexService
 from rocketlake.store.kernels import queue_units as kq
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile
-from rocketlake.store.record_walk import RecordBatch
+from rocketlake.store.record_walk import WORKERS, RecordBatch
 
 
 class StoreTimeOutOfRange(UserWarning):
@@ -89,12 +91,14 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
     rebuilt: list[str] = []
     out_of_range: set[int] = set()  # offsets of records whose store time no index can hold
 
+    planned = partial(_planned, delay_levels_ms)  # computed by the walks' threads
+
     def redispatch(batch: RecordBatch) -> None:
         nonlocal n
-        dispatch.add_batch(batch, batch.dispatch(delay_levels_ms))
+        plan, odd = batch.prepare(planned)
+        dispatch.add_planned(plan)
         n += len(batch)
-        ts = batch.column(kr.STORE_TS)
-        out_of_range.update(batch.column(kr.OFFSET)[codec.index_time(ts) != ts].tolist())
+        out_of_range.update(odd.tolist())
 
     # A damaged index is rebuilt from where its damaged files began.
     index_redo = log.max_offset
@@ -111,9 +115,9 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
             dropped = index.truncate(start, store_time)
         dispatch_from = min(start, index_redo)
         for batch in log.walk(dispatch_from, check_crc=False, stop_at=start,
-                              delay_levels_ms=delay_levels_ms):
+                              delay_levels_ms=delay_levels_ms, prepare=planned):
             redispatch(batch)
-        end, reason = _valid_end(log, start, redispatch, delay_levels_ms)
+        end, reason = _valid_end(log, start, redispatch, delay_levels_ms, planned)
         dispatch.apply()  # every valid record's unit, so the check below sees them all
     else:
         start = files[max(0, len(files) - 3)].start if files else 0
@@ -136,12 +140,12 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
         dispatch_from = min(max(cq_end, log.min_offset), index_redo, queue_redo)
         for batch in log.walk(dispatch_from, check_crc=False, stop_at=end,
-                              delay_levels_ms=delay_levels_ms):
+                              delay_levels_ms=delay_levels_ms, prepare=planned):
             redispatch(batch)
     elif queue_redo < end:  # the pass above skipped the units those queues have lost since
         dispatch_from = min(dispatch_from, queue_redo)
         for batch in log.walk(queue_redo, check_crc=False, stop_at=end,
-                              delay_levels_ms=delay_levels_ms):
+                              delay_levels_ms=delay_levels_ms, prepare=planned):
             redispatch(batch)
     # units are only added after the ones checked: a minimum found among them stands
     for cq, (_, _, found_min) in checked:
@@ -160,6 +164,15 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
     return RecoveryReport(abnormal, start, end, dispatch_from, n, reason, dropped, rebuilt)
 
 
+def _planned(delay_levels_ms: tuple[int, ...], batch: RecordBatch) -> tuple[Planned, np.ndarray]:
+    """What recovery's re-dispatch needs of a batch, from the batch alone (a walk thread
+    computes it): its dispatch plan (``dispatch.plan_batch``), and the offsets of its records
+    whose store time no index file can be named by (``codec.index_time`` changes it)."""
+    ts = batch.column(kr.STORE_TS)
+    return (plan_batch(batch, batch.dispatch(delay_levels_ms)),
+            batch.column(kr.OFFSET)[codec.index_time(ts) != ts])
+
+
 def _store_time(log: CommitLog, at: int) -> int | None:
     """Store time of the record at ``at``; None below the CommitLog's minimum (retention removed
     it: never read) or where no record reads."""
@@ -174,6 +187,8 @@ def _store_time(log: CommitLog, at: int) -> int | None:
 Checked = tuple[tuple[int, str] | None, tuple[int, int, int] | None, int | None]
 #: units checked at once, over as many queues as they fill (20 MiB)
 CHECK_UNITS = 1 << 20
+#: units from which their heads are gathered by more than one thread
+THREADED_HEADS = 1 << 12
 
 
 def _check_all(queues: list[ConsumeQueue], log: CommitLog, end: int,
@@ -238,11 +253,7 @@ def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int,
     # pre-blank units lead the first file: found by the check when read whole, else looked up
     pre_blank_end = np.array([-1 if w else cq.pre_blank_end() for cq, w in zip(queues, whole)],
                              dtype=np.int64)
-    heads = np.zeros((u.size, 3), dtype=np.int64)
-    lo, hi = (int(off.min()), int(off.max())) if off.size else (0, -1)
-    for mf in log.files.files:
-        if mf.start <= hi and mf.start + mf.size > lo:  # a file some unit points into
-            kq.heads_in_file(np.frombuffer(mf.mm, dtype=np.uint8), mf.start, off, heads)
+    heads = _heads(log, off)
     n = len(queues)
     bad_at, bad_what, min_unit = (np.empty(n, dtype=np.int64) for _ in range(3))
     settled = np.empty(n, dtype=np.bool_)
@@ -257,6 +268,30 @@ def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int,
                     int(first[k] + min_unit[k]) * CQ_UNIT_SIZE
                     if settled[k] and whole[k] and min_unit[k] >= 0 else None))
     return out
+
+
+def _heads(log: CommitLog, off: np.ndarray) -> np.ndarray:
+    """(TOTALSIZE, MAGIC, PHYSICALOFFSET) of the record head at each CommitLog offset ``off``
+    (zeros where no file holds one: ``kernels.queue_units.heads_in_file``), gathered by
+    ``record_walk.WORKERS`` threads, each over a share of the offsets (one cache miss per head:
+    the gather is bound by memory latency, so the threads overlap their misses)."""
+    heads = np.zeros((off.size, 3), dtype=np.int64)
+    cuts = np.linspace(0, off.size, WORKERS + 1).astype(np.int64).tolist()
+
+    def gather(a: int, b: int) -> None:
+        part, out = off[a:b], heads[a:b]
+        lo, hi = (int(part.min()), int(part.max())) if part.size else (0, -1)
+        for mf in log.files.files:
+            if mf.start <= hi and mf.start + mf.size > lo:  # a file some unit points into
+                kq.heads_in_file(np.frombuffer(mf.mm, dtype=np.uint8), mf.start, part, out)
+
+    if off.size < THREADED_HEADS:
+        gather(0, off.size)
+        return heads
+    with ThreadPoolExecutor(WORKERS, thread_name_prefix="unit-heads") as pool:
+        for done in [pool.submit(gather, a, b) for a, b in zip(cuts, cuts[1:])]:
+            done.result()
+    return heads
 
 
 def _abnormal_start(log: CommitLog, min_timestamp: int) -> int:
@@ -278,13 +313,14 @@ def _first_store_timestamp(log: CommitLog, mf: MappedFile) -> int | None:
 
 
 def _valid_end(log: CommitLog, start: int, on_valid: Callable[[RecordBatch], None] | None,
-               delay_levels_ms: tuple[int, ...] | None = None) -> tuple[int, str | None]:
+               delay_levels_ms: tuple[int, ...] | None = None,
+               prepare: Callable[[RecordBatch], Any] | None = None) -> tuple[int, str | None]:
     """Where valid data ends from ``start`` on, and why it ended there (None: at zeros): also at a
     record whose topic or queue id no writer could have stored. ``on_valid`` is called with each
-    batch of records found valid, in order (their dispatch columns computed by the walk when
-    ``delay_levels_ms`` is given)."""
+    batch of records found valid, in order (their dispatch columns, then ``prepare``, computed
+    by the walk when ``delay_levels_ms`` is given)."""
     walk = log.walk(start, stop_at=log.files.files[-1].end if log.files.files else 0, check_names=True,
-                    delay_levels_ms=delay_levels_ms)
+                    delay_levels_ms=delay_levels_ms, prepare=prepare)
     for batch in walk:
         if on_valid is not None:
             on_valid(batch)

@@ -510,3 +510,51 @@ def test_queue_sums_records_tally_per_queue():
     qs.records(raw, rows, queue, tags, 100, min_offset, count, first_qo, first_offset, max_qo, irregular,
                hidden, sums, counts)
     assert counts.tolist() == [0, 2] and hidden.tolist() == [2, 0]
+
+
+def test_plan_groups_units_by_queue_in_key_order() -> None:
+    """``dispatch.plan``: the units of the records that get one, grouped by queue (topic id, then
+    queue id as an unsigned 32-bit number: -1 last), CommitLog order within a queue; the index
+    keys' offsets and store times repeated per key."""
+    from rocketlake.store.codec import CQ_UNIT_DTYPE
+    from rocketlake.store.dispatch import plan
+    i64 = lambda *v: np.array(v, dtype=np.int64)  # noqa: E731
+    p = plan(topic_ids=i64(1, 0, 0, 1, 0, 0), topics=["a", "b"], queue_ids=i64(0, -1, 2, 0, 2, 2),
+             queue_offsets=i64(7, 3, 10, 8, 11, 12), offsets=i64(0, 100, 250, 300, 420, 500),
+             sizes=i64(100, 150, 50, 120, 80, 60), store_ts=i64(5, 6, 7, 8, 9, 10),
+             tags_code=i64(-1, 2, 3, 4, 5, 6), to_queue=np.array([1, 1, 1, 1, 1, 0], dtype=np.bool_),
+             key_hashes=np.array([11, 12, 13], dtype=np.int32), key_counts=i64(0, 2, 0, 1, 0, 0))
+    assert p.queues == [(0, 2), (0, -1), (1, 0)]
+    assert (p.starts, p.ends) == ([0, 2, 3], [2, 3, 5])
+    assert p.units.dtype == CQ_UNIT_DTYPE
+    assert p.units.tolist() == [(250, 50, 3), (420, 80, 5), (100, 150, 2), (0, 100, -1), (300, 120, 4)]
+    assert p.queue_offsets.tolist() == [10, 11, 3, 7, 8]
+    assert p.last_end.tolist() == [500, 250, 420]
+    assert p.key_offsets.tolist() == [100, 100, 300] and p.key_ts.tolist() == [6, 6, 8]
+    assert p.last_ts == 10
+    flat = plan(i64(1, 0), ["a", "b"], i64(0, 3), i64(7, 3), i64(0, 100), i64(100, 50), i64(5, 6),
+                i64(1, 2), np.array([1, 1], dtype=np.bool_), np.zeros(0, dtype=np.int32), i64(0, 0),
+                by_queue=False)
+    assert flat.units.tolist() == [(0, 100, 1), (100, 50, 2)]
+    assert flat.unit_topics.tolist() == [1, 0] and flat.unit_queues.tolist() == [0, 3]
+    assert flat.queues == [] and flat.key_offsets.size == 0
+
+
+def test_plan_numbers_many_queues_as_a_stable_sort_does() -> None:
+    """5,000 records over 3,000 queues (the queue table grows and collides): the same grouping
+    as a stable sort of the queue keys."""
+    from rocketlake.store.dispatch import plan
+    rng = np.random.default_rng(7)
+    n = 5000
+    topic, qid = rng.integers(0, 30, n), rng.integers(-50, 50, n)
+    to_queue = rng.random(n) < 0.9
+    p = plan(topic, [str(t) for t in range(30)], qid, np.arange(n), np.arange(n) * 10,
+             np.full(n, 10), np.arange(n), np.arange(n), to_queue, np.zeros(0, dtype=np.int32),
+             np.zeros(n, dtype=np.int64))
+    sel = np.flatnonzero(to_queue)
+    key = (topic[sel] << 32) | (qid[sel] & 0xFFFFFFFF)
+    order = sel[np.argsort(key, kind="stable")]
+    assert p.units["commitlog_offset"].tolist() == (order * 10).tolist()
+    assert [p.units["commitlog_offset"][a] // 10 for a in p.starts] == [
+        int(order[k]) for k in np.flatnonzero(np.diff(np.sort(key), prepend=-1) != 0)]
+    assert len(p.queues) == np.unique(key).size

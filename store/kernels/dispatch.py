@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from rocketlake.store import codec
 from rocketlake.store.codec import (
+    CQ_UNIT_SIZE,
     TRANSACTION_COMMIT,
     TRANSACTION_MASK,
     TRANSACTION_NOT,
@@ -28,9 +29,15 @@ from rocketlake.store.kernels.hashing import (
     signed32,
     topic_prefix,
 )
+from rocketlake.store.kernels.index import _put_be32 as put_be32
+from rocketlake.store.kernels.index import _put_be64 as put_be64
 from rocketlake.store.kernels.records import (
+    OFFSET,
     PROPS_LEN,
     PROPS_START,
+    QUEUE_ID,
+    QUEUE_OFFSET,
+    SIZE,
     STORE_TS,
     SYS_FLAG,
     TOPIC_LEN,
@@ -236,3 +243,104 @@ def _same(buf: npt.NDArray[np.uint8], a: int, b: int, n: int) -> bool:
         if buf[a + k] != buf[b + k]:
             return False
     return True
+
+
+@kernel
+def plan_units(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64],
+               tags_code: npt.NDArray[np.int64], to_queue: npt.NDArray[np.bool_],
+               by_queue: bool) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8],
+                                        npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                        npt.NDArray[np.int64]]:
+    """The ConsumeQueue units of the walked ``raw`` rows ``to_queue``: ``(rows, units,
+    queue_offsets, first, last_end)``. ``rows``: those rows, grouped by queue when ``by_queue``
+    (queues ordered by ``codec.queue_key``, topic id then queue id as an unsigned 32-bit number;
+    CommitLog order within a queue), else in CommitLog order; ``units``: their units' bytes
+    (``codec.CQ_UNIT_DTYPE``) and ``queue_offsets`` their QUEUEOFFSETs, in that order; by queue,
+    ``first[k]`` is where queue k's rows start and ``last_end[k]`` the largest CommitLog end
+    (offset + size) of its records (both empty otherwise)."""
+    n = raw.shape[0]
+    count = 0
+    for i in range(n):
+        count += to_queue[i]
+    rows = np.empty(count, dtype=np.int64)
+    first = np.zeros(0, dtype=np.int64)
+    last_end = np.zeros(0, dtype=np.int64)
+    if by_queue:
+        # each row's queue numbered by first appearance through an open-addressing table
+        # (a multiplicative hash of the key), then the numbers ranked in key order
+        slots, bits = 16, 4
+        while slots < 2 * count:
+            slots, bits = slots * 2, bits + 1
+        table_key = np.empty(slots, dtype=np.int64)
+        table_group = np.full(slots, -1, dtype=np.int64)
+        keys = np.empty(count, dtype=np.int64)
+        group = np.empty(count, dtype=np.int64)
+        shift = 64 - bits
+        m = 0
+        distinct = 0
+        for i in range(n):
+            if to_queue[i]:
+                key = (topic_ids[i] << 32) | (raw[i, QUEUE_ID] & 0xFFFFFFFF)
+                h = (np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(shift)
+                s = np.int64(h)
+                while table_group[s] >= 0 and table_key[s] != key:
+                    s = (s + 1) & (slots - 1)
+                if table_group[s] < 0:
+                    table_key[s], table_group[s] = key, distinct
+                    keys[distinct] = key
+                    distinct += 1
+                group[m] = table_group[s]
+                m += 1
+        order = np.argsort(keys[:distinct])
+        rank = np.empty(distinct, dtype=np.int64)
+        for g in range(distinct):
+            rank[order[g]] = g
+        sizes = np.zeros(distinct, dtype=np.int64)
+        for j in range(count):
+            group[j] = rank[group[j]]
+            sizes[group[j]] += 1
+        first = np.zeros(distinct, dtype=np.int64)
+        for g in range(1, distinct):
+            first[g] = first[g - 1] + sizes[g - 1]
+        at = first.copy()
+        last_end = np.full(distinct, -(1 << 63), dtype=np.int64)
+        j = 0
+        for i in range(n):
+            if to_queue[i]:
+                g = group[j]
+                rows[at[g]] = i
+                at[g] += 1
+                last_end[g] = max(last_end[g], raw[i, OFFSET] + raw[i, SIZE])
+                j += 1
+    else:
+        j = 0
+        for i in range(n):
+            if to_queue[i]:
+                rows[j] = i
+                j += 1
+    units = np.empty(count * CQ_UNIT_SIZE, dtype=np.uint8)
+    queue_offsets = np.empty(count, dtype=np.int64)
+    for j in range(count):
+        i = rows[j]
+        p = j * CQ_UNIT_SIZE
+        put_be64(units, p, raw[i, OFFSET])
+        put_be32(units, p + 8, raw[i, SIZE])
+        put_be64(units, p + 12, tags_code[i])
+        queue_offsets[j] = raw[i, QUEUE_OFFSET]
+    return rows, units, queue_offsets, first, last_end
+
+
+@kernel
+def key_columns(raw: npt.NDArray[np.int64], key_counts: npt.NDArray[np.int64],
+                total: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The CommitLog offset and store time of each of the ``total`` index keys: record i's
+    repeated ``key_counts[i]`` times (``np.repeat`` of both columns)."""
+    offsets = np.empty(total, dtype=np.int64)
+    ts = np.empty(total, dtype=np.int64)
+    k = 0
+    for i in range(raw.shape[0]):
+        for _ in range(key_counts[i]):
+            offsets[k] = raw[i, OFFSET]
+            ts[k] = raw[i, STORE_TS]
+            k += 1
+    return offsets, ts

@@ -209,3 +209,25 @@ def test_impossible_store_time_after_a_crash_breaks_no_command(tmp_path: Path, c
         for i in range(400):
             assert [r.body for r in ms.query(TOPIC, f"k{i}")] == [body_of(i)], f"k{i}"
         assert [r.body for r in ms.query(TOPIC, "k400")] == [b"after"]
+
+
+@pytest.mark.parametrize("queue", [0, 7])
+def test_damaged_unit_found_among_many_queues(tmp_path: Path, queue: int) -> None:
+    """8 queues of 600 units: recovery gathers the 4,800 units' record heads in shares over
+    threads (``recovery._heads``); a unit pointing inside its record is found whichever share
+    holds it (queue 0's units lead the first, queue 7's end the last), and rebuilt."""
+    root = tmp_path / "store"
+    with MessageStore(root, **SETTINGS) as ms:
+        ms.put_batch([Message(TOPIC, body_of(i), queue_id=i % 8) for i in range(4800)])
+    path = root / "consumequeue" / TOPIC / str(queue) / f"{300 * 20:020d}"  # units 300-599
+    data = bytearray(path.read_bytes())
+    off, size, tags = struct.unpack_from(">qiq", data, 250 * 20)  # unit 550
+    struct.pack_into(">qiq", data, 250 * 20, off + 7, size, tags)
+    path.write_bytes(bytes(data))
+    (root / "abort").touch()
+    with MessageStore(root, **SETTINGS) as ms:
+        assert ms.recovery.rebuilt == [f"{root / 'consumequeue' / TOPIC / str(queue)}: unit "
+                                       f"550 does not point at a record head; rebuilt from "
+                                       f"the CommitLog"]
+        got = ms.get(TOPIC, queue, 550, 1)
+        assert got.messages[0].record.body == body_of(550 * 8 + queue)
