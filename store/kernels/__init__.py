@@ -37,7 +37,8 @@ def leaf_kernel(fn: F) -> F:
 
 
 def _compile(fn: F, nrt: bool) -> F:
-    dispatcher = numba.njit(nogil=True, _nrt=nrt)(fn)
+    options: dict[str, Any] = {"nogil": True, "_nrt": nrt}  # _nrt: numba's reference counting
+    dispatcher = numba.njit(**options)(fn)
     if CACHE:
         # numba's Dispatcher.enable_caching(), with the cache that finds the shipped kernels
         cast(Any, dispatcher)._cache = KernelCache(fn)  # type: ignore[no-untyped-call]

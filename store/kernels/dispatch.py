@@ -21,6 +21,7 @@ from rocketlake.store.codec import (
     TRANSACTION_ROLLBACK,
 )
 from rocketlake.store.kernels import kernel
+from rocketlake.store.kernels.bytescan import find_byte
 from rocketlake.store.kernels.hashing import (
     java_hash,
     most_tokens,
@@ -64,13 +65,8 @@ def next_property(buf: npt.NDArray[np.uint8], p: int, end: int) -> tuple[int, in
     """The properties segment starting at ``p`` (docs/FORMAT.md §3): ``(sep, stop)``, the position
     of its first \\x01 (``stop`` when it has none) and of its end (the next \\x02 or ``end``). The
     segment is a property when ``p < sep < stop - 1``: a name, \\x01, a non-empty value."""
-    stop = p
-    while stop < end and buf[stop] != PROPERTY_SEPARATOR_BYTE:
-        stop += 1
-    sep = p
-    while sep < stop and buf[sep] != NAME_VALUE_BYTE:
-        sep += 1
-    return sep, stop
+    stop = find_byte(buf, p, end, PROPERTY_SEPARATOR_BYTE)
+    return find_byte(buf, p, stop, NAME_VALUE_BYTE), stop
 
 
 @kernel
