@@ -23,7 +23,7 @@ from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import hashing as kh
 from rocketlake.store.kernels import queue_sums as qs
 from rocketlake.store.kernels import records as kr
-from rocketlake.store.kernels.bytescan import find_byte
+from rocketlake.store.kernels.words import find_byte
 from rocketlake.store.record_walk import Walk
 
 GOLDEN = Path(__file__).parent / "golden" / "rocketmq-4.9.8" / "store" / "commitlog"
@@ -228,6 +228,17 @@ def test_check_names_stops_at_a_topic_no_writer_stores():
 
 
 # --- properties and dispatch ------------------------------------------------------------------------
+def test_big_endian_fields_at_any_alignment():
+    raw = bytes([0x7F, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x80, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFE])
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    assert kr.be_i64(buf, 1) == 0x0102030405060708  # odd address
+    assert kr.be_i32(buf, 1) == 0x01020304
+    assert kr.be_i32(buf, 9) == -(1 << 31)  # sign-extended
+    assert kr.be_i32(buf, 13) == -2
+    assert kr.be_i64(buf, 9) == -(1 << 63) + 0xFFFFFFFE  # 0x80000000 FFFFFFFE
+    assert kr.be_i64(buf, 0) == 0x7F01020304050607
+
+
 def test_find_byte_vectors():
     buf = np.frombuffer(b"TAGS\x01t0\x02KEYS\x01order-0", dtype=np.uint8)
     assert find_byte(buf, 0, buf.size, 2) == 7  # in the first word

@@ -21,7 +21,6 @@ from rocketlake.store.codec import (
     TRANSACTION_ROLLBACK,
 )
 from rocketlake.store.kernels import kernel
-from rocketlake.store.kernels.bytescan import find_byte
 from rocketlake.store.kernels.hashing import (
     java_hash,
     most_tokens,
@@ -38,6 +37,7 @@ from rocketlake.store.kernels.records import (
     TOPIC_START,
     byte,
 )
+from rocketlake.store.kernels.words import find_byte
 from rocketlake.store.layout import NAME_VALUE_BYTE, PROPERTY_SEPARATOR_BYTE
 
 #: properties whose value spans ``property_spans`` finds, in this order
