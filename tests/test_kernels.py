@@ -239,6 +239,21 @@ def test_big_endian_fields_at_any_alignment():
     assert kr.be_i64(buf, 0) == 0x7F01020304050607
 
 
+@pytest.mark.parametrize("tail", [b"", "é".encode(), "😀".encode(), b"\xc3", b"\x80", b"\xed\xa0\x80",
+                                  b"\xc0\xaf", b"\xf4\x90\x80\x80"])
+def test_utf8_ok_is_pythons_decode_after_any_run_of_ascii(tail):
+    for lead in range(0, 20):
+        for trail in (b"", b"abc", b"abcdefghij"):
+            data = b"k" * lead + tail + trail
+            try:
+                data.decode()
+                want = True
+            except UnicodeDecodeError:
+                want = False
+            buf = np.frombuffer(b"\xff" + data + b"\xff", dtype=np.uint8)  # bytes around: not read
+            assert kr.utf8_ok(buf, 1, len(data)) == want, (lead, tail, trail)
+
+
 def test_find_byte_vectors():
     buf = np.frombuffer(b"TAGS\x01t0\x02KEYS\x01order-0", dtype=np.uint8)
     assert find_byte(buf, 0, buf.size, 2) == 7  # in the first word

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from rocketlake.store.kernels import kernel
 from rocketlake.store.kernels.crc import crc32
-from rocketlake.store.kernels.words import load_be32, load_be64
+from rocketlake.store.kernels.words import is_ascii_word, load_be32, load_be64
 from rocketlake.store.layout import (
     AFTER_STORE_HOST,
     BETWEEN_HOSTS,
@@ -137,6 +137,9 @@ def utf8_ok(buf: npt.NDArray[np.uint8], start: int, length: int) -> bool:
     p = start
     end = start + length
     while p < end:
+        if p + 8 <= end and is_ascii_word(buf, p):
+            p += 8
+            continue
         b = buf[p]
         if b < 0x80:
             p += 1

@@ -1,6 +1,6 @@
 """Reading a byte buffer a machine word at a time: big-endian integers in one load (and a byte
-swap) instead of a shift per byte, and a byte found eight bytes at a time (SWAR: SIMD within a
-register) in the kernels' scans of short strings (properties' separators).
+swap) instead of a shift per byte, and eight bytes at a time (SWAR: SIMD within a register) a
+byte found (properties' separators) or bytes checked for ASCII (UTF-8 checks).
 
 Loads are unaligned and read the host's little-endian words (x86-64 and AArch64, the platforms
 numba runs on). ``find_byte`` XORs a word with the wanted byte repeated eight times: the byte's
@@ -79,3 +79,10 @@ def find_byte(buf: npt.NDArray[np.uint8], p: int, end: int, b: int) -> int:
     while p < end and buf[p] != b:
         p += 1
     return p
+
+
+@kernel
+def is_ascii_word(buf: npt.NDArray[np.uint8], p: int) -> bool:
+    """Whether the eight bytes at ``buf[p:p + 8]`` are all below 0x80."""
+    highs: int = _load_word(buf, p) & _HIGHS
+    return highs == 0
