@@ -23,6 +23,7 @@ from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import hashing as kh
 from rocketlake.store.kernels import queue_sums as qs
 from rocketlake.store.kernels import records as kr
+from rocketlake.store.kernels.words import find_byte
 from rocketlake.store.record_walk import Walk
 
 GOLDEN = Path(__file__).parent / "golden" / "rocketmq-4.9.8" / "store" / "commitlog"
@@ -227,6 +228,59 @@ def test_check_names_stops_at_a_topic_no_writer_stores():
 
 
 # --- properties and dispatch ------------------------------------------------------------------------
+def test_big_endian_fields_at_any_alignment():
+    raw = bytes([0x7F, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x80, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFE])
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    assert kr.be_i64(buf, 1) == 0x0102030405060708  # odd address
+    assert kr.be_i32(buf, 1) == 0x01020304
+    assert kr.be_i32(buf, 9) == -(1 << 31)  # sign-extended
+    assert kr.be_i32(buf, 13) == -2
+    assert kr.be_i64(buf, 9) == -(1 << 63) + 0xFFFFFFFE  # 0x80000000 FFFFFFFE
+    assert kr.be_i64(buf, 0) == 0x7F01020304050607
+
+
+@pytest.mark.parametrize("tail", [b"", "é".encode(), "😀".encode(), b"\xc3", b"\x80", b"\xed\xa0\x80",
+                                  b"\xc0\xaf", b"\xf4\x90\x80\x80"])
+def test_utf8_ok_is_pythons_decode_after_any_run_of_ascii(tail):
+    for lead in range(0, 20):
+        for trail in (b"", b"abc", b"abcdefghij"):
+            data = b"k" * lead + tail + trail
+            try:
+                data.decode()
+                want = True
+            except UnicodeDecodeError:
+                want = False
+            buf = np.frombuffer(b"\xff" + data + b"\xff", dtype=np.uint8)  # bytes around: not read
+            assert kr.utf8_ok(buf, 1, len(data)) == want, (lead, tail, trail)
+
+
+def test_find_byte_vectors():
+    buf = np.frombuffer(b"TAGS\x01t0\x02KEYS\x01order-0", dtype=np.uint8)
+    assert find_byte(buf, 0, buf.size, 2) == 7  # in the first word
+    assert find_byte(buf, 8, buf.size, 1) == 12  # in the second
+    assert find_byte(buf, 8, buf.size, 2) == buf.size  # none: the end
+    assert find_byte(buf, 0, 4, 1) == 4  # none before the end given, though one is after it
+    assert find_byte(buf, 13, buf.size, ord("0")) == buf.size - 1  # in the tail after the words
+
+
+@pytest.mark.parametrize("b", [0x00, 0x01, 0x02, 0x80, 0x81, 0xFF])
+def test_find_byte_is_the_first_occurrence_at_every_place(b):
+    # bytes one above or below the wanted one, and zeros, next to it: where a word scan's borrow
+    # could mark the wrong byte
+    noise = bytes([(b + 1) & 0xFF, (b - 1) & 0xFF, 0x00, 0x80, 0x7F, 0xFF])
+    for n in range(0, 20):
+        for at in list(range(n)) + [None]:
+            data = bytearray((noise * 4)[:n].replace(bytes([b]), bytes([b ^ 0x40])))
+            if at is not None:
+                data[at] = b
+                if at + 1 < n:
+                    data[at + 1] = b  # a second one right after: the first still wins
+            buf = np.frombuffer(bytes(data) + bytes([b]) * 8, dtype=np.uint8)
+            for p in range(n + 1):
+                want = bytes(data).find(bytes([b]), p)
+                assert find_byte(buf, p, n, b) == (n if want < 0 else want), (b, n, at, p)
+
+
 def reference_props(s: str) -> dict[str, str]:
     """docs/FORMAT.md §3: segments split on \\x02, name and value on the first \\x01, both
     non-empty, the last duplicate wins."""

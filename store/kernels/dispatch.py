@@ -44,6 +44,7 @@ from rocketlake.store.kernels.records import (
     TOPIC_START,
     byte,
 )
+from rocketlake.store.kernels.words import find_byte
 from rocketlake.store.layout import NAME_VALUE_BYTE, PROPERTY_SEPARATOR_BYTE
 
 #: properties whose value spans ``property_spans`` finds, in this order
@@ -71,13 +72,8 @@ def next_property(buf: npt.NDArray[np.uint8], p: int, end: int) -> tuple[int, in
     """The properties segment starting at ``p`` (docs/FORMAT.md §3): ``(sep, stop)``, the position
     of its first \\x01 (``stop`` when it has none) and of its end (the next \\x02 or ``end``). The
     segment is a property when ``p < sep < stop - 1``: a name, \\x01, a non-empty value."""
-    stop = p
-    while stop < end and buf[stop] != PROPERTY_SEPARATOR_BYTE:
-        stop += 1
-    sep = p
-    while sep < stop and buf[sep] != NAME_VALUE_BYTE:
-        sep += 1
-    return sep, stop
+    stop = find_byte(buf, p, end, PROPERTY_SEPARATOR_BYTE)
+    return find_byte(buf, p, stop, NAME_VALUE_BYTE), stop
 
 
 @kernel

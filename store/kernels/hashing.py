@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from rocketlake.store.kernels import kernel
+from rocketlake.store.kernels import kernel, leaf_kernel
 from rocketlake.store.kernels.records import byte
 from rocketlake.store.layout import INDEX_KEY_SEPARATOR, KEY_SEPARATOR_BYTE
 
@@ -114,7 +114,7 @@ def topic_prefix(buf: npt.NDArray[np.uint8], start: int, length: int) -> int:
     return (java_hash(buf, start, length, 0) * 31 + _HASH_SEPARATOR) & 0xFFFFFFFF
 
 
-@kernel
+@leaf_kernel
 def put_index_key_hashes(prefix: int, uniq: npt.NDArray[np.uint8], uniq_start: int, uniq_len: int,
                          keys: npt.NDArray[np.uint8], keys_start: int, keys_len: int,
                          out: npt.NDArray[np.int32], k: int) -> int:

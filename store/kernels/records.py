@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from rocketlake.store.kernels import kernel
 from rocketlake.store.kernels.crc import crc32
+from rocketlake.store.kernels.words import is_ascii_word, load_be32, load_be64
 from rocketlake.store.layout import (
     AFTER_STORE_HOST,
     BETWEEN_HOSTS,
@@ -88,16 +89,14 @@ def byte(buf: npt.NDArray[np.uint8], p: int) -> int:
 
 @kernel
 def be_i64(buf: npt.NDArray[np.uint8], p: int) -> int:
-    v = 0
-    for k in range(8):
-        v = (v << 8) | byte(buf, p + k)
-    return v  # two's complement wraps in int64
+    """The signed big-endian 64-bit integer at ``buf[p:p + 8]`` (one load and a byte swap)."""
+    return load_be64(buf, p)
 
 
 @kernel
 def be_i32(buf: npt.NDArray[np.uint8], p: int) -> int:
-    v = (byte(buf, p) << 24) | (byte(buf, p + 1) << 16) | (byte(buf, p + 2) << 8) | byte(buf, p + 3)
-    return v - (1 << 32) if v >= (1 << 31) else v
+    """The signed big-endian 32-bit integer at ``buf[p:p + 4]``."""
+    return load_be32(buf, p)
 
 
 @kernel
@@ -138,6 +137,9 @@ def utf8_ok(buf: npt.NDArray[np.uint8], start: int, length: int) -> bool:
     p = start
     end = start + length
     while p < end:
+        if p + 8 <= end and is_ascii_word(buf, p):
+            p += 8
+            continue
         b = buf[p]
         if b < 0x80:
             p += 1
