@@ -80,3 +80,15 @@ def test_the_wheel_as_a_zip_compiles_no_kernel(wheel: Path, shipped: set[str], t
     folder = Path(got["folder"])
     assert folder.parent == tmp_path / "home" / "c" / "rocketlake"
     assert {p.name for p in folder.iterdir() if p.suffix in (".nbi", ".nbc")} == shipped
+
+
+def test_a_changed_helper_module_recompiles_the_kernels_that_call_it(wheel: Path, tmp_path: Path) -> None:
+    """A kernel holds the machine code of the helpers it calls from other kernel modules
+    (``records.walk`` calls ``words.load_be64``): after ``words.py`` changes, ``walk`` is compiled
+    again, not loaded as it was compiled with the old helper."""
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    words = site / "rocketlake" / "store" / "kernels" / "words.py"
+    words.write_text(words.read_text() + "\n# a changed helper module\n")
+    got = run_commands(site, tmp_path)
+    assert "rocketlake.store.kernels.records.walk" in got["misses"]

@@ -15,10 +15,11 @@ ships the folder as package data). A process uses the first of:
 
 A folder other than the package's own is first filled with a copy of the package's (read from
 the zip when the package is one), once. ``<digest>`` names the kernels' sources, so caches of
-two versions never mix. An entry is found when the kernel's source text (not its file's path or
-time: numba stamps an index with a hash of the source), the Python and numba versions and the
-CPU (name and features, numba's ``magic_tuple``) are the ones it was compiled with; otherwise the
-kernel is compiled and the entry saved beside the shipped ones.
+two versions never mix. An entry is found when the sources of all kernel modules (not their paths or
+times: the index is stamped with ``<digest>``, for a kernel inlines helpers of other modules),
+the Python and numba versions and the CPU (name and features, numba's ``magic_tuple``) are the
+ones it was compiled with; otherwise the kernel is compiled and the entry saved beside the
+shipped ones.
 """
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def _read(path: Path) -> bytes:
 
 @cache
 def source_digest() -> str:
-    """A hash of every kernel module's source: names a cache folder outside the package."""
+    """A hash of every kernel module's source: stamps every cache entry, and names a cache
+    folder outside the package."""
     h = hashlib.sha256()
     for name in sorted(p.name for p in PACKAGE.glob("*.py")) or _zip_names():
         h.update(name.encode() + b"\0" + _read(PACKAGE / name))
@@ -137,18 +139,15 @@ def cache_folder() -> Path | None:
     return None
 
 
-@cache
-def _source_stamp(py_file: str) -> bytes:
-    """A kernel module's stamp in the cache index: the hash of its source (numba's own stamp)."""
-    return hashlib.sha256(_read(Path(py_file))).digest()
-
-
 class _Locator(_CacheLocator):
-    """numba's cache locator for a kernel: :func:`cache_folder`, stamped with the source's hash."""
+    """numba's cache locator for a kernel: :func:`cache_folder`, stamped with
+    :func:`source_digest`. Not the kernel's own module alone (numba's stamp): a kernel holds the
+    machine code of the helpers it calls from the other kernel modules, so an entry compiled
+    before one of them changed must not load."""
 
     def __init__(self, py_func: FunctionType, py_file: str) -> None:
         self._lineno = py_func.__code__.co_firstlineno
-        self._stamp = _source_stamp(py_file)
+        self._stamp = source_digest().encode()
         self._folder = cache_folder()
 
     def ensure_cache_path(self) -> None:
