@@ -117,7 +117,7 @@ def plan(topic_ids: npt.NDArray[np.int64], topics: Sequence[str], queue_ids: npt
          queue_offsets: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64],
          sizes: npt.NDArray[np.int64], store_ts: npt.NDArray[np.int64],
          tags_code: npt.NDArray[np.int64], to_queue: npt.NDArray[np.bool_],
-         key_hashes: npt.NDArray[np.int32], key_counts: npt.NDArray[np.int64],
+         key_hashes: npt.NDArray[np.int32], key_counts: npt.NDArray[np.int64], *,
          by_queue: bool = True) -> Planned:
     """``Planned`` of records given as ``Dispatcher.add_columns`` takes them; ``by_queue``: the
     units grouped by queue (``Dispatcher`` writes them into its queues), else left in CommitLog
@@ -307,8 +307,8 @@ class Dispatcher:
         them: a unit for each record ``to_queue`` (in queue ``topics[topic_ids[i]]``,
         ``queue_ids[i]``), and ``key_counts[i]`` index keys (``key_hashes``, flat, index hashes)."""
         self.settle()
-        self._add_columns(topic_ids, topics, queue_ids, queue_offsets, offsets, sizes, store_ts,
-                          tags_code, to_queue, key_hashes, key_counts)
+        self._write(plan(topic_ids, topics, queue_ids, queue_offsets, offsets, sizes, store_ts,
+                         tags_code, to_queue, key_hashes, key_counts, by_queue=self.files is None))
 
     def add_columns_behind(self, columns: Callable[[], tuple[Any, ...]]) -> None:
         """``add_columns(*columns())`` on the dispatcher's own thread, after everything queued
@@ -317,16 +317,8 @@ class Dispatcher:
         self.settle()
         if self._thread is None:
             self._thread = ThreadPoolExecutor(1, thread_name_prefix="dispatch")
-        self._behind = self._thread.submit(lambda: self._add_columns(*columns()))
-
-    def _add_columns(self, topic_ids: npt.NDArray[np.int64], topics: Sequence[str],
-                     queue_ids: npt.NDArray[np.int64], queue_offsets: npt.NDArray[np.int64],
-                     offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64],
-                     store_ts: npt.NDArray[np.int64], tags_code: npt.NDArray[np.int64],
-                     to_queue: npt.NDArray[np.bool_], key_hashes: npt.NDArray[np.int32],
-                     key_counts: npt.NDArray[np.int64]) -> None:
-        self._write(plan(topic_ids, topics, queue_ids, queue_offsets, offsets, sizes, store_ts,
-                         tags_code, to_queue, key_hashes, key_counts, self.files is None))
+        self._behind = self._thread.submit(
+            lambda: self._write(plan(*columns(), by_queue=self.files is None)))
 
     def _write(self, p: Planned) -> None:
         """Write a plan's units, and queue its index keys on the index thread."""
