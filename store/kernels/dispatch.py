@@ -29,8 +29,6 @@ from rocketlake.store.kernels.hashing import (
     signed32,
     topic_prefix,
 )
-from rocketlake.store.kernels.index import _put_be32 as put_be32
-from rocketlake.store.kernels.index import _put_be64 as put_be64
 from rocketlake.store.kernels.records import (
     OFFSET,
     PROPS_LEN,
@@ -43,8 +41,9 @@ from rocketlake.store.kernels.records import (
     TOPIC_LEN,
     TOPIC_START,
     byte,
+    queue_key,
 )
-from rocketlake.store.kernels.words import find_byte
+from rocketlake.store.kernels.words import find_byte, put_be32, put_be64
 from rocketlake.store.layout import NAME_VALUE_BYTE, PROPERTY_SEPARATOR_BYTE
 
 #: properties whose value spans ``property_spans`` finds, in this order
@@ -276,7 +275,7 @@ def plan_units(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64],
         distinct = 0
         for i in range(n):
             if to_queue[i]:
-                key = (topic_ids[i] << 32) | (raw[i, QUEUE_ID] & 0xFFFFFFFF)
+                key = queue_key(topic_ids[i], raw[i, QUEUE_ID])
                 h = (np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(shift)
                 s = np.int64(h)
                 while table_group[s] >= 0 and table_key[s] != key:

@@ -32,6 +32,7 @@ from rocketlake.store.kernels.hashing import (
     signed32,
     topic_prefix,
 )
+from rocketlake.store.kernels.words import put_be32, put_be64
 from rocketlake.store.layout import (
     FLAG_BORNHOST_V6,
     FLAG_STOREHOST_V6,
@@ -67,20 +68,6 @@ NCOLUMNS = len(COLUMNS)
 _TAGS = np.frombuffer((PROPERTY_TAGS + NAME_VALUE_SEPARATOR).encode(), dtype=np.uint8)
 _KEYS = np.frombuffer((PROPERTY_KEYS + NAME_VALUE_SEPARATOR).encode(), dtype=np.uint8)
 _TAGS_LEN, _KEYS_LEN = _TAGS.size, _KEYS.size
-
-
-@kernel
-def _put32(dst: npt.NDArray[np.uint8], p: int, v: int) -> None:
-    dst[p] = (v >> 24) & 0xFF
-    dst[p + 1] = (v >> 16) & 0xFF
-    dst[p + 2] = (v >> 8) & 0xFF
-    dst[p + 3] = v & 0xFF
-
-
-@kernel
-def _put64(dst: npt.NDArray[np.uint8], p: int, v: int) -> None:
-    _put32(dst, p, v >> 32)
-    _put32(dst, p + 4, v)
 
 
 #: the C library's ``memcpy`` (the process has it loaded; named, not bound to an address, so the
@@ -140,25 +127,25 @@ def encode(dst: npt.NDArray[np.uint8], pos: int, base: int, lo: int, hi: int,
     for i in range(lo, hi):
         sys_flag = rows[i, SYS_FLAG]
         bstart, blen = rows[i, BODY_START], rows[i, BODY_LEN]
-        _put32(dst, p, rows[i, LENGTH])
-        _put32(dst, p + OFF_MAGIC, MAGIC_V1)
-        _put32(dst, p + OFF_BODY_CRC, crc32(body, bstart, blen) & 0x7FFFFFFF)
-        _put32(dst, p + OFF_QUEUE_ID, rows[i, QUEUE_ID])
-        _put32(dst, p + OFF_FLAG, rows[i, FLAG])
-        _put64(dst, p + OFF_QUEUE_OFFSET, rows[i, QUEUE_OFFSET])
-        _put64(dst, p + OFF_PHYSICAL_OFFSET, base + p)
-        _put32(dst, p + OFF_SYS_FLAG, sys_flag)
-        _put64(dst, p + OFF_BORN_TIMESTAMP, rows[i, BORN_TS])
+        put_be32(dst, p, rows[i, LENGTH])
+        put_be32(dst, p + OFF_MAGIC, MAGIC_V1)
+        put_be32(dst, p + OFF_BODY_CRC, crc32(body, bstart, blen) & 0x7FFFFFFF)
+        put_be32(dst, p + OFF_QUEUE_ID, rows[i, QUEUE_ID])
+        put_be32(dst, p + OFF_FLAG, rows[i, FLAG])
+        put_be64(dst, p + OFF_QUEUE_OFFSET, rows[i, QUEUE_OFFSET])
+        put_be64(dst, p + OFF_PHYSICAL_OFFSET, base + p)
+        put_be32(dst, p + OFF_SYS_FLAG, sys_flag)
+        put_be64(dst, p + OFF_BORN_TIMESTAMP, rows[i, BORN_TS])
         q = _copy(dst, p + OFF_BORN_HOST, hosts, IPV6_ADDR_SIZE * rows[i, BORN_HOST],
                   IPV6_ADDR_SIZE if sys_flag & FLAG_BORNHOST_V6 else IPV4_ADDR_SIZE)
-        _put32(dst, q, rows[i, BORN_PORT])
-        _put64(dst, q + 4, rows[i, STORE_TS])
+        put_be32(dst, q, rows[i, BORN_PORT])
+        put_be64(dst, q + 4, rows[i, STORE_TS])
         q = _copy(dst, q + 12, hosts, IPV6_ADDR_SIZE * rows[i, STORE_HOST],
                   IPV6_ADDR_SIZE if sys_flag & FLAG_STOREHOST_V6 else IPV4_ADDR_SIZE)
-        _put32(dst, q, rows[i, STORE_PORT])
-        _put32(dst, q + 4, rows[i, RECONSUME])
-        _put64(dst, q + 8, rows[i, PREPARED])
-        _put32(dst, q + 16, blen)
+        put_be32(dst, q, rows[i, STORE_PORT])
+        put_be32(dst, q + 4, rows[i, RECONSUME])
+        put_be64(dst, q + 8, rows[i, PREPARED])
+        put_be32(dst, q + 16, blen)
         q = _copy(dst, q + 20, body, bstart, blen)
         t = rows[i, TOPIC]
         tlen = topic_off[t + 1] - topic_off[t]

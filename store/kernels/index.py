@@ -25,22 +25,11 @@ from rocketlake.store.codec import (
 )
 from rocketlake.store.kernels import kernel
 from rocketlake.store.kernels.records import be_i32, be_i64
+from rocketlake.store.kernels.words import put_be32, put_be64
 
 Buffer = npt.NDArray[np.uint8]
 #: records ``found_keys`` steps over before it searches instead
 _STEPS = 8
-
-
-@kernel
-def _put_be32(buf: Buffer, p: int, v: int) -> None:
-    for k in range(4):
-        buf[p + k] = (v >> (24 - 8 * k)) & 0xFF
-
-
-@kernel
-def _put_be64(buf: Buffer, p: int, v: int) -> None:
-    for k in range(8):
-        buf[p + k] = (v >> (56 - 8 * k)) & 0xFF
 
 
 @kernel
@@ -85,11 +74,11 @@ def place(buf: Buffer, slot_num: int, key_hash: npt.NDArray[np.int32], phy: npt.
                 diff = (ts[i] - begin) // 1000 if ts[i] > begin else 0
                 diff = min(diff, INDEX_MAX_TIME_DIFF)
             at = _entry_at(slot_num, count)
-            _put_be32(buf, at, h)
-            _put_be64(buf, at + 4, phy[i])
-            _put_be32(buf, at + 12, diff)
-            _put_be32(buf, at + 16, prev)
-            _put_be32(buf, slot_at, count)
+            put_be32(buf, at, h)
+            put_be64(buf, at + 4, phy[i])
+            put_be32(buf, at + 12, diff)
+            put_be32(buf, at + 16, prev)
+            put_be32(buf, slot_at, count)
     return filled
 
 

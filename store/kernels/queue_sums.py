@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from rocketlake.store.codec import CQ_UNIT_SIZE
 from rocketlake.store.kernels import kernel
-from rocketlake.store.kernels.records import OFFSET, QUEUE_ID, QUEUE_OFFSET, SIZE, be_i32, be_i64
+from rocketlake.store.kernels.records import OFFSET, QUEUE_ID, QUEUE_OFFSET, SIZE, be_i32, be_i64, queue_key
 
 Ints = npt.NDArray[np.int64]
 UInts = npt.NDArray[np.uint64]
@@ -44,7 +44,7 @@ def numbers(raw: Ints, to_queue: npt.NDArray[np.bool_], topic: Ints, topic_numbe
     for i in range(raw.shape[0]):
         if not to_queue[i]:
             continue
-        key = (topic_number[topic[i]] << 32) | (raw[i, QUEUE_ID] & 0xFFFFFFFF)
+        key = queue_key(topic_number[topic[i]], raw[i, QUEUE_ID])
         if n == 0 or key != last_key:
             j = np.searchsorted(known, key)
             last_key, last = key, number[j] if j < known.size and known[j] == key else -1

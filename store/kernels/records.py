@@ -82,6 +82,13 @@ _PROP_CRC_NAME = np.frombuffer(PROP_CRC_NAME.encode(), dtype=np.uint8)
 
 
 @kernel
+def queue_key(topic: int, queue_id: int) -> int:
+    """``codec.queue_key`` of one (topic number, queue id): ``topic << 32 | queue id`` as an
+    unsigned 32-bit number."""
+    return (topic << 32) | (queue_id & 0xFFFFFFFF)
+
+
+@kernel
 def byte(buf: npt.NDArray[np.uint8], p: int) -> int:
     """``buf[p]`` as a signed 64-bit integer (numba's ``int`` of a uint8 is unsigned)."""
     return int(np.int64(buf[p]))

@@ -1,6 +1,7 @@
-"""Reading a byte buffer a machine word at a time: big-endian integers in one load (and a byte
-swap) instead of a shift per byte, and eight bytes at a time (SWAR: SIMD within a register) a
-byte found (properties' separators) or bytes checked for ASCII (UTF-8 checks).
+"""Machine words in a byte buffer: big-endian integers read in one load (and a byte swap)
+instead of a shift per byte, and written (``put_be32``, ``put_be64``); eight bytes at a time
+(SWAR: SIMD within a register) a byte found (properties' separators) or bytes checked for ASCII
+(UTF-8 checks).
 
 Loads are unaligned and read the host's little-endian words (x86-64 and AArch64, the platforms
 numba runs on). ``find_byte`` XORs a word with the wanted byte repeated eight times: the byte's
@@ -86,3 +87,19 @@ def is_ascii_word(buf: npt.NDArray[np.uint8], p: int) -> bool:
     """Whether the eight bytes at ``buf[p:p + 8]`` are all below 0x80."""
     highs: int = _load_word(buf, p) & _HIGHS
     return highs == 0
+
+
+@kernel
+def put_be32(buf: npt.NDArray[np.uint8], p: int, v: int) -> None:
+    """Write the low 32 bits of ``v`` big-endian at ``buf[p:p + 4]``."""
+    buf[p] = (v >> 24) & 0xFF
+    buf[p + 1] = (v >> 16) & 0xFF
+    buf[p + 2] = (v >> 8) & 0xFF
+    buf[p + 3] = v & 0xFF
+
+
+@kernel
+def put_be64(buf: npt.NDArray[np.uint8], p: int, v: int) -> None:
+    """Write ``v`` big-endian at ``buf[p:p + 8]``."""
+    put_be32(buf, p, v >> 32)
+    put_be32(buf, p + 4, v)
