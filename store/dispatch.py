@@ -188,13 +188,12 @@ class Dispatcher:
     def settle(self) -> None:
         """Wait until the ``add_columns_behind`` dispatch running and the index work queued are
         done; raise their error."""
-        if self._behind is not None:
-            behind, self._behind = self._behind, None
-            try:
+        behind, self._behind = self._behind, None
+        try:
+            if behind is not None:
                 behind.result()
-            finally:
-                self._settle_index()
-        self._settle_index()
+        finally:
+            self._settle_index()
 
     def _settle_index(self) -> None:
         """Wait until the index work queued on the index thread is done; raise its error."""
