@@ -24,7 +24,7 @@ from rocketlake.store.codec import (
 )
 from rocketlake.store.errors import StoreFormatError, UnsupportedStoreError
 from rocketlake.store.lazy_maps import LazyMappedFile
-from rocketlake.store.mapped_file import FILE_NAME, MappedFile, MappedFileQueue, data_end, data_end_of
+from rocketlake.store.mapped_file import FILE_NAME, MappedFile, MappedFileQueue, data_end, data_end_in_units
 from rocketlake.store.paths import (
     BATCH_CONSUME_QUEUE_DIR,
     CONSUME_QUEUE_DIR,
@@ -518,8 +518,7 @@ def _read_small(qdir: str, file_size: int) -> tuple[str, bytes] | None:
         try:
             if os.fstat(fd).st_size != file_size:
                 return None
-            end = min(file_size, data_end_of(fd, file_size) + CQ_UNIT_SIZE - 1) // CQ_UNIT_SIZE \
-                * CQ_UNIT_SIZE
+            end = data_end_in_units(fd, file_size, CQ_UNIT_SIZE)
             if end > SCAN_UNITS * CQ_UNIT_SIZE:
                 return None
             data = os.pread(fd, end, 0)

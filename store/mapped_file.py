@@ -108,7 +108,7 @@ class MappedFile:
                 return self.read_data_tail(unit, limit, fd)
             finally:
                 os.close(fd)
-        end = min(self.size, data_end_of(fd, self.size) + unit - 1) // unit * unit
+        end = data_end_in_units(fd, self.size, unit)
         pos = max(0, end - limit)
         out = np.empty(end - pos, dtype=np.uint8)
         self._read_with(fd, pos, out)
@@ -384,6 +384,11 @@ def data_end_of(fd: int, size: int | None = None) -> int:
                 break
             raise
     return end
+
+
+def data_end_in_units(fd: int, size: int, unit: int) -> int:
+    """``data_end_of`` rounded up to a whole ``unit``, at most ``size`` (the file's size)."""
+    return min(size, data_end_of(fd, size) + unit - 1) // unit * unit
 
 
 #: Linux's FS_IOC_FIEMAP and its structures (linux/fiemap.h)
