@@ -46,8 +46,7 @@ class ToMatch:
 class IndexKeys:
     """Feed ``match`` the walk's records in CommitLog order (``to_match``), then ``finish``; then
     ``missing`` is (CommitLog offset, key number within its record) of each key not found, in
-    CommitLog order,
-    ``checked`` the keys checked, and ``late`` / ``first_late`` the records with keys after
+    CommitLog order, ``checked`` the keys checked, and ``late`` / ``first_late`` the records with keys after
     the index's last indexed offset."""
 
     def __init__(self, idx: IndexService) -> None:
