@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 #: rows per batch: bounds memory (each row is 184 bytes) whatever the file size
 BATCH_ROWS = 1 << 16
 #: rows a walk thread walks and dispatches at a time: their bytes, rows and columns stay in the
-#: core's cache from the walk to the dispatch columns
+#: core's cache from the walk to the dispatch columns and the topic numbering
 CHUNK_ROWS = 1 << 11
 #: zero bytes skipped per numpy check before looking for a record start
 _ZERO_CHUNK = 4 << 20
@@ -110,7 +110,11 @@ class RecordBatch:
     @cached_property
     def topics(self) -> tuple[npt.NDArray[np.int64], list[str]]:
         """(topic id per record, topic names): ``names[ids[i]]`` is record i's topic."""
-        ids, first = kd.topic_ids(self.buf, self.raw)
+        return self._topic_names(*kd.topic_ids(self.buf, self.raw))
+
+    def _topic_names(self, ids: npt.NDArray[np.int64],
+                     first: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], list[str]]:
+        """``topics`` of the numbering ``kernels.dispatch.topic_ids`` returns."""
         start, length = self.raw[first, kr.TOPIC_START].tolist(), self.raw[first, kr.TOPIC_LEN].tolist()
         return ids, [self.buf[a:a + n].tobytes().decode() for a, n in zip(start, length)]
 
@@ -130,29 +134,40 @@ class RecordBatch:
         return done
 
     def _dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
-        into = _Dispatching(len(self), delay_levels_ms)
-        into.rows(self.buf, self.raw, 0)
+        into = _Dispatching(len(self), delay_levels_ms, topics=False)
+        into.rows(self.buf, self.raw, 0, len(self))
         return into.columns(len(self))
 
 
 class _Dispatching:
-    """``RecordBatch.dispatch``'s columns of up to ``n`` rows, filled a range of rows at a time."""
+    """``RecordBatch.dispatch``'s columns of up to ``n`` rows, filled a range of rows at a time,
+    and with ``topics`` its topic numbering (``kernels.dispatch.number_topics``)."""
 
-    def __init__(self, n: int, delay_levels_ms: tuple[int, ...]) -> None:
+    def __init__(self, n: int, delay_levels_ms: tuple[int, ...], topics: bool) -> None:
         self.delay_levels_ms = np.asarray(delay_levels_ms, dtype=np.int64)
         self.spans = np.empty((n, len(kd.NAMES), 2), dtype=np.int64)
         self.tags_code = np.empty(n, dtype=np.int64)
         self.to_queue = np.empty(n, dtype=np.bool_)
         self.counts = np.empty(n, dtype=np.int64)
         self.hashes: list[npt.NDArray[np.int32]] = []
+        self.numbering = topics
+        self.ids, self.first = np.empty(n if topics else 0, dtype=np.int64), np.empty(n if topics else 0, dtype=np.int64)
+        self.count, self.table_key, self.table_id = 0, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
 
-    def rows(self, buf: Buffer, raw: npt.NDArray[np.int64], at: int) -> None:
-        """Fill rows ``at`` on with those of the walked ``raw`` (rows after the ones filled)."""
-        b = at + raw.shape[0]
-        spans = self.spans[at:b]
-        kd.property_spans(buf, raw, spans)
-        self.hashes.append(kd.dispatch_columns(buf, raw, spans, self.delay_levels_ms, self.tags_code[at:b],
-                                               self.to_queue[at:b], self.counts[at:b]))
+    def rows(self, buf: Buffer, raw: npt.NDArray[np.int64], a: int, b: int) -> None:
+        """Fill rows ``a`` to ``b`` with those of the walked ``raw`` (the rows after the ones
+        filled; ``raw``'s rows before ``a`` are those filled)."""
+        spans, chunk = self.spans[a:b], raw[a:b]
+        kd.property_spans(buf, chunk, spans)
+        self.hashes.append(kd.dispatch_columns(buf, chunk, spans, self.delay_levels_ms, self.tags_code[a:b],
+                                               self.to_queue[a:b], self.counts[a:b]))
+        if self.numbering:
+            self.count, self.table_key, self.table_id = kd.number_topics(
+                buf, raw, a, b, self.ids, self.first, self.count, self.table_key, self.table_id)
+
+    def topics(self, n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``kernels.dispatch.topic_ids`` of the first ``n`` rows (all filled, ``topics``)."""
+        return self.ids[:n], self.first[:self.count]
 
     def columns(self, n: int) -> DispatchColumns:
         """The columns of the first ``n`` rows (all filled)."""
@@ -266,7 +281,7 @@ class Walk:
         levels = self.delay_levels_ms
         while pos < limit:
             out = np.empty((self.batch_rows, kr.NFIELDS), dtype=np.int64)
-            into = None if levels is None else _Dispatching(self.batch_rows, levels)
+            into = None if levels is None else _Dispatching(self.batch_rows, levels, topics=True)
             n = 0
             # a chunk of rows at a time, dispatched while its bytes and rows are in the cache
             while n < self.batch_rows and pos < limit:
@@ -274,7 +289,7 @@ class Walk:
                 k, pos, status = kr.walk(buf, base, pos, limit, self.check_crc, self.check_names, rows,
                                          detail)
                 if into is not None and k:
-                    into.rows(buf, rows[:k], n)
+                    into.rows(buf, out, n, n + k)
                 n += k
                 if status != kr.LIMIT:
                     break
@@ -282,7 +297,7 @@ class Walk:
                 batch = RecordBatch(buf, out[:n])
                 if into is not None and levels is not None:  # compiled, off the caller's thread
                     batch._dispatched[levels] = into.columns(n)
-                    _ = batch.topics
+                    batch.__dict__["topics"] = batch._topic_names(*into.topics(n))  # the cached_property's value
                     if self.prepare is not None:
                         batch.prepare(self.prepare)
                 batches.append(batch)

@@ -196,23 +196,52 @@ def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
 def topic_ids(buf: npt.NDArray[np.uint8],
               rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Number the records' topics by first appearance: ``(ids, first)``, record i's topic is the
-    topic of record ``first[ids[i]]``. Topics are compared by their bytes; their Java hash and
-    length only find the candidate."""
+    topic of record ``first[ids[i]]`` (``number_topics`` over all the rows)."""
     n = rows.shape[0]
     ids = np.empty(n, dtype=np.int64)
     first = np.empty(n, dtype=np.int64)
-    by_key: dict[int, int] = dict()
-    count = 0
-    last_at, last_len, last_id = -1, -1, -1
-    for i in range(n):
+    count, _, _ = number_topics(buf, rows, 0, n, ids, first, 0, np.empty(0, dtype=np.int64),
+                                np.empty(0, dtype=np.int64))
+    return ids, first[:count]
+
+
+@kernel
+def number_topics(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64], a: int, b: int,
+                  ids: npt.NDArray[np.int64], first: npt.NDArray[np.int64], count: int,
+                  table_key: npt.NDArray[np.int64], table_id: npt.NDArray[np.int64],
+                  ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``topic_ids`` of ``rows[a:b]`` into ``ids[a:b]``, going on from the ``count`` topics
+    numbered in ``rows[:a]`` (``first`` holds room for one per row): so a walk numbers each chunk
+    of rows while they are in the cache. ``table_key`` / ``table_id``: the numbering's
+    open-addressing table of (Java hash << 16 | length) -> the first topic with that key, empty
+    (size 0) to start; returns ``(count, table_key, table_id)``, the table grown as needed, to
+    pass to the next call. Topics are compared by their bytes; their Java hash and length only
+    find the candidate."""
+    slots = table_key.size
+    if slots == 0 or 2 * (count + b - a) > slots:  # room for every topic these rows may add
+        grown = max(16, slots)
+        while grown < 2 * (count + b - a):
+            grown *= 2
+        old_key, old_id = table_key, table_id
+        table_key = np.empty(grown, dtype=np.int64)
+        table_id = np.full(grown, -1, dtype=np.int64)
+        for s in range(slots):
+            if old_id[s] >= 0:
+                _put_key(table_key, table_id, old_key[s], old_id[s])
+    if a > 0:  # the row before, numbered by the call before
+        last_id = ids[a - 1]
+        last_at, last_len = rows[a - 1, TOPIC_START], rows[a - 1, TOPIC_LEN]
+    else:
+        last_at, last_len, last_id = -1, -1, -1
+    for i in range(a, b):
         at, length = rows[i, TOPIC_START], rows[i, TOPIC_LEN]
         if length == last_len and _same(buf, at, last_at, length):
             ids[i] = last_id
             continue
         key = (java_hash(buf, at, length, 0) << 16) | length
         found = -1
-        if key in by_key:
-            j = by_key[key]
+        j = _get_key(table_key, table_id, key)
+        if j >= 0:
             if _same(buf, at, rows[first[j], TOPIC_START], length):
                 found = j
             else:  # two topics with one hash: compare with every topic seen
@@ -225,11 +254,41 @@ def topic_ids(buf: npt.NDArray[np.uint8],
             found = count
             first[count] = i
             count += 1
-            if key not in by_key:
-                by_key[key] = found
+            if _get_key(table_key, table_id, key) < 0:
+                _put_key(table_key, table_id, key, found)
         ids[i] = found
         last_at, last_len, last_id = at, length, found
-    return ids, first[:count]
+    return count, table_key, table_id
+
+
+@kernel
+def _slot(table_id: npt.NDArray[np.int64], key: int) -> int:
+    """Where ``key`` starts its probe in a table of ``table_id.size`` (a power of two) slots."""
+    bits = 0
+    while (1 << bits) < table_id.size:
+        bits += 1
+    return np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
+
+
+@kernel
+def _get_key(table_key: npt.NDArray[np.int64], table_id: npt.NDArray[np.int64], key: int) -> int:
+    """The value at ``key`` in an open-addressing table, -1 when absent."""
+    s = _slot(table_id, key)
+    while table_id[s] >= 0:
+        if table_key[s] == key:
+            return table_id[s]
+        s = (s + 1) & (table_id.size - 1)
+    return -1
+
+
+@kernel
+def _put_key(table_key: npt.NDArray[np.int64], table_id: npt.NDArray[np.int64], key: int,
+             value: int) -> None:
+    """Set an absent ``key`` of an open-addressing table with a free slot."""
+    s = _slot(table_id, key)
+    while table_id[s] >= 0:
+        s = (s + 1) & (table_id.size - 1)
+    table_key[s], table_id[s] = key, value
 
 
 @kernel
