@@ -30,6 +30,10 @@ BATCH_ROWS = 1 << 16
 #: rows a walk thread walks and dispatches at a time: their bytes, rows and columns stay in the
 #: core's cache from the walk to the dispatch columns and the topic numbering
 CHUNK_ROWS = 1 << 11
+#: fields a walk with dispatch copies into contiguous columns (``RecordBatch.column``) while a
+#: chunk's rows are in the cache: what planning the dispatch reads (``dispatch.plan_batch``)
+PLAN_FIELDS = (kr.OFFSET, kr.SIZE, kr.QUEUE_ID, kr.QUEUE_OFFSET, kr.STORE_TS)
+_PLAN_FIELDS = np.array(PLAN_FIELDS, dtype=np.int64)
 #: zero bytes skipped per numpy check before looking for a record start
 _ZERO_CHUNK = 4 << 20
 #: bytes searched for a record start before the zero check (records are mostly smaller)
@@ -87,6 +91,8 @@ class RecordBatch:
     #: ``prepare()``'s results by function, once computed
     _prepared: dict[Callable[[RecordBatch], Any], Any] = field(
         default_factory=dict, repr=False, compare=False)
+    #: ``column()``s copied out of ``raw`` by the walk (``PLAN_FIELDS``), by field
+    _columns: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def rows(self) -> npt.NDArray[np.void]:
@@ -97,9 +103,10 @@ class RecordBatch:
         return int(self.raw.shape[0])
 
     def column(self, field: int) -> npt.NDArray[np.int64]:
-        """One int64 column by its ``kernels.records`` index (``kr.QUEUE_ID``, ...)."""
-        col: npt.NDArray[np.int64] = self.raw[:, field]
-        return col
+        """One int64 column by its ``kernels.records`` index (``kr.QUEUE_ID``, ...), read-only:
+        contiguous when the walk copied it (``PLAN_FIELDS``), else a view of ``raw``."""
+        col: npt.NDArray[np.int64] | None = self._columns.get(field)
+        return self.raw[:, field] if col is None else col
 
     def strings(self, start: int, length: int) -> list[str]:
         """The UTF-8 strings at columns ``start`` / ``length`` (topic, properties: the walk checked
@@ -141,7 +148,8 @@ class RecordBatch:
 
 class _Dispatching:
     """``RecordBatch.dispatch``'s columns of up to ``n`` rows, filled a range of rows at a time,
-    and with ``topics`` its topic numbering (``kernels.dispatch.number_topics``)."""
+    and with ``topics`` its topic numbering (``kernels.dispatch.number_topics``) and its
+    ``PLAN_FIELDS`` columns."""
 
     def __init__(self, n: int, delay_levels_ms: tuple[int, ...], topics: bool) -> None:
         self.delay_levels_ms = np.asarray(delay_levels_ms, dtype=np.int64)
@@ -153,6 +161,7 @@ class _Dispatching:
         self.numbering = topics
         self.ids, self.first = np.empty(n if topics else 0, dtype=np.int64), np.empty(n if topics else 0, dtype=np.int64)
         self.count, self.table_key, self.table_id = 0, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        self.fields = np.empty((len(PLAN_FIELDS), n if topics else 0), dtype=np.int64)
 
     def rows(self, buf: Buffer, raw: npt.NDArray[np.int64], a: int, b: int) -> None:
         """Fill rows ``a`` to ``b`` with those of the walked ``raw`` (the rows after the ones
@@ -164,10 +173,16 @@ class _Dispatching:
         if self.numbering:
             self.count, self.table_key, self.table_id = kd.number_topics(
                 buf, raw, a, b, self.ids, self.first, self.count, self.table_key, self.table_id)
+            kd.copy_fields(raw, a, b, _PLAN_FIELDS, self.fields)
 
     def topics(self, n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """``kernels.dispatch.topic_ids`` of the first ``n`` rows (all filled, ``topics``)."""
         return self.ids[:n], self.first[:self.count]
+
+    def plan_columns(self, n: int) -> dict[int, npt.NDArray[np.int64]]:
+        """The ``PLAN_FIELDS`` columns of the first ``n`` rows (all filled, ``topics``), read-only."""
+        self.fields.flags.writeable = False
+        return {f: self.fields[k, :n] for k, f in enumerate(PLAN_FIELDS)}
 
     def columns(self, n: int) -> DispatchColumns:
         """The columns of the first ``n`` rows (all filled)."""
@@ -298,6 +313,7 @@ class Walk:
                 if into is not None and levels is not None:  # compiled, off the caller's thread
                     batch._dispatched[levels] = into.columns(n)
                     batch.__dict__["topics"] = batch._topic_names(*into.topics(n))  # the cached_property's value
+                    batch._columns.update(into.plan_columns(n))
                     if self.prepare is not None:
                         batch.prepare(self.prepare)
                 batches.append(batch)

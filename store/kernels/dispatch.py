@@ -30,12 +30,8 @@ from rocketlake.store.kernels.hashing import (
     topic_prefix,
 )
 from rocketlake.store.kernels.records import (
-    OFFSET,
     PROPS_LEN,
     PROPS_START,
-    QUEUE_ID,
-    QUEUE_OFFSET,
-    SIZE,
     STORE_TS,
     SYS_FLAG,
     TOPIC_LEN,
@@ -300,19 +296,21 @@ def _same(buf: npt.NDArray[np.uint8], a: int, b: int, n: int) -> bool:
 
 
 @kernel
-def plan_units(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64],
-               tags_code: npt.NDArray[np.int64], to_queue: npt.NDArray[np.bool_],
-               by_queue: bool) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8],
-                                        npt.NDArray[np.int64], npt.NDArray[np.int64],
-                                        npt.NDArray[np.int64]]:
-    """The ConsumeQueue units of the walked ``raw`` rows ``to_queue``: ``(rows, units,
-    queue_offsets, first, last_end)``. ``rows``: those rows, grouped by queue when ``by_queue``
-    (queues ordered by ``codec.queue_key``, topic id then queue id as an unsigned 32-bit number;
-    CommitLog order within a queue), else in CommitLog order; ``units``: their units' bytes
+def plan_units(offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64],
+               queue_ids: npt.NDArray[np.int64], record_queue_offsets: npt.NDArray[np.int64],
+               topic_ids: npt.NDArray[np.int64], tags_code: npt.NDArray[np.int64],
+               to_queue: npt.NDArray[np.bool_], by_queue: bool,
+               ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8], npt.NDArray[np.int64],
+                          npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The ConsumeQueue units of the records (columns: CommitLog offset, size, queue id and
+    QUEUEOFFSET, topic id, tagsCode) ``to_queue``: ``(rows, units, queue_offsets, first,
+    last_end)``. ``rows``: those records, grouped by queue when ``by_queue`` (queues ordered by
+    ``codec.queue_key``, topic id then queue id as an unsigned 32-bit number; CommitLog order
+    within a queue), else in CommitLog order; ``units``: their units' bytes
     (``codec.CQ_UNIT_DTYPE``) and ``queue_offsets`` their QUEUEOFFSETs, in that order; by queue,
     ``first[k]`` is where queue k's rows start and ``last_end[k]`` the largest CommitLog end
     (offset + size) of its records (both empty otherwise)."""
-    n = raw.shape[0]
+    n = offsets.size
     count = 0
     for i in range(n):
         count += to_queue[i]
@@ -334,7 +332,7 @@ def plan_units(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64],
         distinct = 0
         for i in range(n):
             if to_queue[i]:
-                key = queue_key(topic_ids[i], raw[i, QUEUE_ID])
+                key = queue_key(topic_ids[i], queue_ids[i])
                 h = (np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(shift)
                 s = np.int64(h)
                 while table_group[s] >= 0 and table_key[s] != key:
@@ -349,13 +347,13 @@ def plan_units(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64],
         rank = np.empty(distinct, dtype=np.int64)
         for g in range(distinct):
             rank[order[g]] = g
-        sizes = np.zeros(distinct, dtype=np.int64)
+        group_sizes = np.zeros(distinct, dtype=np.int64)
         for j in range(count):
             group[j] = rank[group[j]]
-            sizes[group[j]] += 1
+            group_sizes[group[j]] += 1
         first = np.zeros(distinct, dtype=np.int64)
         for g in range(1, distinct):
-            first[g] = first[g - 1] + sizes[g - 1]
+            first[g] = first[g - 1] + group_sizes[g - 1]
         at = first.copy()
         last_end = np.full(distinct, -(1 << 63), dtype=np.int64)
         j = 0
@@ -364,7 +362,7 @@ def plan_units(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64],
                 g = group[j]
                 rows[at[g]] = i
                 at[g] += 1
-                last_end[g] = max(last_end[g], raw[i, OFFSET] + raw[i, SIZE])
+                last_end[g] = max(last_end[g], offsets[i] + sizes[i])
                 j += 1
     else:
         j = 0
@@ -377,24 +375,35 @@ def plan_units(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64],
     for j in range(count):
         i = rows[j]
         p = j * CQ_UNIT_SIZE
-        put_be64(units, p, raw[i, OFFSET])
-        put_be32(units, p + 8, raw[i, SIZE])
+        put_be64(units, p, offsets[i])
+        put_be32(units, p + 8, sizes[i])
         put_be64(units, p + 12, tags_code[i])
-        queue_offsets[j] = raw[i, QUEUE_OFFSET]
+        queue_offsets[j] = record_queue_offsets[i]
     return rows, units, queue_offsets, first, last_end
 
 
 @kernel
-def key_columns(raw: npt.NDArray[np.int64], key_counts: npt.NDArray[np.int64],
+def key_columns(offsets: npt.NDArray[np.int64], store_ts: npt.NDArray[np.int64],
+                key_counts: npt.NDArray[np.int64],
                 total: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The CommitLog offset and store time of each of the ``total`` index keys: record i's
     repeated ``key_counts[i]`` times (``np.repeat`` of both columns)."""
-    offsets = np.empty(total, dtype=np.int64)
+    key_offsets = np.empty(total, dtype=np.int64)
     ts = np.empty(total, dtype=np.int64)
     k = 0
-    for i in range(raw.shape[0]):
+    for i in range(offsets.size):
         for _ in range(key_counts[i]):
-            offsets[k] = raw[i, OFFSET]
-            ts[k] = raw[i, STORE_TS]
+            key_offsets[k] = offsets[i]
+            ts[k] = store_ts[i]
             k += 1
-    return offsets, ts
+    return key_offsets, ts
+
+
+@kernel
+def copy_fields(raw: npt.NDArray[np.int64], a: int, b: int, fields: npt.NDArray[np.int64],
+                out: npt.NDArray[np.int64]) -> None:
+    """``out[k, a:b] = raw[a:b, fields[k]]``: walked rows' fields as contiguous columns, copied
+    while the rows are in the cache."""
+    for i in range(a, b):
+        for k in range(fields.size):
+            out[k, i] = raw[i, fields[k]]
