@@ -141,46 +141,50 @@ class RecordBatch:
         return done
 
     def _dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
-        into = _Dispatching(len(self), delay_levels_ms, topics=False)
+        into = _Dispatching(len(self), delay_levels_ms)
         into.rows(self.buf, self.raw, 0, len(self))
+        self._walked(into)
         return into.columns(len(self))
+
+    def _walked(self, into: _Dispatching) -> None:
+        """Keep what ``into`` (all rows filled) derived besides the dispatch columns: ``topics``
+        and the ``PLAN_FIELDS`` columns."""
+        n = len(self)
+        if "topics" not in self.__dict__:  # the cached_property's value
+            self.__dict__["topics"] = self._topic_names(*into.topics(n))
+        self._columns.update(into.plan_columns(n))
 
 
 class _Dispatching:
-    """``RecordBatch.dispatch``'s columns of up to ``n`` rows, filled a range of rows at a time,
-    and with ``topics`` its topic numbering (``kernels.dispatch.number_topics``) and its
-    ``PLAN_FIELDS`` columns."""
+    """``RecordBatch.dispatch``'s columns of up to ``n`` rows, its topic numbering
+    (``kernels.dispatch.number_topics``) and its ``PLAN_FIELDS`` columns, filled a range of rows
+    at a time (``kernels.dispatch.dispatch_rows``)."""
 
-    def __init__(self, n: int, delay_levels_ms: tuple[int, ...], topics: bool) -> None:
+    def __init__(self, n: int, delay_levels_ms: tuple[int, ...]) -> None:
         self.delay_levels_ms = np.asarray(delay_levels_ms, dtype=np.int64)
         self.spans = np.empty((n, len(kd.NAMES), 2), dtype=np.int64)
         self.tags_code = np.empty(n, dtype=np.int64)
         self.to_queue = np.empty(n, dtype=np.bool_)
         self.counts = np.empty(n, dtype=np.int64)
         self.hashes: list[npt.NDArray[np.int32]] = []
-        self.numbering = topics
-        self.ids, self.first = np.empty(n if topics else 0, dtype=np.int64), np.empty(n if topics else 0, dtype=np.int64)
+        self.ids, self.first = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
         self.count, self.table_key, self.table_id = 0, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        self.fields = np.empty((len(PLAN_FIELDS), n if topics else 0), dtype=np.int64)
+        self.fields = np.empty((len(PLAN_FIELDS), n), dtype=np.int64)
 
     def rows(self, buf: Buffer, raw: npt.NDArray[np.int64], a: int, b: int) -> None:
         """Fill rows ``a`` to ``b`` with those of the walked ``raw`` (the rows after the ones
         filled; ``raw``'s rows before ``a`` are those filled)."""
-        spans, chunk = self.spans[a:b], raw[a:b]
-        kd.property_spans(buf, chunk, spans)
-        self.hashes.append(kd.dispatch_columns(buf, chunk, spans, self.delay_levels_ms, self.tags_code[a:b],
-                                               self.to_queue[a:b], self.counts[a:b]))
-        if self.numbering:
-            self.count, self.table_key, self.table_id = kd.number_topics(
-                buf, raw, a, b, self.ids, self.first, self.count, self.table_key, self.table_id)
-            kd.copy_fields(raw, a, b, _PLAN_FIELDS, self.fields)
+        hashes, self.count, self.table_key, self.table_id = kd.dispatch_rows(
+            buf, raw, a, b, self.delay_levels_ms, self.spans, self.tags_code, self.to_queue, self.counts,
+            self.ids, self.first, self.count, self.table_key, self.table_id, _PLAN_FIELDS, self.fields)
+        self.hashes.append(hashes)
 
     def topics(self, n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """``kernels.dispatch.topic_ids`` of the first ``n`` rows (all filled, ``topics``)."""
+        """``kernels.dispatch.topic_ids`` of the first ``n`` rows (all filled)."""
         return self.ids[:n], self.first[:self.count]
 
     def plan_columns(self, n: int) -> dict[int, npt.NDArray[np.int64]]:
-        """The ``PLAN_FIELDS`` columns of the first ``n`` rows (all filled, ``topics``), read-only."""
+        """The ``PLAN_FIELDS`` columns of the first ``n`` rows (all filled), read-only."""
         self.fields.flags.writeable = False
         return {f: self.fields[k, :n] for k, f in enumerate(PLAN_FIELDS)}
 
@@ -296,7 +300,7 @@ class Walk:
         levels = self.delay_levels_ms
         while pos < limit:
             out = np.empty((self.batch_rows, kr.NFIELDS), dtype=np.int64)
-            into = None if levels is None else _Dispatching(self.batch_rows, levels, topics=True)
+            into = None if levels is None else _Dispatching(self.batch_rows, levels)
             n = 0
             # a chunk of rows at a time, dispatched while its bytes and rows are in the cache
             while n < self.batch_rows and pos < limit:
@@ -312,8 +316,7 @@ class Walk:
                 batch = RecordBatch(buf, out[:n])
                 if into is not None and levels is not None:  # compiled, off the caller's thread
                     batch._dispatched[levels] = into.columns(n)
-                    batch.__dict__["topics"] = batch._topic_names(*into.topics(n))  # the cached_property's value
-                    batch._columns.update(into.plan_columns(n))
+                    batch._walked(into)
                     if self.prepare is not None:
                         batch.prepare(self.prepare)
                 batches.append(batch)

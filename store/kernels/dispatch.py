@@ -189,6 +189,28 @@ def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
 
 
 @kernel
+def dispatch_rows(buf: npt.NDArray[np.uint8], raw: npt.NDArray[np.int64], a: int, b: int,
+                  delay_levels_ms: npt.NDArray[np.int64], spans: npt.NDArray[np.int64],
+                  tags_code: npt.NDArray[np.int64], to_queue: npt.NDArray[np.bool_],
+                  key_counts: npt.NDArray[np.int64], ids: npt.NDArray[np.int64],
+                  first: npt.NDArray[np.int64], count: int, table_key: npt.NDArray[np.int64],
+                  table_id: npt.NDArray[np.int64], fields: npt.NDArray[np.int64],
+                  columns: npt.NDArray[np.int64],
+                  ) -> tuple[npt.NDArray[np.int32], int, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Everything a walk derives from its rows ``raw[a:b]`` in one call, while they are in the
+    cache: ``property_spans`` and ``dispatch_columns`` into rows ``a:b`` of the columns given
+    (returns the rows' key hashes), ``number_topics`` (returns its ``count`` and table) and
+    ``copy_fields`` of ``fields`` into ``columns``."""
+    chunk = raw[a:b]
+    property_spans(buf, chunk, spans[a:b])
+    hashes = dispatch_columns(buf, chunk, spans[a:b], delay_levels_ms, tags_code[a:b], to_queue[a:b],
+                              key_counts[a:b])
+    count, table_key, table_id = number_topics(buf, raw, a, b, ids, first, count, table_key, table_id)
+    copy_fields(raw, a, b, fields, columns)
+    return hashes, count, table_key, table_id
+
+
+@kernel
 def topic_ids(buf: npt.NDArray[np.uint8],
               rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Number the records' topics by first appearance: ``(ids, first)``, record i's topic is the
