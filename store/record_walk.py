@@ -168,7 +168,8 @@ class _Dispatching:
         self.counts = np.empty(n, dtype=np.int64)
         self.hashes: list[npt.NDArray[np.int32]] = []
         self.ids, self.first = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-        self.count, self.table_key, self.table_id = 0, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        self.count = 0
+        self.table_key, self.table_id = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
         self.fields = np.empty((len(PLAN_FIELDS), n), dtype=np.int64)
 
     def rows(self, buf: Buffer, raw: npt.NDArray[np.int64], a: int, b: int) -> None:

@@ -18,13 +18,13 @@ from hypothesis import strategies as st
 from reference import DELAYS_MS, V1, V2, jhash, pack, with_prop_crc
 from reference import crc32 as _crc32
 
+from rocketlake.store import record_walk
 from rocketlake.store.kernels import crc
 from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import hashing as kh
 from rocketlake.store.kernels import queue_sums as qs
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.kernels.words import find_byte
-from rocketlake.store import record_walk
 from rocketlake.store.record_walk import Walk
 
 GOLDEN = Path(__file__).parent / "golden" / "rocketmq-4.9.8" / "store" / "commitlog"

@@ -280,7 +280,7 @@ def number_topics(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64], a: in
 
 
 @kernel
-def _slot(table_id: npt.NDArray[np.int64], key: int) -> int:
+def _slot(table_id: npt.NDArray[np.int64], key: int) -> np.int64:
     """Where ``key`` starts its probe in a table of ``table_id.size`` (a power of two) slots."""
     bits = 0
     while (1 << bits) < table_id.size:
@@ -294,7 +294,7 @@ def _get_key(table_key: npt.NDArray[np.int64], table_id: npt.NDArray[np.int64], 
     s = _slot(table_id, key)
     while table_id[s] >= 0:
         if table_key[s] == key:
-            return table_id[s]
+            return int(table_id[s])
         s = (s + 1) & (table_id.size - 1)
     return -1
 
