@@ -122,27 +122,17 @@ def plan(topic_ids: npt.NDArray[np.int64], topics: Sequence[str], queue_ids: npt
     """``Planned`` of records given as ``Dispatcher.add_columns`` takes them; ``by_queue``: the
     units grouped by queue (``Dispatcher`` writes them into its queues), else left in CommitLog
     order (into a ``QueueFilesWriter``)."""
-    raw = np.empty((offsets.size, kr.NFIELDS), dtype=np.int64)  # the columns the kernels read
-    for field, col in ((kr.OFFSET, offsets), (kr.SIZE, sizes), (kr.QUEUE_ID, queue_ids),
-                       (kr.QUEUE_OFFSET, queue_offsets), (kr.STORE_TS, store_ts)):
-        raw[:, field] = col
-    return _plan(raw, topic_ids, topics, tags_code, to_queue, key_hashes, key_counts, by_queue)
-
-
-def _plan(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64], topics: Sequence[str],
-          tags_code: npt.NDArray[np.int64], to_queue: npt.NDArray[np.bool_],
-          key_hashes: npt.NDArray[np.int32], key_counts: npt.NDArray[np.int64],
-          by_queue: bool) -> Planned:
-    """``plan`` of records given as walked rows (``kernels.records`` columns)."""
     no = np.zeros(0, dtype=np.int64)
-    rows, units, queue_offsets, first, last_end = kd.plan_units(
-        raw, np.ascontiguousarray(topic_ids, dtype=np.int64), np.ascontiguousarray(tags_code, dtype=np.int64),
+    offsets, sizes, queue_ids, queue_offsets, store_ts, topic_ids, tags_code = (
+        np.ascontiguousarray(c, dtype=np.int64)
+        for c in (offsets, sizes, queue_ids, queue_offsets, store_ts, topic_ids, tags_code))
+    rows, units, unit_queue_offsets, first, last_end = kd.plan_units(
+        offsets, sizes, queue_ids, queue_offsets, topic_ids, tags_code,
         np.ascontiguousarray(to_queue, dtype=np.bool_), by_queue)
-    queues = list(zip(topic_ids[rows[first]].tolist(), raw[rows[first], kr.QUEUE_ID].tolist()))
-    key_offsets, key_ts = kd.key_columns(raw, key_counts, key_hashes.size)
-    store_ts = raw[:, kr.STORE_TS]
-    return Planned(topics, units.view(codec.CQ_UNIT_DTYPE), queue_offsets,
-                   no if by_queue else topic_ids[rows], no if by_queue else raw[rows, kr.QUEUE_ID],
+    queues = list(zip(topic_ids[rows[first]].tolist(), queue_ids[rows[first]].tolist()))
+    key_offsets, key_ts = kd.key_columns(offsets, store_ts, key_counts, key_hashes.size)
+    return Planned(topics, units.view(codec.CQ_UNIT_DTYPE), unit_queue_offsets,
+                   no if by_queue else topic_ids[rows], no if by_queue else queue_ids[rows],
                    queues, first.tolist(), first[1:].tolist() + ([rows.size] if first.size else []),
                    last_end, key_hashes, key_offsets, key_ts,
                    int(store_ts[-1]) if store_ts.size else None, by_queue)
@@ -152,11 +142,13 @@ def plan_batch(batch: RecordBatch, cols: DispatchColumns, consume_queue: bool = 
                by_queue: bool = True) -> Planned:
     """``plan`` of a walked batch (``cols``: its dispatch columns): the units of its records
     that go to a ConsumeQueue (unless not ``consume_queue``) and its index keys."""
-    raw, n = batch.raw, len(batch)
+    n = len(batch)
     queued = consume_queue and bool(cols.to_queue.any())
     ids, names = batch.topics if queued else (np.zeros(n, dtype=np.int64), [])
-    return _plan(raw, ids, names, cols.tags_code, cols.to_queue if queued else np.zeros(n, dtype=np.bool_),
-                 cols.key_hashes, cols.key_counts, by_queue)
+    col = batch.column
+    return plan(ids, names, col(kr.QUEUE_ID), col(kr.QUEUE_OFFSET), col(kr.OFFSET), col(kr.SIZE),
+                col(kr.STORE_TS), cols.tags_code, cols.to_queue if queued else np.zeros(n, dtype=np.bool_),
+                cols.key_hashes, cols.key_counts, by_queue=by_queue)
 
 
 class Dispatcher:

@@ -28,8 +28,12 @@ if TYPE_CHECKING:
 #: rows per batch: bounds memory (each row is 184 bytes) whatever the file size
 BATCH_ROWS = 1 << 16
 #: rows a walk thread walks and dispatches at a time: their bytes, rows and columns stay in the
-#: core's cache from the walk to the dispatch columns
+#: core's cache from the walk to the dispatch columns and the topic numbering
 CHUNK_ROWS = 1 << 11
+#: fields a walk with dispatch copies into contiguous columns (``RecordBatch.column``) while a
+#: chunk's rows are in the cache: what planning the dispatch reads (``dispatch.plan_batch``)
+PLAN_FIELDS = (kr.OFFSET, kr.SIZE, kr.QUEUE_ID, kr.QUEUE_OFFSET, kr.STORE_TS)
+_PLAN_FIELDS = np.array(PLAN_FIELDS, dtype=np.int64)
 #: zero bytes skipped per numpy check before looking for a record start
 _ZERO_CHUNK = 4 << 20
 #: bytes searched for a record start before the zero check (records are mostly smaller)
@@ -87,6 +91,8 @@ class RecordBatch:
     #: ``prepare()``'s results by function, once computed
     _prepared: dict[Callable[[RecordBatch], Any], Any] = field(
         default_factory=dict, repr=False, compare=False)
+    #: ``column()``s copied out of ``raw`` by the walk (``PLAN_FIELDS``), by field
+    _columns: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def rows(self) -> npt.NDArray[np.void]:
@@ -97,9 +103,10 @@ class RecordBatch:
         return int(self.raw.shape[0])
 
     def column(self, field: int) -> npt.NDArray[np.int64]:
-        """One int64 column by its ``kernels.records`` index (``kr.QUEUE_ID``, ...)."""
-        col: npt.NDArray[np.int64] = self.raw[:, field]
-        return col
+        """One int64 column by its ``kernels.records`` index (``kr.QUEUE_ID``, ...), read-only:
+        contiguous when the walk copied it (``PLAN_FIELDS``), else a view of ``raw``."""
+        col: npt.NDArray[np.int64] | None = self._columns.get(field)
+        return self.raw[:, field] if col is None else col
 
     def strings(self, start: int, length: int) -> list[str]:
         """The UTF-8 strings at columns ``start`` / ``length`` (topic, properties: the walk checked
@@ -110,7 +117,11 @@ class RecordBatch:
     @cached_property
     def topics(self) -> tuple[npt.NDArray[np.int64], list[str]]:
         """(topic id per record, topic names): ``names[ids[i]]`` is record i's topic."""
-        ids, first = kd.topic_ids(self.buf, self.raw)
+        return self._topic_names(*kd.topic_ids(self.buf, self.raw))
+
+    def _topic_names(self, ids: npt.NDArray[np.int64],
+                     first: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], list[str]]:
+        """``topics`` of the numbering ``kernels.dispatch.topic_ids`` returns."""
         start, length = self.raw[first, kr.TOPIC_START].tolist(), self.raw[first, kr.TOPIC_LEN].tolist()
         return ids, [self.buf[a:a + n].tobytes().decode() for a, n in zip(start, length)]
 
@@ -131,12 +142,23 @@ class RecordBatch:
 
     def _dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
         into = _Dispatching(len(self), delay_levels_ms)
-        into.rows(self.buf, self.raw, 0)
+        into.rows(self.buf, self.raw, 0, len(self))
+        self._walked(into)
         return into.columns(len(self))
+
+    def _walked(self, into: _Dispatching) -> None:
+        """Keep what ``into`` (all rows filled) derived besides the dispatch columns: ``topics``
+        and the ``PLAN_FIELDS`` columns."""
+        n = len(self)
+        if "topics" not in self.__dict__:  # the cached_property's value
+            self.__dict__["topics"] = self._topic_names(*into.topics(n))
+        self._columns.update(into.plan_columns(n))
 
 
 class _Dispatching:
-    """``RecordBatch.dispatch``'s columns of up to ``n`` rows, filled a range of rows at a time."""
+    """``RecordBatch.dispatch``'s columns of up to ``n`` rows, its topic numbering
+    (``kernels.dispatch.number_topics``) and its ``PLAN_FIELDS`` columns, filled a range of rows
+    at a time (``kernels.dispatch.dispatch_rows``)."""
 
     def __init__(self, n: int, delay_levels_ms: tuple[int, ...]) -> None:
         self.delay_levels_ms = np.asarray(delay_levels_ms, dtype=np.int64)
@@ -145,14 +167,27 @@ class _Dispatching:
         self.to_queue = np.empty(n, dtype=np.bool_)
         self.counts = np.empty(n, dtype=np.int64)
         self.hashes: list[npt.NDArray[np.int32]] = []
+        self.ids, self.first = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        self.count = 0
+        self.table_key, self.table_id = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        self.fields = np.empty((len(PLAN_FIELDS), n), dtype=np.int64)
 
-    def rows(self, buf: Buffer, raw: npt.NDArray[np.int64], at: int) -> None:
-        """Fill rows ``at`` on with those of the walked ``raw`` (rows after the ones filled)."""
-        b = at + raw.shape[0]
-        spans = self.spans[at:b]
-        kd.property_spans(buf, raw, spans)
-        self.hashes.append(kd.dispatch_columns(buf, raw, spans, self.delay_levels_ms, self.tags_code[at:b],
-                                               self.to_queue[at:b], self.counts[at:b]))
+    def rows(self, buf: Buffer, raw: npt.NDArray[np.int64], a: int, b: int) -> None:
+        """Fill rows ``a`` to ``b`` with those of the walked ``raw`` (the rows after the ones
+        filled; ``raw``'s rows before ``a`` are those filled)."""
+        hashes, self.count, self.table_key, self.table_id = kd.dispatch_rows(
+            buf, raw, a, b, self.delay_levels_ms, self.spans, self.tags_code, self.to_queue, self.counts,
+            self.ids, self.first, self.count, self.table_key, self.table_id, _PLAN_FIELDS, self.fields)
+        self.hashes.append(hashes)
+
+    def topics(self, n: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``kernels.dispatch.topic_ids`` of the first ``n`` rows (all filled)."""
+        return self.ids[:n], self.first[:self.count]
+
+    def plan_columns(self, n: int) -> dict[int, npt.NDArray[np.int64]]:
+        """The ``PLAN_FIELDS`` columns of the first ``n`` rows (all filled), read-only."""
+        self.fields.flags.writeable = False
+        return {f: self.fields[k, :n] for k, f in enumerate(PLAN_FIELDS)}
 
     def columns(self, n: int) -> DispatchColumns:
         """The columns of the first ``n`` rows (all filled)."""
@@ -274,7 +309,7 @@ class Walk:
                 k, pos, status = kr.walk(buf, base, pos, limit, self.check_crc, self.check_names, rows,
                                          detail)
                 if into is not None and k:
-                    into.rows(buf, rows[:k], n)
+                    into.rows(buf, out, n, n + k)
                 n += k
                 if status != kr.LIMIT:
                     break
@@ -282,7 +317,7 @@ class Walk:
                 batch = RecordBatch(buf, out[:n])
                 if into is not None and levels is not None:  # compiled, off the caller's thread
                     batch._dispatched[levels] = into.columns(n)
-                    _ = batch.topics
+                    batch._walked(into)
                     if self.prepare is not None:
                         batch.prepare(self.prepare)
                 batches.append(batch)

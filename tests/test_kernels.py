@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from reference import DELAYS_MS, V1, V2, jhash, pack, with_prop_crc
 from reference import crc32 as _crc32
 
+from rocketlake.store import record_walk
 from rocketlake.store.kernels import crc
 from rocketlake.store.kernels import dispatch as kd
 from rocketlake.store.kernels import hashing as kh
@@ -352,6 +353,50 @@ def test_dispatch_columns_follow_the_dispatch_rules(recs):
                                                 sys_flag, 1_700_000_000_000)
         assert (codes[i], to_queue[i], list(hashes[at:at + counts[i]])) == (code, queued, want)
         at += counts[i]
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.lists(st.sampled_from(["Aa", "BB", "AaAa", "BBBB", "AaBB", "T", "é", "t1", "t2"]),
+                min_size=1, max_size=40), st.integers(1, 41))
+def test_topics_are_numbered_by_first_appearance_in_chunks_of_any_size(topics, chunk):
+    """"Aa" and "BB" share a Java hash and a length (as "AaAa", "BBBB", "AaBB" do): the numbering
+    compares the bytes; numbered a chunk at a time it is the numbering of all rows at once."""
+    raw = b""
+    for topic in topics:
+        raw += pack(len(raw), topic=topic)
+    buf = as_buf(raw)
+    rows, _, _, _ = walk_all(buf)
+    grid = rows.view(np.int64).reshape(-1, kr.NFIELDS)
+    seen: dict[str, int] = {}
+    want = [seen.setdefault(t, len(seen)) for t in topics]
+    want_first = [topics.index(t) for t in seen]
+    ids, first = kd.topic_ids(buf, grid)
+    assert (ids.tolist(), first.tolist()) == (want, want_first)
+    ids, first = np.full(len(topics), -1, dtype=np.int64), np.full(len(topics), -1, dtype=np.int64)
+    count, table_key, table_id = 0, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    for a in range(0, len(topics), chunk):
+        count, table_key, table_id = kd.number_topics(buf, grid, a, min(a + chunk, len(topics)), ids,
+                                                      first, count, table_key, table_id)
+    assert (ids.tolist(), first[:count].tolist()) == (want, want_first)
+
+
+def test_a_walk_with_dispatch_numbers_each_batchs_topics_a_chunk_at_a_time(monkeypatch):
+    """The walk numbers topics a chunk of rows at a time (``record_walk.CHUNK_ROWS``): each
+    batch's ``topics`` are its topics by first appearance in the batch."""
+    topics = ["Aa", "BB", "Aa", "t", "t", "BB", "AaAa", "BBBB", "Aa", "x", "BBBB", "t"]
+    raw = b""
+    for topic in topics:
+        raw += pack(len(raw), topic=topic)
+    buf = as_buf(raw)
+    monkeypatch.setattr(record_walk, "CHUNK_ROWS", 3)
+    batches = list(Walk([(0, buf.size, buf)], 0, buf.size, check_crc=True, batch_rows=8,
+                        delay_levels_ms=tuple(DELAYS_MS)))
+    assert [len(b) for b in batches] == [8, 4]
+    for batch, part in zip(batches, (topics[:8], topics[8:])):
+        seen: dict[str, int] = {}
+        want = [seen.setdefault(t, len(seen)) for t in part]
+        ids, names = batch.topics
+        assert (ids.tolist(), names) == (want, list(seen))
 
 
 def test_golden_store_walks_whole():

@@ -30,12 +30,8 @@ from rocketlake.store.kernels.hashing import (
     topic_prefix,
 )
 from rocketlake.store.kernels.records import (
-    OFFSET,
     PROPS_LEN,
     PROPS_START,
-    QUEUE_ID,
-    QUEUE_OFFSET,
-    SIZE,
     STORE_TS,
     SYS_FLAG,
     TOPIC_LEN,
@@ -193,26 +189,77 @@ def dispatch_columns(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64],
 
 
 @kernel
+def dispatch_rows(buf: npt.NDArray[np.uint8], raw: npt.NDArray[np.int64], a: int, b: int,
+                  delay_levels_ms: npt.NDArray[np.int64], spans: npt.NDArray[np.int64],
+                  tags_code: npt.NDArray[np.int64], to_queue: npt.NDArray[np.bool_],
+                  key_counts: npt.NDArray[np.int64], ids: npt.NDArray[np.int64],
+                  first: npt.NDArray[np.int64], count: int, table_key: npt.NDArray[np.int64],
+                  table_id: npt.NDArray[np.int64], fields: npt.NDArray[np.int64],
+                  columns: npt.NDArray[np.int64],
+                  ) -> tuple[npt.NDArray[np.int32], int, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Everything a walk derives from its rows ``raw[a:b]`` in one call, while they are in the
+    cache: ``property_spans`` and ``dispatch_columns`` into rows ``a:b`` of the columns given
+    (returns the rows' key hashes), ``number_topics`` (returns its ``count`` and table) and
+    ``copy_fields`` of ``fields`` into ``columns``."""
+    chunk = raw[a:b]
+    property_spans(buf, chunk, spans[a:b])
+    hashes = dispatch_columns(buf, chunk, spans[a:b], delay_levels_ms, tags_code[a:b], to_queue[a:b],
+                              key_counts[a:b])
+    count, table_key, table_id = number_topics(buf, raw, a, b, ids, first, count, table_key, table_id)
+    copy_fields(raw, a, b, fields, columns)
+    return hashes, count, table_key, table_id
+
+
+@kernel
 def topic_ids(buf: npt.NDArray[np.uint8],
               rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Number the records' topics by first appearance: ``(ids, first)``, record i's topic is the
-    topic of record ``first[ids[i]]``. Topics are compared by their bytes; their Java hash and
-    length only find the candidate."""
+    topic of record ``first[ids[i]]`` (``number_topics`` over all the rows)."""
     n = rows.shape[0]
     ids = np.empty(n, dtype=np.int64)
     first = np.empty(n, dtype=np.int64)
-    by_key: dict[int, int] = dict()
-    count = 0
-    last_at, last_len, last_id = -1, -1, -1
-    for i in range(n):
+    count, _, _ = number_topics(buf, rows, 0, n, ids, first, 0, np.empty(0, dtype=np.int64),
+                                np.empty(0, dtype=np.int64))
+    return ids, first[:count]
+
+
+@kernel
+def number_topics(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64], a: int, b: int,
+                  ids: npt.NDArray[np.int64], first: npt.NDArray[np.int64], count: int,
+                  table_key: npt.NDArray[np.int64], table_id: npt.NDArray[np.int64],
+                  ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``topic_ids`` of ``rows[a:b]`` into ``ids[a:b]``, going on from the ``count`` topics
+    numbered in ``rows[:a]`` (``first`` holds room for one per row): so a walk numbers each chunk
+    of rows while they are in the cache. ``table_key`` / ``table_id``: the numbering's
+    open-addressing table of (Java hash << 16 | length) -> the first topic with that key, empty
+    (size 0) to start; returns ``(count, table_key, table_id)``, the table grown as needed, to
+    pass to the next call. Topics are compared by their bytes; their Java hash and length only
+    find the candidate."""
+    slots = table_key.size
+    if slots == 0 or 2 * (count + b - a) > slots:  # room for every topic these rows may add
+        grown = max(16, slots)
+        while grown < 2 * (count + b - a):
+            grown *= 2
+        old_key, old_id = table_key, table_id
+        table_key = np.empty(grown, dtype=np.int64)
+        table_id = np.full(grown, -1, dtype=np.int64)
+        for s in range(slots):
+            if old_id[s] >= 0:
+                _put_key(table_key, table_id, old_key[s], old_id[s])
+    if a > 0:  # the row before, numbered by the call before
+        last_id = ids[a - 1]
+        last_at, last_len = rows[a - 1, TOPIC_START], rows[a - 1, TOPIC_LEN]
+    else:
+        last_at, last_len, last_id = -1, -1, -1
+    for i in range(a, b):
         at, length = rows[i, TOPIC_START], rows[i, TOPIC_LEN]
         if length == last_len and _same(buf, at, last_at, length):
             ids[i] = last_id
             continue
         key = (java_hash(buf, at, length, 0) << 16) | length
         found = -1
-        if key in by_key:
-            j = by_key[key]
+        j = _get_key(table_key, table_id, key)
+        if j >= 0:
             if _same(buf, at, rows[first[j], TOPIC_START], length):
                 found = j
             else:  # two topics with one hash: compare with every topic seen
@@ -225,11 +272,41 @@ def topic_ids(buf: npt.NDArray[np.uint8],
             found = count
             first[count] = i
             count += 1
-            if key not in by_key:
-                by_key[key] = found
+            if _get_key(table_key, table_id, key) < 0:
+                _put_key(table_key, table_id, key, found)
         ids[i] = found
         last_at, last_len, last_id = at, length, found
-    return ids, first[:count]
+    return count, table_key, table_id
+
+
+@kernel
+def _slot(table_id: npt.NDArray[np.int64], key: int) -> np.int64:
+    """Where ``key`` starts its probe in a table of ``table_id.size`` (a power of two) slots."""
+    bits = 0
+    while (1 << bits) < table_id.size:
+        bits += 1
+    return np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
+
+
+@kernel
+def _get_key(table_key: npt.NDArray[np.int64], table_id: npt.NDArray[np.int64], key: int) -> int:
+    """The value at ``key`` in an open-addressing table, -1 when absent."""
+    s = _slot(table_id, key)
+    while table_id[s] >= 0:
+        if table_key[s] == key:
+            return int(table_id[s])
+        s = (s + 1) & (table_id.size - 1)
+    return -1
+
+
+@kernel
+def _put_key(table_key: npt.NDArray[np.int64], table_id: npt.NDArray[np.int64], key: int,
+             value: int) -> None:
+    """Set an absent ``key`` of an open-addressing table with a free slot."""
+    s = _slot(table_id, key)
+    while table_id[s] >= 0:
+        s = (s + 1) & (table_id.size - 1)
+    table_key[s], table_id[s] = key, value
 
 
 @kernel
@@ -241,19 +318,21 @@ def _same(buf: npt.NDArray[np.uint8], a: int, b: int, n: int) -> bool:
 
 
 @kernel
-def plan_units(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64],
-               tags_code: npt.NDArray[np.int64], to_queue: npt.NDArray[np.bool_],
-               by_queue: bool) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8],
-                                        npt.NDArray[np.int64], npt.NDArray[np.int64],
-                                        npt.NDArray[np.int64]]:
-    """The ConsumeQueue units of the walked ``raw`` rows ``to_queue``: ``(rows, units,
-    queue_offsets, first, last_end)``. ``rows``: those rows, grouped by queue when ``by_queue``
-    (queues ordered by ``codec.queue_key``, topic id then queue id as an unsigned 32-bit number;
-    CommitLog order within a queue), else in CommitLog order; ``units``: their units' bytes
+def plan_units(offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64],
+               queue_ids: npt.NDArray[np.int64], record_queue_offsets: npt.NDArray[np.int64],
+               topic_ids: npt.NDArray[np.int64], tags_code: npt.NDArray[np.int64],
+               to_queue: npt.NDArray[np.bool_], by_queue: bool,
+               ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8], npt.NDArray[np.int64],
+                          npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The ConsumeQueue units of the records (columns: CommitLog offset, size, queue id and
+    QUEUEOFFSET, topic id, tagsCode) ``to_queue``: ``(rows, units, queue_offsets, first,
+    last_end)``. ``rows``: those records, grouped by queue when ``by_queue`` (queues ordered by
+    ``codec.queue_key``, topic id then queue id as an unsigned 32-bit number; CommitLog order
+    within a queue), else in CommitLog order; ``units``: their units' bytes
     (``codec.CQ_UNIT_DTYPE``) and ``queue_offsets`` their QUEUEOFFSETs, in that order; by queue,
     ``first[k]`` is where queue k's rows start and ``last_end[k]`` the largest CommitLog end
     (offset + size) of its records (both empty otherwise)."""
-    n = raw.shape[0]
+    n = offsets.size
     count = 0
     for i in range(n):
         count += to_queue[i]
@@ -275,7 +354,7 @@ def plan_units(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64],
         distinct = 0
         for i in range(n):
             if to_queue[i]:
-                key = queue_key(topic_ids[i], raw[i, QUEUE_ID])
+                key = queue_key(topic_ids[i], queue_ids[i])
                 h = (np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(shift)
                 s = np.int64(h)
                 while table_group[s] >= 0 and table_key[s] != key:
@@ -290,13 +369,13 @@ def plan_units(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64],
         rank = np.empty(distinct, dtype=np.int64)
         for g in range(distinct):
             rank[order[g]] = g
-        sizes = np.zeros(distinct, dtype=np.int64)
+        group_sizes = np.zeros(distinct, dtype=np.int64)
         for j in range(count):
             group[j] = rank[group[j]]
-            sizes[group[j]] += 1
+            group_sizes[group[j]] += 1
         first = np.zeros(distinct, dtype=np.int64)
         for g in range(1, distinct):
-            first[g] = first[g - 1] + sizes[g - 1]
+            first[g] = first[g - 1] + group_sizes[g - 1]
         at = first.copy()
         last_end = np.full(distinct, -(1 << 63), dtype=np.int64)
         j = 0
@@ -305,7 +384,7 @@ def plan_units(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64],
                 g = group[j]
                 rows[at[g]] = i
                 at[g] += 1
-                last_end[g] = max(last_end[g], raw[i, OFFSET] + raw[i, SIZE])
+                last_end[g] = max(last_end[g], offsets[i] + sizes[i])
                 j += 1
     else:
         j = 0
@@ -318,24 +397,35 @@ def plan_units(raw: npt.NDArray[np.int64], topic_ids: npt.NDArray[np.int64],
     for j in range(count):
         i = rows[j]
         p = j * CQ_UNIT_SIZE
-        put_be64(units, p, raw[i, OFFSET])
-        put_be32(units, p + 8, raw[i, SIZE])
+        put_be64(units, p, offsets[i])
+        put_be32(units, p + 8, sizes[i])
         put_be64(units, p + 12, tags_code[i])
-        queue_offsets[j] = raw[i, QUEUE_OFFSET]
+        queue_offsets[j] = record_queue_offsets[i]
     return rows, units, queue_offsets, first, last_end
 
 
 @kernel
-def key_columns(raw: npt.NDArray[np.int64], key_counts: npt.NDArray[np.int64],
+def key_columns(offsets: npt.NDArray[np.int64], store_ts: npt.NDArray[np.int64],
+                key_counts: npt.NDArray[np.int64],
                 total: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """The CommitLog offset and store time of each of the ``total`` index keys: record i's
     repeated ``key_counts[i]`` times (``np.repeat`` of both columns)."""
-    offsets = np.empty(total, dtype=np.int64)
+    key_offsets = np.empty(total, dtype=np.int64)
     ts = np.empty(total, dtype=np.int64)
     k = 0
-    for i in range(raw.shape[0]):
+    for i in range(offsets.size):
         for _ in range(key_counts[i]):
-            offsets[k] = raw[i, OFFSET]
-            ts[k] = raw[i, STORE_TS]
+            key_offsets[k] = offsets[i]
+            ts[k] = store_ts[i]
             k += 1
-    return offsets, ts
+    return key_offsets, ts
+
+
+@kernel
+def copy_fields(raw: npt.NDArray[np.int64], a: int, b: int, fields: npt.NDArray[np.int64],
+                out: npt.NDArray[np.int64]) -> None:
+    """``out[k, a:b] = raw[a:b, fields[k]]``: walked rows' fields as contiguous columns, copied
+    while the rows are in the cache."""
+    for i in range(a, b):
+        for k in range(fields.size):
+            out[k, i] = raw[i, fields[k]]
