@@ -42,6 +42,9 @@ _EMPTY.flags.writeable = False  # as the buffers of Arrow columns: one kernel sp
 #: record length without body, topic and properties (IPv4 hosts; ``codec.record_length``)
 _FIXED = codec.record_length(0, 0, 0, 0)
 _V6_EXTRA = 12
+#: queues (topics x queue ids up to the largest) that ``queue_groups`` counts rows into without
+#: sorting them, even for a short table
+_DENSE_GROUPS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,18 @@ class EncodedTable:
         """The rows that take a queue offset, grouped by queue: (queues, rows per queue, those
         rows sorted by queue then position, each one's rank within its queue)."""
         sel = np.flatnonzero(self.to_queue)
-        key = codec.queue_key(self.rows[sel, ke.TOPIC], self.rows[sel, ke.QUEUE_ID])
+        topic, queue_id = self.rows[sel, ke.TOPIC], self.rows[sel, ke.QUEUE_ID]
+        if sel.size and queue_id.min() >= 0:
+            width = int(queue_id.max()) + 1
+            ngroups = (int(topic.max()) + 1) * width
+            if ngroups <= max(sel.size, _DENSE_GROUPS):  # a counting sort by topic, then queue
+                counts = np.empty(ngroups, dtype=np.int64)
+                grouped, ranks = np.empty_like(sel), np.empty_like(sel)
+                ke.group_rows(topic * width + queue_id, ngroups, sel, counts, grouped, ranks)
+                dense = np.flatnonzero(counts)
+                queues = [(self.topics[g // width], g % width) for g in dense.tolist()]
+                return queues, counts[dense], grouped, ranks
+        key = codec.queue_key(topic, queue_id)
         order = np.argsort(key, kind="stable")
         sel, key = sel[order], key[order]
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, np.int64)
@@ -188,13 +202,13 @@ def _int_column(name: str, arr: pa.Array) -> tuple[I64, npt.NDArray[np.bool_], n
 def _dictionary(col: BytesColumn) -> tuple[I64, list[str]]:
     """(id per row, distinct values) of a validated string column (a null row counts as "")."""
     n = col.start.size
+    if n and ke.all_same(col.data, col.start, col.length):  # one value (a table of one topic)
+        a, k = int(col.start[0]), int(col.length[0])
+        return np.zeros(n, dtype=np.int64), [col.data[a:a + k].tobytes().decode()]
     hashes = np.empty(n, dtype=np.uint64)
     ke.fnv_hashes(col.data, col.start, col.length, hashes)
-    if n and (hashes == hashes[0]).all():
-        first, ids = np.zeros(1, dtype=np.int64), np.zeros(n, dtype=np.int64)
-    else:
-        _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-        ids = inverse.astype(np.int64).ravel()
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    ids = inverse.astype(np.int64).ravel()
     if not ke.same_bytes(col.data, col.start, col.length, first[ids]):  # two values, one hash
         index: dict[bytes, int] = {}
         ids = np.fromiter((index.setdefault(col.data[s:s + k].tobytes(), len(index)) for s, k in
@@ -233,6 +247,7 @@ def warm_up(encoder: TableEncoder) -> None:
     table = encoder.encode(_warm_up_table())
     table.encode_into(np.zeros(int(table.rows[:, ke.LENGTH].sum()), dtype=np.uint8), 0, 0, 0, len(table))
     table.dispatch()
+    _ = table.queue_groups
 
 
 def _warm_up_table() -> pa.Table:

@@ -571,3 +571,23 @@ def test_consume_queue_units_of_a_large_table_are_in_the_file(tmp_path):
     assert units["offset"].tolist() == res.commitlog_offset.tolist()
     assert units["size"].tolist() == res.size.tolist()
     assert set(units["tags"].tolist()) == {2598919}
+
+
+@pytest.mark.parametrize("last_queue", [2, 2**31 - 1])
+def test_rows_grouped_by_queue_in_topic_then_queue_order(tmp_path, last_queue):
+    """``queue_groups``: the queues in order of topic number, then queue id; each queue's rows in
+    table order, ranked from 0. A small queue id is grouped by counting, the largest one by
+    sorting: the same groups."""
+    topics = ["b", "a", "b", "a", "b", "a", "c"]
+    queue_ids = [1, 0, 1, last_queue, 0, 0, 5]
+    with MessageStore(tmp_path) as ms:
+        table = ms.table_encoder.encode(_table([{"topic": t, "body": b"x", "queue_id": q}
+                                                for t, q in zip(topics, queue_ids)]))
+    queues, counts, grouped, ranks = table.queue_groups
+    order = sorted({(table.topics.index(t), q) for t, q in zip(topics, queue_ids)})
+    assert queues == [(table.topics[t], q) for t, q in order]
+    want_rows = [i for t, q in order for i in range(7) if (topics[i], queue_ids[i]) == (table.topics[t], q)]
+    assert grouped.tolist() == want_rows
+    rows_per_queue = {("a", 0): 2, ("b", 1): 2, ("b", 0): 1, ("a", last_queue): 1, ("c", 5): 1}
+    assert dict(zip(queues, counts.tolist())) == rows_per_queue
+    assert ranks.tolist() == [r for queue in queues for r in range(rows_per_queue[queue])]
