@@ -35,9 +35,10 @@ _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET @20 and PHYSICA
 #: rows from which ``append_table`` lays a table out on two threads (below, a thread costs more)
 SPLIT_ROWS = 4096
 #: the share of a split table's rows the caller lays out (the first ones), the writer thread the
-#: rest: measured so that both end together, the caller also placing the queue offsets and
-#: files before and building the results after (benchmarks/RESULTS.md, "put_table (issue 14)")
-CALLER_SHARE = 0.4
+#: rest. Measured: the later rows of a table cost the kernel about 1.5x per row (as much on
+#: either thread), so the caller's half with its other work (queue offsets and files before,
+#: results after) ends with the writer's half (benchmarks/RESULTS.md, "put_table (issue 14)")
+CALLER_SHARE = 0.5
 
 
 def commitlog_file_queue(root: Path, cfg: StoreConfig) -> MappedFileQueue:
