@@ -158,6 +158,9 @@ def _bytes_column(name: str, arr: pa.Array, binary: bool) -> BytesColumn:
     off = np.frombuffer(offsets, dtype=np.int64 if wide else np.int32)[arr.offset:arr.offset + n + 1]
     valid = _valid(arr)
     raw = np.frombuffer(data, dtype=np.uint8) if data is not None else _EMPTY
+    # read only, whether or not Arrow made the buffer mutable (``pa.array`` does): the kernels'
+    # one specialization, the one ``warm_up`` loads
+    raw.flags.writeable = False
     start, length = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     spans = ke.string_spans(off, valid, raw.size, start, length)
     # in order, inside the data and ASCII: valid UTF-8; otherwise Arrow's check says what is wrong

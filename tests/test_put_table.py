@@ -591,3 +591,18 @@ def test_rows_grouped_by_queue_in_topic_then_queue_order(tmp_path, last_queue):
     rows_per_queue = {("a", 0): 2, ("b", 1): 2, ("b", 0): 1, ("a", last_queue): 1, ("c", 5): 1}
     assert dict(zip(queues, counts.tolist())) == rows_per_queue
     assert ranks.tolist() == [r for queue in queues for r in range(rows_per_queue[queue])]
+
+
+def test_opening_loads_the_validation_and_layout_kernels_a_table_of_python_values_runs(tmp_path):
+    """The columns of a table ``pa.array`` built (mutable Arrow buffers) run the kernels the
+    open's warm-up loaded: the first ``put_table`` loads or compiles no other specialization of
+    them."""
+    from rocketlake.store.kernels import encode as ke
+
+    kernels = {name: k for name in dir(ke) if hasattr(k := getattr(ke, name), "signatures")}
+    with MessageStore(tmp_path) as ms:
+        loaded = {name: set(k.signatures) for name, k in kernels.items()}
+        ms.put_table(pa.table({"topic": pa.array(["t", "t"]), "body": pa.array([b"a", b"b"]),
+                               "tags": pa.array(["x", "y"]), "keys": pa.array(["k1", "k2 k3"])}))
+    assert {name: set(k.signatures) - loaded[name] for name, k in kernels.items()
+            if set(k.signatures) - loaded[name]} == {}
