@@ -73,11 +73,12 @@ class EncodedTable:
     props: Bytes
     to_queue: npt.NDArray[np.bool_]   # gets a queue offset and a ConsumeQueue unit
     key_counts: I64                   # index keys per row
-    #: rows with whole properties (``PROPS_LEN >= 0``): their tagsCode (a delay for ``delayed``
-    #: ones: the delivery time is the store time plus it), and their index keys' key hashes, flat
+    #: each row's tagsCode (a delay for ``delayed`` ones: the delivery time is the store time
+    #: plus it), and the key hash of each index key, flat (``store.dispatch``'s rules), computed
+    #: with the validation, before the write
     tags_code: I64
     delayed: npt.NDArray[np.bool_]
-    given_hashes: npt.NDArray[np.int32]
+    key_hashes: npt.NDArray[np.int32]
     settings: tuple[object, ...]      # the encoder's (``MessageEncoder.settings``)
 
     def __len__(self) -> int:
@@ -109,14 +110,11 @@ class EncodedTable:
         return queues, counts, sel.astype(np.int64), ranks
 
     def dispatch(self) -> tuple[I64, npt.NDArray[np.int32]]:
-        """(tagsCode per row, index key hashes flat, ``key_counts`` per row): what the rows add to
-        the ConsumeQueues and the index (``store.dispatch``'s rules). ``STORE_TS`` must be set."""
+        """(tagsCode per row, index key hashes flat): what the rows add to the ConsumeQueues and
+        the index (``store.dispatch``'s rules). ``STORE_TS`` must be set."""
         tags_code = self.tags_code.copy()
-        hashes = np.empty(int(self.key_counts.sum()), dtype=np.int32)
-        ke.dispatch_hashes(self.rows, self.topic_off, self.topic_data, self.tags, self.keys,
-                           self.key_counts, self.given_hashes, tags_code, hashes)
         tags_code[self.delayed] += self.rows[self.delayed, ke.STORE_TS]
-        return tags_code, hashes
+        return tags_code, self.key_hashes
 
     def encode_into(self, dst: Bytes, pos: int, base: int, lo: int, hi: int) -> int:
         """Write rows ``lo..hi`` into ``dst`` at ``pos`` (``dst[0]`` is CommitLog offset ``base``);
@@ -424,10 +422,14 @@ class _Encoding:
         names = [t.encode() for t in topics]
         topic_off = np.zeros(len(names) + 1, dtype=np.int64)
         topic_off[1:] = np.cumsum([len(b) for b in names])
-        return EncodedTable(rows, topics, topic_off, np.frombuffer(b"".join(names), dtype=np.uint8),
-                            hosts, host_table, body.data, tags.data, keys.data,
-                            np.frombuffer(props, dtype=np.uint8), to_queue, key_counts, tags_code,
-                            delayed, codec.index_key_hash(codec.java_hash_many(given)), enc.settings)
+        topic_data = np.frombuffer(b"".join(names), dtype=np.uint8)
+        # the rows laid out from tags and keys: their tagsCode and key hashes (the others' given)
+        hashes = np.empty(int(key_counts.sum()), dtype=np.int32)
+        ke.dispatch_hashes(rows, topic_off, topic_data, tags.data, keys.data, key_counts,
+                           codec.index_key_hash(codec.java_hash_many(given)), tags_code, hashes)
+        return EncodedTable(rows, topics, topic_off, topic_data, hosts, host_table, body.data,
+                            tags.data, keys.data, np.frombuffer(props, dtype=np.uint8), to_queue,
+                            key_counts, tags_code, delayed, hashes, enc.settings)
 
     def _prepare(self, suspects: I64, general: I64) -> dict[int, Prepared]:
         """``prepare`` the ``general`` rows; raise the MessageRejected (``index``: its row) of the
