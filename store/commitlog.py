@@ -34,6 +34,11 @@ if TYPE_CHECKING:
 _QUEUE_AND_PHYSICAL_OFFSET = struct.Struct(">qq")  # QUEUEOFFSET @20 and PHYSICALOFFSET @28
 #: rows from which ``append_table`` lays a table out on two threads (below, a thread costs more)
 SPLIT_ROWS = 4096
+#: the share of a split table's rows the caller lays out (the first ones), the writer thread the
+#: rest. Measured: the later rows of a table cost the kernel about 1.5x per row (as much on
+#: either thread), so the caller's half with its other work (queue offsets and files before,
+#: results after) ends with the writer's half (benchmarks/RESULTS.md, "put_table (issue 14)")
+CALLER_SHARE = 0.5
 
 
 def commitlog_file_queue(root: Path, cfg: StoreConfig) -> MappedFileQueue:
@@ -136,9 +141,10 @@ class CommitLog:
         fails the whole table here, the log as it was), take their queue offsets, then lay them
         out file by file with the encode kernel, each file but the last closed by a BLANK.
         ``BORN_TS`` / ``STORE_TS`` must be set. Returns the CommitLog offsets. A table of
-        ``SPLIT_ROWS`` rows or more is laid out in two halves at once, the first on a writer
-        thread (the kernel releases the GIL): each record's place is known from the lengths
-        before it, so the halves write disjoint bytes."""
+        ``SPLIT_ROWS`` rows or more is laid out in two parts at once, the first
+        (``CALLER_SHARE``) by the caller, the rest on a writer thread (the kernel releases the
+        GIL): each record's place is known from the lengths before it, so the parts write
+        disjoint bytes."""
         rows = table.rows
         lens = rows[:, ke.LENGTH]
         ends = np.cumsum(lens)
@@ -159,14 +165,14 @@ class CommitLog:
                 base = int(ends[i - 1]) if i else 0
                 offsets[i:j] = mf.start + mf.wrote - base + ends[i:j] - lens[i:j]
                 pieces.append((mf, i, j))
-        half = len(table) // 2 if len(table) >= SPLIT_ROWS else 0
-        if half:
+        cut = int(len(table) * CALLER_SHARE) if len(table) >= SPLIT_ROWS else 0
+        if cut:
             if self._writer is None:
                 self._writer = ThreadPoolExecutor(1, thread_name_prefix="commitlog-write")
             laid = self._writer.submit(_lay_out, table, offsets,
-                                       [(mf, i, min(j, half)) for mf, i, j in pieces if i < half])
+                                       [(mf, max(i, cut), j) for mf, i, j in pieces if j > cut])
             try:
-                _lay_out(table, offsets, [(mf, max(i, half), j) for mf, i, j in pieces if j > half])
+                _lay_out(table, offsets, [(mf, i, min(j, cut)) for mf, i, j in pieces if i < cut])
             finally:
                 laid.result()
         else:

@@ -42,6 +42,9 @@ _EMPTY.flags.writeable = False  # as the buffers of Arrow columns: one kernel sp
 #: record length without body, topic and properties (IPv4 hosts; ``codec.record_length``)
 _FIXED = codec.record_length(0, 0, 0, 0)
 _V6_EXTRA = 12
+#: queues (topics x queue ids up to the largest) that ``queue_groups`` counts rows into without
+#: sorting them, even for a short table
+_DENSE_GROUPS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -70,11 +73,12 @@ class EncodedTable:
     props: Bytes
     to_queue: npt.NDArray[np.bool_]   # gets a queue offset and a ConsumeQueue unit
     key_counts: I64                   # index keys per row
-    #: rows with whole properties (``PROPS_LEN >= 0``): their tagsCode (a delay for ``delayed``
-    #: ones: the delivery time is the store time plus it), and their index keys' key hashes, flat
+    #: each row's tagsCode (a delay for ``delayed`` ones: the delivery time is the store time
+    #: plus it), and the key hash of each index key, flat (``store.dispatch``'s rules), computed
+    #: with the validation, before the write
     tags_code: I64
     delayed: npt.NDArray[np.bool_]
-    given_hashes: npt.NDArray[np.int32]
+    key_hashes: npt.NDArray[np.int32]
     settings: tuple[object, ...]      # the encoder's (``MessageEncoder.settings``)
 
     def __len__(self) -> int:
@@ -85,7 +89,18 @@ class EncodedTable:
         """The rows that take a queue offset, grouped by queue: (queues, rows per queue, those
         rows sorted by queue then position, each one's rank within its queue)."""
         sel = np.flatnonzero(self.to_queue)
-        key = codec.queue_key(self.rows[sel, ke.TOPIC], self.rows[sel, ke.QUEUE_ID])
+        topic, queue_id = self.rows[sel, ke.TOPIC], self.rows[sel, ke.QUEUE_ID]
+        if sel.size and queue_id.min() >= 0:
+            width = int(queue_id.max()) + 1
+            ngroups = (int(topic.max()) + 1) * width
+            if ngroups <= max(sel.size, _DENSE_GROUPS):  # a counting sort by topic, then queue
+                counts = np.empty(ngroups, dtype=np.int64)
+                grouped, ranks = np.empty_like(sel), np.empty_like(sel)
+                ke.group_rows(topic * width + queue_id, ngroups, sel, counts, grouped, ranks)
+                dense = np.flatnonzero(counts)
+                queues = [(self.topics[g // width], g % width) for g in dense.tolist()]
+                return queues, counts[dense], grouped, ranks
+        key = codec.queue_key(topic, queue_id)
         order = np.argsort(key, kind="stable")
         sel, key = sel[order], key[order]
         starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, np.int64)
@@ -95,14 +110,11 @@ class EncodedTable:
         return queues, counts, sel.astype(np.int64), ranks
 
     def dispatch(self) -> tuple[I64, npt.NDArray[np.int32]]:
-        """(tagsCode per row, index key hashes flat, ``key_counts`` per row): what the rows add to
-        the ConsumeQueues and the index (``store.dispatch``'s rules). ``STORE_TS`` must be set."""
+        """(tagsCode per row, index key hashes flat): what the rows add to the ConsumeQueues and
+        the index (``store.dispatch``'s rules). ``STORE_TS`` must be set."""
         tags_code = self.tags_code.copy()
-        hashes = np.empty(int(self.key_counts.sum()), dtype=np.int32)
-        ke.dispatch_hashes(self.rows, self.topic_off, self.topic_data, self.tags, self.keys,
-                           self.key_counts, self.given_hashes, tags_code, hashes)
         tags_code[self.delayed] += self.rows[self.delayed, ke.STORE_TS]
-        return tags_code, hashes
+        return tags_code, self.key_hashes
 
     def encode_into(self, dst: Bytes, pos: int, base: int, lo: int, hi: int) -> int:
         """Write rows ``lo..hi`` into ``dst`` at ``pos`` (``dst[0]`` is CommitLog offset ``base``);
@@ -144,6 +156,9 @@ def _bytes_column(name: str, arr: pa.Array, binary: bool) -> BytesColumn:
     off = np.frombuffer(offsets, dtype=np.int64 if wide else np.int32)[arr.offset:arr.offset + n + 1]
     valid = _valid(arr)
     raw = np.frombuffer(data, dtype=np.uint8) if data is not None else _EMPTY
+    # read only, whether or not Arrow made the buffer mutable (``pa.array`` does): the kernels'
+    # one specialization, the one ``warm_up`` loads
+    raw.flags.writeable = False
     start, length = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     spans = ke.string_spans(off, valid, raw.size, start, length)
     # in order, inside the data and ASCII: valid UTF-8; otherwise Arrow's check says what is wrong
@@ -188,13 +203,13 @@ def _int_column(name: str, arr: pa.Array) -> tuple[I64, npt.NDArray[np.bool_], n
 def _dictionary(col: BytesColumn) -> tuple[I64, list[str]]:
     """(id per row, distinct values) of a validated string column (a null row counts as "")."""
     n = col.start.size
+    if n and ke.all_same(col.data, col.start, col.length):  # one value (a table of one topic)
+        a, k = int(col.start[0]), int(col.length[0])
+        return np.zeros(n, dtype=np.int64), [col.data[a:a + k].tobytes().decode()]
     hashes = np.empty(n, dtype=np.uint64)
     ke.fnv_hashes(col.data, col.start, col.length, hashes)
-    if n and (hashes == hashes[0]).all():
-        first, ids = np.zeros(1, dtype=np.int64), np.zeros(n, dtype=np.int64)
-    else:
-        _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-        ids = inverse.astype(np.int64).ravel()
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    ids = inverse.astype(np.int64).ravel()
     if not ke.same_bytes(col.data, col.start, col.length, first[ids]):  # two values, one hash
         index: dict[bytes, int] = {}
         ids = np.fromiter((index.setdefault(col.data[s:s + k].tobytes(), len(index)) for s, k in
@@ -233,6 +248,7 @@ def warm_up(encoder: TableEncoder) -> None:
     table = encoder.encode(_warm_up_table())
     table.encode_into(np.zeros(int(table.rows[:, ke.LENGTH].sum()), dtype=np.uint8), 0, 0, 0, len(table))
     table.dispatch()
+    _ = table.queue_groups
 
 
 def _warm_up_table() -> pa.Table:
@@ -406,10 +422,14 @@ class _Encoding:
         names = [t.encode() for t in topics]
         topic_off = np.zeros(len(names) + 1, dtype=np.int64)
         topic_off[1:] = np.cumsum([len(b) for b in names])
-        return EncodedTable(rows, topics, topic_off, np.frombuffer(b"".join(names), dtype=np.uint8),
-                            hosts, host_table, body.data, tags.data, keys.data,
-                            np.frombuffer(props, dtype=np.uint8), to_queue, key_counts, tags_code,
-                            delayed, codec.index_key_hash(codec.java_hash_many(given)), enc.settings)
+        topic_data = np.frombuffer(b"".join(names), dtype=np.uint8)
+        # the rows laid out from tags and keys: their tagsCode and key hashes (the others' given)
+        hashes = np.empty(int(key_counts.sum()), dtype=np.int32)
+        ke.dispatch_hashes(rows, topic_off, topic_data, tags.data, keys.data, key_counts,
+                           codec.index_key_hash(codec.java_hash_many(given)), tags_code, hashes)
+        return EncodedTable(rows, topics, topic_off, topic_data, hosts, host_table, body.data,
+                            tags.data, keys.data, np.frombuffer(props, dtype=np.uint8), to_queue,
+                            key_counts, tags_code, delayed, hashes, enc.settings)
 
     def _prepare(self, suspects: I64, general: I64) -> dict[int, Prepared]:
         """``prepare`` the ``general`` rows; raise the MessageRejected (``index``: its row) of the

@@ -21,6 +21,7 @@ from reference import crc32 as _crc32
 from rocketlake.store import record_walk
 from rocketlake.store.kernels import crc
 from rocketlake.store.kernels import dispatch as kd
+from rocketlake.store.kernels import encode as ke
 from rocketlake.store.kernels import hashing as kh
 from rocketlake.store.kernels import queue_sums as qs
 from rocketlake.store.kernels import records as kr
@@ -657,3 +658,23 @@ def test_plan_numbers_many_queues_as_a_stable_sort_does() -> None:
     assert [p.units["commitlog_offset"][a] // 10 for a in p.starts] == [
         int(order[k]) for k in np.flatnonzero(np.diff(np.sort(key), prepend=-1) != 0)]
     assert len(p.queues) == np.unique(key).size
+
+
+def test_group_rows_is_a_stable_counting_sort():
+    group = np.array([2, 0, 2, 1, 0, 2], dtype=np.int64)
+    sel = np.array([10, 11, 12, 13, 14, 15], dtype=np.int64)
+    counts, order, ranks = np.empty(4, np.int64), np.empty(6, np.int64), np.empty(6, np.int64)
+    ke.group_rows(group, 4, sel, counts, order, ranks)
+    assert counts.tolist() == [2, 1, 3, 0]
+    assert order.tolist() == [11, 14, 13, 10, 12, 15]
+    assert ranks.tolist() == [0, 1, 0, 0, 1, 2]
+
+
+@pytest.mark.parametrize(("rows", "same"), [([], True), ([b"ab"], True), ([b"ab", b"ab", b"ab"], True),
+                                            ([b"ab", b"ab", b"ac"], False), ([b"ab", b"a"], False),
+                                            ([b"", b""], True), ([b"", b"a"], False)])
+def test_all_same(rows, same):
+    data = np.frombuffer(b"".join(rows) or b"\0", dtype=np.uint8)
+    length = np.array([len(r) for r in rows], dtype=np.int64)
+    start = np.cumsum(length) - length
+    assert ke.all_same(data, start, length) is same

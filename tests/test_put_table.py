@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from store_helpers import index_contents, same_tree
 
 from rocketlake.store import Message, MessageRejected, MessageStore, StoreFullError, codec
+from rocketlake.store.commitlog import CALLER_SHARE
 from rocketlake.store.message import PutStatus
 from rocketlake.store.message_encoder import MessageEncoder
 
@@ -146,13 +147,15 @@ def test_a_table_of_many_megabytes_is_puts_bytes(tmp_path):
 
 
 @pytest.mark.parametrize("same_size", [True, False])
-def test_a_table_laid_out_in_two_halves_across_file_ends_is_puts_bytes(tmp_path, same_size):
-    """10,000 rows into 64 KiB CommitLog files: the halves of the table (laid out at once) each
-    cross many file ends. With records all of one size, 6 files' worth of rows: the second half
-    starts a file, right after a BLANK. Bytes, offsets and queue offsets are put's."""
+def test_a_table_laid_out_in_two_parts_across_file_ends_is_puts_bytes(tmp_path, same_size):
+    """10,000 rows into 64 KiB CommitLog files: the two parts of the table (laid out at once)
+    each cross many file ends. With records all of one size, 6 files' worth of rows: the
+    writer's part (the second half) starts a file, right after a BLANK. Bytes, offsets and
+    queue offsets are put's."""
     body = (lambda i: b"b" * 109) if same_size else (lambda i: bytes([i % 251]) * (20 + i % 200))
     one = codec.record_length(0, 109, 1, 0)  # topic "t", no properties: 201 bytes
-    n = 6 * ((65536 - 8) // one) if same_size else 10_000
+    per_file = (65536 - 8) // one
+    n = 6 * per_file if same_size else 10_000
     rows = [{"topic": "t", "body": body(i), "queue_id": i % 2, "born_timestamp": TS + i,
              "store_timestamp": TS + i} | ({} if same_size else {"tags": "T", "keys": f"k{i}"})
             for i in range(n)]
@@ -162,7 +165,8 @@ def test_a_table_laid_out_in_two_halves_across_file_ends_is_puts_bytes(tmp_path,
     with MessageStore(tmp_path / "put", **sizes) as ms:
         want = [ms.put(Message(**r)) for r in rows]
     if same_size:
-        assert got.commitlog_offset[n // 2] == 3 * 65536
+        assert int(n * CALLER_SHARE) == 3 * per_file
+        assert got.commitlog_offset[3 * per_file] == 3 * 65536
     assert got.commitlog_offset.tolist() == [w.commitlog_offset for w in want]
     assert got.queue_offset.tolist() == [w.queue_offset for w in want]
     for sub in ("commitlog", "consumequeue", "index"):
@@ -567,3 +571,38 @@ def test_consume_queue_units_of_a_large_table_are_in_the_file(tmp_path):
     assert units["offset"].tolist() == res.commitlog_offset.tolist()
     assert units["size"].tolist() == res.size.tolist()
     assert set(units["tags"].tolist()) == {2598919}
+
+
+@pytest.mark.parametrize("last_queue", [2, 2**31 - 1])
+def test_rows_grouped_by_queue_in_topic_then_queue_order(tmp_path, last_queue):
+    """``queue_groups``: the queues in order of topic number, then queue id; each queue's rows in
+    table order, ranked from 0. A small queue id is grouped by counting, the largest one by
+    sorting: the same groups."""
+    topics = ["b", "a", "b", "a", "b", "a", "c"]
+    queue_ids = [1, 0, 1, last_queue, 0, 0, 5]
+    with MessageStore(tmp_path) as ms:
+        table = ms.table_encoder.encode(_table([{"topic": t, "body": b"x", "queue_id": q}
+                                                for t, q in zip(topics, queue_ids)]))
+    queues, counts, grouped, ranks = table.queue_groups
+    order = sorted({(table.topics.index(t), q) for t, q in zip(topics, queue_ids)})
+    assert queues == [(table.topics[t], q) for t, q in order]
+    want_rows = [i for t, q in order for i in range(7) if (topics[i], queue_ids[i]) == (table.topics[t], q)]
+    assert grouped.tolist() == want_rows
+    rows_per_queue = {("a", 0): 2, ("b", 1): 2, ("b", 0): 1, ("a", last_queue): 1, ("c", 5): 1}
+    assert dict(zip(queues, counts.tolist())) == rows_per_queue
+    assert ranks.tolist() == [r for queue in queues for r in range(rows_per_queue[queue])]
+
+
+def test_opening_loads_the_validation_and_layout_kernels_a_table_of_python_values_runs(tmp_path):
+    """The columns of a table ``pa.array`` built (mutable Arrow buffers) run the kernels the
+    open's warm-up loaded: the first ``put_table`` loads or compiles no other specialization of
+    them."""
+    from rocketlake.store.kernels import encode as ke
+
+    kernels = {name: k for name in dir(ke) if hasattr(k := getattr(ke, name), "signatures")}
+    with MessageStore(tmp_path) as ms:
+        loaded = {name: set(k.signatures) for name, k in kernels.items()}
+        ms.put_table(pa.table({"topic": pa.array(["t", "t"]), "body": pa.array([b"a", b"b"]),
+                               "tags": pa.array(["x", "y"]), "keys": pa.array(["k1", "k2 k3"])}))
+    assert {name: set(k.signatures) - loaded[name] for name, k in kernels.items()
+            if set(k.signatures) - loaded[name]} == {}

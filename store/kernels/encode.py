@@ -294,6 +294,23 @@ def fnv_hashes(data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64],
 
 
 @kernel
+def all_same(data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64],
+             length: npt.NDArray[np.int64]) -> bool:
+    """Whether every row holds the bytes of row 0 (True for no row)."""
+    if start.size == 0:
+        return True
+    a, n = start[0], length[0]
+    for i in range(1, start.size):
+        if length[i] != n:
+            return False
+        b = start[i]
+        for k in range(n):
+            if data[b + k] != data[a + k]:
+                return False
+    return True
+
+
+@kernel
 def same_bytes(data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64],
                length: npt.NDArray[np.int64], rep: npt.NDArray[np.int64]) -> bool:
     """Whether every row i holds the same bytes as row ``rep[i]``."""
@@ -306,3 +323,27 @@ def same_bytes(data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64],
             if data[a + k] != data[b + k]:
                 return False
     return True
+
+
+@kernel
+def group_rows(group: npt.NDArray[np.int64], ngroups: int, sel: npt.NDArray[np.int64],
+               counts: npt.NDArray[np.int64], order: npt.NDArray[np.int64],
+               ranks: npt.NDArray[np.int64]) -> None:
+    """Row ``sel[i]`` is in group ``group[i]`` (``0 <= group[i] < ngroups``): ``counts[g]``
+    rows per group, ``order`` the rows sorted by group then position (a stable counting sort)
+    and ``ranks`` each one's rank within its group."""
+    counts[:] = 0
+    for i in range(group.size):
+        counts[group[i]] += 1
+    first = np.empty(ngroups, dtype=np.int64)
+    at = 0
+    for g in range(ngroups):
+        first[g] = at
+        at += counts[g]
+    fill = first.copy()
+    for i in range(group.size):
+        g = group[i]
+        k = fill[g]
+        order[k] = sel[i]
+        ranks[k] = k - first[g]
+        fill[g] = k + 1
