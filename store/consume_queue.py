@@ -452,10 +452,8 @@ class _SmallQueues:
     def __init__(self, file_size: int, dirs: Sequence[str]) -> None:
         self.file_size = file_size
         self.queues: list[ConsumeQueue] = []
-        self.counts: list[int] = []  # units of each queue taken, in order
-        # every file's data read into one array, one file system block a queue to start with
-        self.read = _Appended(len(dirs) * 4096)
-        self.found = [_read_small(d, file_size, self.read) for d in dirs]
+        self.data: list[bytes] = []
+        self.found = [_read_small(d, file_size) for d in dirs]
 
     def add(self, i: int, cq: ConsumeQueue) -> bool:
         """Take ``cq`` (of the ``i``-th directory) to be loaded by ``load``: True when its file was
@@ -464,12 +462,12 @@ class _SmallQueues:
         got = self.found[i]
         if got is None:
             return False
-        name, count = got
+        name, data = got
         if not name:  # no file
             return True
         cq.files.add(LazyMappedFile.checked(cq.files.dir / name, int(name), self.file_size))
         self.queues.append(cq)
-        self.counts.append(count)
+        self.data.append(data)
         return True
 
     def load(self, commitlog_min: int | None,
@@ -478,9 +476,8 @@ class _SmallQueues:
         each queue's written units (views of one read-only array)."""
         if not self.queues:
             return
-        counts = np.array(self.counts, dtype=np.int64)
-        u = self.read.array[:self.read.size].view(CQ_UNIT_DTYPE)
-        u.flags.writeable = False
+        counts = np.array([len(d) // CQ_UNIT_SIZE for d in self.data], dtype=np.int64)
+        u = np.frombuffer(b"".join(self.data), dtype=CQ_UNIT_DTYPE)  # read-only
         firsts = np.cumsum(counts) - counts
         # the non-zero units: the last of a queue ends its written units (zeros are pre-allocated
         # space, most of what a data region holds), and any valid unit is one of them
@@ -505,37 +502,16 @@ class _SmallQueues:
                                               mf.wrote if commitlog_min is not None else 0)
 
 
-class _Appended:
-    """Bytes read from files, appended to one array (grown when full)."""
-
-    def __init__(self, capacity: int) -> None:
-        self.array = np.empty(capacity, dtype=np.uint8)
-        self.size = 0
-
-    def read(self, fd: int, n: int) -> bool:
-        """Append the first ``n`` bytes of the file open at ``fd``; False (nothing appended) when
-        it has fewer."""
-        if self.size + n > self.array.size:
-            grown = np.empty(max(2 * self.array.size, self.size + n), dtype=np.uint8)
-            grown[:self.size] = self.array[:self.size]
-            self.array = grown
-        if os.preadv(fd, [memoryview(self.array)[self.size:self.size + n]], 0) != n:
-            return False
-        self.size += n
-        return True
-
-
-def _read_small(qdir: str, file_size: int, into: _Appended) -> tuple[str, int] | None:
-    """(its file's name, the units of its data) of the queue in directory ``qdir`` when
-    ``_SmallQueues`` loads it, the data (the bytes before the end of its ``SEEK_DATA`` regions)
-    appended to ``into``: its only store file (names starting with '.' left out, as
-    ``MappedFileQueue.listed`` does), no link, ``file_size`` bytes, its data at most
-    ``SCAN_UNITS`` units (``MappedFile.read_data_tail``); ("", 0) when it has no file. None for
+def _read_small(qdir: str, file_size: int) -> tuple[str, bytes] | None:
+    """(its file's name, the bytes before the end of its data) of the queue in directory
+    ``qdir`` when ``_SmallQueues`` loads it: its only store file (names starting with '.' left
+    out, as ``MappedFileQueue.listed`` does), no link, ``file_size`` bytes, its data at most
+    ``SCAN_UNITS`` units (``MappedFile.read_data_tail``); ("", b"") when it has no file. None for
     anything else, an error included: ``ConsumeQueue.load`` finds and reports it."""
     try:
         names = [n for n in os.listdir(qdir) if not n.startswith(".")]
         if not names:
-            return "", 0
+            return "", b""
         if len(names) > 1 or not FILE_NAME.match(names[0]) or int(names[0]) % file_size:
             return None
         fd = os.open(f"{qdir}/{names[0]}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -543,13 +519,14 @@ def _read_small(qdir: str, file_size: int, into: _Appended) -> tuple[str, int] |
             if os.fstat(fd).st_size != file_size:
                 return None
             end = data_end_in_units(fd, file_size, CQ_UNIT_SIZE)
-            if end > SCAN_UNITS * CQ_UNIT_SIZE or not into.read(fd, end):
+            if end > SCAN_UNITS * CQ_UNIT_SIZE:
                 return None
+            data = os.pread(fd, end, 0)
         finally:
             os.close(fd)
     except OSError:
         return None
-    return names[0], end // CQ_UNIT_SIZE
+    return (names[0], data) if len(data) == end else None
 
 
 def _per_queue(mask: np.ndarray, qi: np.ndarray, pos: np.ndarray, n: int, last: bool) -> np.ndarray:
