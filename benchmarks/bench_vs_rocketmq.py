@@ -37,6 +37,7 @@ Prints a Markdown table, ready for benchmarks/RESULTS.md.
 from __future__ import annotations
 
 import argparse
+import compileall
 import io
 import json
 import os
@@ -53,6 +54,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import rocketlake
+import rocketlake.store
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.single_process_rebuild import rebuild
@@ -218,6 +221,15 @@ print(json.dumps({"ready_epoch_ms": ready * 1000, "open_seconds": done - t, "spa
                   "cpu_start_seconds": cpu0, "cpu_open_start_seconds": cpu1,
                   "cpu_ready_seconds": cpu2, "max_phy_offset": end}))
 """
+
+
+def compile_bytecode() -> None:
+    """Our package's bytecode written beside its modules, as an installed package has it (pip
+    compiles it at install). An editable install gets it at its first import, unless
+    ``PYTHONDONTWRITEBYTECODE`` is set: then every new process compiled rocketlake's ~45 modules
+    from source, 0.07-0.1 s of CPU that a restart of an installed package does not pay."""
+    for folder in (*rocketlake.__path__, *rocketlake.store.__path__):
+        compileall.compile_dir(folder, quiet=1)
 
 
 def ours_restart(root: Path, profile: Path | None = None) -> dict[str, Any]:
@@ -405,6 +417,7 @@ def main() -> None:
         sys.exit("bench_vs_rocketmq: this rocketlake has no MessageStore.put_table")
     cfg = load_config()
     rocketmq_peer.build()
+    compile_bytecode()  # then our processes import as an installed package's do (JVM: from jars)
     a.dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="run-", dir=a.dir))
     profiles, checkpoint = None, ""

@@ -7,13 +7,12 @@ import time
 import warnings
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from struct import error as struct_error
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from rocketlake.store import codec, ingest_journal, swap_journal
 from rocketlake.store.batch_consume_queue import BatchConsumeQueue, load_batch_queues
@@ -55,8 +54,12 @@ from rocketlake.store.retention import ExpiryReport, RetentionPolicy, delete_exp
 from rocketlake.store.rocksdb_store import load_rocksdb_queues, rocksdb_consume_queue
 from rocketlake.store.safe_files import open_file
 from rocketlake.store.store_dir import check_store, create_store
-from rocketlake.store.table_encoder import EncodedTable, TableEncoder, messages_to_table, warm_up
 from rocketlake.store.topic_config import declare_topics, queue_counts
+
+if TYPE_CHECKING:  # pyarrow and the table encoder load with the first table written, not the open
+    import pyarrow as pa
+
+    from rocketlake.store.table_encoder import EncodedTable, TableEncoder
 
 MAX_TRANSFER_BYTES = 256 * 1024   # maxTransferBytesOnMessageInMemory
 MAX_TRANSFER_COUNT = 32           # maxTransferCountOnMessageInMemory
@@ -145,7 +148,6 @@ class MessageStore:
         if self.index is not None:
             self.index.load()
         self.encoder = MessageEncoder(cfg)
-        self.table_encoder = TableEncoder(self.encoder)
         self._dispatch = Dispatcher(self.root, cfg, self.file_queues, self.index)
 
     def _open_read_only(self, explicit: Collection[str], attempts: int = 5) -> None:
@@ -246,7 +248,6 @@ class MessageStore:
             read if self.discarded_ingest is None else None)  # a rollback may have cut units
         # the queues recovered (or written before topics were declared): a broker serves them all
         declare_topics(self.root, queue_counts(self.file_queues))
-        warm_up(self.table_encoder)
         self._last_ts = self.checkpoint.physic
         self._recovered_end = self.commitlog.max_offset
         self._dispatch.last_timestamp = max(self._dispatch.last_timestamp, self.checkpoint.logics)
@@ -262,6 +263,14 @@ class MessageStore:
         self.flusher.start(self.commitlog.max_offset)
 
     # --- writing ------------------------------------------------------------------------------------
+    @cached_property
+    def table_encoder(self) -> TableEncoder:
+        """The columnar encoder of ``put_table`` and ``put_batch``, made at the first of them: an
+        open (a restart after a crash above all) imports neither it nor pyarrow, and loads no
+        write kernel; the first write loads those it runs from numba's cache."""
+        from rocketlake.store.table_encoder import TableEncoder
+        return TableEncoder(self.encoder)
+
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"{self.root}: store is closed")
@@ -291,6 +300,7 @@ class MessageStore:
         self._check_open()
         if not msgs:
             return []
+        from rocketlake.store.table_encoder import messages_to_table
         table = self.table_encoder.encode(messages_to_table(msgs, self.encoder))
         r = self.put_encoded(table)
         with self._put_lock:

@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from rocketlake.store import codec, kernels
+from rocketlake.store import codec
 from rocketlake.store.errors import MessageRejected
 from rocketlake.store.kernels import encode as ke
 from rocketlake.store.message import Message
@@ -156,8 +156,8 @@ def _bytes_column(name: str, arr: pa.Array, binary: bool) -> BytesColumn:
     off = np.frombuffer(offsets, dtype=np.int64 if wide else np.int32)[arr.offset:arr.offset + n + 1]
     valid = _valid(arr)
     raw = np.frombuffer(data, dtype=np.uint8) if data is not None else _EMPTY
-    # read only, whether or not Arrow made the buffer mutable (``pa.array`` does): the kernels'
-    # one specialization, the one ``warm_up`` loads
+    # read only, whether or not Arrow made the buffer mutable (``pa.array`` does): the kernels
+    # run one specialization for both
     raw.flags.writeable = False
     start, length = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     spans = ke.string_spans(off, valid, raw.size, start, length)
@@ -237,33 +237,6 @@ class TableEncoder:
             if name not in data.column_names:
                 raise MessageRejected(f"missing column {name!r}")
         return _Encoding(self.encoder, data).run()
-
-
-def warm_up(encoder: TableEncoder) -> None:
-    """Load the compiled kernels a write runs from numba's cache (compiled the first time ever),
-    so that the first ``put_table`` / ``put_batch`` of a process is as fast as the next. Without
-    a cache (the package imported from a zip) nothing is done: a write compiles what it runs."""
-    if not kernels.CACHE:
-        return
-    table = encoder.encode(_warm_up_table())
-    table.encode_into(np.zeros(int(table.rows[:, ke.LENGTH].sum()), dtype=np.uint8), 0, 0, 0, len(table))
-    table.dispatch()
-    _ = table.queue_groups
-
-
-def _warm_up_table() -> pa.Table:
-    """Two messages of topic "t" with tag "a" and key "k", built from buffers: converting Python
-    values (``pa.array``, ``pa.table`` of lists) makes pyarrow import pandas, 0.3-0.8 s that
-    opening a store for writing does not need."""
-    ends = pa.py_buffer(np.array([0, 1, 2], dtype=np.int32))
-
-    def text(data: bytes) -> pa.Array:
-        return pa.Array.from_buffers(pa.string(), 2, [None, ends, pa.py_buffer(data)])
-
-    body = pa.Array.from_buffers(pa.binary(), 2, [None, pa.py_buffer(np.zeros(3, dtype=np.int32)),
-                                                  pa.py_buffer(b"")])
-    keys = pa.ListArray.from_buffers(pa.list_(pa.string()), 2, [None, ends], children=[text(b"kk")])
-    return pa.table({"topic": text(b"tt"), "body": body, "tags": text(b"aa"), "keys": keys})
 
 
 def _values(arr: pa.Array, rows: list[int], taken: pa.Array) -> list[Any]:

@@ -593,14 +593,28 @@ def test_rows_grouped_by_queue_in_topic_then_queue_order(tmp_path, last_queue):
     assert ranks.tolist() == [r for queue in queues for r in range(rows_per_queue[queue])]
 
 
-def test_opening_loads_the_validation_and_layout_kernels_a_table_of_python_values_runs(tmp_path):
-    """The columns of a table ``pa.array`` built (mutable Arrow buffers) run the kernels the
-    open's warm-up loaded: the first ``put_table`` loads or compiles no other specialization of
-    them."""
+def _read_only_table() -> pa.Table:
+    """Two messages of topic "t" with tag "a" and key "k", every column over read-only buffers
+    (``pa.py_buffer`` of bytes)."""
+    ends = pa.py_buffer(np.array([0, 1, 2], dtype=np.int32).tobytes())
+
+    def text(data: bytes) -> pa.Array:
+        return pa.Array.from_buffers(pa.string(), 2, [None, ends, pa.py_buffer(data)])
+
+    body = pa.Array.from_buffers(pa.binary(), 2, [None, pa.py_buffer(bytes(12)), pa.py_buffer(b"")])
+    keys = pa.ListArray.from_buffers(pa.list_(pa.string()), 2, [None, ends], children=[text(b"kk")])
+    return pa.table({"topic": text(b"tt"), "body": body, "tags": text(b"aa"), "keys": keys})
+
+
+def test_a_table_of_python_values_runs_the_kernels_a_table_of_read_only_buffers_ran(tmp_path):
+    """The columns of a table ``pa.array`` built (mutable Arrow buffers) run the validation and
+    layout kernels a table over read-only buffers ran: no other specialization is loaded or
+    compiled."""
     from rocketlake.store.kernels import encode as ke
 
     kernels = {name: k for name in dir(ke) if hasattr(k := getattr(ke, name), "signatures")}
     with MessageStore(tmp_path) as ms:
+        ms.put_table(_read_only_table())
         loaded = {name: set(k.signatures) for name, k in kernels.items()}
         ms.put_table(pa.table({"topic": pa.array(["t", "t"]), "body": pa.array([b"a", b"b"]),
                                "tags": pa.array(["x", "y"]), "keys": pa.array(["k1", "k2 k3"])}))
