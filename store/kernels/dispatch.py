@@ -245,7 +245,7 @@ def number_topics(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64], a: in
         table_id = np.full(grown, -1, dtype=np.int64)
         for s in range(slots):
             if old_id[s] >= 0:
-                _put_key(table_key, table_id, old_key[s], old_id[s])
+                _find_or_add(table_key, table_id, old_key[s], old_id[s])
     if a > 0:  # the row before, numbered by the call before
         last_id = ids[a - 1]
         last_at, last_len = rows[a - 1, TOPIC_START], rows[a - 1, TOPIC_LEN]
@@ -272,25 +272,28 @@ def number_topics(buf: npt.NDArray[np.uint8], rows: npt.NDArray[np.int64], a: in
             found = count
             first[count] = i
             count += 1
-            if _get_key(table_key, table_id, key) < 0:
-                _put_key(table_key, table_id, key, found)
+            _find_or_add(table_key, table_id, key, found)  # a colliding topic keeps the first
         ids[i] = found
         last_at, last_len, last_id = at, length, found
     return count, table_key, table_id
 
 
+#: the multiplier of the open-addressing tables' hash (2**64 / the golden ratio)
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
 @kernel
 def _slot(table_id: npt.NDArray[np.int64], key: int) -> np.int64:
-    """Where ``key`` starts its probe in a table of ``table_id.size`` (a power of two) slots."""
-    bits = 0
-    while (1 << bits) < table_id.size:
-        bits += 1
-    return np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
+    """Where ``key`` starts its probe in a table of ``table_id.size`` slots (a power of two, at
+    most 2**32): bits 32 and up of a multiplicative hash."""
+    return np.int64(((np.uint64(key) * np.uint64(_GOLDEN)) >> np.uint64(32))
+                    & np.uint64(table_id.size - 1))
 
 
 @kernel
 def _get_key(table_key: npt.NDArray[np.int64], table_id: npt.NDArray[np.int64], key: int) -> int:
-    """The value at ``key`` in an open-addressing table, -1 when absent."""
+    """The value at ``key`` in an open-addressing table (values >= 0, -1 marks a free slot), -1
+    when absent."""
     s = _slot(table_id, key)
     while table_id[s] >= 0:
         if table_key[s] == key:
@@ -300,13 +303,17 @@ def _get_key(table_key: npt.NDArray[np.int64], table_id: npt.NDArray[np.int64], 
 
 
 @kernel
-def _put_key(table_key: npt.NDArray[np.int64], table_id: npt.NDArray[np.int64], key: int,
-             value: int) -> None:
-    """Set an absent ``key`` of an open-addressing table with a free slot."""
+def _find_or_add(table_key: npt.NDArray[np.int64], table_id: npt.NDArray[np.int64], key: int,
+                 value: int) -> int:
+    """The value at ``key`` in an open-addressing table; an absent ``key`` is set to ``value``
+    (the table has a free slot), which is returned."""
     s = _slot(table_id, key)
     while table_id[s] >= 0:
+        if table_key[s] == key:
+            return int(table_id[s])
         s = (s + 1) & (table_id.size - 1)
     table_key[s], table_id[s] = key, value
+    return value
 
 
 @kernel
@@ -340,30 +347,25 @@ def plan_units(offsets: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64],
     first = np.zeros(0, dtype=np.int64)
     last_end = np.zeros(0, dtype=np.int64)
     if by_queue:
-        # each row's queue numbered by first appearance through an open-addressing table
-        # (a multiplicative hash of the key), then the numbers ranked in key order
-        slots, bits = 16, 4
+        # each row's queue numbered by first appearance through an open-addressing table, then
+        # the numbers ranked in key order
+        slots = 16
         while slots < 2 * count:
-            slots, bits = slots * 2, bits + 1
+            slots *= 2
         table_key = np.empty(slots, dtype=np.int64)
         table_group = np.full(slots, -1, dtype=np.int64)
         keys = np.empty(count, dtype=np.int64)
         group = np.empty(count, dtype=np.int64)
-        shift = 64 - bits
         m = 0
         distinct = 0
         for i in range(n):
             if to_queue[i]:
                 key = queue_key(topic_ids[i], queue_ids[i])
-                h = (np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(shift)
-                s = np.int64(h)
-                while table_group[s] >= 0 and table_key[s] != key:
-                    s = (s + 1) & (slots - 1)
-                if table_group[s] < 0:
-                    table_key[s], table_group[s] = key, distinct
+                g = _find_or_add(table_key, table_group, key, distinct)
+                if g == distinct:
                     keys[distinct] = key
                     distinct += 1
-                group[m] = table_group[s]
+                group[m] = g
                 m += 1
         order = np.argsort(keys[:distinct])
         rank = np.empty(distinct, dtype=np.int64)
