@@ -116,7 +116,7 @@ def archive_stream(root: Path, cfg: StoreConfig, lake: str, store_name: str | No
     summary = {"store": store_name, "checkpoint": checkpoint, "batches": len(progress),
                "rows": sum(p["numInputRows"] for p in progress),
                "offset": json.loads(last["sources"][0]["endOffset"] or "null") if last else None}
-    record_run(spark, lake, PROG, root, started, "ok", summary)
+    record_run(lake, PROG, root, started, "ok", summary)
     if database:
         register(spark, database, lake, (ARCHIVE_TABLE, RUNS_TABLE))
     return summary

@@ -322,7 +322,7 @@ def maintain(root: Path, cfg: StoreConfig, lake: str, store_name: str | None = N
     if names:
         summary["deleted"] = delete(root, cfg, summary["plan"]["reason"], names)
     summary["compacted"] = {t: compact_topic(spark, root, cfg, t) for t in compact_topics}
-    record_run(spark, lake, PROG, root, started, "ok", summary)
+    record_run(lake, PROG, root, started, "ok", summary)
     if database:
         register(spark, database, lake, (ARCHIVE_TABLE, RUNS_TABLE))
     return summary

@@ -3,7 +3,8 @@
 A lake is a URI of any filesystem Spark knows (``file:///...``, ``s3a://bucket/lake``,
 ``abfss://container@account.dfs.core.windows.net/lake``, ``hdfs://nn/lake``) or a plain local path,
 which :func:`lake_uri` turns into an absolute ``file:`` URI. Everything lake-side goes through
-Spark and Delta (never ``pathlib``), so the same job runs against a local lake and object storage.
+Delta (Spark's, or delta-rs' in process: ``jobs.delta_direct``; never ``pathlib``), so the same job
+runs against a local lake and object storage.
 
 Every table gets the same Delta properties (:func:`table_properties`): log and deleted-file
 retention, ``delta.appendOnly`` for the append-only tables, change data feed when asked for.
@@ -22,7 +23,6 @@ from rocketlake.store.config import BROKER_PROPERTIES, broker_name
 from rocketlake.store.errors import SettingError
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
@@ -156,100 +156,6 @@ def table_state(spark: SparkSession, uri: str) -> TableState | None:
     else:
         transactions = {k: int(v) for k, v in as_java(snapshot.transactions()).items()}
     return TableState(properties, transactions)
-
-
-def commit_metadata(spark: SparkSession, uri: str, limit: int) -> list[str | None]:
-    """The ``userMetadata`` of the ``limit`` latest commits of the Delta table at ``uri`` (None for
-    a commit without), newest first, read on the driver from their commit files in the log (Delta's
-    ``DeltaHistoryManager.getCommitInfoOpt``, one file each; no DataFrame, no Spark job: Delta's
-    ``history`` runs one); [] when no Delta table is there. Commits whose files the log no longer
-    keeps are not read."""
-    found = _delta_log(spark, uri)
-    if found is None:
-        return []
-    log, snapshot = found
-    jvm = _jvm(spark)
-    history = jvm.org.apache.spark.sql.delta.DeltaHistoryManager
-    conf = log.newDeltaHadoopConf()
-    newest = snapshot.version()
-    oldest = max(newest - limit + 1, history.getEarliestDeltaFile(log))
-    out: list[str | None] = []
-    for version in range(newest, oldest - 1, -1):
-        info = history.getCommitInfoOpt(
-            log.store(), jvm.org.apache.spark.sql.delta.util.FileNames.unsafeDeltaFile(
-                log.logPath(), version), conf)
-        metadata = info.get().userMetadata() if info.isDefined() else None
-        out.append(metadata.get() if metadata is not None and metadata.isDefined() else None)
-    return out
-
-
-def driver_rows(spark: SparkSession, uri: str, columns: Iterable[str]) -> pa.Table | None:
-    """The data columns ``columns`` of every row of the Delta table at ``uri``, read on the driver
-    with no Spark job: the data files its latest snapshot's checksum lists (Delta keeps a small
-    table's files in its ``.crc``), each read whole through the table's Hadoop filesystem and
-    decoded by pyarrow (timestamps as microseconds, ``timestamp[us]``; a column a file lacks, from a
-    schema that grew later, is null). None, reading nothing, when no Delta table is there or Delta
-    must read it: the checksum lists no files, column mapping is on, a file has deletion vectors,
-    one of ``columns`` is a partition column (its values are in the log, not the files), or the
-    table lacks one."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    found = _delta_log(spark, uri)
-    if found is None:
-        return None
-    log, snapshot = found
-    checksum = snapshot.checksumOpt()
-    files = checksum.get().allFiles() if checksum.isDefined() else None
-    if files is None or not files.isDefined() or snapshot.metadata().columnMappingMode().name() != "none":
-        return None
-    adds = list(_jvm(spark).scala.jdk.javaapi.CollectionConverters.asJava(files.get()))
-    columns = list(columns)
-    partitions = set(_jvm(spark).scala.jdk.javaapi.CollectionConverters.asJava(
-        snapshot.metadata().partitionColumns()))
-    if any(add.deletionVector() is not None for add in adds) or partitions & set(columns) \
-            or not set(columns) <= set(snapshot.metadata().schema().fieldNames()):
-        return None
-    schema = pa.schema([_arrow_field(snapshot.metadata().schema().apply(c)) for c in columns])
-    conf = log.newDeltaHadoopConf()
-    io_utils = _jvm(spark).org.apache.commons.io.IOUtils
-    tables = []
-    for add in adds:
-        path = add.absolutePath(log)
-        stream = path.getFileSystem(conf).open(path)
-        try:
-            data = pq.read_table(pa.BufferReader(bytes(io_utils.toByteArray(stream))))
-        finally:
-            stream.close()
-        tables.append(pa.table([data.column(f.name).cast(f.type) if f.name in data.column_names
-                                else pa.nulls(data.num_rows, f.type) for f in schema], schema=schema))
-    return pa.concat_tables(tables) if tables else schema.empty_table()
-
-
-def collected(rows: pa.Table) -> list[dict[str, Any]]:
-    """``rows`` (:func:`driver_rows`' types) as Spark's ``collect()`` gives them: dicts, a
-    timestamp as pyspark's ``TimestampType`` makes it of its microseconds."""
-    import pyarrow as pa
-    from pyspark.sql.types import TimestampType
-
-    stamps = {f.name for f in rows.schema if pa.types.is_timestamp(f.type)}
-    out = rows.cast(pa.schema([pa.field(f.name, pa.int64()) if f.name in stamps else f
-                               for f in rows.schema])).to_pylist()
-    as_time = TimestampType().fromInternal
-    return [{k: as_time(v) if k in stamps and v is not None else v for k, v in r.items()}
-            for r in out]
-
-
-def _arrow_field(field: Any) -> pa.Field:
-    """The Arrow field of a data column (a JVM ``StructField``) as :func:`driver_rows` returns it."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_type
-    from pyspark.sql.types import TimestampNTZType, TimestampType, _parse_datatype_json_string
-
-    kind = _parse_datatype_json_string(field.dataType().json())
-    arrow = pa.timestamp("us") if isinstance(kind, TimestampType | TimestampNTZType) \
-        else to_arrow_type(kind)
-    return pa.field(field.name(), arrow)
 
 
 def ensure_table(spark: SparkSession, uri: str, schema: StructType, partitions: Iterable[str],

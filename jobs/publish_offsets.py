@@ -5,7 +5,9 @@
         [--change-data-feed] [--set NAME=VALUE ...]
 
 Appends the snapshot (its queue rows and consumer rows) to ``<lake>/offsets_history``
-(partitioned by ``snapshot_date``) in one Delta commit, which also carries the transaction id
+(partitioned by ``snapshot_date``) in one Delta commit, written in process (``jobs.delta_direct``:
+no Spark session unless the run needs the catalog, migrates an old lake or records an unchanged
+run), which also carries the transaction id
 (``rocketlake.publish-offsets/<store>``, snapshot time in ms: re-running a snapshot, also after a
 killed run, never writes it twice) and the run's record (``jobs.offsets_lake``). The current
 offsets are each store's newest snapshot (``jobs.offsets_lake.current_rows``). A run whose rows
@@ -23,27 +25,27 @@ import logging
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
 
 from rocketlake.jobs import job_support
 from rocketlake.jobs.job_commands import job_main
-from rocketlake.jobs.lake import register, store_name, table_properties, table_state
+from rocketlake.jobs.lake import store_name, table_properties
 from rocketlake.jobs.offsets_lake import (
     append_snapshot,
-    history_uri,
+    history_state,
     migrate,
     published_ms,
     snapshot_rows,
 )
-from rocketlake.jobs.run_log import record_run, run_record
-from rocketlake.jobs.spark_progress import spark_progress
-from rocketlake.jobs.spark_session import build_session
+from rocketlake.jobs.run_log import run_record
 from rocketlake.jobs.table_names import OFFSETS_TABLES, RUNS_TABLE
 from rocketlake.jobs.times import to_datetime
 from rocketlake.store.config import StoreConfig
@@ -56,8 +58,6 @@ from rocketlake.store.swap_journal import refuse_unfinished
 from rocketlake.transforms.commitlog_scan import commitlog_files
 from rocketlake.transforms.offset_units import UNIT_SCHEMA, read_queue_units
 from rocketlake.transforms.offsets import (
-    CONSUMER_OFFSETS_SCHEMA,
-    QUEUE_OFFSETS_SCHEMA,
     QUEUES_SCHEMA,
     arrow_schema,
     committed_rows,
@@ -67,6 +67,9 @@ from rocketlake.transforms.offsets import (
     request_rows,
     same_rows,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 PROG = "publish-offsets"
 log = logging.getLogger(__name__)
@@ -86,7 +89,6 @@ class StoreLayout:
 class Snapshot:
     """One snapshot's rows (from data read once, before anything is written), as Arrow tables:
     ``queues`` (``QUEUE_OFFSETS_SCHEMA``), ``consumers`` (``CONSUMER_OFFSETS_SCHEMA``)."""
-    spark: SparkSession
     store: str
     ts: datetime
     queues: pa.Table
@@ -98,14 +100,6 @@ class Snapshot:
     def rows(self) -> pa.Table:
         """Both kinds as the history's rows (``HISTORY_SCHEMA``)."""
         return history_table(self.queues, self.consumers)
-
-    @property
-    def queue_rows(self) -> DataFrame:
-        return self.spark.createDataFrame(self.queues, QUEUE_OFFSETS_SCHEMA)
-
-    @property
-    def consumer_rows(self) -> DataFrame:
-        return self.spark.createDataFrame(self.consumers, CONSUMER_OFFSETS_SCHEMA)
 
 
 # --- reading the store ----------------------------------------------------------------------------
@@ -140,11 +134,11 @@ def check_topics(table: dict[tuple[str, str], dict[int, int]], layout: StoreLayo
                          f"has: {names}. Remove those entries (or restore the topics) and re-run")
 
 
-def read_snapshot(spark: SparkSession, root: Path, cfg: StoreConfig, layout: StoreLayout,
+def read_snapshot(root: Path, cfg: StoreConfig, layout: StoreLayout,
                   table: dict[tuple[str, str], dict[int, int]], store: str,
                   ts: datetime) -> Snapshot:
-    """Compute the snapshot's queue and consumer rows from the store's files, on the driver (no
-    Spark job: ``spark`` only backs the snapshot's DataFrames).
+    """Compute the snapshot's queue and consumer rows from the store's files, in process (no
+    Spark).
 
     The units the rows need are O(queues + committed offsets): the driver reads them
     (``read_queue_units``, the store library) once, as one Arrow table, and the rows are
@@ -158,29 +152,29 @@ def read_snapshot(spark: SparkSession, root: Path, cfg: StoreConfig, layout: Sto
     errors = pc.drop_null(units.column("commitlog_error")).to_pylist()
     queue_table = queue_rows(units, layout.commitlog_min_offset, store, ts)
     consumers = consumer_rows(table, queue_table, units, store, ts)
-    return Snapshot(spark, store, ts, queue_table, consumers, errors[:MAX_REPORTED], len(errors))
+    return Snapshot(store, ts, queue_table, consumers, errors[:MAX_REPORTED], len(errors))
 
 
 # --- writing the lake -----------------------------------------------------------------------------
-def publish(spark: SparkSession, lake: str, snap: Snapshot, rows: pa.Table, run: str,
-            change_data_feed: bool = False) -> bool:
+def publish(session: Callable[[], SparkSession], lake: str, snap: Snapshot, rows: pa.Table,
+            run: str, change_data_feed: bool = False) -> bool:
     """Write the snapshot's history ``rows`` (``HISTORY_SCHEMA``, as Arrow) in one commit that
     carries the run's record ``run`` (``jobs.offsets_lake.append_snapshot``). False, writing
     nothing, when the store's newest published snapshot is this one or holds the same rows.
     Refuses a snapshot older than the published one. A lake of the old layout is migrated first
-    (``jobs.offsets_lake.migrate``)."""
-    state = table_state(spark, history_uri(lake))
-    if migrate(spark, lake, state):
-        state = table_state(spark, history_uri(lake))
+    (``jobs.offsets_lake.migrate``, through the Spark session ``session`` starts)."""
     app_id, version = f"{APP_ID}/{snap.store}", epoch_ms(snap.ts)
+    state = history_state(lake, (app_id,))
+    if migrate(session, lake, state):
+        state = history_state(lake, (app_id,))
     last = published_ms(state, app_id)
     if last is not None and last > version:
         raise ValueError(f"snapshot time {format_time(version)} is older than the published "
                          f"snapshot {format_time(last)} of store {snap.store}; nothing written")
     if last is not None and (last == version or same_rows(
-            snapshot_rows(spark, lake, snap.store, datetime.fromtimestamp(last / 1000, UTC)), rows)):
+            snapshot_rows(lake, snap.store, datetime.fromtimestamp(last / 1000, UTC)), rows)):
         return False
-    append_snapshot(spark, lake, rows, app_id, version, run, state,
+    append_snapshot(lake, rows, app_id, version, run,
                     table_properties(append_only=True, change_data_feed=change_data_feed))
     return True
 
@@ -202,7 +196,8 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
     """Publish the store ``root`` (named ``store``, default ``jobs.lake.store_name``'s) into ``lake``
     (a URI) as the snapshot at ``ts`` (default: now) and record the run; False when nothing
     changed. ``database`` registers the lake's tables in that catalog database; ``master`` is the
-    Spark master of a session this starts."""
+    Spark master of a session this starts (only to register, migrate or record an unchanged run:
+    the snapshot is read and written in process)."""
     started = time.time_ns() // 1_000_000
     root = check_store(root)
     job_support.refuse_5x_queues(root, PROG)
@@ -216,8 +211,14 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
     for w in caught:
         log.warning("%s: warning: %s", PROG, w.message)
     check_topics(table, layout)
-    spark = build_session(PROG, master=master)
-    snap = read_snapshot(spark, root, cfg, layout, table, store, ts)
+
+    @cache
+    def session() -> SparkSession:
+        from rocketlake.jobs.spark_session import build_session
+
+        return build_session(PROG, master=master)
+
+    snap = read_snapshot(root, cfg, layout, table, store, ts)
     if snap.commitlog_error_count:
         log.warning("%s: warning: %d ConsumeQueue unit(s) disagree with the CommitLog (published "
                     "without their store times): %s", PROG, snap.commitlog_error_count,
@@ -229,16 +230,19 @@ def publish_store(root: Path, cfg: StoreConfig, lake: str, store: str | None = N
     counts = f"{queues} queues, {consumers} consumer rows"
     summary = {"snapshot": format_time(epoch_ms(ts)), "queues": queues, "consumer_rows": consumers}
     run = json.dumps(run_record(PROG, root, started, "ok", summary), sort_keys=True)
-    with spark_progress(spark, "publish"):
-        written = publish(spark, lake, snap, rows, run, change_data_feed)
+    written = publish(session, lake, snap, rows, run, change_data_feed)
     if written:
         print(f"{PROG}: published store {store} snapshot {format_time(epoch_ms(ts))}: {counts}")
     else:
         print(f"{PROG}: store {store} unchanged since its published snapshot ({counts}); "
               f"nothing written")
-        record_run(spark, lake, PROG, root, started, "unchanged", summary)
+        from rocketlake.jobs.run_log import record_run
+
+        record_run(lake, PROG, root, started, "unchanged", summary)
     if database:
-        register(spark, database, lake, (*OFFSETS_TABLES, RUNS_TABLE))
+        from rocketlake.jobs.lake import register
+
+        register(session(), database, lake, (*OFFSETS_TABLES, RUNS_TABLE))
     return written
 
 

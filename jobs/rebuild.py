@@ -270,7 +270,7 @@ def run_structures(prog: str, structures: tuple[str, ...], args: argparse.Namesp
         for name in structures:
             noun, counts = (("units", rebuilt.units) if name == "consumequeue"
                             else ("index keys", rebuilt.keys))
-            record_run(spark, args.lake, prog, store, started, "ok",
+            record_run(args.lake, prog, store, started, "ok",
                        {"mode": mode, "wrote": {"noun": noun, "per_topic": counts},
                         "target": str(target / name)})
     return 0

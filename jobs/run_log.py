@@ -1,10 +1,11 @@
 """The maintenance-run log: one record per job run.
 
 Jobs call :func:`record_run` when they finish: one Delta row under ``<lake>/maintenance_runs``
-(append-only, ``delta.appendOnly``; times as epoch ms and as TIMESTAMPs). A job whose run already
-ends in one commit to another table carries its record in that commit instead
-(:func:`run_record` as the commit's ``userMetadata``: publish-offsets, ``jobs.offsets_lake``), so
-the run costs no second commit. :func:`read_runs` reads both: the latest runs, newest first.
+(append-only, ``delta.appendOnly``; times as epoch ms and as TIMESTAMPs), written in process
+(``jobs.delta_direct``: no Spark session). A job whose run already ends in one commit to another
+table carries its record in that commit instead (:func:`run_record` as the commit's
+``userMetadata``: publish-offsets, ``jobs.offsets_lake``), so the run costs no second commit.
+:func:`read_runs` reads both, in process: the latest runs, newest first.
 """
 from __future__ import annotations
 
@@ -14,20 +15,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
+import pyarrow as pa
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from rocketlake.jobs.lake import (
-    collected,
-    commit_metadata,
-    driver_rows,
-    ensure_table,
-    table_exists,
-    table_properties,
-    table_uri,
-)
+from rocketlake.jobs import delta_direct
+from rocketlake.jobs.lake import table_properties, table_uri
 from rocketlake.jobs.table_names import OFFSETS_HISTORY, RUNS_TABLE
+from rocketlake.transforms.offsets import arrow_schema
 
 RUNS_SCHEMA = StructType([
     StructField("job", StringType(), False),
@@ -52,43 +46,46 @@ def run_record(job: str, store: Path, started_ms: int, status: str,
             "summary": json.dumps(summary, default=str, sort_keys=True)}
 
 
-def record_run(spark: SparkSession, lake: str | Path, job: str, store: Path, started_ms: int,
-               status: str, summary: dict[str, Any]) -> None:
+def record_run(lake: str | Path, job: str, store: Path, started_ms: int, status: str,
+               summary: dict[str, Any]) -> None:
     """Append one run (status "ok" / "failed" / "dry-run" / "unchanged") with its summary as JSON
-    to the lake ``lake`` (a URI of :func:`rocketlake.jobs.lake.lake_uri`, or a local path)."""
+    to the lake ``lake`` (a URI of :func:`rocketlake.jobs.lake.lake_uri`, or a local path). A run
+    log from before the TIMESTAMP columns gets them (schema merge)."""
     uri = table_uri(str(lake), RUNS_TABLE)
-    ensure_table(spark, uri, RUNS_SCHEMA, (), table_properties(append_only=True))
     row = run_record(job, store, started_ms, status, summary)
-    (spark.createDataFrame([(*row.values(), None, None)], RUNS_SCHEMA)
-     .withColumn("started_ts", F.timestamp_millis("started_ms"))
-     .withColumn("finished_ts", F.timestamp_millis("finished_ms"))
-     .write.format("delta").mode("append").option("mergeSchema", "true").save(uri))
+    schema = arrow_schema(RUNS_SCHEMA)
+    values = {**row, "started_ts": row["started_ms"] * 1000, "finished_ts": row["finished_ms"] * 1000}
+    delta_direct.append(uri, pa.Table.from_pylist([values], schema=schema.remove_metadata()),
+                        delta_direct.open_table(uri), partition_by=[],
+                        properties=table_properties(append_only=True), merge_schema=True)
 
 
-def read_runs(spark: SparkSession, lake: str, limit: int) -> list[dict[str, Any]]:
+def read_runs(lake: str, limit: int) -> list[dict[str, Any]]:
     """The ``limit`` latest runs (by ``finished_ms``, newest first) of the run log and of the run
     records the commits of :data:`RUN_CARRIERS` carry; each a dict of :data:`RUNS_SCHEMA`'s
     columns (``started_ts`` / ``finished_ts`` None in rows written before they existed, also in a
     run log whose table predates those columns)."""
     runs: list[dict[str, Any]] = []
-    uri = table_uri(lake, RUNS_TABLE)
-    rows = driver_rows(spark, uri, RUNS_SCHEMA.fieldNames())
-    if rows is not None:
-        runs += sorted(collected(rows), key=lambda r: r["finished_ms"], reverse=True)[:limit]
-    elif table_exists(spark, uri):  # Delta must read it (or a run log from before the _ts columns)
-        runs += [{f.name: r.asDict().get(f.name) for f in RUNS_SCHEMA}
-                 for r in spark.read.format("delta").load(uri)
-                 .orderBy("finished_ms", ascending=False).limit(limit).collect()]
+    table = delta_direct.open_table(table_uri(lake, RUNS_TABLE))
+    if table is not None:
+        schema = arrow_schema(RUNS_SCHEMA)
+        have = delta_direct.column_names(table)
+        rows = delta_direct.read_rows(table, [n for n in schema.names if n in have])
+        rows = pa.Table.from_arrays(
+            [rows.column(f.name).cast(f.type) if f.name in have else pa.nulls(rows.num_rows, f.type)
+             for f in schema], schema=schema)
+        runs += sorted(delta_direct.collected(rows), key=lambda r: r["finished_ms"], reverse=True)[:limit]
     for name in RUN_CARRIERS:
-        runs += _carried_runs(spark, table_uri(lake, name), limit)
+        runs += _carried_runs(table_uri(lake, name), limit)
     return sorted(runs, key=lambda r: r["finished_ms"], reverse=True)[:limit]
 
 
-def _carried_runs(spark: SparkSession, uri: str, limit: int) -> list[dict[str, Any]]:
+def _carried_runs(uri: str, limit: int) -> list[dict[str, Any]]:
     """The run records in the ``userMetadata`` of the table's ``limit`` latest commits (commits
     without one, or with other metadata, are not runs)."""
+    table = delta_direct.open_table(uri)
     runs = []
-    for text in commit_metadata(spark, uri, limit):
+    for text in delta_direct.commit_metadata(table, limit) if table is not None else ():
         try:
             run = json.loads(text or "null")
         except ValueError:

@@ -148,32 +148,24 @@ def store_facts(root: Path, settings: dict[str, str]) -> StoreFacts:
 
 def lake_facts(lake: str | None, store: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(the consumer rows of store ``store`` in the lake's ``offsets_history``: consumer_group,
-    topic, queue_id, snapshot_ts, consumer_offset, lag) and (the latest runs) from its Delta tables.
+    topic, queue_id, snapshot_ts, consumer_offset, lag) and (the latest runs) from its Delta tables,
+    read in process (``jobs.delta_direct``: no Spark session).
     ``lake`` is a URI (:func:`rocketlake.jobs.lake.lake_uri`) that ``jobs.lake.check_lake``
     passed, or None for no lake."""
-    from rocketlake.jobs.lake import collected, driver_rows, table_exists, table_uri
-
     if lake is None:
         return [], []
-    from pyspark.sql import functions as F  # a JVM only when there is a lake to read
-
+    from rocketlake.jobs import delta_direct
+    from rocketlake.jobs.lake import table_uri
     from rocketlake.jobs.run_log import read_runs
-    from rocketlake.jobs.spark_session import build_session
 
-    spark = build_session("rocketlake-report", conf={"spark.ui.enabled": "false"})
-    history = table_uri(lake, OFFSETS_HISTORY)
-    rows = driver_rows(spark, history, (*LAG_COLUMNS, "kind", "store"))
+    table = delta_direct.open_table(table_uri(lake, OFFSETS_HISTORY))
     found: list[dict[str, Any]] = []
-    if rows is not None:
-        found = collected(rows.filter((pc.field("kind") == "consumer")
-                                          & (pc.field("store") == store)).select(LAG_COLUMNS))
-    elif table_exists(spark, history):  # Delta must read it: Spark jobs
-        df = spark.read.format("delta").load(history)
-        if set(LAG_COLUMNS) | {"kind", "store"} <= set(df.columns):
-            mine = df.where((F.col("kind") == "consumer") & (F.col("store") == store))
-            found = [r.asDict() for r in mine.select(*LAG_COLUMNS).collect()]
-    lag_rows = sorted(found, key=lambda r: r["snapshot_ts"])  # on the driver: no sort job
-    return lag_rows, read_runs(spark, lake, MAX_RUNS)
+    if table is not None and set(LAG_COLUMNS) | {"kind", "store"} <= delta_direct.column_names(table):
+        rows = delta_direct.read_rows(table, (*LAG_COLUMNS, "kind", "store"))
+        found = delta_direct.collected(rows.filter((pc.field("kind") == "consumer")
+                                      & (pc.field("store") == store)).select(LAG_COLUMNS))
+    lag_rows = sorted(found, key=lambda r: r["snapshot_ts"])
+    return lag_rows, read_runs(lake, MAX_RUNS)
 
 
 # --- what the page tells -------------------------------------------------------------------------

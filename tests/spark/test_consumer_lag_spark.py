@@ -20,8 +20,8 @@ def test_published_consumer_rows_are_the_lag_rule(spark, tmp_path: Path) -> None
     (root / "config" / "consumerOffset.json").write_text(LAG_OFFSETS)
     settings = json.loads((GOLDEN_498 / "settings.json").read_text())
     cfg = load_config({k: str(v) for k, v in settings.items()})
-    snap = read_snapshot(spark, root, cfg, read_layout(root, cfg), read_consumer_offsets(root),
+    snap = read_snapshot(root, cfg, read_layout(root, cfg), read_consumer_offsets(root),
                          "s", datetime(2026, 1, 1, tzinfo=UTC))
-    rows = snap.consumer_rows.select("consumer_group", "topic", "queue_id", "consumer_offset",
-                                     "max_offset", "lag").collect()
-    assert sorted(tuple(r) for r in rows) == sorted(LAG_ROWS)
+    rows = snap.consumers.select(["consumer_group", "topic", "queue_id", "consumer_offset",
+                                  "max_offset", "lag"]).to_pylist()
+    assert sorted(tuple(r.values()) for r in rows) == sorted(LAG_ROWS)

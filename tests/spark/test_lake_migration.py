@@ -13,7 +13,14 @@ from pathlib import Path
 from delta.tables import DeltaTable
 
 from rocketlake.jobs.lake import table_state
-from rocketlake.jobs.offsets_lake import LAYOUT, LAYOUT_APP_ID, current_rows, history_uri, migrate
+from rocketlake.jobs.offsets_lake import (
+    LAYOUT,
+    LAYOUT_APP_ID,
+    current_rows,
+    history_state,
+    history_uri,
+    migrate,
+)
 from rocketlake.transforms.offsets import CONSUMER_OFFSETS_SCHEMA
 
 from .test_offsets_job import T2, T3, T4, commit, naive, publish, put, ts
@@ -98,8 +105,7 @@ def test_migration_copies_rows_only_the_old_tables_have_once(spark, tmp_path: Pa
     extra = ("s1", "g3", "orders", 0, 7, 36, 29, None, T2)  # in consumer_offsets, not in the history
     spark.createDataFrame([extra], CONSUMER_OFFSETS_SCHEMA).write.format("delta").mode("append") \
         .save(str(lake / "consumer_offsets"))
-    uri = history_uri(str(lake))
-    assert migrate(spark, str(lake), table_state(spark, uri))
+    assert migrate(lambda: spark, str(lake), history_state(str(lake), ()))
     assert history_counts(spark, lake)[naive(T2)] == 9
     copied = spark.read.format("delta").load(str(lake / "offsets_history")).where(
         "consumer_group = 'g3'")
@@ -107,5 +113,5 @@ def test_migration_copies_rows_only_the_old_tables_have_once(spark, tmp_path: Pa
         ("consumer", T2.date(), "g3", "orders", 0, 7, 36, 29, None, naive(T2))]
     assert ("g3", "orders", 0, 7, 36, 29, None, naive(T2)) in rows(
         current_rows(spark, str(lake), "consumer"), CONSUMER_COLUMNS)
-    assert not migrate(spark, str(lake), table_state(spark, uri))   # once: the marker is there
+    assert not migrate(lambda: spark, str(lake), history_state(str(lake), ()))   # once: the marker is there
     assert history_counts(spark, lake)[naive(T2)] == 9

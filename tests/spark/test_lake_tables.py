@@ -76,7 +76,7 @@ def test_file_uri_lake_end_to_end(spark, tmp_path: Path, capsys) -> None:
                      ).first()[0] == 40
 
     # the two runs are in their own commits, the old row in the run log as it was
-    runs = {r["started_ms"]: r for r in read_runs(spark, lake, 10)}
+    runs = {r["started_ms"]: r for r in read_runs(lake, 10)}
     assert runs[1_000]["started_ts"] is None
     new = [r for ms, r in runs.items() if ms != 1_000]
     assert len(new) == 2 and all(r["started_ms"] >= started for r in new)

@@ -16,6 +16,7 @@ from delta.tables import DeltaTable
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from rocketlake.jobs import cli
+from rocketlake.jobs.delta_direct import collected
 from rocketlake.jobs.offsets_lake import current_rows
 from rocketlake.jobs.publish_offsets import main, read_layout, read_snapshot
 from rocketlake.jobs.spark_session import delta_submit_args
@@ -139,29 +140,21 @@ def test_retention_moves_min_offsets_to_the_commitlog_minimum(spark, tmp_path: P
     assert sorted(p.name for p in (root / "commitlog").iterdir()) == ["00000000000000065536"]
     live = [r for r in results if r.commitlog_offset >= 65536]
     cfg = load_config(SMALL)
-    snap = read_snapshot(spark, root, cfg, read_layout(root, cfg), read_consumer_offsets(root),
-                         "r", T1)
-    got = {(r.queue_id): (r.min_offset, r.max_offset, r.min_commitlog_offset)
-           for r in snap.queue_rows.collect()}
+    snap = read_snapshot(root, cfg, read_layout(root, cfg), read_consumer_offsets(root), "r", T1)
+    got = {(r["queue_id"]): (r["min_offset"], r["max_offset"], r["min_commitlog_offset"])
+           for r in snap.queues.to_pylist()}
     assert got == {q: (min(r.queue_offset for r in live if r.queue_id == q),
                        sum(r.queue_id == q for r in results),
                        min(r.commitlog_offset for r in live if r.queue_id == q)) for q in range(3)}
-    consumed = {r.queue_id: r.last_consumed_store_timestamp for r in snap.consumer_rows.collect()}
+    consumed = {r["queue_id"]: r["last_consumed_store_timestamp"] for r in collected(snap.consumers)}
     assert consumed == {0: None, 1: ts(3 * 29 + 1), 2: None}  # q0 offset 1 is gone; q1 offset 29
 
 
 # --- snapshots, idempotence, recovery ------------------------------------------------------------
-def test_snapshot_rows_come_from_the_driver_without_a_spark_job(spark, store: Path) -> None:
-    """The store library computes the rows on the driver: reading a snapshot starts no Spark job
-    (a run's only Spark work is its one Delta commit)."""
-    cfg, sc = load_config(SMALL), spark.sparkContext
-    sc.setJobGroup("snapshot-read", "read_snapshot")
-    try:
-        snap = read_snapshot(spark, store, cfg, read_layout(store, cfg),
-                             read_consumer_offsets(store), "s1", T1)
-    finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it
-    assert list(sc.statusTracker().getJobIdsForGroup("snapshot-read")) == []
+def test_snapshot_rows_are_computed_in_process(store: Path) -> None:
+    """The store library computes the rows in process, with no Spark session."""
+    cfg = load_config(SMALL)
+    snap = read_snapshot(store, cfg, read_layout(store, cfg), read_consumer_offsets(store), "s1", T1)
     # orders/q holds messages q, q+3, ... of 0..99 (34, 33, 33); audit-log/0 10 messages
     assert sorted((r["kind"], r["topic"], r["queue_id"], r["max_offset"])
                   for r in snap.rows.to_pylist()) == [
