@@ -97,7 +97,7 @@ def task_error(error: BaseException) -> BaseException | None:
 
 
 #: the top-level modules the ``spark`` extra installs (pyproject.toml) and what they import
-SPARK_MODULES = frozenset({"pyspark", "delta", "py4j", "pandas"})
+SPARK_MODULES = frozenset({"pyspark", "delta", "py4j", "pandas", "deltalake"})
 
 
 def missing_spark(error: BaseException) -> RuntimeError | None:
@@ -106,8 +106,9 @@ def missing_spark(error: BaseException) -> RuntimeError | None:
     name = getattr(error, "name", None) or ""
     if not isinstance(error, ModuleNotFoundError) or name.partition(".")[0] not in SPARK_MODULES:
         return None
-    return RuntimeError(f"this command runs on Spark, which is not installed here (no module "
-                        f"{name!r}): install rocketlake[spark] (pip install 'rocketlake[spark]')")
+    return RuntimeError(f"this command needs the spark extra (Spark, Delta), which is not installed "
+                        f"here (no module {name!r}): install rocketlake[spark] "
+                        f"(pip install 'rocketlake[spark]')")
 
 
 def exit_code(error: BaseException) -> ExitCode | None:
