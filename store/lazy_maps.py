@@ -143,7 +143,7 @@ class LazyMappedFile(MappedFile):
             raise StoreFormatError(f"{self.path}: {n} bytes at {pos}, expected {out.nbytes} "
                                    f"(the file is shorter than {self.size} bytes)")
 
-    def write(self, pos: int, data: bytes) -> None:
+    def write(self, pos: int, data: bytes | memoryview) -> None:
         with LAZY_MAPS.lock:
             super().write(pos, data)
 

@@ -118,7 +118,7 @@ class MappedFile:
         """``read_into``, given a read-only descriptor of the file (this class reads the map)."""
         self.read_into(pos, out)
 
-    def write(self, pos: int, data: bytes) -> None:
+    def write(self, pos: int, data: bytes | memoryview) -> None:
         """Write ``data`` at ``pos``: through the mapping, or from ``BULK_WRITE`` bytes on with
         ``pwrite`` (the same page cache: the mapping sees the bytes; OSError naming the file)."""
         if len(data) < BULK_WRITE:
