@@ -305,22 +305,23 @@ def _lay_out(table: EncodedTable, offsets: npt.NDArray[np.int64],
              pieces: list[tuple[MappedFile, int, int]]) -> None:
     """Encode rows ``lo..hi`` of each piece into its file, at their CommitLog ``offsets``: a run
     of rows at a time (those ending within the next ``STAGE_BYTES`` of the piece, at least one)
-    into this thread's staging buffer, then into the file with one ``MappedFile.write``."""
+    into this thread's staging buffer, then into the file with one write (``MappedFile.writes``)."""
     lens = table.rows[:, ke.LENGTH]
     for mf, lo, hi in pieces:
         first = int(offsets[lo])
         ends = offsets[lo:hi] + lens[lo:hi] - first
         steps = np.arange(STAGE_BYTES, int(ends[-1]), STAGE_BYTES)
         i = lo
-        for j in [*(lo + np.searchsorted(ends, steps, side="right")).tolist(), hi]:
-            if j <= i:
-                continue  # a step inside a record begun before it
-            at = int(offsets[i])
-            n = int(offsets[j - 1] + lens[j - 1]) - at
-            stage = _stage(n)
-            table.encode_into(stage, 0, at, i, j)
-            mf.write(at - mf.start, stage[:n].data)
-            i = j
+        with mf.writes() as write:
+            for j in [*(lo + np.searchsorted(ends, steps, side="right")).tolist(), hi]:
+                if j <= i:
+                    continue  # a step inside a record begun before it
+                at = int(offsets[i])
+                n = int(offsets[j - 1] + lens[j - 1]) - at
+                stage = _stage(n)
+                table.encode_into(stage, 0, at, i, j)
+                write(at - mf.start, stage[:n].data)
+                i = j
 
 
 def _stage(n: int) -> npt.NDArray[np.uint8]:
