@@ -3,6 +3,7 @@ pre-allocated files."""
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -39,6 +40,12 @@ SPLIT_ROWS = 4096
 #: either thread), so the caller's half with its other work (queue offsets and files before,
 #: results after) ends with the writer's half (benchmarks/RESULTS.md, "put_table (issue 14)")
 CALLER_SHARE = 0.5
+#: bytes of records the encode kernel lays out at a time into a thread's reused staging buffer (in
+#: its core's cache), which one ``pwrite`` then copies into the file: storing through the mapping
+#: takes a page fault per fresh page, which cost 3-5x ``pwrite``'s copy on a 2-core VM
+#: (benchmarks/RESULTS.md, "put_table: the layout through a staging buffer")
+STAGE_BYTES = 256 * 1024
+_staging = threading.local()
 
 
 def commitlog_file_queue(root: Path, cfg: StoreConfig) -> MappedFileQueue:
@@ -296,10 +303,34 @@ class CommitLog:
 
 def _lay_out(table: EncodedTable, offsets: npt.NDArray[np.int64],
              pieces: list[tuple[MappedFile, int, int]]) -> None:
-    """Encode rows ``lo..hi`` of each piece into its file, at their CommitLog ``offsets``."""
+    """Encode rows ``lo..hi`` of each piece into its file, at their CommitLog ``offsets``: a run
+    of rows at a time (those ending within the next ``STAGE_BYTES`` of the piece, at least one)
+    into this thread's staging buffer, then into the file with one write (``MappedFile.writes``)."""
+    lens = table.rows[:, ke.LENGTH]
     for mf, lo, hi in pieces:
-        table.encode_into(np.frombuffer(mf.mm, dtype=np.uint8), int(offsets[lo]) - mf.start,
-                          mf.start, lo, hi)
+        first = int(offsets[lo])
+        ends = offsets[lo:hi] + lens[lo:hi] - first
+        steps = np.arange(STAGE_BYTES, int(ends[-1]), STAGE_BYTES)
+        i = lo
+        with mf.writes() as write:
+            for j in [*(lo + np.searchsorted(ends, steps, side="right")).tolist(), hi]:
+                if j <= i:
+                    continue  # a step inside a record begun before it
+                at = int(offsets[i])
+                n = int(offsets[j - 1] + lens[j - 1]) - at
+                stage = _stage(n)
+                table.encode_into(stage, 0, at, i, j)
+                write(at - mf.start, stage[:n].data)
+                i = j
+
+
+def _stage(n: int) -> npt.NDArray[np.uint8]:
+    """This thread's staging buffer, at least ``n`` bytes (kept for the thread's next table: a
+    ``STAGE_BYTES`` buffer, or as long as the longest run of rows it held)."""
+    buf: npt.NDArray[np.uint8] | None = getattr(_staging, "buf", None)
+    if buf is None or buf.size < n:
+        buf = _staging.buf = np.empty(max(n, STAGE_BYTES), dtype=np.uint8)
+    return buf
 
 
 class RecordWalk:

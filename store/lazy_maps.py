@@ -16,6 +16,8 @@ import resource
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -143,9 +145,13 @@ class LazyMappedFile(MappedFile):
             raise StoreFormatError(f"{self.path}: {n} bytes at {pos}, expected {out.nbytes} "
                                    f"(the file is shorter than {self.size} bytes)")
 
-    def write(self, pos: int, data: bytes) -> None:
-        with LAZY_MAPS.lock:
-            super().write(pos, data)
+    @contextmanager
+    def writes(self) -> Iterator[Callable[[int, bytes | memoryview], None]]:
+        with super().writes() as write:
+            def locked(pos: int, data: bytes | memoryview) -> None:
+                with LAZY_MAPS.lock:
+                    write(pos, data)
+            yield locked
 
     def close(self) -> None:
         LAZY_MAPS.forget(self)

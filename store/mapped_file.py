@@ -8,7 +8,8 @@ import os
 import re
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -118,22 +119,37 @@ class MappedFile:
         """``read_into``, given a read-only descriptor of the file (this class reads the map)."""
         self.read_into(pos, out)
 
-    def write(self, pos: int, data: bytes) -> None:
+    def write(self, pos: int, data: bytes | memoryview) -> None:
         """Write ``data`` at ``pos``: through the mapping, or from ``BULK_WRITE`` bytes on with
         ``pwrite`` (the same page cache: the mapping sees the bytes; OSError naming the file)."""
-        if len(data) < BULK_WRITE:
-            self.mm[pos:pos + len(data)] = data
-            return
-        try:
-            fd = self._open()
+        with self.writes() as write:
+            write(pos, data)
+
+    @contextmanager
+    def writes(self) -> Iterator[Callable[[int, bytes | memoryview], None]]:
+        """``write`` for many writes in a row: the file is opened at the first ``pwrite`` and
+        closed when the block ends, not once per write."""
+        fd = -1
+
+        def write(pos: int, data: bytes | memoryview) -> None:
+            nonlocal fd
+            if len(data) < BULK_WRITE:
+                self.mm[pos:pos + len(data)] = data
+                return
             try:
+                if fd < 0:
+                    fd = self._open()
                 view = memoryview(data)
                 while view:
                     view = view[os.pwrite(fd, view, pos + len(data) - len(view)):]
-            finally:
+            except OSError as e:
+                raise disk_error(e, self.path, f"writing {len(data)} bytes at {pos}") from None
+
+        try:
+            yield write
+        finally:
+            if fd >= 0:
                 os.close(fd)
-        except OSError as e:
-            raise disk_error(e, self.path, f"writing {len(data)} bytes at {pos}") from None
 
     def flush(self, upto: int | None = None) -> None:
         """Make the bytes written so far durable (in a bulk output, ``safe_files.bulk_output``,

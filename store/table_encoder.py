@@ -73,12 +73,12 @@ class EncodedTable:
     props: Bytes
     to_queue: npt.NDArray[np.bool_]   # gets a queue offset and a ConsumeQueue unit
     key_counts: I64                   # index keys per row
-    #: each row's tagsCode (a delay for ``delayed`` ones: the delivery time is the store time
-    #: plus it), and the key hash of each index key, flat (``store.dispatch``'s rules), computed
-    #: with the validation, before the write
+    #: the tagsCode of each row with whole properties (a delay for ``delayed`` ones: the delivery
+    #: time is the store time plus it), and the key hashes of their index keys, flat
+    #: (``store.dispatch``'s rules); ``dispatch`` adds those of the rows laid out from tags and keys
     tags_code: I64
     delayed: npt.NDArray[np.bool_]
-    key_hashes: npt.NDArray[np.int32]
+    given_hashes: npt.NDArray[np.int32]
     settings: tuple[object, ...]      # the encoder's (``MessageEncoder.settings``)
 
     def __len__(self) -> int:
@@ -111,10 +111,14 @@ class EncodedTable:
 
     def dispatch(self) -> tuple[I64, npt.NDArray[np.int32]]:
         """(tagsCode per row, index key hashes flat): what the rows add to the ConsumeQueues and
-        the index (``store.dispatch``'s rules). ``STORE_TS`` must be set."""
+        the index (``store.dispatch``'s rules). ``STORE_TS`` must be set. Run behind the write, on
+        the dispatcher's thread (``MessageStore.put_encoded``), beside the next table's validation."""
         tags_code = self.tags_code.copy()
+        hashes = np.empty(int(self.key_counts.sum()), dtype=np.int32)
+        ke.dispatch_hashes(self.rows, self.topic_off, self.topic_data, self.tags, self.keys,
+                           self.key_counts, self.given_hashes, tags_code, hashes)
         tags_code[self.delayed] += self.rows[self.delayed, ke.STORE_TS]
-        return tags_code, self.key_hashes
+        return tags_code, hashes
 
     def encode_into(self, dst: Bytes, pos: int, base: int, lo: int, hi: int) -> int:
         """Write rows ``lo..hi`` into ``dst`` at ``pos`` (``dst[0]`` is CommitLog offset ``base``);
@@ -396,13 +400,10 @@ class _Encoding:
         topic_off = np.zeros(len(names) + 1, dtype=np.int64)
         topic_off[1:] = np.cumsum([len(b) for b in names])
         topic_data = np.frombuffer(b"".join(names), dtype=np.uint8)
-        # the rows laid out from tags and keys: their tagsCode and key hashes (the others' given)
-        hashes = np.empty(int(key_counts.sum()), dtype=np.int32)
-        ke.dispatch_hashes(rows, topic_off, topic_data, tags.data, keys.data, key_counts,
-                           codec.index_key_hash(codec.java_hash_many(given)), tags_code, hashes)
         return EncodedTable(rows, topics, topic_off, topic_data, hosts, host_table, body.data,
                             tags.data, keys.data, np.frombuffer(props, dtype=np.uint8), to_queue,
-                            key_counts, tags_code, delayed, hashes, enc.settings)
+                            key_counts, tags_code, delayed,
+                            codec.index_key_hash(codec.java_hash_many(given)), enc.settings)
 
     def _prepare(self, suspects: I64, general: I64) -> dict[int, Prepared]:
         """``prepare`` the ``general`` rows; raise the MessageRejected (``index``: its row) of the

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from store_helpers import index_contents, same_tree
 
 from rocketlake.store import Message, MessageRejected, MessageStore, StoreFullError, codec
-from rocketlake.store.commitlog import CALLER_SHARE
+from rocketlake.store.commitlog import CALLER_SHARE, STAGE_BYTES
 from rocketlake.store.message import PutStatus
 from rocketlake.store.message_encoder import MessageEncoder
 
@@ -169,6 +169,25 @@ def test_a_table_laid_out_in_two_parts_across_file_ends_is_puts_bytes(tmp_path, 
         assert got.commitlog_offset[3 * per_file] == 3 * 65536
     assert got.commitlog_offset.tolist() == [w.commitlog_offset for w in want]
     assert got.queue_offset.tolist() == [w.queue_offset for w in want]
+    for sub in ("commitlog", "consumequeue", "index"):
+        assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []
+
+
+def test_records_longer_than_a_staging_run_are_puts_bytes(tmp_path):
+    """The layout stages runs of about ``STAGE_BYTES`` of records: records longer than that (one
+    at the start, some in each part of a split table, one right at the cut, one at the end)
+    between runs of small ones, rolling 2 MiB files, give the bytes of put."""
+    n = 6000
+    big = {0, 1, 700, 701, int(n * CALLER_SHARE) - 1, int(n * CALLER_SHARE), 4000, n - 1}
+    rows = [{"topic": "t", "body": bytes([i % 251]) * (STAGE_BYTES + 17 * i if i in big else 50 + i % 300),
+             "queue_id": i % 3, "tags": "T", "keys": f"k{i}", "born_timestamp": TS + i,
+             "store_timestamp": TS + i} for i in range(n)]
+    sizes = dict(mappedFileSizeCommitLog=2 << 20)
+    with MessageStore(tmp_path / "table", **sizes) as ms:
+        got = ms.put_table(_table(rows))
+    with MessageStore(tmp_path / "put", **sizes) as ms:
+        want = [ms.put(Message(**r)) for r in rows]
+    assert got.commitlog_offset.tolist() == [w.commitlog_offset for w in want]
     for sub in ("commitlog", "consumequeue", "index"):
         assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []
 
