@@ -24,7 +24,13 @@ from rocketlake.store.codec import (
 )
 from rocketlake.store.errors import StoreFormatError, UnsupportedStoreError
 from rocketlake.store.lazy_maps import LazyMappedFile
-from rocketlake.store.mapped_file import FILE_NAME, MappedFile, MappedFileQueue, data_end, data_end_in_units
+from rocketlake.store.mapped_file import (
+    FILE_NAME_DIGITS,
+    MappedFile,
+    MappedFileQueue,
+    data_end,
+    data_end_in_units,
+)
 from rocketlake.store.paths import (
     BATCH_CONSUME_QUEUE_DIR,
     CONSUME_QUEUE_DIR,
@@ -509,12 +515,16 @@ def _read_small(qdir: str, file_size: int) -> tuple[str, bytes] | None:
     ``SCAN_UNITS`` units (``MappedFile.read_data_tail``); ("", b"") when it has no file. None for
     anything else, an error included: ``ConsumeQueue.load`` finds and reports it."""
     try:
-        names = [n for n in os.listdir(qdir) if not n.startswith(".")]
-        if not names:
-            return "", b""
-        if len(names) > 1 or not FILE_NAME.match(names[0]) or int(names[0]) % file_size:
+        names = os.listdir(qdir)
+        if len(names) != 1 or names[0].startswith("."):  # the common case first: one file
+            names = [n for n in names if not n.startswith(".")]
+            if len(names) != 1:
+                return None if names else ("", b"")
+        name = names[0]
+        # ``FILE_NAME`` without the regular expression (None is always safe: the checked load)
+        if len(name) != FILE_NAME_DIGITS or not name.isdecimal() or int(name) % file_size:
             return None
-        fd = os.open(f"{qdir}/{names[0]}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(f"{qdir}/{name}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             if os.fstat(fd).st_size != file_size:
                 return None
@@ -526,7 +536,7 @@ def _read_small(qdir: str, file_size: int) -> tuple[str, bytes] | None:
             os.close(fd)
     except OSError:
         return None
-    return (names[0], data) if len(data) == end else None
+    return (name, data) if len(data) == end else None
 
 
 def _per_queue(mask: np.ndarray, qi: np.ndarray, pos: np.ndarray, n: int, last: bool) -> np.ndarray:

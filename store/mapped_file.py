@@ -20,7 +20,8 @@ from rocketlake.store.safe_files import create_file, deferred, disk_error, open_
 
 PAGE_SIZE = mmap.PAGESIZE
 #: a store file's name: its start offset in 20 digits
-FILE_NAME = re.compile(r"^\d{20}$")
+FILE_NAME_DIGITS = 20
+FILE_NAME = re.compile(rf"^\d{{{FILE_NAME_DIGITS}}}$")
 #: listings ``MappedFileQueue.listed`` takes at most before it reports a gap it saw in each
 LISTINGS = 5
 #: writes of at least this many bytes go through ``pwrite``: the first store to each fresh page of
