@@ -82,6 +82,7 @@ from rocketlake.transforms.commitlog_scan import (
 )
 from rocketlake.transforms.compaction import latest_per_key, with_compaction_key
 from rocketlake.transforms.consume_queue_units import gets_unit
+from rocketlake.transforms.rocketmq_source import planned_on_driver
 from rocketlake.transforms.store_rebuild import ValidParts, valid_parts, walk_part, walk_parts
 
 PROG = "compact"
@@ -127,13 +128,17 @@ def checked_walk(spark: SparkSession, root: Path, cfg: StoreConfig, start: int,
         i, ranges[i], "", cfg.delay_levels_ms, False, False, at=at))
 
 
+def checked_options(cfg: StoreConfig, columns: Sequence[str]) -> dict[str, str]:
+    """The ``rocketmq`` source options of the store's CommitLog with ``columns`` only, CRCs not
+    checked again (:func:`checked_walk` did): readers keep to the offsets found valid."""
+    return {**job_support.source_options(cfg), "checkCRC": "false", "columns": ",".join(columns)}
+
+
 def checked_source(spark: SparkSession, root: Path, cfg: StoreConfig,
                    columns: Sequence[str]) -> DataFrame:
-    """The ``rocketmq`` source over the store's CommitLog with ``columns`` only, CRCs not checked
-    again (:func:`checked_walk` did): callers filter it to the offsets found valid."""
-    return (spark.read.format("rocketmq")
-            .options(**job_support.source_options(cfg)).option("checkCRC", "false")
-            .option("columns", ",".join(columns)).load(str(root)))
+    """The ``rocketmq`` source over the store's CommitLog (:func:`checked_options`): callers
+    filter it to the offsets found valid."""
+    return spark.read.format("rocketmq").options(**checked_options(cfg, columns)).load(str(root))
 
 
 def file_counts(spark: SparkSession, root: Path, cfg: StoreConfig, names: list[str]) -> dict[str, int]:
@@ -244,10 +249,13 @@ def compact_topic(spark: SparkSession, root: Path, cfg: StoreConfig, topic: str)
     _, valid = checked_walk(spark, root, cfg, meta.source_end)
     first = valid.parts[0].first if valid.parts else None
     start, end = (first if first is not None else valid.end), valid.end
-    fresh = (checked_source(spark, root, cfg, ("commitlog_offset", "size", "topic", "queue_id",
-                                               "queue_offset", "sys_flag", "properties"))
-             .where((F.col("commitlog_offset") >= start) & (F.col("commitlog_offset") < end)
-                    & (F.col("topic") == topic) & gets_unit())
+    # planned here, not by Spark's planner processes: a cold session's first source read
+    # starts three (rocketmq_source.planned_on_driver)
+    options = {**checked_options(cfg, ("commitlog_offset", "size", "topic", "queue_id",
+                                        "queue_offset", "sys_flag", "properties")),
+               "startingOffsets": json.dumps({"commitlogOffset": start}),
+               "endingOffsets": json.dumps({"commitlogOffset": end}), "topics": topic}
+    fresh = (planned_on_driver(spark, str(root), options).where(gets_unit())
              .select("topic", "queue_id", F.col("queue_offset").alias("origin_offset"),
                      "commitlog_offset", "size", "properties")
              .withColumn("source", F.lit("store")))

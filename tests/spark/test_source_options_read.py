@@ -96,3 +96,25 @@ def test_unknown_and_misplaced_options_are_refused(spark, puts) -> None:
         offsets(spark, root, startingOffset="earliest")
     with pytest.raises(Exception, match="option maxRecordsPerTrigger is for stream queries only"):
         offsets(spark, root, maxRecordsPerTrigger="10")
+
+
+def test_a_read_planned_on_the_driver_gives_the_sources_rows(spark, puts) -> None:
+    """``planned_on_driver`` (the partitions planned in the driver, read through mapInArrow): the
+    rows the puts put, bounded by the options, of both kinds, with the columns asked for."""
+    from rocketlake.transforms.rocketmq_source import planned_on_driver
+
+    root, out = puts
+    at = [p.commitlog_offset for p in out]
+    bounds = {"startingOffsets": json.dumps({"commitlogOffset": at[10]}),
+              "endingOffsets": json.dumps({"commitlogOffset": at[50]}), "topics": "orders"}
+    df = planned_on_driver(spark, str(root), {**bounds, "columns": "commitlog_offset,topic,body"})
+    assert df.columns == ["commitlog_offset", "topic", "body"]
+    rows = sorted(df.collect())
+    want = [(p.commitlog_offset, "orders", bytes([i]) * 1500) for i, p in enumerate(out)
+            if 10 <= i < 50 and p.topic == "orders"]
+    assert [tuple(r) for r in rows] == want
+    cq = planned_on_driver(spark, str(root), {"kind": "consumequeue", "topics": "payments"})
+    assert sorted(r["commitlog_offset"] for r in cq.collect()) == [
+        p.commitlog_offset for p in out if p.topic == "payments"]
+    assert planned_on_driver(spark, str(root), {
+        "startingOffsets": json.dumps({"commitlogOffset": at[89] + 1})}).count() == 0
