@@ -130,6 +130,22 @@ def test_put_table_writes_the_bytes_put_writes(tmp_path_factory, rows, chunks):
         assert same_tree(a / "s", b / "s", sub) == []
 
 
+def _table_and_puts(tmp_path, rows, sizes):
+    """``rows`` written by ``put_table`` into ``tmp_path / "table"`` and by ``put`` one by one into
+    ``tmp_path / "put"`` (both with file sizes ``sizes``): (the table's result, put's results)."""
+    with MessageStore(tmp_path / "table", **sizes) as ms:
+        got = ms.put_table(_table(rows))
+    with MessageStore(tmp_path / "put", **sizes) as ms:
+        want = [ms.put(Message(**r)) for r in rows]
+    return got, want
+
+
+def _assert_same_stores(tmp_path):
+    """The two stores of :func:`_table_and_puts` hold the same bytes."""
+    for sub in ("commitlog", "consumequeue", "index"):
+        assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []
+
+
 def test_a_table_of_many_megabytes_is_puts_bytes(tmp_path):
     """40,000 rows (about 9 MB of records, rolling into a second 5 MB file; ConsumeQueue units
     written 64 KiB and more at a time) give the bytes of put, one by one."""
@@ -137,13 +153,9 @@ def test_a_table_of_many_megabytes_is_puts_bytes(tmp_path):
              "tags": ("TagA", None)[i % 2], "keys": f"k{i} c{i % 7}", "born_timestamp": TS + i,
              "store_timestamp": TS + i} for i in range(40_000)]
     sizes = dict(mappedFileSizeCommitLog=5 << 20)
-    with MessageStore(tmp_path / "table", **sizes) as ms:
-        got = ms.put_table(_table(rows))
-    with MessageStore(tmp_path / "put", **sizes) as ms:
-        want = [ms.put(Message(**r)) for r in rows]
+    got, want = _table_and_puts(tmp_path, rows, sizes)
     assert got.commitlog_offset.tolist() == [w.commitlog_offset for w in want]
-    for sub in ("commitlog", "consumequeue", "index"):
-        assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []
+    _assert_same_stores(tmp_path)
 
 
 @pytest.mark.parametrize("same_size", [True, False])
@@ -160,17 +172,13 @@ def test_a_table_laid_out_in_two_parts_across_file_ends_is_puts_bytes(tmp_path, 
              "store_timestamp": TS + i} | ({} if same_size else {"tags": "T", "keys": f"k{i}"})
             for i in range(n)]
     sizes = dict(mappedFileSizeCommitLog=65536)
-    with MessageStore(tmp_path / "table", **sizes) as ms:
-        got = ms.put_table(_table(rows))
-    with MessageStore(tmp_path / "put", **sizes) as ms:
-        want = [ms.put(Message(**r)) for r in rows]
+    got, want = _table_and_puts(tmp_path, rows, sizes)
     if same_size:
         assert int(n * CALLER_SHARE) == 3 * per_file
         assert got.commitlog_offset[3 * per_file] == 3 * 65536
     assert got.commitlog_offset.tolist() == [w.commitlog_offset for w in want]
     assert got.queue_offset.tolist() == [w.queue_offset for w in want]
-    for sub in ("commitlog", "consumequeue", "index"):
-        assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []
+    _assert_same_stores(tmp_path)
 
 
 def test_records_longer_than_a_staging_run_are_puts_bytes(tmp_path):
@@ -183,13 +191,9 @@ def test_records_longer_than_a_staging_run_are_puts_bytes(tmp_path):
              "queue_id": i % 3, "tags": "T", "keys": f"k{i}", "born_timestamp": TS + i,
              "store_timestamp": TS + i} for i in range(n)]
     sizes = dict(mappedFileSizeCommitLog=2 << 20)
-    with MessageStore(tmp_path / "table", **sizes) as ms:
-        got = ms.put_table(_table(rows))
-    with MessageStore(tmp_path / "put", **sizes) as ms:
-        want = [ms.put(Message(**r)) for r in rows]
+    got, want = _table_and_puts(tmp_path, rows, sizes)
     assert got.commitlog_offset.tolist() == [w.commitlog_offset for w in want]
-    for sub in ("commitlog", "consumequeue", "index"):
-        assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []
+    _assert_same_stores(tmp_path)
 
 
 def test_keys_as_a_list_and_as_a_string_give_the_same_record(tmp_path):
@@ -572,8 +576,7 @@ def test_properties_and_hosts_from_columns_are_puts_bytes(tmp_path):
         for r in [*rows, rows[0]]:
             ms.put(Message(**{**r, "properties": None if r.get("properties") is None
                               else dict(r["properties"])}))
-    for sub in ("commitlog", "consumequeue", "index"):
-        assert same_tree(tmp_path / "table", tmp_path / "put", sub) == []
+    _assert_same_stores(tmp_path)
 
 
 def test_consume_queue_units_of_a_large_table_are_in_the_file(tmp_path):
