@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rocketlake.jobs.lake import TableState, local_path
+from rocketlake.jobs.lake import TableState, local_path, properties_to_set
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -84,8 +84,7 @@ def append(uri: str, rows: pa.Table, table: DeltaTable | None, *, partition_by: 
     from deltalake import CommitProperties, Transaction, write_deltalake
 
     if table is not None:
-        current = table.metadata().configuration
-        differ = {k: v for k, v in properties.items() if current.get(k) != v}
+        differ = properties_to_set(table.metadata().configuration, properties)
         if differ:
             table.alter.set_table_properties(differ, raise_if_not_exists=False)
     write_deltalake(table if table is not None else location(uri), rows, mode="append",

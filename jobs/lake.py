@@ -176,11 +176,17 @@ def ensure_table(spark: SparkSession, uri: str, schema: StructType, partitions: 
     set_properties(spark, uri, properties, state)
 
 
+def properties_to_set(current: Mapping[str, str], properties: Mapping[str, str]) -> dict[str, str]:
+    """Those of ``properties`` a table whose properties are ``current`` lacks or holds other
+    values of."""
+    return {k: v for k, v in properties.items() if current.get(k) != v}
+
+
 def set_properties(spark: SparkSession, uri: str, properties: Mapping[str, str],
                    state: TableState) -> None:
     """Give the table at ``uri`` (whose state is ``state``) the ``properties`` it lacks or holds
     other values of: one ``ALTER TABLE ... SET TBLPROPERTIES`` commit, none when all are set."""
-    differ = {k: v for k, v in properties.items() if state.properties.get(k) != v}
+    differ = properties_to_set(state.properties, properties)
     if differ:
         spark.sql(f"ALTER TABLE delta.{_identifier(uri)} SET TBLPROPERTIES ({_settings(differ)})")
 

@@ -34,6 +34,7 @@ from rocketlake.transforms.offsets import (
     HISTORY_SCHEMA,
     QUEUE_OFFSETS_SCHEMA,
     arrow_schema,
+    conform_arrow,
 )
 
 if TYPE_CHECKING:
@@ -94,15 +95,15 @@ def published_ms(state: TableState | None, app_id: str) -> int | None:
 def snapshot_rows(lake: str, store: str, ts: datetime) -> pa.Table:
     """The history rows (``HISTORY_SCHEMA``, as Arrow) of store ``store``'s snapshot at ``ts``,
     read in process through the partition of its date (one small file)."""
-    schema = arrow_schema(HISTORY_SCHEMA)
     table = delta_direct.open_table(history_uri(lake))
     if table is None:
-        return schema.empty_table()
-    rows = delta_direct.read_rows(table, schema.names, [("snapshot_date", "=", ts.date())])
-    stamp = pa.scalar(ts, schema.field("snapshot_ts").type)
-    mine = rows.filter(pc.and_(pc.equal(rows.column("snapshot_ts"), stamp),
-                               pc.equal(rows.column("store"), store)))
-    return pa.Table.from_arrays([mine.column(f.name).cast(f.type) for f in schema], schema=schema)
+        return arrow_schema(HISTORY_SCHEMA).empty_table()
+    have = delta_direct.column_names(table)
+    rows = delta_direct.read_rows(table, [n for n in HISTORY_SCHEMA.names if n in have],
+                                  [("snapshot_date", "=", ts.date())])
+    stamp = pa.scalar(ts, rows.schema.field("snapshot_ts").type)
+    return conform_arrow(rows.filter(pc.and_(pc.equal(rows.column("snapshot_ts"), stamp),
+                                             pc.equal(rows.column("store"), store))), HISTORY_SCHEMA)
 
 
 def append_snapshot(lake: str, rows: pa.Table, app_id: str, version: int, run: str,

@@ -21,7 +21,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 from rocketlake.jobs import delta_direct
 from rocketlake.jobs.lake import table_properties, table_uri
 from rocketlake.jobs.table_names import OFFSETS_HISTORY, RUNS_TABLE
-from rocketlake.transforms.offsets import arrow_schema
+from rocketlake.transforms.offsets import arrow_schema, conform_arrow
 
 RUNS_SCHEMA = StructType([
     StructField("job", StringType(), False),
@@ -53,9 +53,8 @@ def record_run(lake: str | Path, job: str, store: Path, started_ms: int, status:
     log from before the TIMESTAMP columns gets them (schema merge)."""
     uri = table_uri(str(lake), RUNS_TABLE)
     row = run_record(job, store, started_ms, status, summary)
-    schema = arrow_schema(RUNS_SCHEMA)
     values = {**row, "started_ts": row["started_ms"] * 1000, "finished_ts": row["finished_ms"] * 1000}
-    delta_direct.append(uri, pa.Table.from_pylist([values], schema=schema.remove_metadata()),
+    delta_direct.append(uri, pa.Table.from_pylist([values], schema=arrow_schema(RUNS_SCHEMA)),
                         delta_direct.open_table(uri), partition_by=[],
                         properties=table_properties(append_only=True), merge_schema=True)
 
@@ -68,12 +67,9 @@ def read_runs(lake: str, limit: int) -> list[dict[str, Any]]:
     runs: list[dict[str, Any]] = []
     table = delta_direct.open_table(table_uri(lake, RUNS_TABLE))
     if table is not None:
-        schema = arrow_schema(RUNS_SCHEMA)
         have = delta_direct.column_names(table)
-        rows = delta_direct.read_rows(table, [n for n in schema.names if n in have])
-        rows = pa.Table.from_arrays(
-            [rows.column(f.name).cast(f.type) if f.name in have else pa.nulls(rows.num_rows, f.type)
-             for f in schema], schema=schema)
+        rows = conform_arrow(delta_direct.read_rows(table, [n for n in RUNS_SCHEMA.names if n in have]),
+                             RUNS_SCHEMA)
         runs += sorted(delta_direct.collected(rows), key=lambda r: r["finished_ms"], reverse=True)[:limit]
     for name in RUN_CARRIERS:
         runs += _carried_runs(table_uri(lake, name), limit)

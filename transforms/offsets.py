@@ -142,6 +142,14 @@ def conform(df: DataFrame, schema: T.StructType) -> DataFrame:
                       .cast(f.dataType).alias(f.name) for f in schema.fields])
 
 
+def conform_arrow(rows: pa.Table, schema: T.StructType) -> pa.Table:
+    """:func:`conform` for an Arrow table: an Arrow table of ``schema`` (:func:`arrow_schema`)."""
+    arrow = arrow_schema(schema)
+    return pa.Table.from_arrays(
+        [rows.column(f.name).cast(f.type) if f.name in rows.column_names
+         else pa.nulls(rows.num_rows, f.type) for f in arrow], schema=arrow)
+
+
 def _committed_table(rows: Iterable) -> dict[tuple[str, str], dict[int, int]]:
     """:data:`COMMITTED_SCHEMA` rows -> the offset table ({(topic, group): {queue_id: offset}})."""
     table: dict[tuple[str, str], dict[int, int]] = {}
@@ -248,14 +256,10 @@ def consumer_rows(committed: Mapping[tuple[str, str], Mapping[int, int]], queues
 def history_table(queues: pa.Table, consumers: pa.Table) -> pa.Table:
     """Queue and consumer rows of one snapshot as :data:`HISTORY_SCHEMA` rows (``kind`` tells
     which; ``snapshot_date`` is the UTC date of ``snapshot_ts``, the partition column)."""
-    arrow = arrow_schema(HISTORY_SCHEMA)
     def tag(rows: pa.Table, kind: str) -> pa.Table:
-        made = {"kind": pa.array([kind] * rows.num_rows, pa.string()),
-                "snapshot_date": rows.column("snapshot_ts").cast(pa.date32())}
-        return pa.Table.from_arrays(
-            [made[f.name] if f.name in made else rows.column(f.name).cast(f.type)
-             if f.name in rows.column_names else pa.nulls(rows.num_rows, f.type) for f in arrow],
-            schema=arrow)
+        return conform_arrow(rows.append_column("kind", pa.array([kind] * rows.num_rows, pa.string()))
+                             .append_column("snapshot_date", rows.column("snapshot_ts").cast(pa.date32())),
+                             HISTORY_SCHEMA)
     return pa.concat_tables([tag(queues, "queue"), tag(consumers, "consumer")])
 
 
