@@ -4,15 +4,40 @@ This folder (``conf/``) is the root of the installed ``rocketlake`` package: it 
 defaults the code reads (``store.conf``, read with :func:`default_file`), and ``store/``,
 ``transforms/`` and ``jobs/`` are installed as ``rocketlake.store``, ``rocketlake.transforms``
 and ``rocketlake.jobs`` (see ``pyproject.toml``).
+
+Importing it sets one default for the process, when numpy is not loaded yet and the variable is
+unset: ``OPENBLAS_THREAD_TIMEOUT=4``. numpy's OpenBLAS starts a thread per core when numpy loads,
+and each spins for about 2^28 cycles before it sleeps (0.1-0.13 s of CPU in every process here,
+beside the store's own threads); rocketlake never calls BLAS. With the shortest timeout the
+threads sleep at once and still wake for BLAS work, so code that does use BLAS keeps its threads.
 """
 from __future__ import annotations
 
-from importlib import metadata, resources
+import functools
+import os
+import sys
+from importlib import resources
 
-try:
-    __version__ = metadata.version("rocketlake")
-except metadata.PackageNotFoundError:  # imported from a source tree that was never installed
-    __version__ = "0+unknown"
+if "numpy" not in sys.modules:
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+
+@functools.cache
+def version() -> str:
+    """The installed distribution's version ("0+unknown" in a source tree never installed). Read
+    on first use: ``importlib.metadata`` takes about 25 ms to import."""
+    from importlib import metadata
+    try:
+        return metadata.version("rocketlake")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def __getattr__(name: str) -> str:
+    """``rocketlake.__version__``: :func:`version`."""
+    if name == "__version__":
+        return version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def default_file(name: str) -> str:

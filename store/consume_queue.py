@@ -28,7 +28,6 @@ from rocketlake.store.mapped_file import (
     FILE_NAME_DIGITS,
     MappedFile,
     MappedFileQueue,
-    data_end,
     data_end_in_units,
 )
 from rocketlake.store.paths import (
@@ -133,7 +132,8 @@ class ConsumeQueue:
         if head is not None and whole:
             valid = _first_valid_in(head[1], 0)
         else:
-            count = head[0] + head[1].size if head is not None else _data_units(first)
+            # not read: a file before the newest one holding units, full (``wrote`` is its size)
+            count = head[0] + head[1].size if head is not None else first.wrote // CQ_UNIT_SIZE
             valid = self._first_valid(first, count, 0)
         self.min_logic_offset = first.start + (valid or 0) * CQ_UNIT_SIZE
 
@@ -255,14 +255,9 @@ class ConsumeQueue:
         parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for mf in self.files.files]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=CQ_UNIT_DTYPE)
 
-    def recent_units(self) -> tuple[int, np.ndarray]:
-        """(queue offset of the first, units) of the written units in the last three files, where
-        RocketMQ's ``ConsumeQueue.recover`` checks them."""
-        files = self.files.files[-3:]
-        if not files:
-            return 0, np.zeros(0, dtype=CQ_UNIT_DTYPE)
-        parts = [read_units(mf, 0, mf.wrote // CQ_UNIT_SIZE) for mf in files]
-        return files[0].start // CQ_UNIT_SIZE, np.concatenate(parts)
+    def recent_files(self) -> list[MappedFile]:
+        """The last three files, whose units RocketMQ's ``ConsumeQueue.recover`` checks."""
+        return self.files.files[-3:]
 
     def cut(self, queue_offset: int) -> None:
         """Drop every unit from ``queue_offset`` on (whole later files are deleted)."""
@@ -336,12 +331,6 @@ class ConsumeQueue:
         self.files.close()
 
 
-def _data_units(mf: MappedFile) -> int:
-    """How many of ``mf``'s units lie before the end of its data (``data_end``): the rest are
-    zeros."""
-    return min(mf.size, data_end(mf.path) + CQ_UNIT_SIZE - 1) // CQ_UNIT_SIZE
-
-
 def _data_tail(mf: MappedFile) -> tuple[int, np.ndarray]:
     """(index of the first, units): ``mf``'s last up to ``SCAN_UNITS`` units before the end of
     its data (``MappedFile.read_data_tail``)."""
@@ -402,12 +391,11 @@ def load_queues(root: Path, file_size: int, commitlog_min: int | None = None,
     """Every ConsumeQueue file queue under `<root>/consumequeue/<topic>/<queueId>/`, loaded (with
     ``commitlog_min``: their minimum corrected to it, ``ConsumeQueue.load``). ``read``, when
     given, gets the written units the load read whole, by queue: those of each queue of one file
-    whose data holds at most ``SCAN_UNITS`` units (``recent_units`` reads the same units while
+    whose data holds at most ``SCAN_UNITS`` units (the same units ``all_units`` reads while
     the file is neither written nor cut), so a caller checking them need not read them again. A
-    directory whose
-    name is not a topic / queue id, or that resolves outside the store, is an error (the queues
-    opened before it are closed again). A 5.x RocksDB ConsumeQueue there holds no file queue:
-    UnsupportedStoreError naming it (its queues are read through
+    directory whose name is not a topic / queue id, or that resolves outside the store, is an
+    error (the queues opened before it are closed again). A 5.x RocksDB ConsumeQueue there
+    holds no file queue: UnsupportedStoreError naming it (its queues are read through
     ``rocksdb_store.load_rocksdb_queues``, as ``MessageStore`` does read-only)."""
     refuse_unfinished(root)
     if rocksdb_consume_queue(root):

@@ -208,20 +208,23 @@ def _check_all(queues: list[ConsumeQueue], log: CommitLog, end: int,
     return out + _check_queues(group, log, end, read)
 
 
-def _recent_units(cq: ConsumeQueue, read: Mapping[tuple[str, int], np.ndarray]) -> tuple[int, np.ndarray]:
-    """``cq.recent_units()``: the units its load read when the queue is still one file of that
-    many written units (recovery has only appended units since), else read now."""
+def _recent_sources(cq: ConsumeQueue, read: Mapping[tuple[str, int], np.ndarray]
+                    ) -> tuple[int, list[MappedFile] | np.ndarray]:
+    """(queue offset of the first, where they are) of the units ``_check_queues`` checks: those its
+    load read when the queue is still one file of that many written units (recovery has only
+    appended units since), else its ``recent_files``, read there."""
     u = read.get((cq.topic, cq.queue_id))
     files = cq.files.files
     if u is not None and len(files) == 1 and files[0].wrote == u.nbytes:
         return files[0].start // CQ_UNIT_SIZE, u
-    return cq.recent_units()
+    recent = cq.recent_files()
+    return (recent[0].start // CQ_UNIT_SIZE if recent else 0), recent
 
 
 def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int,
                   read: Mapping[tuple[str, int], np.ndarray]) -> list[Checked]:
     """For each queue, from the units of its last three files (one compiled pass over all the
-    queues, ``kernels.queue_units``):
+    queues, read into one buffer of their files' bytes: ``kernels.queue_units``):
 
     - the first unit that disagrees with the CommitLog, and how (None when none does): not a
       unit (offset < 0 or size <= 0), pointing past ``end`` with units inside it after it (units
@@ -235,14 +238,20 @@ def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int,
       newest file holds units and none of them points past ``end``), else None;
     - when the queue has at most three files (all read), the byte offset of its first unit whose
       record is at or above the CommitLog's minimum (``correct_min_offset``), else None."""
-    recent = [_recent_units(cq, read) for cq in queues]
-    sizes = np.array([u.size for _, u in recent], dtype=np.int64)
-    bounds = np.concatenate(([0], np.cumsum(sizes)))
-    # joined as the files' bytes: a concatenation of structured arrays compares their dtypes
-    # pair by pair (about 10 us a queue)
-    u = np.concatenate([np.ascontiguousarray(u, dtype=CQ_UNIT_DTYPE).view(np.uint8) for _, u in recent]
-                       + [np.zeros(0, dtype=np.uint8)]).view(CQ_UNIT_DTYPE)
-    off, size = u["commitlog_offset"].astype(np.int64), u["size"].astype(np.int64)
+    n = len(queues)
+    recent = [_recent_sources(cq, read) for cq in queues]
+    nbytes = [src.nbytes if isinstance(src, np.ndarray) else sum(mf.wrote for mf in src) for _, src in recent]
+    bounds = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(nbytes, out=bounds[1:])
+    units = np.empty(int(bounds[-1]), dtype=np.uint8)
+    for at, (_, src) in zip(bounds.tolist(), recent):
+        if isinstance(src, np.ndarray):
+            units[at:at + src.nbytes] = src.view(np.uint8)
+            continue
+        for mf in src:
+            mf.read_into(0, units[at:at + mf.wrote])
+            at += mf.wrote
+    bounds //= CQ_UNIT_SIZE
     first = np.array([f for f, _ in recent], dtype=np.int64)
     written = [(cq.files.files[0].wrote // CQ_UNIT_SIZE, cq.files.files[-1].wrote // CQ_UNIT_SIZE)
                if cq.files.files else (0, 0) for cq in queues]
@@ -253,45 +262,45 @@ def _check_queues(queues: list[ConsumeQueue], log: CommitLog, end: int,
     # pre-blank units lead the first file: found by the check when read whole, else looked up
     pre_blank_end = np.array([-1 if w else cq.pre_blank_end() for cq, w in zip(queues, whole)],
                              dtype=np.int64)
-    heads = _heads(log, off)
-    n = len(queues)
+    at_head = _at_head(log, units)
     bad_at, bad_what, min_unit = (np.empty(n, dtype=np.int64) for _ in range(3))
     settled = np.empty(n, dtype=np.bool_)
-    kq.check(off, size, u["tags_code"].astype(np.int64), heads, bounds, first, first_written,
-             last_written, pre_blank_end, end, log.min_offset, bad_at, bad_what, settled, min_unit)
+    kq.check(units, at_head, bounds, first, first_written, last_written, pre_blank_end, end,
+             log.min_offset, bad_at, bad_what, settled, min_unit)
+    as_units = units.view(CQ_UNIT_DTYPE)
     out: list[Checked] = []
     for k in range(n):
         if bad_at[k] >= 0:
             out.append(((int(first[k] + bad_at[k]), kq.BAD_WHAT[bad_what[k]]), None, None))
             continue
-        out.append((None, u[bounds[k + 1] - 1].item() if settled[k] else None,
+        out.append((None, as_units[bounds[k + 1] - 1].item() if settled[k] else None,
                     int(first[k] + min_unit[k]) * CQ_UNIT_SIZE
                     if settled[k] and whole[k] and min_unit[k] >= 0 else None))
     return out
 
 
-def _heads(log: CommitLog, off: np.ndarray) -> np.ndarray:
-    """(TOTALSIZE, MAGIC, PHYSICALOFFSET) of the record head at each CommitLog offset ``off``
-    (zeros where no file holds one: ``kernels.queue_units.heads_in_file``), gathered by
-    ``record_walk.WORKERS`` threads, each over a share of the offsets (one cache miss per head:
-    the gather is bound by memory latency, so the threads overlap their misses)."""
-    heads = np.zeros((off.size, 3), dtype=np.int64)
-    cuts = np.linspace(0, off.size, WORKERS + 1).astype(np.int64).tolist()
+def _at_head(log: CommitLog, units: np.ndarray) -> np.ndarray:
+    """Whether each unit of ``units`` (ConsumeQueue file bytes) points at the head of a record of
+    its size (``kernels.queue_units.heads_in_file``; False where no file holds its offset),
+    gathered by ``record_walk.WORKERS`` threads, each over a share of the units (one cache miss
+    per head: the gather is bound by memory latency, so the threads overlap their misses)."""
+    n = units.size // CQ_UNIT_SIZE
+    at_head = np.zeros(n, dtype=np.bool_)
+    cuts = np.linspace(0, n, WORKERS + 1).astype(np.int64).tolist()
 
     def gather(a: int, b: int) -> None:
-        part, out = off[a:b], heads[a:b]
-        lo, hi = (int(part.min()), int(part.max())) if part.size else (0, -1)
+        lo, hi = kq.offset_range(units, a, b)
         for mf in log.files.files:
             if mf.start <= hi and mf.start + mf.size > lo:  # a file some unit points into
-                kq.heads_in_file(np.frombuffer(mf.mm, dtype=np.uint8), mf.start, part, out)
+                kq.heads_in_file(np.frombuffer(mf.mm, dtype=np.uint8), mf.start, units, a, b, at_head)
 
-    if off.size < THREADED_HEADS:
-        gather(0, off.size)
-        return heads
+    if n < THREADED_HEADS:
+        gather(0, n)
+        return at_head
     with ThreadPoolExecutor(WORKERS, thread_name_prefix="unit-heads") as pool:
         for done in [pool.submit(gather, a, b) for a, b in zip(cuts, cuts[1:])]:
             done.result()
-    return heads
+    return at_head
 
 
 def _abnormal_start(log: CommitLog, min_timestamp: int) -> int:

@@ -506,16 +506,16 @@ def test_queue_unit_check_finds_each_queues_first_bad_unit():
     units = [[(at[0], size[0]), (at[2], size[2])],            # queue 0: sound
              [(at[1], size[1]), (at[2], 0)],                  # queue 1: unit 1 is no unit
              [(at[0] + 4, size[1]), (end, 100)]]              # queue 2: unit 0 at no head
-    off = np.array([o for q in units for o, _ in q], dtype=np.int64)
-    sz = np.array([s for q in units for _, s in q], dtype=np.int64)
-    heads = np.zeros((off.size, 3), dtype=np.int64)
-    kq.heads_in_file(as_buf(raw), 0, off, heads)
-    assert heads[0].tolist() == [size[0], V1 - (1 << 32), 0]
+    raw_units = b"".join(struct.pack(">qiq", o, s, 0) for q in units for o, s in q)  # CQ file bytes
+    at_head = np.zeros(6, dtype=np.bool_)
+    kq.heads_in_file(as_buf(raw), 0, as_buf(raw_units), 0, 6, at_head)
+    assert at_head.tolist() == [True, True, True, False, False, False]
+    assert kq.offset_range(as_buf(raw_units), 0, 6) == (0, end)
     n = len(units)
     bad_at, bad_what, min_unit = (np.empty(n, dtype=np.int64) for _ in range(3))
     settled = np.empty(n, dtype=np.bool_)
     ones = np.full(n, 2, dtype=np.int64)
-    kq.check(off, sz, np.zeros(off.size, dtype=np.int64), heads, np.array([0, 2, 4, 6]),
+    kq.check(as_buf(raw_units), at_head, np.array([0, 2, 4, 6]),
              np.zeros(n, dtype=np.int64), ones, ones, np.full(n, -1, dtype=np.int64), end, 0,
              bad_at, bad_what, settled, min_unit)
     assert bad_at.tolist() == [-1, 1, 0]

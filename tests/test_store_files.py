@@ -110,7 +110,7 @@ def test_load_queues_hands_back_the_units_it_read_of_each_one_file_queue(tmp_pat
         assert sorted(read) == [("A", 0)]
         assert read[("A", 0)].tolist() == [(r.commitlog_offset, r.size, 0) for r in one]
         assert not read[("A", 0)].flags.writeable
-        assert queues[("A", 0)].recent_units()[1].tolist() == read[("A", 0)].tolist()
+        assert queues[("A", 0)].all_units().tolist() == read[("A", 0)].tolist()
     finally:
         for cq in queues.values():
             cq.close()

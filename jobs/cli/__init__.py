@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from rocketlake import __version__
+from rocketlake import version
 from rocketlake.jobs.exit_codes import HELP as EXIT_CODES
 from rocketlake.jobs.exit_codes import run
 from rocketlake.jobs.job_commands import (
@@ -334,12 +334,22 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+class _Version(argparse.Action):
+    """``--version``: argparse's version action, with the version read only when asked for
+    (:func:`rocketlake.version`)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"rocketlake {version()}")
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     """The `rocketlake` parser: one subcommand per entry of :data:`COMMANDS`."""
     p = argparse.ArgumentParser(prog="rocketlake", formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=EXIT_CODES, allow_abbrev=False,
                                 description="Write, read and maintain Apache RocketMQ 4.9 message stores.")
-    p.add_argument("--version", action="version", version=f"rocketlake {__version__}")
+    p.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = p.add_subparsers(dest="command", metavar="<command>", required=True)
     for name, c in COMMANDS.items():
         c.declare(sub.add_parser(name, help=c.help, **c.parser_settings()))
