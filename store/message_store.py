@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rocketlake.store import codec, ingest_journal, swap_journal
+from rocketlake.store import codec, ingest_journal, kernels, swap_journal
 from rocketlake.store.batch_consume_queue import BatchConsumeQueue, load_batch_queues
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import Record
@@ -49,6 +49,7 @@ from rocketlake.store.message import (
 from rocketlake.store.message_encoder import INT_FIELDS, MessageEncoder, check_int
 from rocketlake.store.queue_reader import QueueReader
 from rocketlake.store.record_walk import FileEnd, Gap
+from rocketlake.store.recovery import KERNELS as RECOVERY_KERNELS
 from rocketlake.store.recovery import RecoveryReport, recover
 from rocketlake.store.retention import ExpiryReport, RetentionPolicy, delete_expired_files
 from rocketlake.store.rocksdb_store import load_rocksdb_queues, rocksdb_consume_queue
@@ -105,6 +106,7 @@ class MessageStore:
                 f"in {', '.join(map(str, self.config.commitlog_dirs(self.root)))}, which rocketlake "
                 f"reads but does not write (only <store>/commitlog); open the store read-only")
         create_store(self.root)
+        kernels.preload_behind(RECOVERY_KERNELS)  # loaded while the files below are opened
         self._lock_file = StoreLock(self.root)
         self._lock_file.acquire()
         try:

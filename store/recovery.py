@@ -50,10 +50,17 @@ from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.dispatch import Dispatcher, Planned, plan_batch
 from rocketlake.store.errors import CorruptRecordError
 from rocketlake.store.index import IndexService
+from rocketlake.store.kernels import dispatch as kd
+from rocketlake.store.kernels import index as ki
 from rocketlake.store.kernels import queue_units as kq
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.mapped_file import MappedFile
 from rocketlake.store.record_walk import WORKERS, RecordBatch
+
+#: the kernels a recovery runs (the walk, its dispatch and plan, the index's placement, the unit
+#: check): ``kernels.preload_behind`` loads them while the store's files are opened
+KERNELS = (kr.walk, kr.find_start, kd.dispatch_rows, kd.plan_units, kd.key_columns, ki.place,
+           kq.offset_range, kq.heads_in_file, kq.check)
 
 
 class StoreTimeOutOfRange(UserWarning):
@@ -153,7 +160,10 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
             cq.min_logic_offset = found_min
         else:
             cq.correct_min_offset(log.min_offset)
-    dispatch.flush()
+    # written, not yet made durable: the store's flush service flushes them and only then moves
+    # the checkpoint past them (a crash before that recovers from the same point again), as
+    # after any put; RocketMQ's recovery leaves them to its flush services too
+    dispatch.apply()
     if out_of_range and index is not None:
         first = min(out_of_range)
         warnings.warn(StoreTimeOutOfRange(

@@ -8,7 +8,8 @@ fresh install, a wheel on ``--py-files`` included, loads them instead of compili
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, cast
 
 import numba
@@ -56,3 +57,27 @@ def callback(signature: Any) -> Callable[[Callable[..., Any]], CFunc]:
         compiled.compile()
         return compiled
     return compile_
+
+
+def preload_behind(kernels: Iterable[Callable[..., Any]]) -> threading.Thread:
+    """Load, on a thread of its own, the machine code the cache holds for each of ``kernels``
+    (every signature of it the cache has), as each one's first call would: 3-60 ms a kernel
+    (numba rebuilds its environment and links its code), which callers that are about to run
+    them (a store's recovery) overlap with opening files. A call meanwhile waits for a load in
+    progress (numba's compiler lock); nothing is compiled that the cache lacks."""
+    def load() -> None:
+        for fn in kernels:
+            dispatcher: Any = fn
+            cache = getattr(dispatcher, "_cache", None)
+            if not isinstance(cache, KernelCache):
+                continue
+            try:
+                for sig in cache.signatures(dispatcher.targetctx.codegen()):
+                    if sig not in dispatcher.overloads:
+                        dispatcher.compile(sig)
+            except Exception:  # noqa: BLE001 - the kernel's first call meets it and reports it
+                continue
+
+    thread = threading.Thread(target=load, name="kernel-preload", daemon=True)
+    thread.start()
+    return thread

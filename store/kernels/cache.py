@@ -176,6 +176,12 @@ class KernelCache(FunctionCache):
 
     _impl_class = _Impl
 
+    def signatures(self, codegen: Any) -> list[Any]:
+        """The signatures this kernel has machine code for in the cache, for this CPU and these
+        sources (``load_overload`` finds each)."""
+        index = self._cache_file._load_index()
+        return [key[0] for key in index if self._index_key(key[0], codegen) == key]  # type: ignore[no-untyped-call]
+
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         """numba's ``load_overload`` without its ``target_context.refresh()``: a kernel loaded
         from the cache is machine code that needs numba's runtime (NRT, initialised here), not
