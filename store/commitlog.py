@@ -243,15 +243,15 @@ class CommitLog:
     def walk(self, start: int | None = None, check_crc: bool | None = None,
              stop_at: int | None = None, check_names: bool = False,
              delay_levels_ms: tuple[int, ...] | None = None,
-             prepare: Callable[[RecordBatch], Any] | None = None) -> Walk:
+             prepare: Callable[[RecordBatch], Any] | None = None, keep_rows: bool = True) -> Walk:
         """``walk_records`` as column batches (``record_walk.Walk``): the same records, end and
         error (``delay_levels_ms``: each batch's dispatch columns computed by the walk too, then
-        ``prepare``)."""
+        ``prepare``; without ``keep_rows``, batches without their rows)."""
         files = [(mf.start, mf.size, np.frombuffer(mf.mm, dtype=np.uint8)) for mf in self.files.files]
         return Walk(files, self.min_offset if start is None else start,
                     self.max_offset if stop_at is None else stop_at,
                     self.check_crc if check_crc is None else check_crc, check_names,
-                    delay_levels_ms=delay_levels_ms, prepare=prepare)
+                    delay_levels_ms=delay_levels_ms, prepare=prepare, keep_rows=keep_rows)
 
     def walk_past_damage(self, past_zeros: bool = False, start: int | None = None,
                          stop: int | None = None, delay_levels_ms: tuple[int, ...] | None = None,

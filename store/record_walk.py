@@ -7,7 +7,9 @@ derives the ConsumeQueue and index columns in one more compiled pass.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import queue
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -76,8 +78,6 @@ class DispatchColumns:
     #: index keys per record (UNIQ_KEY first, then KEYS tokens), and their hashes, flat
     key_counts: npt.NDArray[np.int64]
     key_hashes: npt.NDArray[np.int32]
-    #: (start, length) in the file's bytes of each property in ``kernels.dispatch.NAMES``
-    property_spans: npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,15 @@ class RecordBatch:
         default_factory=dict, repr=False, compare=False)
     #: ``column()``s copied out of ``raw`` by the walk (``PLAN_FIELDS``), by field
     _columns: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict, repr=False, compare=False)
+
+    def without_rows(self) -> RecordBatch:
+        """This batch without its rows (``raw`` of shape ``(n, 0)``: reading a field of it is an
+        IndexError), keeping what was computed from them: its dispatch columns, ``prepare``
+        results, ``topics`` and walked ``column``s (``Walk(keep_rows=False)``)."""
+        kept = dataclasses.replace(self, raw=np.empty((len(self), 0), dtype=np.int64))
+        if "topics" in self.__dict__:  # the cached_property's value
+            kept.__dict__["topics"] = self.__dict__["topics"]
+        return kept
 
     @property
     def rows(self) -> npt.NDArray[np.void]:
@@ -142,7 +151,8 @@ class RecordBatch:
 
     def _dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
         into = _Dispatching(len(self), delay_levels_ms)
-        into.rows(self.buf, self.raw, 0, len(self))
+        for a in range(0, len(self), CHUNK_ROWS):
+            into.rows(self.buf, self.raw, a, min(a + CHUNK_ROWS, len(self)))
         self._walked(into)
         return into.columns(len(self))
 
@@ -157,12 +167,13 @@ class RecordBatch:
 
 class _Dispatching:
     """``RecordBatch.dispatch``'s columns of up to ``n`` rows, its topic numbering
-    (``kernels.dispatch.number_topics``) and its ``PLAN_FIELDS`` columns, filled a range of rows
-    at a time (``kernels.dispatch.dispatch_rows``)."""
+    (``kernels.dispatch.number_topics``) and its ``PLAN_FIELDS`` columns, filled a range of at
+    most ``CHUNK_ROWS`` rows at a time (``kernels.dispatch.dispatch_rows``); the property spans
+    the dispatch columns are derived from are those of the range only (one buffer, reused)."""
 
     def __init__(self, n: int, delay_levels_ms: tuple[int, ...]) -> None:
         self.delay_levels_ms = np.asarray(delay_levels_ms, dtype=np.int64)
-        self.spans = np.empty((n, len(kd.NAMES), 2), dtype=np.int64)
+        self.spans = np.empty((min(n, CHUNK_ROWS), len(kd.NAMES), 2), dtype=np.int64)
         self.tags_code = np.empty(n, dtype=np.int64)
         self.to_queue = np.empty(n, dtype=np.bool_)
         self.counts = np.empty(n, dtype=np.int64)
@@ -193,8 +204,7 @@ class _Dispatching:
         """The columns of the first ``n`` rows (all filled)."""
         hashes = self.hashes[0] if len(self.hashes) == 1 else np.concatenate(
             self.hashes or [np.zeros(0, dtype=np.int32)])
-        return DispatchColumns(self.tags_code[:n], self.to_queue[:n], self.counts[:n], hashes,
-                               self.spans[:n])
+        return DispatchColumns(self.tags_code[:n], self.to_queue[:n], self.counts[:n], hashes)
 
 
 class Walk:
@@ -207,17 +217,25 @@ class Walk:
     ``delay_levels_ms``, when given, has each batch's ``dispatch`` columns and ``topics``
     computed by the walk's threads too, beside the caller's work on the batches before, and
     then ``prepare`` (``RecordBatch.prepare``), when given: it must only read what the caller
-    may change meanwhile.
+    may change meanwhile. Without ``keep_rows`` (and with ``delay_levels_ms``), the batches come
+    ``without_rows``: the walk threads reuse their row buffers (184 bytes a record) instead of
+    handing a new one over with each batch, for a caller that needs only what is computed from
+    them (recovery's re-dispatch).
     """
 
     def __init__(self, files: list[tuple[int, int, Buffer]], start: int, stop_at: int,
                  check_crc: bool, check_names: bool = False, batch_rows: int = BATCH_ROWS,
                  delay_levels_ms: tuple[int, ...] | None = None, segment: int = SEGMENT_BYTES,
-                 prepare: Callable[[RecordBatch], Any] | None = None) -> None:
+                 prepare: Callable[[RecordBatch], Any] | None = None, keep_rows: bool = True) -> None:
         """``files``: (start offset, size, bytes) of each CommitLog file, in order."""
+        if not keep_rows and delay_levels_ms is None:
+            raise ValueError("a walk that drops its rows must compute the dispatch columns")
         self.files, self.end, self.stop_at = files, start, stop_at
         self.check_crc, self.check_names, self.batch_rows = check_crc, check_names, batch_rows
         self.delay_levels_ms, self.segment, self.prepare = delay_levels_ms, segment, prepare
+        self.keep_rows = keep_rows
+        #: row buffers free for reuse (``keep_rows`` False): at most one per walk thread
+        self._free_rows: queue.SimpleQueue[npt.NDArray[np.int64]] = queue.SimpleQueue()
         self.error: str | None = None
         self.status = kr.LIMIT
 
@@ -257,8 +275,9 @@ class Walk:
                             break
                         self.end, self.status = start + seg.end, seg.status
                         for batch in seg.batches:
-                            walked.append((buf, int(batch.raw[0, kr.OFFSET]) - start,
-                                           int(batch.raw[-1, kr.OFFSET] + batch.raw[-1, kr.SIZE]) - start))
+                            offsets, sizes = batch.column(kr.OFFSET), batch.column(kr.SIZE)
+                            walked.append((buf, int(offsets[0]) - start,
+                                           int(offsets[-1] + sizes[-1]) - start))
                             yield batch
                             # the caller asks for the next one: it is done with the one before
                             if len(walked) > 2:
@@ -300,7 +319,7 @@ class Walk:
             return _Segment(-1, [], begin, status, detail)  # no record starts in it
         levels = self.delay_levels_ms
         while pos < limit:
-            out = np.empty((self.batch_rows, kr.NFIELDS), dtype=np.int64)
+            out = self._rows()
             into = None if levels is None else _Dispatching(self.batch_rows, levels)
             n = 0
             # a chunk of rows at a time, dispatched while its bytes and rows are in the cache
@@ -320,10 +339,23 @@ class Walk:
                     batch._walked(into)
                     if self.prepare is not None:
                         batch.prepare(self.prepare)
+                if not self.keep_rows:
+                    batch = batch.without_rows()
                 batches.append(batch)
+            if not self.keep_rows:
+                self._free_rows.put(out)
             if status != kr.LIMIT:
                 break
         return _Segment(begin, batches, pos, status, detail)
+
+    def _rows(self) -> npt.NDArray[np.int64]:
+        """A buffer for a batch's rows: a free one when the batches drop theirs, else new."""
+        if not self.keep_rows:
+            try:
+                return self._free_rows.get_nowait()
+            except queue.Empty:
+                pass
+        return np.empty((self.batch_rows, kr.NFIELDS), dtype=np.int64)
 
 
 @dataclass(frozen=True)

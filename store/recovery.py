@@ -122,7 +122,7 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
             dropped = index.truncate(start, store_time)
         dispatch_from = min(start, index_redo)
         for batch in log.walk(dispatch_from, check_crc=False, stop_at=start,
-                              delay_levels_ms=delay_levels_ms, prepare=planned):
+                              delay_levels_ms=delay_levels_ms, prepare=planned, keep_rows=False):
             redispatch(batch)
         end, reason = _valid_end(log, start, redispatch, delay_levels_ms, planned)
         dispatch.apply()  # every valid record's unit, so the check below sees them all
@@ -147,12 +147,12 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
         dispatch_from = min(max(cq_end, log.min_offset), index_redo, queue_redo)
         for batch in log.walk(dispatch_from, check_crc=False, stop_at=end,
-                              delay_levels_ms=delay_levels_ms, prepare=planned):
+                              delay_levels_ms=delay_levels_ms, prepare=planned, keep_rows=False):
             redispatch(batch)
     elif queue_redo < end:  # the pass above skipped the units those queues have lost since
         dispatch_from = min(dispatch_from, queue_redo)
         for batch in log.walk(queue_redo, check_crc=False, stop_at=end,
-                              delay_levels_ms=delay_levels_ms, prepare=planned):
+                              delay_levels_ms=delay_levels_ms, prepare=planned, keep_rows=False):
             redispatch(batch)
     # units are only added after the ones checked: a minimum found among them stands
     for cq, (_, _, found_min) in checked:
@@ -339,7 +339,8 @@ def _valid_end(log: CommitLog, start: int, on_valid: Callable[[RecordBatch], Non
     batch of records found valid, in order (their dispatch columns, then ``prepare``, computed
     by the walk when ``delay_levels_ms`` is given)."""
     walk = log.walk(start, stop_at=log.files.files[-1].end if log.files.files else 0, check_names=True,
-                    delay_levels_ms=delay_levels_ms, prepare=prepare)
+                    delay_levels_ms=delay_levels_ms, prepare=prepare,
+                    keep_rows=delay_levels_ms is None)  # re-dispatched: only ``prepare``'s plan is read
     for batch in walk:
         if on_valid is not None:
             on_valid(batch)

@@ -198,12 +198,14 @@ def dispatch_rows(buf: npt.NDArray[np.uint8], raw: npt.NDArray[np.int64], a: int
                   columns: npt.NDArray[np.int64],
                   ) -> tuple[npt.NDArray[np.int32], int, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Everything a walk derives from its rows ``raw[a:b]`` in one call, while they are in the
-    cache: ``property_spans`` and ``dispatch_columns`` into rows ``a:b`` of the columns given
-    (returns the rows' key hashes), ``number_topics`` (returns its ``count`` and table) and
-    ``copy_fields`` of ``fields`` into ``columns``."""
+    cache: ``property_spans`` into ``spans[:b - a]`` (room for the range's rows), from them
+    ``dispatch_columns`` into rows ``a:b`` of the columns given (returns the rows' key hashes),
+    ``number_topics`` (returns its ``count`` and table) and ``copy_fields`` of ``fields`` into
+    ``columns``."""
     chunk = raw[a:b]
-    property_spans(buf, chunk, spans[a:b])
-    hashes = dispatch_columns(buf, chunk, spans[a:b], delay_levels_ms, tags_code[a:b], to_queue[a:b],
+    scratch = spans[:b - a]
+    property_spans(buf, chunk, scratch)
+    hashes = dispatch_columns(buf, chunk, scratch, delay_levels_ms, tags_code[a:b], to_queue[a:b],
                               key_counts[a:b])
     count, table_key, table_id = number_topics(buf, raw, a, b, ids, first, count, table_key, table_id)
     copy_fields(raw, a, b, fields, columns)
