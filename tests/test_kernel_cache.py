@@ -46,12 +46,25 @@ print(json.dumps({{"hits": hits, "misses": misses, "folder": str(cache_folder())
 """
 
 
-def run_commands(path: Path, work: Path) -> dict:
+#: loads recovery's kernels on the preload thread, then prints which it loaded and compiled
+PRELOAD = """
+import json
+from rocketlake.store import recovery
+from rocketlake.store.kernels import preload_behind
+preload_behind(recovery.KERNELS).join()
+names = lambda ks: [k.py_func.__name__ for k in ks]
+print(json.dumps({"loaded": names(k for k in recovery.KERNELS if k.overloads),
+                  "misses": names(k for k in recovery.KERNELS if k.stats.cache_misses),
+                  "all": names(recovery.KERNELS)}))
+"""
+
+
+def run_commands(path: Path, work: Path, code: str = COMMANDS) -> dict:
     home = work / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "PYTHONPATH")}
     env.update(PYTHONPATH=str(path), HOME=str(home), TMPDIR=str(home), XDG_CACHE_HOME=str(home / "c"))
-    done = subprocess.run([sys.executable, "-c", COMMANDS, str(work)], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", code, str(work)], env=env, capture_output=True,
                           text=True, cwd=work)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -92,3 +105,13 @@ def test_a_changed_helper_module_recompiles_the_kernels_that_call_it(wheel: Path
     words.write_text(words.read_text() + "\n# a changed helper module\n")
     got = run_commands(site, tmp_path)
     assert "rocketlake.store.kernels.records.walk" in got["misses"]
+
+
+def test_recovery_kernels_are_preloaded_without_a_call_or_a_compile(wheel: Path, tmp_path: Path) -> None:
+    """``kernels.preload_behind`` (a writer's open after a crash starts it): every kernel of
+    ``recovery.KERNELS`` holds its machine code afterwards, none was called, none compiled."""
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    got = run_commands(site, tmp_path, PRELOAD)
+    assert got["loaded"] == got["all"] and len(got["all"]) == 9
+    assert got["misses"] == []

@@ -64,7 +64,8 @@ def preload_behind(kernels: Iterable[Callable[..., Any]]) -> threading.Thread:
     (every signature of it the cache has), as each one's first call would: 3-60 ms a kernel
     (numba rebuilds its environment and links its code), which callers that are about to run
     them (a store's recovery) overlap with opening files. A call meanwhile waits for a load in
-    progress (numba's compiler lock); nothing is compiled that the cache lacks."""
+    progress (numba's compiler lock); nothing is compiled that the cache lacks. The interpreter
+    waits for the thread before it exits (it is no daemon: none is stopped inside LLVM)."""
     def load() -> None:
         for fn in kernels:
             dispatcher: Any = fn
@@ -78,6 +79,6 @@ def preload_behind(kernels: Iterable[Callable[..., Any]]) -> threading.Thread:
             except Exception:  # noqa: BLE001 - the kernel's first call meets it and reports it
                 continue
 
-    thread = threading.Thread(target=load, name="kernel-preload", daemon=True)
+    thread = threading.Thread(target=load, name="kernel-preload")
     thread.start()
     return thread
