@@ -5,11 +5,13 @@ defaults the code reads (``store.conf``, read with :func:`default_file`), and ``
 ``transforms/`` and ``jobs/`` are installed as ``rocketlake.store``, ``rocketlake.transforms``
 and ``rocketlake.jobs`` (see ``pyproject.toml``).
 
-Importing it sets one default for the process, when numpy is not loaded yet and the variable is
-unset: ``OPENBLAS_THREAD_TIMEOUT=4``. numpy's OpenBLAS starts a thread per core when numpy loads,
-and each spins for about 2^28 cycles before it sleeps (0.1-0.13 s of CPU in every process here,
-beside the store's own threads); rocketlake never calls BLAS. With the shortest timeout the
-threads sleep at once and still wake for BLAS work, so code that does use BLAS keeps its threads.
+Importing it sets one default in the process's environment, when numpy is not loaded yet and the
+variable is unset: ``OPENBLAS_THREAD_TIMEOUT=4`` (child processes, Spark's Python workers among
+them, inherit it). numpy's OpenBLAS starts a thread per core when numpy loads, and each spins for
+about 2^28 cycles before it sleeps (0.1-0.13 s of CPU in every process here, beside the store's
+own threads); rocketlake never calls BLAS. With the shortest timeout the threads sleep at once
+and still wake for BLAS work, so code that does use BLAS keeps its threads (a small BLAS call
+waits for them to wake).
 """
 from __future__ import annotations
 

@@ -106,10 +106,10 @@ class MessageStore:
                 f"in {', '.join(map(str, self.config.commitlog_dirs(self.root)))}, which rocketlake "
                 f"reads but does not write (only <store>/commitlog); open the store read-only")
         create_store(self.root)
-        if os.path.lexists(self.root / "abort"):  # a crash: recovery walks and re-dispatches
-            kernels.preload_behind(RECOVERY_KERNELS)  # loaded while the files below are opened
         self._lock_file = StoreLock(self.root)
         self._lock_file.acquire()
+        if os.path.lexists(self.root / "abort"):  # a crash: recovery walks and re-dispatches
+            kernels.preload_behind(RECOVERY_KERNELS)  # loaded while the files below are opened
         try:
             swap_journal.recover(self.root)  # before the structures it may swap in are read
             self._load()

@@ -95,9 +95,10 @@ class RecordBatch:
     _columns: dict[int, npt.NDArray[np.int64]] = field(default_factory=dict, repr=False, compare=False)
 
     def without_rows(self) -> RecordBatch:
-        """This batch without its rows (``raw`` of shape ``(n, 0)``: reading a field of it is an
-        IndexError), keeping what was computed from them: its dispatch columns, ``prepare``
-        results, ``topics`` and walked ``column``s (``Walk(keep_rows=False)``)."""
+        """This batch without its rows (``raw`` of shape ``(n, 0)``: numpy's reads of a field
+        raise IndexError, ``dispatch`` for other delay levels ValueError), keeping what was
+        computed from them: its dispatch columns, ``prepare`` results, ``topics`` and walked
+        ``column``s (``Walk(keep_rows=False)``)."""
         kept = dataclasses.replace(self, raw=np.empty((len(self), 0), dtype=np.int64))
         if "topics" in self.__dict__:  # the cached_property's value
             kept.__dict__["topics"] = self.__dict__["topics"]
@@ -150,6 +151,9 @@ class RecordBatch:
         return done
 
     def _dispatch(self, delay_levels_ms: tuple[int, ...]) -> DispatchColumns:
+        if self.raw.shape[1] != kr.NFIELDS:  # the kernels check no bounds
+            raise ValueError("this batch was handed over without its rows (Walk(keep_rows=False)): "
+                             "its dispatch columns are those the walk computed")
         into = _Dispatching(len(self), delay_levels_ms)
         for a in range(0, len(self), CHUNK_ROWS):
             into.rows(self.buf, self.raw, a, min(a + CHUNK_ROWS, len(self)))
@@ -185,7 +189,9 @@ class _Dispatching:
 
     def rows(self, buf: Buffer, raw: npt.NDArray[np.int64], a: int, b: int) -> None:
         """Fill rows ``a`` to ``b`` with those of the walked ``raw`` (the rows after the ones
-        filled; ``raw``'s rows before ``a`` are those filled)."""
+        filled; ``raw``'s rows before ``a`` are those filled), at most ``CHUNK_ROWS`` of them."""
+        if b - a > len(self.spans):  # the kernel writes the range's spans unchecked
+            raise ValueError(f"{b - a} rows at once; at most {len(self.spans)}")
         hashes, self.count, self.table_key, self.table_id = kd.dispatch_rows(
             buf, raw, a, b, self.delay_levels_ms, self.spans, self.tags_code, self.to_queue, self.counts,
             self.ids, self.first, self.count, self.table_key, self.table_id, _PLAN_FIELDS, self.fields)
@@ -220,7 +226,8 @@ class Walk:
     may change meanwhile. Without ``keep_rows`` (and with ``delay_levels_ms``), the batches come
     ``without_rows``: the walk threads reuse their row buffers (184 bytes a record) instead of
     handing a new one over with each batch, for a caller that needs only what is computed from
-    them (recovery's re-dispatch).
+    them (recovery's re-dispatch); ``prepare`` must then keep no view of the rows (of ``raw``,
+    or a ``column`` not in ``PLAN_FIELDS``): the next batch's rows overwrite them.
     """
 
     def __init__(self, files: list[tuple[int, int, Buffer]], start: int, stop_at: int,

@@ -160,10 +160,15 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
             cq.min_logic_offset = found_min
         else:
             cq.correct_min_offset(log.min_offset)
-    # written, not yet made durable: the store's flush service flushes them and only then moves
-    # the checkpoint past them (a crash before that recovers from the same point again), as
-    # after any put; RocketMQ's recovery leaves them to its flush services too
-    dispatch.apply()
+    if rebuilt:
+        # rebuilt from further back than the checkpoint's start point: durable before serving
+        dispatch.flush()
+    else:
+        # re-dispatched from the checkpoint's start point on: the store's flush service flushes
+        # it and only then moves the checkpoint past it (a crash before that recovers it from
+        # the same point again), as after any put; RocketMQ's recovery leaves it to its flush
+        # services too
+        dispatch.apply()
     if out_of_range and index is not None:
         first = min(out_of_range)
         warnings.warn(StoreTimeOutOfRange(

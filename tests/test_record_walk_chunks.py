@@ -67,6 +67,8 @@ def test_a_walk_that_drops_its_rows_hands_over_what_was_computed_from_them(tmp_p
     assert all(b.raw.shape == (len(b), 0) for b in dropped)
     with pytest.raises(IndexError):
         dropped[0].column(kr.BODY_LEN)  # not a walked column: read from the rows
+    with pytest.raises(ValueError, match="without its rows"):
+        dropped[0].dispatch((1000,))  # other delay levels: the kernels would read no rows
     assert len(dropped) > len(kept)  # other batch bounds: compared record by record
     assert _records(dropped, levels, prepare) == _records(kept, levels, prepare)
     assert sum(map(len, kept)) == n

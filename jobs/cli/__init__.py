@@ -349,7 +349,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rocketlake", formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=EXIT_CODES, allow_abbrev=False,
                                 description="Write, read and maintain Apache RocketMQ 4.9 message stores.")
-    p.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
+    p.add_argument("--version", action=_Version, nargs=0, default=argparse.SUPPRESS,
+                   help="show the version and exit")
     sub = p.add_subparsers(dest="command", metavar="<command>", required=True)
     for name, c in COMMANDS.items():
         c.declare(sub.add_parser(name, help=c.help, **c.parser_settings()))

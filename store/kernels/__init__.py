@@ -64,8 +64,10 @@ def preload_behind(kernels: Iterable[Callable[..., Any]]) -> threading.Thread:
     (every signature of it the cache has), as each one's first call would: 3-60 ms a kernel
     (numba rebuilds its environment and links its code), which callers that are about to run
     them (a store's recovery) overlap with opening files. A call meanwhile waits for a load in
-    progress (numba's compiler lock); nothing is compiled that the cache lacks. The interpreter
-    waits for the thread before it exits (it is no daemon: none is stopped inside LLVM)."""
+    progress (numba's compiler lock). Only signatures whose cache entry is there are loaded (one
+    that fails to load after all is compiled, as its first call would compile it). The
+    interpreter waits for the thread before it exits (it is no daemon: none is stopped inside
+    LLVM)."""
     def load() -> None:
         for fn in kernels:
             dispatcher: Any = fn

@@ -178,9 +178,11 @@ class KernelCache(FunctionCache):
 
     def signatures(self, codegen: Any) -> list[Any]:
         """The signatures this kernel has machine code for in the cache, for this CPU and these
-        sources (``load_overload`` finds each)."""
-        index = self._cache_file._load_index()
-        return [key[0] for key in index if self._index_key(key[0], codegen) == key]  # type: ignore[no-untyped-call]
+        sources, whose data file is there (``load_overload`` finds each)."""
+        files: Any = self._cache_file
+        return [key[0] for key, name in files._load_index().items()
+                if self._index_key(key[0], codegen) == key  # type: ignore[no-untyped-call]
+                and os.path.isfile(files._data_path(name))]
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         """numba's ``load_overload`` without its ``target_context.refresh()``: a kernel loaded
