@@ -107,6 +107,13 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         n += len(batch)
         out_of_range.update(odd.tolist())
 
+    def redispatch_range(begin: int, stop: int) -> None:
+        """``redispatch`` the records from ``begin`` to ``stop`` (CRCs unchecked: only
+        ``_valid_end``'s walk decides what is valid)."""
+        for batch in log.walk(begin, check_crc=False, stop_at=stop, delay_levels_ms=delay_levels_ms,
+                              prepare=planned, keep_rows=False):
+            redispatch(batch)
+
     # A damaged index is rebuilt from where its damaged files began.
     index_redo = log.max_offset
     if index is not None:
@@ -121,9 +128,7 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
         if index is not None:
             dropped = index.truncate(start, store_time)
         dispatch_from = min(start, index_redo)
-        for batch in log.walk(dispatch_from, check_crc=False, stop_at=start,
-                              delay_levels_ms=delay_levels_ms, prepare=planned, keep_rows=False):
-            redispatch(batch)
+        redispatch_range(dispatch_from, start)
         end, reason = _valid_end(log, start, redispatch, delay_levels_ms, planned)
         dispatch.apply()  # every valid record's unit, so the check below sees them all
     else:
@@ -146,14 +151,10 @@ def recover(log: CommitLog, queues: dict[tuple[str, int], ConsumeQueue], index: 
             dropped = index.truncate(end, store_time)
         cq_end = max((cq.max_physic_offset for cq in queues.values()), default=-1)
         dispatch_from = min(max(cq_end, log.min_offset), index_redo, queue_redo)
-        for batch in log.walk(dispatch_from, check_crc=False, stop_at=end,
-                              delay_levels_ms=delay_levels_ms, prepare=planned, keep_rows=False):
-            redispatch(batch)
+        redispatch_range(dispatch_from, end)
     elif queue_redo < end:  # the pass above skipped the units those queues have lost since
         dispatch_from = min(dispatch_from, queue_redo)
-        for batch in log.walk(queue_redo, check_crc=False, stop_at=end,
-                              delay_levels_ms=delay_levels_ms, prepare=planned, keep_rows=False):
-            redispatch(batch)
+        redispatch_range(queue_redo, end)
     # units are only added after the ones checked: a minimum found among them stands
     for cq, (_, _, found_min) in checked:
         if found_min is not None:
