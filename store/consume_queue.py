@@ -2,11 +2,9 @@
 RocketMQ's ``ConsumeQueue`` writes them."""
 from __future__ import annotations
 
-import gc
 import os
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, overload
 
@@ -23,6 +21,7 @@ from rocketlake.store.codec import (
     queue_of_key,
 )
 from rocketlake.store.errors import StoreFormatError, UnsupportedStoreError
+from rocketlake.store.gc_pause import gc_paused
 from rocketlake.store.lazy_maps import LazyMappedFile
 from rocketlake.store.mapped_file import (
     FILE_NAME_DIGITS,
@@ -405,7 +404,7 @@ def load_queues(root: Path, file_size: int, commitlog_min: int | None = None,
             f"but not as files (verify, salvage, rebuild, the Spark jobs)")
     out: dict[tuple[str, int], ConsumeQueue] = {}
     try:
-        with _collector_paused():
+        with gc_paused():  # a few objects per queue: collections took a sixth of 100,000 queues' load
             found = list(queue_dirs(root))
             small = _SmallQueues(file_size, [os.fspath(qdir) for _, _, qdir in found])
             for i, (topic, queue_id, qdir) in enumerate(found):
@@ -418,20 +417,6 @@ def load_queues(root: Path, file_size: int, commitlog_min: int | None = None,
             cq.close()
         raise
     return out
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off meanwhile (back on after, if it was on): loading makes
-    a few objects per queue and no garbage, and collections while they pile up took a sixth of
-    the load of 100,000 queues."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class _SmallQueues:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from datetime import tzinfo
@@ -214,7 +215,7 @@ class IndexFile:
         the forgotten entries' chains, work proportional to what is forgotten, or rebuilt from the
         kept entries when fewer are kept, or when the forgotten entries are torn (zeros or garbage
         after a power loss)."""
-        count = self._first_dropped(offset)
+        count = self.first_dropped(offset)
         dropped = self.index_count - count
         if dropped <= 0:
             return 0
@@ -238,7 +239,7 @@ class IndexFile:
         self.write_header()
         return dropped
 
-    def _first_dropped(self, offset: int) -> int:
+    def first_dropped(self, offset: int) -> int:
         """Binary search for the first entry at or past ``offset`` or torn (all zeros): entries
         are in CommitLog order, and only entries written after the last flush can be torn."""
         lo, hi = 1, min(self.index_count, self.entry_num)
@@ -287,6 +288,10 @@ class IndexFile:
         self.mm.close()
 
 
+#: the name an index file being deleted has meanwhile: ``.<name>`` + this (``IndexService._delete``)
+DELETING = ".deleting"
+
+
 class IndexService:
     """All index files of a store; keys are buffered and applied in vectorised batches."""
 
@@ -303,15 +308,19 @@ class IndexService:
         self._keys: list[str] = []
         self._phy: list[int] = []
         self._ts: list[int] = []
+        self._deleting: list[threading.Thread] = []  # ``_delete``'s unlinks, joined by ``close``
 
-    def load(self) -> None:
+    def load(self, writer: bool = False) -> None:
         """Open the index files under `index/` (StoreFormatError for a foreign name, or while a
-        rebuild's swap is unfinished: ``swap_journal.refuse_unfinished``)."""
+        rebuild's swap is unfinished: ``swap_journal.refuse_unfinished``). A ``writer`` also
+        deletes the files a crash left half deleted (``_delete``)."""
         refuse_unfinished(self.dir.parent)
         if not self.dir.exists():
             return
         for p in sorted(self.dir.iterdir()):
             if p.name.startswith("."):
+                if writer and p.name.endswith(DELETING) and p.is_file():
+                    self._unlink_behind(p)
                 continue
             try:
                 codec.index_file_time(p.name, self.zone)
@@ -463,8 +472,7 @@ class IndexService:
         gone = []
         while len(self.files) > 1 and self.files[0].end_phy < min_phy:
             f = self.files.pop(0)
-            f.close()
-            f.path.unlink()
+            self._delete(f)
             gone.append(f.path)
         return gone
 
@@ -481,8 +489,7 @@ class IndexService:
             return None
         found = [f"{self.files[bad].path}: {self.files[bad].damage}"]
         for f in self.files[bad:]:
-            f.close()
-            f.path.unlink()
+            self._delete(f)
         del self.files[bad:]
         if not self.files:
             return 0, found
@@ -502,14 +509,35 @@ class IndexService:
             f = self.files[-1]
             if f.index_count > 1 and f.end_phy < offset:
                 break
-            dropped += f.truncate(offset, store_time)
-            if f.index_count > 1:
-                break
+            if f.first_dropped(offset) > 1:  # it keeps entries: rolled back
+                return dropped + f.truncate(offset, store_time)
+            dropped += max(0, f.index_count - 1)  # it keeps none: deleted as it is
             self.files.pop()
-            f.close()
-            f.path.unlink()
+            self._delete(f)
         return dropped
 
+    def _delete(self, f: IndexFile) -> None:
+        """Delete ``f``, which the service no longer holds: closed, renamed at once to a hidden
+        name no listing reads (``.<name>.deleting``), then unlinked on a thread of its own
+        (``close`` waits for it). Freeing the blocks of a file RocketMQ wrote (10 MB scattered
+        over its 420 MB) keeps an unlink 0.1 s in the kernel, which neither recovery nor a put
+        need wait for. A crash before the unlink leaves the hidden name, which the next writer's
+        ``load`` deletes."""
+        f.close()
+        hidden = f.path.with_name(f".{f.path.name}{DELETING}")
+        os.replace(f.path, hidden)
+        self._unlink_behind(hidden)
+
+    def _unlink_behind(self, path: Path) -> None:
+        thread = threading.Thread(target=path.unlink, kwargs={"missing_ok": True},
+                                  name=f"unlink {path.name}")
+        thread.start()
+        self._deleting.append(thread)
+
     def close(self) -> None:
+        """Close every file and wait until the files being deleted are gone."""
         for f in self.files:
             f.close()
+        for thread in self._deleting:
+            thread.join()
+        self._deleting.clear()

@@ -32,6 +32,7 @@ from rocketlake.store.errors import (
 )
 from rocketlake.store.file_sizes import config_from_files
 from rocketlake.store.flush import FlushService
+from rocketlake.store.gc_pause import gc_paused
 from rocketlake.store.index import IndexService
 from rocketlake.store.kernels import encode as ke
 from rocketlake.store.kernels import records as kr
@@ -97,7 +98,8 @@ class MessageStore:
         if read_only or not create:
             check_store(self.root)
         if read_only:
-            self._open_read_only(overrides)
+            with gc_paused():  # objects per queue and file, no garbage: as ``load_queues``
+                self._open_read_only(overrides)
             return
         refuse_writing(self.root)
         if self.config.commitlog_dirs(self.root) != [self.root / "commitlog"]:
@@ -111,9 +113,10 @@ class MessageStore:
         if os.path.lexists(self.root / "abort"):  # a crash: recovery walks and re-dispatches
             kernels.preload_behind(RECOVERY_KERNELS)  # loaded while the files below are opened
         try:
-            swap_journal.recover(self.root)  # before the structures it may swap in are read
-            self._load()
-            self._open_for_writing()
+            with gc_paused():
+                swap_journal.recover(self.root)  # before the structures it may swap in are read
+                self._load()
+                self._open_for_writing()
         except BaseException:
             self._lock_file.release()
             raise
@@ -149,7 +152,7 @@ class MessageStore:
         self.index = IndexService(self.root, cfg.maxHashSlotNum, cfg.maxIndexNum, cfg.index_zone) \
             if cfg.messageIndexEnable else None
         if self.index is not None:
-            self.index.load()
+            self.index.load(writer=not self.read_only)
         self.encoder = MessageEncoder(cfg)
         self._dispatch = Dispatcher(self.root, cfg, self.file_queues, self.index)
 

@@ -76,3 +76,27 @@ def test_rollback_equals_an_index_of_the_records_before(store: Path, tmp_path: P
     log.close()
     idx.close()
     assert index_bytes(work) == index_bytes(ref)
+
+
+def test_a_file_a_crash_left_half_deleted_goes_at_the_next_writer_open(store: Path, tmp_path: Path) -> None:
+    """An index file being deleted is renamed ``.<name>.deleting`` at once and unlinked on a
+    thread; should the process die in between, the next writer deletes it (a reader leaves it,
+    and nothing else hidden is touched)."""
+    work = tmp_path / "store"
+    shutil.copytree(store, work)
+    kept = sorted((work / "index").iterdir())
+    left = work / "index" / f".{kept[0].name}.deleting"
+    shutil.copyfile(kept[0], left)
+    other = work / "index" / ".someone-elses"
+    other.write_bytes(b"not ours")
+    before = index_bytes(work)
+    with MessageStore(work, read_only=True, **SETTINGS):
+        pass
+    assert index_bytes(work) == before
+    with MessageStore(work, **SETTINGS):
+        pass
+    assert not left.exists()
+    assert sorted((work / "index").iterdir()) == sorted([*kept, other])
+    assert other.read_bytes() == b"not ours"
+    assert [p.read_bytes() for p in kept] == [store_file.read_bytes()
+                                              for store_file in sorted((store / "index").iterdir())]
