@@ -21,13 +21,13 @@ from rocketlake.store.codec import (
     queue_of_key,
 )
 from rocketlake.store.errors import StoreFormatError, UnsupportedStoreError
+from rocketlake.store.file_data import read_one_file_dirs
 from rocketlake.store.gc_pause import gc_paused
 from rocketlake.store.lazy_maps import LazyMappedFile
 from rocketlake.store.mapped_file import (
     FILE_NAME_DIGITS,
     MappedFile,
     MappedFileQueue,
-    data_end_in_units,
 )
 from rocketlake.store.paths import (
     BATCH_CONSUME_QUEUE_DIR,
@@ -425,14 +425,15 @@ class _SmallQueues:
     their files' size) is listed and its file opened once (checked, its data found and read)
     with plain system calls, before any object is made; the extent and minimum of all such
     queues are then found in one vectorised pass, with the results ``ConsumeQueue.load`` gives
-    each. (Reading from two threads was slower: each call holds the GIL for about as long as
-    it releases it.)"""
+    each. Many directories are read by this process and a helper process at once
+    (``file_data.read_one_file_dirs``)."""
 
     def __init__(self, file_size: int, dirs: Sequence[str]) -> None:
         self.file_size = file_size
         self.queues: list[ConsumeQueue] = []
         self.data: list[bytes] = []
-        self.found = [_read_small(d, file_size) for d in dirs]
+        self.found = read_one_file_dirs(dirs, file_size, CQ_UNIT_SIZE, SCAN_UNITS * CQ_UNIT_SIZE,
+                                        FILE_NAME_DIGITS)
 
     def add(self, i: int, cq: ConsumeQueue) -> bool:
         """Take ``cq`` (of the ``i``-th directory) to be loaded by ``load``: True when its file was
@@ -479,43 +480,6 @@ class _SmallQueues:
             # none valid: corrected to a CommitLog minimum, the queue's end; else its start
             cq.min_logic_offset = mf.start + (first * CQ_UNIT_SIZE if first >= 0 else
                                               mf.wrote if commitlog_min is not None else 0)
-
-
-def _read_small(qdir: str, file_size: int) -> tuple[str, bytes] | None:
-    """(its file's name, its bytes up to its last unit that is not all zeros) of the queue in
-    directory ``qdir`` when ``_SmallQueues`` loads it: its only store file (names starting with
-    '.' left out, as ``MappedFileQueue.listed`` does), no link, ``file_size`` bytes, its data at
-    most ``SCAN_UNITS`` units (``MappedFile.read_data_tail``); ("", b"") when it has no file. None for
-    anything else, an error included: ``ConsumeQueue.load`` finds and reports it."""
-    try:
-        names = os.listdir(qdir)
-        if len(names) != 1 or names[0].startswith("."):  # the common case first: one file
-            names = [n for n in names if not n.startswith(".")]
-            if len(names) != 1:
-                return None if names else ("", b"")
-        name = names[0]
-        # ``FILE_NAME`` without the regular expression (None is always safe: the checked load)
-        if len(name) != FILE_NAME_DIGITS or not name.isdecimal() or int(name) % file_size:
-            return None
-        fd = os.open(f"{qdir}/{name}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            if os.fstat(fd).st_size != file_size:
-                return None
-            end = data_end_in_units(fd, file_size, CQ_UNIT_SIZE)
-            if end > SCAN_UNITS * CQ_UNIT_SIZE:
-                return None
-            data = os.pread(fd, end, 0)
-        finally:
-            os.close(fd)
-    except OSError:
-        return None
-    if len(data) != end:
-        return None
-    # a data region is whole pages, mostly zeros: only the units up to the last non-zero one
-    # are kept (joined for 100,000 queues, the pages would be 400 MB); its last non-zero byte
-    # is the little-endian integer's highest bit (3x faster than ``rstrip``'s byte-by-byte scan)
-    nonzero = (int.from_bytes(data, "little").bit_length() + 7) // 8
-    return name, data[:-(-nonzero // CQ_UNIT_SIZE) * CQ_UNIT_SIZE]
 
 
 def _per_queue(mask: np.ndarray, qi: np.ndarray, pos: np.ndarray, n: int, last: bool) -> np.ndarray:

@@ -16,6 +16,7 @@ import numpy as np
 
 from rocketlake.store.codec import format_file_name
 from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.file_data import data_end_in_units, data_end_of
 from rocketlake.store.safe_files import create_file, deferred, disk_error, open_file
 
 PAGE_SIZE = mmap.PAGESIZE
@@ -378,34 +379,6 @@ def data_end(path: Path | str) -> int:
         return end if written is None else min(end, written)
     finally:
         os.close(fd)
-
-
-def data_end_of(fd: int, size: int | None = None) -> int:
-    """Where the last ``SEEK_DATA`` region of the file open at ``fd`` ends: ``data_end`` without
-    its extent-map refinement (an unwritten extent whose pages are in the page cache counts as
-    data here), for callers that check the tail themselves, as ConsumeQueue loading does. Looks
-    no further than ``size`` (by default the file's size)."""
-    end = pos = 0
-    if size is None:
-        size = os.fstat(fd).st_size
-    while pos < size:
-        hole = os.lseek(fd, pos, os.SEEK_HOLE)  # ``pos`` itself in a hole; data: where it ends
-        if hole > pos:
-            end = min(size, hole)
-        if hole >= size:
-            break
-        try:
-            pos = os.lseek(fd, hole, os.SEEK_DATA)
-        except OSError as e:
-            if e.errno == errno.ENXIO:  # no data after the hole
-                break
-            raise
-    return end
-
-
-def data_end_in_units(fd: int, size: int, unit: int) -> int:
-    """``data_end_of`` rounded up to a whole ``unit``, at most ``size`` (the file's size)."""
-    return min(size, data_end_of(fd, size) + unit - 1) // unit * unit
 
 
 #: Linux's FS_IOC_FIEMAP and its structures (linux/fiemap.h)
