@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import time
 
 TYPE_CHECKING = False  # typing's own: the helper would take 9 ms more to start
 if TYPE_CHECKING:
@@ -30,6 +31,11 @@ Found = tuple[str, bytes] | None
 #: directories from which a helper process reads a share (below this, starting it costs more
 #: than it saves)
 HELPED = 2048
+#: seconds the process waits for the helper's answer once it has read its own share (or twice
+#: as long as that took, when longer): then it stops the helper and reads the helper's share
+HELPER_PATIENCE = 2.0
+#: what ends the helper's answer, before the count of its frames (``_trailer``)
+TRAILER = b"rocketlake.store.file_data/1"
 #: the helper's share of the directories: this process starts it and decodes its answer, the
 #: helper starts about 10 ms later; halves finish together here
 HELPER_SHARE = 0.5
@@ -77,7 +83,7 @@ def read_one_file_dir(path: str, file_size: int, unit: int, max_bytes: int,
             if len(names) != 1:
                 return None if names else ("", b"")
         name = names[0]
-        if len(name) != name_digits or not name.isdecimal() or int(name) % file_size:
+        if len(name) != name_digits or not (name.isascii() and name.isdecimal()) or int(name) % file_size:
             return None
         fd = os.open(f"{path}/{name}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
@@ -109,8 +115,13 @@ def read_one_file_dirs(paths: Sequence[str], file_size: int, unit: int, max_byte
         return [read_one_file_dir(p, *args) for p in paths]
     cut = len(paths) - int(len(paths) * HELPER_SHARE)
     helper = _Helper(paths[cut:], args)
-    own = [read_one_file_dir(p, *args) for p in paths[:cut]]
-    theirs = helper.results()
+    try:
+        began = time.monotonic()
+        own = [read_one_file_dir(p, *args) for p in paths[:cut]]
+        theirs = helper.results(max(HELPER_PATIENCE, 2 * (time.monotonic() - began)))
+    except BaseException:
+        helper.stop()
+        raise
     if theirs is None:
         theirs = [read_one_file_dir(p, *args) for p in paths[cut:]]
     return own + theirs
@@ -126,64 +137,91 @@ class _Helper:
 
         self.count = len(paths)
         self.answer: bytes | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.thread: threading.Thread | None = None
         source = _source()
-        if not sys.executable or source is None:
-            return
+        if not sys.executable or getattr(sys, "frozen", False) or source is None:
+            return  # no interpreter to run it with (an embedding or frozen application)
         try:
-            proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", source, *map(str, args)],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL)
+            self.proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", source, *map(str, args)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL)
         except OSError:
             return
         request = b"\0".join(map(os.fsencode, paths))
-        self.thread = threading.Thread(target=self._talk, args=(proc, request),
+        self.thread = threading.Thread(target=self._talk, args=(self.proc, request),
                                        name="queue-dirs helper", daemon=True)
         self.thread.start()
 
     def _talk(self, proc: subprocess.Popen[bytes], request: bytes) -> None:
-        out, _ = proc.communicate(request)
+        try:
+            out, _ = proc.communicate(request)
+        except (OSError, ValueError):  # stopped meanwhile
+            return
         if proc.returncode == 0:
             self.answer = out
 
-    def results(self) -> list[Found] | None:
-        """What the helper read, in order; None when it did not start or answer in full."""
+    def results(self, patience: float) -> list[Found] | None:
+        """What the helper read, in order; None when it did not start, did not answer within
+        ``patience`` seconds (it is stopped), or answered anything but its whole answer."""
         if self.thread is None:
             return None
-        self.thread.join()
+        self.thread.join(patience)
+        if self.thread.is_alive():
+            self.stop()
+            return None
         return None if self.answer is None else _unframe(self.answer, self.count)
+
+    def stop(self) -> None:
+        """End the helper if it still runs, and wait for it."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except OSError:  # it ended meanwhile
+                pass
+        if self.thread is not None:
+            self.thread.join()
 
 
 def _frame(found: Found) -> bytes:
     """One answer of the helper: 0 for None; else 1, the name's length (one byte) and the
-    name, the data's length (4 bytes, little-endian) and the data."""
+    name (ASCII digits, or none), the data's length (4 bytes, little-endian) and the data."""
     if found is None:
         return b"\0"
     name, data = found
-    return b"\1" + bytes((len(name),)) + name.encode() + len(data).to_bytes(4, "little") + data
+    return b"\1" + bytes((len(name),)) + name.encode("ascii") + len(data).to_bytes(4, "little") + data
+
+
+def _trailer(count: int) -> bytes:
+    """What ends the helper's answer of ``count`` frames: who answers, in which framing (a
+    helper running another version of this module does not end its answer so), and how many."""
+    return TRAILER + count.to_bytes(4, "little")
 
 
 def _unframe(raw: bytes, count: int) -> list[Found] | None:
-    """The ``count`` answers ``_frame`` made of ``raw``; None when it holds anything else."""
+    """The ``count`` answers ``_frame`` made of ``raw``, followed by their ``_trailer``; None
+    when it holds anything else (a cut answer among them)."""
+    trailer = _trailer(count)
+    if not raw.endswith(trailer):
+        return None
+    end = len(raw) - len(trailer)
     out: list[Found] = []
     at = 0
-    try:
-        while at < len(raw):
-            if raw[at] == 0:
-                out.append(None)
-                at += 1
-                continue
-            n = raw[at + 1]
-            name = raw[at + 2:at + 2 + n].decode()
-            at += 2 + n
-            size = int.from_bytes(raw[at:at + 4], "little")
-            data = raw[at + 4:at + 4 + size]
-            if len(data) != size:
-                return None
-            out.append((name, data))
-            at += 4 + size
-    except (IndexError, UnicodeDecodeError):
-        return None
+    while at < end:
+        if raw[at] == 0:
+            out.append(None)
+            at += 1
+            continue
+        if raw[at] != 1 or at + 2 > end:
+            return None
+        data_at = at + 2 + raw[at + 1] + 4
+        name = raw[at + 2:data_at - 4]
+        if data_at > end or (name and not name.isdigit()):  # bytes' isdigit: ASCII digits only
+            return None
+        at = data_at + int.from_bytes(raw[data_at - 4:data_at], "little")
+        if at > end:
+            return None
+        out.append((name.decode("ascii"), raw[data_at:at]))
     return out if len(out) == count else None
 
 
@@ -204,11 +242,12 @@ def _source() -> str | None:
 
 def _serve() -> None:
     """The helper: ``read_one_file_dir(path, *argv)`` of each NUL-separated path on stdin,
-    framed (``_frame``) on stdout."""
+    framed (``_frame``) on stdout, then the ``_trailer``."""
     args = tuple(map(int, sys.argv[1:5]))
     request = sys.stdin.buffer.read()
     paths = request.split(b"\0") if request else []
-    sys.stdout.buffer.write(b"".join(_frame(read_one_file_dir(os.fsdecode(p), *args)) for p in paths))
+    found = [_frame(read_one_file_dir(os.fsdecode(p), *args)) for p in paths]
+    sys.stdout.buffer.write(b"".join(found) + _trailer(len(found)))
 
 
 if __name__ == "__main__":

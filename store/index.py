@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import threading
 import warnings
 from collections.abc import Callable, Sequence
@@ -215,7 +216,7 @@ class IndexFile:
         the forgotten entries' chains, work proportional to what is forgotten, or rebuilt from the
         kept entries when fewer are kept, or when the forgotten entries are torn (zeros or garbage
         after a power loss)."""
-        count = self.first_dropped(offset)
+        count = self._first_dropped(offset)
         dropped = self.index_count - count
         if dropped <= 0:
             return 0
@@ -239,7 +240,7 @@ class IndexFile:
         self.write_header()
         return dropped
 
-    def first_dropped(self, offset: int) -> int:
+    def _first_dropped(self, offset: int) -> int:
         """Binary search for the first entry at or past ``offset`` or torn (all zeros): entries
         are in CommitLog order, and only entries written after the last flush can be torn."""
         lo, hi = 1, min(self.index_count, self.entry_num)
@@ -309,17 +310,19 @@ class IndexService:
         self._phy: list[int] = []
         self._ts: list[int] = []
         self._deleting: list[threading.Thread] = []  # ``_delete``'s unlinks, joined by ``close``
+        self._undeleted: list[str] = []  # what they could not delete, and why
 
     def load(self, writer: bool = False) -> None:
         """Open the index files under `index/` (StoreFormatError for a foreign name, or while a
         rebuild's swap is unfinished: ``swap_journal.refuse_unfinished``). A ``writer`` also
-        deletes the files a crash left half deleted (``_delete``)."""
+        deletes the files a crash left half deleted (``_delete``): a regular file named
+        ``.<an index file's name>.deleting``, nothing else."""
         refuse_unfinished(self.dir.parent)
         if not self.dir.exists():
             return
         for p in sorted(self.dir.iterdir()):
             if p.name.startswith("."):
-                if writer and p.name.endswith(DELETING) and p.is_file():
+                if writer and self._left_deleting(p):
                     self._unlink_behind(p)
                 continue
             try:
@@ -509,7 +512,7 @@ class IndexService:
             f = self.files[-1]
             if f.index_count > 1 and f.end_phy < offset:
                 break
-            if f.first_dropped(offset) > 1:  # it keeps entries: rolled back
+            if f._first_dropped(offset) > 1:  # it keeps entries: rolled back
                 return dropped + f.truncate(offset, store_time)
             dropped += max(0, f.index_count - 1)  # it keeps none: deleted as it is
             self.files.pop()
@@ -528,16 +531,39 @@ class IndexService:
         os.replace(f.path, hidden)
         self._unlink_behind(hidden)
 
+    def _left_deleting(self, path: Path) -> bool:
+        """Whether ``path`` is an index file ``_delete`` renamed and did not unlink: a regular
+        file (no link) named ``.<an index file's name>.deleting``."""
+        name = path.name
+        if not (name.startswith(".") and name.endswith(DELETING)):
+            return False
+        try:
+            codec.index_file_time(name[1:-len(DELETING)], self.zone)
+            return stat.S_ISREG(path.lstat().st_mode)
+        except (ValueError, OSError):
+            return False
+
     def _unlink_behind(self, path: Path) -> None:
-        thread = threading.Thread(target=path.unlink, kwargs={"missing_ok": True},
-                                  name=f"unlink {path.name}")
+        self._deleting = [t for t in self._deleting if t.is_alive()]
+        thread = threading.Thread(target=self._unlink, args=(path,), name=f"unlink {path.name}")
         thread.start()
         self._deleting.append(thread)
 
+    def _unlink(self, path: Path) -> None:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as e:
+            self._undeleted.append(f"{path}: {e.strerror or e}")
+
     def close(self) -> None:
-        """Close every file and wait until the files being deleted are gone."""
+        """Close every file and wait until the files being deleted are gone (a warning names
+        any that could not be: the next writer's ``load`` deletes them)."""
         for f in self.files:
             f.close()
         for thread in self._deleting:
             thread.join()
         self._deleting.clear()
+        if self._undeleted:
+            warnings.warn(f"index files left to delete at the next writer open: "
+                          f"{'; '.join(self._undeleted)}", stacklevel=2)
+            self._undeleted.clear()

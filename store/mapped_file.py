@@ -22,7 +22,7 @@ from rocketlake.store.safe_files import create_file, deferred, disk_error, open_
 PAGE_SIZE = mmap.PAGESIZE
 #: a store file's name: its start offset in 20 digits
 FILE_NAME_DIGITS = 20
-FILE_NAME = re.compile(rf"^\d{{{FILE_NAME_DIGITS}}}$")
+FILE_NAME = re.compile(rf"^\d{{{FILE_NAME_DIGITS}}}$", re.ASCII)  # no other script's digits
 #: listings ``MappedFileQueue.listed`` takes at most before it reports a gap it saw in each
 LISTINGS = 5
 #: writes of at least this many bytes go through ``pwrite``: the first store to each fresh page of
@@ -101,8 +101,9 @@ class MappedFile:
 
     def read_data_tail(self, unit: int, limit: int, fd: int | None = None) -> tuple[int, np.ndarray]:
         """(where they start, a copy of them): the file's last bytes before the end of its data
-        (``data_end`` rounded up to a whole ``unit``, at most the file's size), at most ``limit``
-        of them (a multiple of ``unit``), starting at a multiple of ``unit``. One descriptor
+        (``data_end_in_units``: the end of its ``SEEK_DATA`` regions rounded up to a whole
+        ``unit``, at most the file's size), at most ``limit`` of them (a multiple of ``unit``),
+        starting at a multiple of ``unit``. One descriptor
         finds the end and reads: ``fd``, a read-only descriptor of the file the caller keeps
         (by default one opened here)."""
         if fd is None:

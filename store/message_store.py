@@ -118,7 +118,12 @@ class MessageStore:
                 self._load()
                 self._open_for_writing()
         except BaseException:
-            self._lock_file.release()
+            try:
+                index: IndexService | None = getattr(self, "index", None)
+                if index is not None:
+                    index.close()  # its files being deleted are gone before the lock goes
+            finally:
+                self._lock_file.release()
             raise
 
     def _load(self) -> None:

@@ -72,23 +72,39 @@ def test_rollback_equals_an_index_of_the_records_before(store: Path, tmp_path: P
     idx.load()
     log = CommitLog(store, load_config(SETTINGS))
     log.files.load()
-    idx.truncate(offset, lambda at: log.read(at).store_timestamp)
+    dropped = idx.truncate(offset, lambda at: log.read(at).store_timestamp)
     log.close()
     idx.close()
     assert index_bytes(work) == index_bytes(ref)
+    assert dropped == _entries_at_or_past(store, offset)
+
+
+def _entries_at_or_past(root: Path, offset: int) -> int:
+    """Entries of the index files under ``root`` for CommitLog offsets at or past ``offset``,
+    read from their bytes (SPEC.md: header indexCount at 36, entries of 20 bytes from
+    ``ENTRIES_AT``, the first unused, the CommitLog offset at 4 in each)."""
+    n = 0
+    for data in index_bytes(root):
+        count = int.from_bytes(data[36:40], "big")
+        n += sum(int.from_bytes(data[at + 4:at + 12], "big") >= offset
+                 for at in range(ENTRIES_AT + 20, ENTRIES_AT + 20 * count, 20))
+    return n
 
 
 def test_a_file_a_crash_left_half_deleted_goes_at_the_next_writer_open(store: Path, tmp_path: Path) -> None:
     """An index file being deleted is renamed ``.<name>.deleting`` at once and unlinked on a
     thread; should the process die in between, the next writer deletes it (a reader leaves it,
-    and nothing else hidden is touched)."""
+    and nothing else hidden is touched: another name, a link)."""
     work = tmp_path / "store"
     shutil.copytree(store, work)
     kept = sorted((work / "index").iterdir())
     left = work / "index" / f".{kept[0].name}.deleting"
     shutil.copyfile(kept[0], left)
-    other = work / "index" / ".someone-elses"
-    other.write_bytes(b"not ours")
+    others = [work / "index" / ".someone-elses", work / "index" / ".notes.deleting",
+              work / "index" / f".{kept[-1].name}.deleting"]  # the last: a link, no file of ours
+    others[0].write_bytes(b"not ours")
+    others[1].write_bytes(b"not ours")
+    others[2].symlink_to(others[0])
     before = index_bytes(work)
     with MessageStore(work, read_only=True, **SETTINGS):
         pass
@@ -96,7 +112,7 @@ def test_a_file_a_crash_left_half_deleted_goes_at_the_next_writer_open(store: Pa
     with MessageStore(work, **SETTINGS):
         pass
     assert not left.exists()
-    assert sorted((work / "index").iterdir()) == sorted([*kept, other])
-    assert other.read_bytes() == b"not ours"
+    assert sorted((work / "index").iterdir()) == sorted([*kept, *others])
+    assert [p.read_bytes() for p in others] == [b"not ours"] * 3
     assert [p.read_bytes() for p in kept] == [store_file.read_bytes()
                                               for store_file in sorted((store / "index").iterdir())]
