@@ -3,12 +3,12 @@
 Store files are pre-allocated: past their data they are holes or unwritten extents, which read
 as zeros, so a scan stops at the end of the data (``data_end_of``). Loading a store of many
 queues reads, for each queue directory, its listing and its one file's data
-(``read_one_file_dir``): 11 system calls, 20-25 us a queue here. Python makes one such call at
-a time however many threads ask (each holds the GIL about as long as it releases it), so
+(``read_one_file_dir``): 11 system calls, 20-25 us a queue here. Threads of one process gain
+nothing there (each call's thread holds the GIL about as long as it releases it), so
 ``read_one_file_dirs`` hands a share of many directories to a helper process, this module run by
 a bare interpreter (``python -I -S``, 10 ms to start), and reads the rest itself meanwhile. The
-helper sends back what it read, framed; should it not start or not answer in full, its share is
-read in this process.
+helper sends back what it read, framed; should it not start, or not answer in full and in time,
+its share is read in this process.
 
 This module imports nothing beyond a few standard modules: the helper runs its source alone,
 without the package or its dependencies, and starts in about 10 ms.
