@@ -525,9 +525,13 @@ class IndexService:
         (``close`` waits for it). Freeing the blocks of a file RocketMQ wrote (10 MB scattered
         over its 420 MB) keeps an unlink 0.1 s in the kernel, which neither recovery nor a put
         need wait for. A crash before the unlink leaves the hidden name, which the next writer's
-        ``load`` deletes."""
+        ``load`` deletes. Where that name is taken by something else than such a leftover (a
+        link, a directory), ``f`` is unlinked at once instead and that name left as it is."""
         f.close()
         hidden = f.path.with_name(f".{f.path.name}{DELETING}")
+        if os.path.lexists(hidden) and not self._left_deleting(hidden):
+            f.path.unlink()
+            return
         os.replace(f.path, hidden)
         self._unlink_behind(hidden)
 

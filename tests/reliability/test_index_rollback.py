@@ -116,3 +116,26 @@ def test_a_file_a_crash_left_half_deleted_goes_at_the_next_writer_open(store: Pa
     assert [p.read_bytes() for p in others] == [b"not ours"] * 3
     assert [p.read_bytes() for p in kept] == [store_file.read_bytes()
                                               for store_file in sorted((store / "index").iterdir())]
+
+
+def test_a_deletion_leaves_a_link_where_it_would_hide_the_file(store: Path, tmp_path: Path) -> None:
+    """The hidden name a deleted file takes meanwhile is already a link (someone's, pointing out
+    of the store): the file is deleted at once, and the link and what it points at stay."""
+    work = tmp_path / "work"
+    shutil.copytree(store / "index", work / "index")
+    files = sorted((work / "index").iterdir())
+    assert len(files) == 3
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"not ours")
+    link = work / "index" / f".{files[-1].name}.deleting"
+    link.symlink_to(outside)
+    idx = IndexService(work, SLOTS, ENTRIES)
+    idx.load(writer=True)
+    records, _ = commitlog_records(store, SETTINGS["mappedFileSizeCommitLog"])
+    log = CommitLog(store, load_config(SETTINGS))
+    log.files.load()
+    idx.truncate(records[1].commitlog_offset, lambda at: log.read(at).store_timestamp)
+    log.close()
+    idx.close()
+    assert sorted((work / "index").iterdir()) == sorted([files[0], link])
+    assert link.is_symlink() and outside.read_bytes() == b"not ours"
