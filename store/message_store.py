@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property, partial
+from itertools import chain
 from pathlib import Path
 from struct import error as struct_error
 from typing import TYPE_CHECKING, Any
@@ -779,12 +780,27 @@ class MessageStore:
         return left
 
     def _queue_store_time(self, cq: QueueReader, queue_offset: int) -> int:
-        """Store time of the record the unit at ``queue_offset`` points at (CorruptRecordError
-        when there is none)."""
-        unit = cq.units(queue_offset, 1)
-        if not unit.size:
-            raise CorruptRecordError(f"{cq.topic}/{cq.queue_id}: no unit at queue offset {queue_offset}")
-        return self.commitlog.read(int(unit[0]["commitlog_offset"])).store_timestamp
+        """Store time of the record the unit at ``queue_offset`` points at; where that record is
+        damaged (said once, as reads say it), the store time of the nearest intact record before
+        it in the queue, else after it: time searches skip damaged records as reads do.
+        CorruptRecordError naming the store and queue when there is no unit at ``queue_offset``
+        or no intact record in the queue."""
+        if not cq.units(queue_offset, 1).size:
+            raise CorruptRecordError(f"{self.root}: {cq.topic}/{cq.queue_id}: no unit at queue "
+                                     f"offset {queue_offset}")
+        for q in chain(range(queue_offset, cq.min_offset - 1, -1),
+                       range(queue_offset + 1, cq.max_offset)):
+            unit = cq.units(q, 1)
+            if not unit.size:
+                continue
+            off = int(unit[0]["commitlog_offset"])
+            try:
+                return self.commitlog.read(off).store_timestamp
+            except CorruptRecordError as e:
+                if off >= self.commitlog.min_offset:
+                    self._damaged(off, str(e))
+        raise CorruptRecordError(f"{self.root}: {cq.topic}/{cq.queue_id}: no intact record in the "
+                                 f"queue to read a store time from")
 
     # --- consumer offsets ---------------------------------------------------------------------------
     def consumer_offsets(self) -> dict[tuple[str, str], dict[int, int]]:

@@ -73,3 +73,31 @@ def test_get_answers_the_same_max_offset_every_call(stores, capsys):
     # the damaged record's queue offset is skipped: the next message is served
     assert answers == [(hi, 0), (hi, damaged_offset + 1), (hi, 0), (hi, damaged_offset + 1),
                        (hi, damaged_offset + 1)]
+
+
+def test_time_searches_skip_the_damaged_record(stores, capsys):
+    """`query --time` at each store time around the damaged record answers the queue offset the
+    undamaged copy answers (with no store time where that is the damaged record's), and
+    `topic-stats` (whose hour / day windows are time searches) what the undamaged copy prints:
+    the binary search reads the nearest intact record's store time in place of the damaged one's.
+    They raised the record's CorruptRecordError, exit 3, naming neither store nor file."""
+    clean, damaged, record = stores
+    with MessageStore(clean, read_only=True) as ms:
+        rec = ms.read(record)
+        topic, queue = rec.topic, str(rec.queue_id)
+        times = [rec.store_timestamp - 1, rec.store_timestamp, rec.store_timestamp + 1, 0]
+    for at in times:
+        argv = ("query", "--topic", topic, "--queue", queue, "--time", str(at), "--store")
+        code, out, err = _run(capsys, *argv, str(clean))
+        assert (code, err) == (0, [])
+        want = json.loads(out)
+        if want["queue_offset"] == rec.queue_offset:
+            want.update(store_time=None, store_timestamp=None)
+        code, out, err = _run(capsys, *argv, str(damaged))
+        assert (code, json.loads(out)) == (0, want)
+        assert len(err) == 1 and err[0].startswith(_warning(damaged, "query", record))
+    code, want, _ = _run(capsys, "topic-stats", "--json", "--store", str(clean))
+    assert code == 0
+    code, got, err = _run(capsys, "topic-stats", "--json", "--store", str(damaged))
+    assert (code, got) == (0, want)
+    assert err[0].startswith(_warning(damaged, "topic-stats", record))
