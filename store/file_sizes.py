@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import stat
 import warnings
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -119,7 +120,7 @@ def with_index_geometry(root: Path, config: StoreConfig, explicit: Collection[st
     """``config`` with ``maxHashSlotNum`` and ``maxIndexNum`` from the files under `index/`."""
     d = root / "index"
     paths = sorted(p for p in (d.iterdir() if d.is_dir() else ()) if _INDEX_FILE.match(p.name))
-    size = _one_length({p: p.stat().st_size for p in paths}, f"{d}: index files")
+    size = _one_length({p: _file_size(p) for p in paths}, f"{d}: index files")
     if size is None:
         return config
     slots, entries = config.maxHashSlotNum, config.maxIndexNum
@@ -213,8 +214,17 @@ def _agree(w: npt.NDArray[np.uint32], slots: npt.NDArray[np.int64], words: int, 
     return ok
 
 
+def _file_size(path: str | Path) -> int:
+    """The size of the store file at ``path`` (a link followed); StoreFormatError naming it when
+    it is a directory (whose st_size is no file's length)."""
+    st = os.stat(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise StoreFormatError(f"{path}: a directory where a store file belongs")
+    return st.st_size
+
+
 def _sizes(files: Iterable[Path]) -> dict[Path, int]:
-    return {p: p.stat().st_size for p in files if _STORE_FILE.match(p.name)}
+    return {p: _file_size(p) for p in files if _STORE_FILE.match(p.name)}
 
 
 def _queue_file_sizes(base: Path) -> dict[str, int]:
@@ -222,7 +232,7 @@ def _queue_file_sizes(base: Path) -> dict[str, int]:
     are no directory skipped, links followed), by path: one ``scandir`` per directory."""
     if not base.is_dir():
         return {}
-    return {f.path: f.stat().st_size for t in os.scandir(base) if t.is_dir()
+    return {f.path: _file_size(f.path) for t in os.scandir(base) if t.is_dir()
             for q in os.scandir(t.path) if q.is_dir()
             for f in os.scandir(q.path) if _STORE_FILE.match(f.name)}
 

@@ -89,6 +89,23 @@ def test_mixed_consume_queue_sizes_are_refused(golden_store: Path) -> None:
         config_from_files(golden_store, load_config())
 
 
+@pytest.mark.parametrize("place", ["commitlog/00000000000000065536",
+                                   "consumequeue/orders/0/00000000000000000600",
+                                   "index/20261122110614052"])
+def test_a_directory_where_a_store_file_belongs_is_named_as_one(golden_store: Path, capsys,
+                                                                  place: str) -> None:
+    """It was counted as a file of the directory's st_size ("1 of 4096 bytes"), and where it was
+    the only file of its kind that size was taken as the file size."""
+    where = golden_store / place
+    where.unlink()
+    where.mkdir()
+    for argv in (["dump", "commitlog"], ["verify"]):
+        assert cli.main([*argv, "--store", str(golden_store)]) == ExitCode.UNUSABLE
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err.endswith(f"error: {where}: a directory where a store file belongs")
+    assert where.is_dir() and not any(where.iterdir())
+
+
 def test_an_explicit_setting_the_files_contradict_names_both(golden_store: Path, capsys) -> None:
     assert cli.main(["dump", "commitlog", "--store", str(golden_store),
                      "--set", "mappedFileSizeCommitLog=8192"]) == ExitCode.USAGE
