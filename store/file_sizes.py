@@ -48,6 +48,7 @@ from rocketlake.store.codec import (
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.errors import SettingError, StoreFormatError
 from rocketlake.store.paths import CONSUME_QUEUE_DIR
+from rocketlake.store.safe_files import directory_in_place
 
 _STORE_FILE = re.compile(r"^\d{20}$")
 _INDEX_FILE = re.compile(r"^\d{17}$")
@@ -219,7 +220,7 @@ def _file_size(path: str | Path) -> int:
     it is a directory (whose st_size is no file's length)."""
     st = os.stat(path)
     if stat.S_ISDIR(st.st_mode):
-        raise StoreFormatError(f"{path}: a directory where a store file belongs")
+        raise directory_in_place(path)
     return st.st_size
 
 

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from rocketlake.store.errors import LinkedFileError, StoreFullError
+from rocketlake.store.errors import LinkedFileError, StoreFormatError, StoreFullError
 
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _NO_FOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
@@ -48,15 +48,23 @@ def linked(path: str | os.PathLike[str]) -> LinkedFileError:
     return LinkedFileError(f"{path}: is a symbolic link; refusing to write through it")
 
 
+def directory_in_place(path: str | os.PathLike[str]) -> StoreFormatError:
+    """The refusal of a directory at ``path``, where a store file belongs."""
+    return StoreFormatError(f"{path}: a directory where a store file belongs")
+
+
 def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, dir_fd: int | None = None) -> int:
-    """``os.open(path, flags)`` that never follows a link at ``path`` (LinkedFileError naming it);
-    other OSErrors as they come. ``dir_fd``: ``path`` is a name in that directory."""
+    """``os.open(path, flags)`` that never follows a link at ``path`` (LinkedFileError naming it)
+    and refuses a directory there when opening it for writing (``directory_in_place``); other
+    OSErrors as they come. ``dir_fd``: ``path`` is a name in that directory."""
     try:
         return os.open(path, flags | _NO_FOLLOW, mode, dir_fd=dir_fd)
     except OSError as e:
         # ELOOP: O_NOFOLLOW met a link; EEXIST with O_EXCL: a link (even dangling) is there
         if e.errno in (errno.ELOOP, errno.EEXIST) and _is_link(path, dir_fd):
             raise linked(path) from None
+        if e.errno == errno.EISDIR:
+            raise directory_in_place(path) from None
         raise
 
 
@@ -293,6 +301,8 @@ def read_file(path: Path) -> bytes:
     writer about to replace or rewrite it."""
     fd = open_file(path, os.O_RDONLY)
     with os.fdopen(fd, "rb") as f:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise directory_in_place(path)
         return f.read()
 
 

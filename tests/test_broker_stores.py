@@ -91,19 +91,41 @@ def test_mixed_consume_queue_sizes_are_refused(golden_store: Path) -> None:
 
 @pytest.mark.parametrize("place", ["commitlog/00000000000000065536",
                                    "consumequeue/orders/0/00000000000000000600",
-                                   "index/20261122110614052"])
+                                   "index/20261122110614052", "checkpoint"])
 def test_a_directory_where_a_store_file_belongs_is_named_as_one(golden_store: Path, capsys,
                                                                   place: str) -> None:
     """It was counted as a file of the directory's st_size ("1 of 4096 bytes"), and where it was
-    the only file of its kind that size was taken as the file size."""
+    the only file of its kind that size was taken as the file size; a checkpoint directory was an
+    IsADirectoryError's traceback (exit 1). `verify` reports a bad checkpoint as one of its
+    problems (exit 1), the others as a store it cannot read (exit 3)."""
     where = golden_store / place
     where.unlink()
     where.mkdir()
-    for argv in (["dump", "commitlog"], ["verify"]):
-        assert cli.main([*argv, "--store", str(golden_store)]) == ExitCode.UNUSABLE
-        err = capsys.readouterr().err.strip().splitlines()[-1]
-        assert err.endswith(f"error: {where}: a directory where a store file belongs")
+    refusal = f"{where}: a directory where a store file belongs"
+    assert cli.main(["dump", "commitlog", "--store", str(golden_store)]) == ExitCode.UNUSABLE
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"rocketlake dump: error: {refusal}"
+    code = cli.main(["verify", "--store", str(golden_store)])
+    cap = capsys.readouterr()
+    if place == "checkpoint":
+        assert code == ExitCode.PROBLEMS and f"error: checkpoint: {refusal}" in cap.out
+    else:
+        assert code == ExitCode.UNUSABLE
+        assert cap.err.strip().splitlines()[-1] == f"rocketlake verify: error: {refusal}"
     assert where.is_dir() and not any(where.iterdir())
+
+
+@pytest.mark.parametrize("place", ["checkpoint", "lock"])
+def test_a_writer_refuses_a_directory_where_its_file_belongs(golden_store: Path, golden_settings: dict,
+                                                             place: str) -> None:
+    """The writer's open reads the checkpoint and locks `lock`: a directory at either was an
+    IsADirectoryError (the checkpoint's naming descriptor 4, not the path)."""
+    where = golden_store / place
+    where.unlink()
+    where.mkdir()
+    with pytest.raises(StoreFormatError) as e:
+        MessageStore(golden_store, **golden_settings)
+    assert str(e.value) == f"{where}: a directory where a store file belongs"
+    assert where.is_dir() and not any(where.iterdir()) and not (golden_store / "abort").exists()
 
 
 def test_an_explicit_setting_the_files_contradict_names_both(golden_store: Path, capsys) -> None:
