@@ -57,7 +57,7 @@ from rocketlake.store.retention import ExpiryReport, RetentionPolicy, delete_exp
 from rocketlake.store.rocksdb_store import load_rocksdb_queues, rocksdb_consume_queue
 from rocketlake.store.safe_files import open_file
 from rocketlake.store.store_dir import check_store, create_store
-from rocketlake.store.topic_config import declare_topics, queue_counts
+from rocketlake.store.topic_config import check_topics_file, declare_topics, queue_counts
 
 if TYPE_CHECKING:  # pyarrow and the table encoder load with the first table written, not the open
     import pyarrow as pa
@@ -115,6 +115,7 @@ class MessageStore:
             kernels.preload_behind(RECOVERY_KERNELS)  # loaded while the files below are opened
         try:
             with gc_paused():
+                check_topics_file(self.root)  # refused before anything here is changed
                 swap_journal.recover(self.root)  # before the structures it may swap in are read
                 self._load()
                 self._open_for_writing()
