@@ -35,6 +35,7 @@ from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.swap_journal import refuse_unfinished
+from rocketlake.store.topic_config import TOPICS_JSON, check_topics_file
 
 
 @dataclass
@@ -644,16 +645,24 @@ class _Checker:
                          f"discards them (or a writer is running)", "warning")
 
     def config(self, queues_max: dict[tuple[str, int], int]) -> None:
-        """Every ``config/*.json`` parses; each committed consumer offset is within its queue
+        """Every ``config/*.json`` parses; `topics.json` is one a writer's open takes
+        (``topic_config.check_topics_file``); each committed consumer offset is within its queue
         (``queues_max``: per queue with records, one past its highest queue offset)."""
         cdir = self.root / "config"
         if not cdir.exists():
             return
+        unreadable: set[Path] = set()
         for p in sorted(cdir.glob("*.json")):
             try:
                 read_config(p)
             except ConfigFileError as e:
                 self.problem("config", p, None, str(e))
+                unreadable.add(p)
+        if self.root / TOPICS_JSON not in unreadable:
+            try:
+                check_topics_file(self.root)
+            except ConfigFileError as e:
+                self.problem("config", TOPICS_JSON, None, str(e))
         try:
             offsets = read_consumer_offsets(self.root)
         except ConfigFileError as e:
