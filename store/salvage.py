@@ -50,6 +50,7 @@ from rocketlake.store.safe_files import make_durable, read_file, write_whole
 from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.store_dir import check_store, create_store
 from rocketlake.store.store_files import StoreFiles
+from rocketlake.store.topic_config import check_topics_file
 from rocketlake.store.verify import RecordColumns, Records
 
 #: the property a placeholder carries: ``<kind>@<commitlog offset in the original>``
@@ -112,6 +113,7 @@ def salvage(store: str | Path, output: str | Path, config: StoreConfig) -> Salva
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out}: already exists and is not an empty directory; salvage "
                               f"writes a new store")
+    check_topics_file(src)  # the new store takes it: refused here, before anything is written
     with StoreFiles(src, config, sizes_from_files=True) as files:
         records, lost, placeholders = _plan(files)
         cfg = files.cfg

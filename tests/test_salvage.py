@@ -215,6 +215,25 @@ def test_an_existing_output_is_refused_before_anything_is_written(written, tmp_p
     assert _digest(tmp_path) == before
 
 
+def test_a_topics_json_the_new_store_cannot_take_is_refused_before_anything_is_written(
+        written, tmp_path, capsys):
+    """salvage copies topics.json and declares the queues it writes: one a writer refuses (here
+    a TopicConfig that is no object) stopped it with exit 3 after it had written the new
+    CommitLog, naming the copy in the output rather than the original's file."""
+    src, _, _ = written
+    store = tmp_path / "store"
+    shutil.copytree(src, store)
+    (store / "config" / "topics.json").write_text('{"topicConfigTable":{"orders":5}}')
+    (store / "config" / "topics.json.bak").unlink(missing_ok=True)
+    before = _digest(tmp_path)
+    code = main(["salvage", "--store", str(store), "--output", str(tmp_path / "out")])
+    assert code == 3
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"rocketlake salvage: error: {store / 'config' / 'topics.json'}: topic 'orders' is not "
+        f"a TopicConfig object")
+    assert _digest(tmp_path) == before and not (tmp_path / "out").exists()
+
+
 @pytest.mark.skipif(not rocketmq_peer.available(), reason="needs a JDK (java) and Maven (mvn)")
 def test_rocketmq_serves_the_salvaged_store(damaged, written, tmp_path, capsys):
     """RocketMQ 4.9.8's own store opens the salvaged store and serves every queue up to the
