@@ -11,7 +11,8 @@ written). The new store holds:
   record or a stretch of zeros), byte for byte but for QUEUEOFFSET and PHYSICALOFFSET, which
   name its place in the new log. Records are laid out one after the other: a CommitLog offset
   (and so an offset msgId, a stream checkpoint) of the original does not carry over; a queue
-  offset does.
+  offset does (that of the original's ConsumeQueue unit pointing at the record, else its
+  QUEUEOFFSET field, which the body CRC does not cover).
 - a placeholder record for each damaged record whose queue position can be known: same topic,
   queue id and queue offset, an empty body, no tags, the store time of the intact record before
   it, and the property ``SALVAGED`` = ``<kind>@<commitlog offset in the original>`` (kind ``crc``:
@@ -139,6 +140,7 @@ def assess(store: str | Path, config: StoreConfig) -> SalvageReport:
 def _plan(files: StoreFiles) -> tuple[Records, list[LostRange], list[_Placeholder]]:
     """The original's valid records, its damaged byte ranges and the placeholders for them."""
     records, gaps = _read(files.commitlog, files.cfg)
+    _unit_queue_offsets(files, records)
     lost = _lost_ranges(files.commitlog, gaps)
     return records, lost, _placeholders(files, records, lost)
 
@@ -163,6 +165,25 @@ def _read(log: CommitLog, cfg: StoreConfig) -> tuple[Records, list[Gap]]:
         elif isinstance(item, Gap):
             gaps.append(item)
     return columns.records(), gaps
+
+
+def _unit_queue_offsets(files: StoreFiles, records: Records) -> None:
+    """Set each queued record's queue offset to that of the original's ConsumeQueue unit that
+    points at it (its start and size), where one does: QUEUEOFFSET lies outside the body CRC, so
+    a damaged field leaves a valid record, while the unit RocketMQ's dispatch wrote from the
+    intact field still names its place (the new CommitLog's field is rewritten anyway)."""
+    for key, rows in records.queues().items():
+        cq = files.queues.get(key)
+        if cq is None:
+            continue
+        units = cq.all_units()
+        q = cq.files.min_offset // CQ_UNIT_SIZE + np.arange(units.size, dtype=np.int64)
+        off = units["commitlog_offset"].astype(np.int64)
+        at = records.offset[rows]  # rising: rows are in CommitLog order
+        i = np.minimum(np.searchsorted(at, off), at.size - 1)
+        hit = valid_units(off, units["size"], files.commitlog.min_offset) & (at[i] == off)
+        hit &= records.size[rows[i]] == units["size"]
+        records.queue_offset[rows[i[hit]]] = q[hit]
 
 
 def _lost_ranges(log: CommitLog, gaps: list[Gap]) -> list[LostRange]:

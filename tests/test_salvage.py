@@ -234,6 +234,27 @@ def test_a_topics_json_the_new_store_cannot_take_is_refused_before_anything_is_w
     assert _digest(tmp_path) == before and not (tmp_path / "out").exists()
 
 
+def test_a_record_whose_queue_offset_field_is_damaged_keeps_its_units_position(written, tmp_path, capsys):
+    """QUEUEOFFSET is outside the body CRC: a flipped bit there leaves a valid record whose field
+    repeats its queue successor's offset. salvage placed records by that field, and the new
+    store's rebuild stopped on the duplicate (exit 3, a half-written output). The original's
+    ConsumeQueue unit pointing at the record gives its queue offset, which salvage rewrites
+    anyway: every message is kept and served where it was."""
+    src, msgs, put = written
+    store = tmp_path / "store"
+    shutil.copytree(src, store)
+    at = put[60]  # orders/0 (60 % 3 == 0, 60 % 4 == 0), not its queue's last
+    _patch(store, at.commitlog_offset + 20, (at.queue_offset + 1).to_bytes(8, "big"))
+    code, text = _salvage(capsys, store, tmp_path / "out", "--json")
+    report = json.loads(text)
+    assert (code, report["records_kept"], report["placeholders"], report["lost"]) == (0, N, 0, [])
+    def positions(root: Path) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
+        return {k: [(r.queue_offset, r.body) for r in v] for k, v in _served(root).items()}
+
+    # the undamaged original's queues: each message at its queue offset
+    assert positions(tmp_path / "out") == positions(src)
+
+
 @pytest.mark.skipif(not rocketmq_peer.available(), reason="needs a JDK (java) and Maven (mvn)")
 def test_rocketmq_serves_the_salvaged_store(damaged, written, tmp_path, capsys):
     """RocketMQ 4.9.8's own store opens the salvaged store and serves every queue up to the
