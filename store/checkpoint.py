@@ -39,7 +39,7 @@ class Checkpoint:
             raw = read_file(self.path) if writer else self.path.read_bytes()
         except FileNotFoundError:
             return
-        except IsADirectoryError:
+        except IsADirectoryError:  # a read-only open's read_bytes
             raise directory_in_place(self.path) from None
         if len(raw) != CHECKPOINT_FILE_SIZE:
             raise StoreFormatError(f"{self.path}: checkpoint is {len(raw)} bytes, "

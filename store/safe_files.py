@@ -300,9 +300,10 @@ def read_file(path: Path) -> bytes:
     """The bytes of the store file ``path``, never read through a link (LinkedFileError): for a
     writer about to replace or rewrite it."""
     fd = open_file(path, os.O_RDONLY)
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise directory_in_place(path)
     with os.fdopen(fd, "rb") as f:
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
-            raise directory_in_place(path)
         return f.read()
 
 

@@ -12,6 +12,7 @@ ignored). A rolled unit (a delay beyond the wheel) is pending under its message'
 """
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -84,7 +85,7 @@ def pending_timers(root: Path, read: Callable[[int], Record],
     gives the record at a CommitLog offset, ``queued(n)`` the ``rmq_sys_wheel_timer`` copies from
     queue offset ``n`` on. Empty where the broker keeps no timers (no `config/timercheck`)."""
     check = root / "config" / "timercheck"
-    if not check.is_file():
+    if not os.path.lexists(check):
         return []
     raw = read_file(check)
     if len(raw) < TIMER_CHECKPOINT.size:
@@ -93,7 +94,7 @@ def pending_timers(root: Path, read: Callable[[int], Record],
     out = []
     wheel = root / "timerwheel"
     log = _TimerLog(root)
-    wheel_bytes = read_file(wheel) if wheel.is_file() else b""
+    wheel_bytes = read_file(wheel) if os.path.lexists(wheel) else b""
     for at in range(0, len(wheel_bytes) - TIMER_SLOT.size + 1, TIMER_SLOT.size):
         ticks, first, last, _, _ = TIMER_SLOT.unpack_from(wheel_bytes, at)
         if ticks <= 0 or last < 0:

@@ -233,6 +233,19 @@ def test_timers_lists_what_a_5x_broker_has_not_delivered(tmp_path: Path, capsys)
         ("orders", 2, T + 5000, T + 30 * DAY), ("pay", 1, T + 7000, T + 7000)]
 
 
+@pytest.mark.parametrize("place", ["timerlog/00000000000000000000", "timerwheel", "config/timercheck"])
+def test_timers_refuse_a_directory_where_a_timer_file_belongs(tmp_path: Path, capsys, place: str) -> None:
+    """A timer log file there was an IsADirectoryError traceback naming a descriptor; a
+    timerwheel or timercheck there was taken for no file: no pending timer listed, exit 0."""
+    root = tmp_path / "s"
+    _timer_store(root)
+    (root / place).unlink()
+    (root / place).mkdir()
+    assert cli.main(["timers", "--store", str(root), "--json"]) == ExitCode.UNUSABLE
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"rocketlake timers: error: {root / place}: a directory where a store file belongs")
+
+
 def test_a_store_without_timers_has_no_timer_rows(tmp_path: Path, capsys) -> None:
     root = tmp_path / "s"
     _put(root, 2)
