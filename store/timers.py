@@ -95,6 +95,10 @@ def pending_timers(root: Path, read: Callable[[int], Record],
     wheel = root / "timerwheel"
     log = _TimerLog(root)
     wheel_bytes = read_file(wheel) if os.path.lexists(wheel) else b""
+    if len(wheel_bytes) % (2 * TIMER_SLOT.size):  # TimerWheel: slotsTotal * 2 slots, 32 bytes each
+        raise StoreFormatError(f"{wheel}: {len(wheel_bytes)} bytes, not a whole number of "
+                               f"{2 * TIMER_SLOT.size}-byte slot pairs ({TIMER_SLOT.size}-byte "
+                               f"slots, two rounds): cut or not a timer wheel")
     for at in range(0, len(wheel_bytes) - TIMER_SLOT.size + 1, TIMER_SLOT.size):
         ticks, first, last, _, _ = TIMER_SLOT.unpack_from(wheel_bytes, at)
         if ticks <= 0 or last < 0:

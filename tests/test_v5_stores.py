@@ -246,6 +246,21 @@ def test_timers_refuse_a_directory_where_a_timer_file_belongs(tmp_path: Path, ca
         f"rocketlake timers: error: {root / place}: a directory where a store file belongs")
 
 
+def test_timers_refuse_a_cut_timerwheel(tmp_path: Path, capsys) -> None:
+    """A timerwheel cut inside a slot (the broker's TimerWheel refuses any length but its own,
+    whole slots for each of its two rounds): its slots past the cut were read as none, and the
+    pending timers there went unlisted, exit 0."""
+    root = tmp_path / "s"
+    _timer_store(root)
+    wheel = root / "timerwheel"
+    cut = (T + 5000) // 1000 % 32 * 32 + 8  # inside the slot of the timers due at T+5s
+    wheel.write_bytes(wheel.read_bytes()[:cut])
+    assert cli.main(["timers", "--store", str(root), "--json"]) == ExitCode.UNUSABLE
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"rocketlake timers: error: {wheel}: {cut} bytes, not a whole number of 64-byte slot "
+        f"pairs (32-byte slots, two rounds): cut or not a timer wheel")
+
+
 def test_a_store_without_timers_has_no_timer_rows(tmp_path: Path, capsys) -> None:
     root = tmp_path / "s"
     _put(root, 2)
