@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocketlake.store.codec import PROPERTY_REAL_TOPIC, PROPERTY_UNIQ_KEY, Record
-from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.safe_files import read_file
 
 #: TimerCheckpoint: lastReadTimeMs, lastTimerLogFlushPos, lastTimerQueueOffset,
@@ -67,12 +67,13 @@ class _TimerLog:
         return TIMER_UNIT.unpack_from(data, pos - start)
 
 
-def _slot_units(log: _TimerLog, last: int, first: int) -> Iterator[tuple[int, ...]]:
-    """A slot's units, newest first, from ``last`` back to ``first`` (-1 ends a chain too)."""
+def _slot_units(log: _TimerLog, last: int, first: int) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """A slot's units with their timer log offsets, newest first, from ``last`` back to ``first``
+    (-1 ends a chain too)."""
     pos, seen = last, 0
     while pos >= 0:
         unit = log.unit(pos)
-        yield unit
+        yield pos, unit
         seen += 1
         if pos == first or seen > 1 << 24:
             return
@@ -104,13 +105,17 @@ def pending_timers(root: Path, read: Callable[[int], Record],
         if ticks <= 0 or last < 0:
             continue
         units = list(_slot_units(log, last, first))
-        precision = (units[0][3] + units[0][4]) // ticks  # enqueue + delay = ticks * precisionMs + r
+        precision = (units[0][1][3] + units[0][1][4]) // ticks  # enqueue + delay = ticks * precisionMs + r
         if ticks * precision < last_read_ms:
             continue  # delivered
         deleted: set[str] = set()
         timers = []
-        for _, _, magic, _, _, offset, _, _, _ in units:
-            rec = read(offset)
+        for pos, (_, _, magic, _, _, offset, _, _, _) in units:
+            try:
+                rec = read(offset)
+            except CorruptRecordError as e:
+                raise StoreFormatError(f"{log.dir}: the unit at timer log offset {pos} points at "
+                                       f"no record: {e}") from None
             props = rec.properties
             if magic & MAGIC_DELETE and not magic & MAGIC_ROLL:
                 deleted.add(props.get(PROPERTY_TIMER_DEL_UNIQKEY, ""))

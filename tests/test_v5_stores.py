@@ -261,6 +261,21 @@ def test_timers_refuse_a_cut_timerwheel(tmp_path: Path, capsys) -> None:
         f"pairs (32-byte slots, two rounds): cut or not a timer wheel")
 
 
+def test_timers_name_the_timer_log_unit_that_points_at_no_record(tmp_path: Path, capsys) -> None:
+    """A flipped bit in a unit's CommitLog offset: the error named only that offset ("offset
+    140737488355508: outside the CommitLog [0, 1096)"), not the timer log it came from."""
+    root = tmp_path / "s"
+    _timer_store(root)
+    log = root / "timerlog" / f"{0:020d}"
+    raw = bytearray(log.read_bytes())
+    raw[52 + 28 + 6] ^= 0x80  # the second unit's offsetPy, after size, prev, magic, enqueue, delay
+    log.write_bytes(bytes(raw))
+    assert cli.main(["timers", "--store", str(root), "--json"]) == ExitCode.UNUSABLE
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"rocketlake timers: error: {root / 'timerlog'}: the unit at timer log "
+                          f"offset 52 points at no record: offset ")
+
+
 def test_a_store_without_timers_has_no_timer_rows(tmp_path: Path, capsys) -> None:
     root = tmp_path / "s"
     _put(root, 2)
