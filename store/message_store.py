@@ -217,15 +217,21 @@ class MessageStore:
             elif isinstance(item, FileEnd):
                 item.file.wrote = max(0, min(item.file.size, item.pos))
 
-    def _damaged(self, offset: int, why: str) -> None:
-        """Say once per open store (DamagedRecordsSkipped) that reads skip damaged records."""
+    def _damaged(self, offset: int, why: str, unit: tuple[str, int, int] | None = None) -> None:
+        """Say once per open store (DamagedRecordsSkipped) that reads skip damaged records;
+        ``unit``: the (topic, queue id, queue offset) of the ConsumeQueue unit that pointed at
+        ``offset``, which may be the damaged part instead of the CommitLog."""
         if not self._warned_damage:
             self._warned_damage = True
             what = why.split(": ", 1)[-1]
+            where = (f"CommitLog damaged at offset {offset} ({what})" if unit is None else
+                     f"no valid record at CommitLog offset {offset} ({what}), where the "
+                     f"ConsumeQueue unit {unit[0]}/{unit[1]} @{unit[2]} points: the unit or the "
+                     f"record is damaged")
             warnings.warn(DamagedRecordsSkipped(
-                f"{self.root}: CommitLog damaged at offset {offset} ({what}); reads skip the damaged "
-                f"records (rocketlake verify --store {self.root} checks the whole store, rocketlake "
-                f"salvage copies the intact records into a new one)"), stacklevel=3)
+                f"{self.root}: {where}; reads skip the damaged records (rocketlake verify --store "
+                f"{self.root} checks the whole store, rocketlake salvage copies the intact records "
+                f"into a new one)"), stacklevel=3)
 
     def _refresh_end(self) -> int:
         """Read-only: take in what a running writer appended since the end was last found —
@@ -644,7 +650,7 @@ class MessageStore:
             try:
                 buf, row = log.read_row(off, check_crc=True)
             except CorruptRecordError as e:
-                self._damaged(off, str(e))
+                self._damaged(off, str(e), (topic, queue_id, offset))
                 out.append(None)
                 continue
             at, n = row[kr.TOPIC_START], row[kr.TOPIC_LEN]
@@ -672,7 +678,7 @@ class MessageStore:
             # a compaction log's copies keep the property CRC of their first place: not checked
             rec = log.read(offset, check_crc=log is self.commitlog)
         except CorruptRecordError as e:
-            self._damaged(offset, str(e))
+            self._damaged(offset, str(e), (topic, queue_id, queue_offset))
             return None
         if (rec.topic, rec.queue_id, rec.queue_offset, rec.size) != (topic, queue_id, queue_offset, size):
             return None
@@ -799,7 +805,7 @@ class MessageStore:
                 return self.commitlog.read(off).store_timestamp
             except CorruptRecordError as e:
                 if off >= self.commitlog.min_offset:
-                    self._damaged(off, str(e))
+                    self._damaged(off, str(e), (cq.topic, cq.queue_id, q))
         raise CorruptRecordError(f"{self.root}: {cq.topic}/{cq.queue_id}: no intact record in the "
                                  f"queue to read a store time from")
 

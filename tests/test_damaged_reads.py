@@ -101,3 +101,22 @@ def test_time_searches_skip_the_damaged_record(stores, capsys):
     code, got, err = _run(capsys, "topic-stats", "--json", "--store", str(damaged))
     assert (code, got) == (0, want)
     assert err[0].startswith(_warning(damaged, "topic-stats", record))
+
+
+def test_a_unit_pointing_at_no_record_is_not_called_commitlog_damage(golden_store, capsys):
+    """A flipped bit in a ConsumeQueue unit's CommitLog offset (the CommitLog intact, as verify
+    finds): the warning said "CommitLog damaged at offset 11437", pointing at salvage rather than
+    a ConsumeQueue rebuild. It names the unit and says either may be damaged."""
+    cq = golden_store / "consumequeue" / "orders" / "0" / "00000000000000000000"
+    raw = bytearray(cq.read_bytes())
+    unit = 3  # orders/0 @3 points at the record at 11436 (docs/FORMAT.md: offset, size, tagsCode)
+    assert int.from_bytes(raw[unit * 20:unit * 20 + 8], "big") == 11436
+    raw[unit * 20 + 7] ^= 1
+    cq.write_bytes(bytes(raw))
+    code, out, err = _run(capsys, "get", "--store", str(golden_store), "--topic", "orders",
+                          "--queue", "0", "--offset", "0", "--max", "5")
+    assert code == 0 and [json.loads(m)["queue_offset"] for m in out.splitlines()[1:]] == [0, 1, 2, 4, 5]
+    assert len(err) == 1 and err[0].startswith(
+        f"rocketlake get: warning: {golden_store}: no valid record at CommitLog offset 11437 (bad "
+        f"magic 0xa320a773), where the ConsumeQueue unit orders/0 @3 points: the unit or the record "
+        f"is damaged; reads skip the damaged records (")
