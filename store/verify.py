@@ -477,7 +477,7 @@ class _Checker:
         group_of = {key: g for g, key in enumerate(expected.keys)}
         for key, bq in sorted(batch_queues.items()):
             g = group_of.get(key) if batch[key] >= 0 else None
-            self._batch_queue(bq, None if g is None else expected.queue(g), records)
+            self._batch_queue(bq, None if g is None else expected.queue(g), records, log)
         for k in sorted(missing, key=lambda k: tally.keys[k]):
             topic, qid = tally.keys[k]
             if c["irregular"][k]:
@@ -524,14 +524,16 @@ class _Checker:
 
     def _batch_queue(self, bq: BatchConsumeQueue,
                      want: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
-                     records: Records) -> None:
+                     records: Records, log: CommitLog) -> None:
         """A 5.x BatchConsumeQueue: each record of its queue (``want``: its queue offsets and rows
         in ``records``; None: no record) has the unit that starts at the record's queue offset,
-        pointing at it with its size."""
+        pointing at it with its size, and covering as many queue offsets as the record holds
+        messages (docs/FORMAT.md: an inner batch, SYSFLAG 0x80, its INNER_NUM; else 1)."""
         units = bq.batch_units
         self.report.units += len(units)
-        at = {int(b): (int(o), int(n)) for b, o, n in
-              zip(units["msg_base_offset"], units["commitlog_offset"], units["size"])}
+        at = {int(b): (int(o), int(n), int(k)) for b, o, n, k in
+              zip(units["msg_base_offset"], units["commitlog_offset"], units["size"],
+                  units["batch_size"])}
         where = f"batchconsumequeue/{bq.topic}/{bq.queue_id}"
         for qo, row in zip(*(want or ((), ()))):
             off, size = int(records.offset[row]), int(records.size[row])
@@ -539,10 +541,14 @@ class _Checker:
             if unit is None:
                 self.problem("consumequeue-missing-unit", where, None,
                              f"the record at commitlog offset {off} (queue offset {qo}) has no unit")
-            elif unit != (off, size):
+            elif unit[:2] != (off, size):
                 self.problem("consumequeue-unit-mismatch", where, None,
                              f"the unit at queue offset {qo} points at commitlog offset {unit[0]} "
                              f"({unit[1]} bytes), the record is at {off} ({size} bytes)")
+            elif unit[2] != (held := _messages_held(log.read(off))):
+                self.problem("consumequeue-unit-mismatch", where, None,
+                             f"the unit at queue offset {qo} covers {unit[2]} queue offsets, the "
+                             f"record it points at holds {held} message{'s' if held > 1 else ''}")
 
     # --- index -------------------------------------------------------------------------------------
     def index(self, log: CommitLog, walked: Walked) -> None:
@@ -679,6 +685,15 @@ class _Checker:
                 elif off > hi:
                     self.problem("config", CONSUMER_OFFSETS, None,
                                  f"group {group}: offset {off} of {topic}/{q} is past its max {hi}")
+
+
+def _messages_held(rec: codec.Record) -> int:
+    """How many queue offsets a record takes in a BatchConsumeQueue: an inner batch's INNER_NUM
+    (0 when it has none that is a number), else 1."""
+    if not rec.sys_flag & codec.FLAG_INNER_BATCH:
+        return 1
+    n = rec.properties.get(codec.PROPERTY_INNER_NUM, "")
+    return int(n) if n.isdigit() else 0
 
 
 #: units read at a time (``_file_groups``)

@@ -182,6 +182,26 @@ def test_a_batch_consume_queue_is_read_by_get_lag_and_topic_status(tmp_path: Pat
         (2, 3, len(recs[2]), 1_700_000_000_002, 97)]
 
 
+@pytest.mark.parametrize("unit, batch_size", [(2, 2), (0, 2)])
+def test_verify_finds_a_batch_unit_whose_size_disagrees_with_its_record(tmp_path: Path, unit: int,
+                                                                         batch_size: int) -> None:
+    """docs/FORMAT.md: an inner batch's unit covers INNER_NUM queue offsets, a single message's 1.
+    A flipped bit in batchSize (the last unit: 3 -> 2, its third message gone from the queue's
+    max offset; or the first: 1 -> 2) was not checked: verify said OK."""
+    root = tmp_path / "s"
+    _batch_cq_store(root)
+    f = root / "batchconsumequeue" / "bt" / "0" / f"{0:020d}"
+    raw = bytearray(f.read_bytes())
+    struct.pack_into(">h", raw, unit * BCQ_UNIT.size + 36, batch_size)
+    f.write_bytes(bytes(raw))
+    r = verify(root, mappedFileSizeCommitLog=4096)
+    held = 3 if unit == 2 else 1
+    assert [(p.file, p.kind, p.what) for p in r.problems if p.severity == "error"] == [
+        ("batchconsumequeue/bt/0", "consumequeue-unit-mismatch",
+         f"the unit at queue offset {unit} covers {batch_size} queue offsets, the record it points "
+         f"at holds {held} message{'s' if held > 1 else ''}")]
+
+
 # --- pending timers (TimerCheckpoint, TimerWheel slots of 32 bytes, TimerLog units of 52) --------
 T = 1_700_000_000_000  # lastReadTimeMs: slots before it are delivered
 DAY = 86_400_000
