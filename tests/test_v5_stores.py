@@ -20,6 +20,7 @@ from rocketlake.store import (
     SettingError,
     UnsupportedStoreError,
 )
+from rocketlake.store.rocksdb_store import open_read_only
 from rocketlake.store.verify import verify
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,
@@ -459,6 +460,29 @@ def test_a_writer_refuses_a_store_whose_queues_are_not_files(tmp_path: Path, bui
     assert named in str(caught.value)
     assert "rocketlake reads such a store but does not write it" in str(caught.value)
     assert "open the store read-only" in str(caught.value)
+    assert _tree(root) == before
+
+
+def test_reading_a_rocksdb_database_writes_nothing_into_it(tmp_path: Path, capsys) -> None:
+    """rocksdict (0.3.29) saves its own `rocksdict-config.json` into a database it opens, also
+    read-only and also when the open fails: `topic-status` on a store whose `consumequeue/` a
+    broker made a RocksDB database wrote that file into it. A database as a broker leaves it (no
+    such file) is read and left as it was; so is one RocksDB cannot open."""
+    from rocksdict import Options, Rdict
+    db = tmp_path / "db"
+    rd = Rdict(str(db), options=Options(raw_mode=True))
+    rd[b"k"] = b"v"
+    rd.close()
+    (db / "rocksdict-config.json").unlink()  # a Java broker's database has none
+    before = _tree(db)
+    with open_read_only(db) as rd:
+        assert rd[b"k"] == b"v"
+    assert _tree(db) == before
+    root = tmp_path / "s"
+    _rocksdb_cq_store(root)
+    before = _tree(root)
+    assert cli.main(["topic-status", "--store", str(root)]) == ExitCode.UNUSABLE
+    assert "RocksDB cannot open it read-only" in capsys.readouterr().err
     assert _tree(root) == before
 
 
