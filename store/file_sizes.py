@@ -240,9 +240,15 @@ def _queue_file_sizes(base: Path) -> dict[str, int]:
 
 def _one_length(sizes: Mapping[Path, int] | Mapping[str, int], what: str) -> int | None:
     """The one length of ``sizes``' files, None for no files; StoreFormatError naming a file of
-    each length when they differ."""
+    each length when they differ, and naming them when they are all empty."""
     if len(set(sizes.values())) <= 1:
-        return next(iter(sizes.values()), None)
+        size = next(iter(sizes.values()), None)
+        if size == 0:
+            paths = sorted(map(str, sizes))
+            raise StoreFormatError(f"{what} ({', '.join(paths[:3])}{', ...' if len(paths) > 3 else ''}) "
+                                   f"are 0 bytes: a broker creates each store file at its full "
+                                   f"size, so they are damaged")
+        return size
     lengths: dict[int, list[Path]] = {}
     for p, n in sorted((Path(p), n) for p, n in sizes.items()):
         lengths.setdefault(n, []).append(p)

@@ -114,6 +114,22 @@ def test_a_directory_where_a_store_file_belongs_is_named_as_one(golden_store: Pa
     assert where.is_dir() and not any(where.iterdir())
 
 
+@pytest.mark.parametrize("kind", ["commitlog", "consumequeue", "index"])
+def test_store_files_that_are_all_empty_are_named(golden_store: Path, capsys, kind: str) -> None:
+    """Every CommitLog (or ConsumeQueue) file cut to 0 bytes: their one length, 0, was taken as
+    the file size and refused as a bad setting ("mappedFileSizeCommitLog must be positive, got
+    0", exit 2), naming no file; index files got advice to give --set."""
+    files = sorted(p for p in (golden_store / kind).rglob("*") if p.is_file())
+    for f in files:
+        os.truncate(f, 0)
+    assert cli.main(["get", "--store", str(golden_store), "--topic", "orders", "--queue", "0"]) \
+        == ExitCode.UNUSABLE
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"rocketlake get: error: {golden_store / kind}") and str(files[0]) in err
+    assert err.endswith("are 0 bytes: a broker creates each store file at its full size, so they "
+                        "are damaged")
+
+
 @pytest.mark.parametrize("place", ["checkpoint", "lock"])
 def test_a_writer_refuses_a_directory_where_its_file_belongs(golden_store: Path, golden_settings: dict,
                                                              place: str) -> None:
