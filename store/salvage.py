@@ -168,22 +168,27 @@ def _read(log: CommitLog, cfg: StoreConfig) -> tuple[Records, list[Gap]]:
 
 
 def _unit_queue_offsets(files: StoreFiles, records: Records) -> None:
-    """Set each queued record's queue offset to that of the original's ConsumeQueue unit that
-    points at it (its start and size), where one does: QUEUEOFFSET lies outside the body CRC, so
-    a damaged field leaves a valid record, while the unit RocketMQ's dispatch wrote from the
-    intact field still names its place (the new CommitLog's field is rewritten anyway)."""
+    """Set a queued record's queue offset to that of the original's ConsumeQueue unit that points
+    at it (its start and size) where the unit at its own QUEUEOFFSET does not: that field lies
+    outside the body CRC, so a damaged one leaves a valid record, while the unit RocketMQ's
+    dispatch wrote from the intact field still names its place (the new CommitLog's field is
+    rewritten anyway)."""
     for key, rows in records.queues().items():
         cq = files.queues.get(key)
         if cq is None:
             continue
         units = cq.all_units()
-        q = cq.files.min_offset // CQ_UNIT_SIZE + np.arange(units.size, dtype=np.int64)
+        first = cq.files.min_offset // CQ_UNIT_SIZE
         off = units["commitlog_offset"].astype(np.int64)
-        at = records.offset[rows]  # rising: rows are in CommitLog order
-        i = np.minimum(np.searchsorted(at, off), at.size - 1)
-        hit = valid_units(off, units["size"], files.commitlog.min_offset) & (at[i] == off)
-        hit &= records.size[rows[i]] == units["size"]
-        records.queue_offset[rows[i[hit]]] = q[hit]
+        points = valid_units(off, units["size"], files.commitlog.min_offset)
+        at, size = records.offset[rows], records.size[rows]  # rising: rows are in CommitLog order
+        own = records.queue_offset[rows] - first  # each record's unit by its own field
+        k = np.clip(own, 0, max(units.size - 1, 0))
+        placed = ((own >= 0) & (own < units.size) & points[k] & (off[k] == at)
+                  & (units["size"][k] == size)) if units.size else np.zeros(rows.size, dtype=bool)
+        i = np.minimum(np.searchsorted(at, off), at.size - 1)  # the record each unit points at
+        hit = points & (at[i] == off) & (size[i] == units["size"]) & ~placed[i]
+        records.queue_offset[rows[i[hit]]] = first + np.flatnonzero(hit)
 
 
 def _lost_ranges(log: CommitLog, gaps: list[Gap]) -> list[LostRange]:
