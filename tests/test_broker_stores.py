@@ -130,6 +130,23 @@ def test_store_files_that_are_all_empty_are_named(golden_store: Path, capsys, ki
                         "are damaged")
 
 
+def test_a_rebuild_names_the_records_of_a_queue_offset_gap(golden_store: Path, golden_settings: dict,
+                                                           tmp_path: Path) -> None:
+    """A flipped bit in the QUEUEOFFSET of payments/1's first record (offset 208, queue offset 0
+    -> 1; outside the body CRC): the rebuild's refusal named only the queue directory it was
+    writing ("queue offset 1 leaves a gap after 1"), not the records of the CommitLog it read."""
+    first = golden_store / "commitlog" / "00000000000000000000"
+    raw = bytearray(first.read_bytes())
+    raw[208 + 20 + 7] ^= 1  # QUEUEOFFSET's low byte (docs/FORMAT.md §2)
+    first.write_bytes(bytes(raw))
+    unit1 = (golden_store / "consumequeue" / "payments" / "1" / "00000000000000000000").read_bytes()[20:28]
+    second = int.from_bytes(unit1, "big")  # payments/1's queue offset 1, as the broker indexed it
+    with pytest.raises(StoreFormatError) as e:
+        rebuild(golden_store, tmp_path / "out", **golden_settings)
+    assert str(e.value) == (f"{tmp_path / 'out' / 'consumequeue' / 'payments' / '1'}: queue offset 1 "
+                            f"leaves a gap after 1 (the records at CommitLog offsets 208 and {second})")
+
+
 @pytest.mark.parametrize("place", ["checkpoint", "lock"])
 def test_a_writer_refuses_a_directory_where_its_file_belongs(golden_store: Path, golden_settings: dict,
                                                              place: str) -> None:
