@@ -20,11 +20,13 @@ from rocketlake.store.batch_consume_queue import BatchConsumeQueue, load_batch_q
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_HEADER, queue_key
 from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.compaction_log import QUEUE_DIR as COMPACTION_QUEUE_DIR
+from rocketlake.store.compaction_log import load_compaction_queues
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import CONSUMER_OFFSETS, read_config, read_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.dispatch import from_record
-from rocketlake.store.errors import ConfigFileError, StoreFormatError
+from rocketlake.store.errors import ConfigFileError, CorruptRecordError, StoreFormatError
 from rocketlake.store.index import IndexFile, IndexService, header_problems
 from rocketlake.store.index_keys import IndexKeys, ToMatch
 from rocketlake.store.kernels import records as kr
@@ -61,6 +63,7 @@ KINDS = {
     "consumequeue-bad-unit": "a unit that points where no record of its queue starts",
     "consumequeue-unit-mismatch": "a unit whose size or tagsCode disagrees with its record",
     "consumequeue-missing-unit": "a record of the queue that has no unit",
+    "compaction": "a 5.x broker's compaction store (compaction/): its queues and logs, read only",
     "index-unreadable": "the index files themselves",
     "index-missing": "no index files although records have keys",
     "index-key-not-found": "a record's key that a query through the index does not find",
@@ -550,6 +553,39 @@ class _Checker:
                              f"the unit at queue offset {qo} covers {unit[2]} queue offsets, the "
                              f"record it points at holds {held} message{'s' if held > 1 else ''}")
 
+    def compaction(self) -> None:
+        """A 5.x broker's compaction store (``store.compaction_log``): its queues and logs load,
+        and each unit points at a valid record of its topic, queue, queue offset and size in its
+        compaction log (read as ``get`` reads it: the copies' property CRC is of their first place)."""
+        try:
+            queues = load_compaction_queues(self.root, self.cfg)
+        except (StoreFormatError, OSError) as e:
+            self.problem("compaction", COMPACTION_QUEUE_DIR, None, str(e))
+            return
+        try:
+            for (topic, qid), bq in sorted(queues.items()):
+                where = f"{COMPACTION_QUEUE_DIR}/{topic}/{qid}"
+                units, log = bq.batch_units, bq.log
+                assert log is not None  # load_compaction_queues opens each queue's log
+                self.report.units += len(units)
+                for off, size, base in zip(units["commitlog_offset"].tolist(), units["size"].tolist(),
+                                           units["msg_base_offset"].tolist()):
+                    try:
+                        rec = log.read(off)
+                    except CorruptRecordError as e:
+                        self.problem("compaction", where, None,
+                                     f"the unit at queue offset {base} points at compaction log "
+                                     f"offset {off}, where no valid record starts: {e}")
+                        continue
+                    if (rec.topic, rec.queue_id, rec.queue_offset, rec.size) != (topic, qid, base, size):
+                        self.problem("compaction", where, None,
+                                     f"the unit at queue offset {base} ({size} bytes at compaction "
+                                     f"log offset {off}) is not the record there ({rec.topic}/"
+                                     f"{rec.queue_id}, queue offset {rec.queue_offset}, {rec.size} bytes)")
+        finally:
+            for bq in queues.values():
+                bq.close()
+
     # --- index -------------------------------------------------------------------------------------
     def index(self, log: CommitLog, walked: Walked) -> None:
         """Every key of every record from the index's first entry to its last must be found by
@@ -822,6 +858,7 @@ def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any
             walked.finish()
             units.result()
         c.consume_queues(log, walked.queues)
+        c.compaction()
         c.index(log, walked)
         c.checkpoint(walked)
         c.config(walked.queues.max_offsets())

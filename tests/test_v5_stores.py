@@ -411,6 +411,43 @@ def _compacted_store(root: Path) -> list[bytes]:
     return recs
 
 
+@pytest.mark.parametrize("damage", ["log-magic", "unit-offset", "log-empty"])
+def test_verify_checks_the_brokers_compaction_store(tmp_path: Path, capsys, damage: str) -> None:
+    """verify did not look at `compaction/` at all: a compaction log record with a flipped magic
+    byte, a unit pointing into the middle of a record, an emptied log file all gave "OK", exit 0
+    (an emptied log made the read commands fail with "mappedFileSizeCommitLog must be positive,
+    got 0", exit 2, naming nothing)."""
+    root = tmp_path / "s"
+    recs = _compacted_store(root)
+    log = root / "compaction" / "compactionLog" / "ck" / "0" / f"{0:020d}"
+    cq = root / "compaction" / "compactionCq" / "ck" / "0" / f"{0:020d}"
+    if damage == "log-magic":
+        raw = bytearray(log.read_bytes())
+        raw[len(recs[0]) + 5] ^= 1  # the second record's MAGIC (docs/FORMAT.md §2)
+        log.write_bytes(bytes(raw))
+        want = [("compaction/compactionCq/ck/0", "compaction",
+                 f"the unit at queue offset 4 points at compaction log offset {len(recs[0])}, "
+                 f"where no valid record starts: offset {len(recs[0])}: bad magic 0xdaa220ab")]
+    elif damage == "unit-offset":
+        raw = bytearray(cq.read_bytes())
+        raw[7] ^= 1  # the first unit's offset: 0 -> 1
+        cq.write_bytes(bytes(raw))
+        magic = int.from_bytes(log.read_bytes()[5:9], "big")  # what sits where a magic would be
+        want = [("compaction/compactionCq/ck/0", "compaction",
+                 "the unit at queue offset 2 points at compaction log offset 1, where no valid "
+                 f"record starts: offset 1: bad magic {magic:#x}")]
+    else:
+        log.write_bytes(b"")
+        want = [("compaction/compactionCq", "compaction",
+                 f"{log.parent}: compaction log files are 0 bytes: a broker creates each at its "
+                 f"full size, so they are damaged")]
+        assert cli.main(["topic-status", "--store", str(root)]) == ExitCode.UNUSABLE
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"rocketlake topic-status: error: {want[0][2]}")
+    r = verify(root, mappedFileSizeCommitLog=4096)
+    assert [(p.file, p.kind, p.what) for p in r.problems if p.severity == "error"] == want
+
+
 def test_a_compaction_topic_is_served_from_the_brokers_compaction_log(tmp_path: Path, capsys) -> None:
     root = tmp_path / "s"
     recs = _compacted_store(root)
