@@ -203,6 +203,21 @@ def test_verify_finds_a_batch_unit_whose_size_disagrees_with_its_record(tmp_path
          f"at holds {held} message{'s' if held > 1 else ''}")]
 
 
+def test_an_emptied_batch_consume_queue_file_is_refused(tmp_path: Path, capsys) -> None:
+    """A BatchConsumeQueue file cut to 0 bytes (a broker creates each at its full size) was read
+    as a queue without units: topic-status showed bt/0 empty (max offset 0), get found nothing,
+    exit 0, its five messages silently gone."""
+    root = tmp_path / "s"
+    _batch_cq_store(root)
+    f = root / "batchconsumequeue" / "bt" / "0" / f"{0:020d}"
+    f.write_bytes(b"")
+    for argv in (["topic-status"], ["get", "--topic", "bt", "--queue", "0"]):
+        assert cli.main([*argv, "--store", str(root)]) == ExitCode.UNUSABLE
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"rocketlake {argv[0]}: error: {f}: 0 bytes: a broker creates each BatchConsumeQueue "
+            f"file at its full size, so it is damaged")
+
+
 # --- pending timers (TimerCheckpoint, TimerWheel slots of 32 bytes, TimerLog units of 52) --------
 T = 1_700_000_000_000  # lastReadTimeMs: slots before it are delivered
 DAY = 86_400_000
