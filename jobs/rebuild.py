@@ -36,7 +36,7 @@ from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.store import swap_journal
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import CorruptRecordError, UnsafePathError
-from rocketlake.store.store_dir import check_store
+from rocketlake.store.store_dir import check_outside, check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.topic_config import declare_topics, queue_counts
 from rocketlake.transforms import store_rebuild as sr
@@ -134,12 +134,15 @@ def _run_write(task: tuple[sr.IndexJob | None, sr.QueueJob | None], staging: str
 def check_output(store: Path, output: Path | None, structures: tuple[str, ...],
                  prog: str = PROG) -> None:
     """Refuse what a rebuild of ``structures`` of ``store`` into ``output`` (None: into the store)
-    cannot do (no Spark needed): an unknown structure (ValueError), a structure's directory under
-    ``output`` that holds files (FileExistsError naming it: a rebuild never overwrites them), a
-    store with 5.x queues to rebuild into (``job_support.refuse_5x_queues``)."""
+    cannot do (no Spark needed): an unknown structure (ValueError), an ``output`` that is the
+    store or inside it (UnsafePathError: ``store_dir.check_outside``), a structure's directory
+    under ``output`` that holds files (FileExistsError naming it: a rebuild never overwrites
+    them), a store with 5.x queues to rebuild into (``job_support.refuse_5x_queues``)."""
     unknown = set(structures) - set(STRUCTURES)
     if unknown or not structures:
         raise ValueError(f"structures must be among {', '.join(STRUCTURES)}, got {', '.join(structures)}")
+    if output is not None:
+        check_outside(store, output, "the rebuild's --output")
     for name in structures:
         if output is not None and (output / name).is_dir() and any((output / name).iterdir()):
             raise FileExistsError(f"{output / name}: already exists and is not empty (a rebuild "

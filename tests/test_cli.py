@@ -164,6 +164,18 @@ def test_rebuild_into_a_non_empty_output_fails_before_spark_starts(tmp_path: Pat
     assert (out / "index" / "20261123040000000").read_bytes() == b"someone's index file"
 
 
+@pytest.mark.parametrize("inside", ["store", "store/commitlog/out", "link/out"])
+def test_rebuild_into_an_output_inside_the_store_is_refused(tmp_path: Path, capsys, inside: str) -> None:
+    """An --output in the store would put the rebuild's directories among the store's own (one in
+    `commitlog/` stops every open), written without the store's lock; through a link too."""
+    store = create_store(tmp_path / "store")
+    (tmp_path / "link").symlink_to(store / "commitlog")
+    out = tmp_path / inside
+    assert cli.main(["rebuild", "--store", str(store), "--output", str(out)]) == 2
+    assert f"{out}: is inside the store {store}" in capsys.readouterr().err
+    assert sorted(p.name for p in store.rglob("*")) == ["commitlog"]
+
+
 def test_error_and_warning_lines_escape_control_characters(capsys) -> None:
     """A stored name in an error or a warning cannot drive the terminal (ESC, BEL, a newline that
     would fake a second line)."""
