@@ -245,9 +245,7 @@ def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> Non
             fd = create_temporary(Path(f"{name}.tmp"), dfd)
             staged.append(name)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                write_at(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -277,7 +275,7 @@ def write_whole(path: Path, data: bytes, doing: str) -> None:
     try:
         fd = create_temporary(tmp)
         try:
-            os.write(fd, data)
+            write_at(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -286,6 +284,16 @@ def write_whole(path: Path, data: bytes, doing: str) -> None:
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise disk_error(e, path, doing) from None
+
+
+def write_at(fd: int, data: bytes | memoryview, pos: int = 0) -> None:
+    """Write all of ``data`` to ``fd`` at ``pos``: a write the disk cuts short (it returns fewer
+    bytes, no error, when less space is left than asked) goes on with the rest, which then fails
+    (an OSError as it comes)."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, pos)
+        view, pos = view[n:], pos + n
 
 
 def read_file(path: Path) -> bytes:
