@@ -271,6 +271,34 @@ def test_a_job_takes_q_too(tmp_path: Path, capsys) -> None:
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize("command", [["report", "--out"], ["check-consistency", "--report"]])
+def test_a_report_path_that_is_a_directory_is_refused_naming_it(tmp_path: Path, capsys, command) -> None:
+    """Not a traceback, and no temporary file left beside it."""
+    store = _one_message_store(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("keep me")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert cli.main([command[0], "--store", str(store), *SMALL, command[1], str(tmp_path / "out")]) == 2
+    assert f"{tmp_path / 'out'}: is a directory" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize("command", [["report", "--out"], ["check-consistency", "--report"]])
+def test_a_report_the_disk_cannot_hold_is_an_error_and_no_half_file(tmp_path: Path, command) -> None:
+    """Files may grow to 128 bytes only (RLIMIT_FSIZE: a write past it fails with EFBIG, as on a
+    full disk): exit 3 naming the report, and no part of it where it would be read."""
+    store = _one_message_store(tmp_path)
+    out = tmp_path / "r" / "report"
+    code = ("import resource, sys; from rocketlake.jobs.cli import main; "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (128, 128)); sys.exit(main(sys.argv[1:]))")
+    p = subprocess.run([sys.executable, "-c", code, command[0], "--store", str(store), *SMALL,
+                        command[1], str(out)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 3, p.stderr
+    assert f"{out}: file too large writing the" in p.stderr
+    assert list((tmp_path / "r").iterdir()) == []
+
+
 def test_on_a_terminal_log_lines_go_through_rich(tmp_path: Path) -> None:
     store = _one_message_store(tmp_path)
     main_fd, term = pty.openpty()
