@@ -60,5 +60,5 @@ def check_outside(store: str | Path, output: str | Path, what: str) -> None:
     (a directory in `commitlog/` stops every open)."""
     s, o = os.path.realpath(store), os.path.realpath(output)
     if o == s or o.startswith(os.path.join(s, "")):
-        raise UnsafePathError(f"{output}: is inside the store {store}; {what} must be written "
-                              f"outside it")
+        where = "the store" if o == s else "inside the store"
+        raise UnsafePathError(f"{output}: is {where} {store}; {what} must be written outside it")

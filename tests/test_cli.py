@@ -165,15 +165,42 @@ def test_rebuild_into_a_non_empty_output_fails_before_spark_starts(tmp_path: Pat
 
 
 @pytest.mark.parametrize("inside", ["store", "store/commitlog/out", "link/out"])
-def test_rebuild_into_an_output_inside_the_store_is_refused(tmp_path: Path, capsys, inside: str) -> None:
+def test_rebuild_into_an_output_inside_the_store_is_refused(tmp_path: Path, inside: str) -> None:
     """An --output in the store would put the rebuild's directories among the store's own (one in
-    `commitlog/` stops every open), written without the store's lock; through a link too."""
+    `commitlog/` stops every open), written without the store's lock; through a link too. The
+    rebuild itself refuses it (its library callers), as the command line does (below)."""
+    from rocketlake.jobs.rebuild import STRUCTURES, check_output
     store = create_store(tmp_path / "store")
     (tmp_path / "link").symlink_to(store / "commitlog")
     out = tmp_path / inside
-    assert cli.main(["rebuild", "--store", str(store), "--output", str(out)]) == 2
-    assert f"{out}: is inside the store {store}" in capsys.readouterr().err
+    where = "the store" if inside == "store" else "inside the store"
+    with pytest.raises(UnsafePathError, match=f"{out}: is {where} {store}"):
+        check_output(store, out, STRUCTURES)
     assert sorted(p.name for p in store.rglob("*")) == ["commitlog"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", "--out", "S/commitlog/report.html"],
+    ["check-consistency", "--report", "S/consumequeue/r.json"],
+    ["check-consistency", "--lake", "S/lake", "--report", "r.json"],
+    ["publish-offsets", "--lake", "file://S/lake", "--store-name", "b"],
+    ["compact", "--lake", "S"],
+    ["archive", "--lake", "S/commitlog/lake", "--store-name", "b"],
+    ["salvage", "--output", "S/new"],
+    ["rebuild", "--output", "S/commitlog/out"],
+])
+def test_no_command_writes_its_output_into_the_store(tmp_path: Path, capsys, argv: list[str]) -> None:
+    """A report, a lake, a rebuild's or salvage's output named in the store is refused before
+    anything runs (a report in `commitlog/` made every later open of the store fail)."""
+    store = _one_message_store(tmp_path)
+    before = sorted((str(p), p.stat().st_size) for p in store.rglob("*"))
+    args = [a.replace("S", str(store), 1) if a.startswith(("S", "file://S")) else a for a in argv]
+    with pytest.raises(SystemExit) as e:
+        cli.main([args[0], "--store", str(store), *SMALL, *args[1:]])
+    assert e.value.code == 2
+    where = "the store" if args[2] == str(store) else "inside the store"
+    assert f"is {where} {store}; {argv[1]} must be written outside it" in capsys.readouterr().err
+    assert sorted((str(p), p.stat().st_size) for p in store.rglob("*")) == before
 
 
 def test_error_and_warning_lines_escape_control_characters(capsys) -> None:
