@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from rocketlake.store.errors import LinkedFileError, StoreFullError
+from rocketlake.store.errors import LinkedFileError, StoreFormatError, StoreFullError
 
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _NO_FOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
@@ -298,8 +298,11 @@ def write_at(fd: int, data: bytes | memoryview, pos: int = 0) -> None:
 
 def read_file(path: Path) -> bytes:
     """The bytes of the store file ``path``, never read through a link (LinkedFileError): for a
-    writer about to replace or rewrite it."""
+    writer about to replace or rewrite it; a directory there is a StoreFormatError naming it."""
     fd = open_file(path, os.O_RDONLY)
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise StoreFormatError(f"{path}: is a directory where a store file belongs")
     with os.fdopen(fd, "rb") as f:
         return f.read()
 

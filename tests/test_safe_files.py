@@ -108,6 +108,22 @@ def test_a_store_file_that_is_a_link_is_refused_and_nothing_outside_changes(
     assert path.is_symlink()
 
 
+@pytest.mark.parametrize("name", ["checkpoint", "config/topics.json"])
+def test_a_directory_where_a_store_file_belongs_is_named(tmp_path: Path, store: Path, capsys, name) -> None:
+    """A writer reads the checkpoint and topics.json before it replaces them: a directory there
+    is an error naming it (it said 'Is a directory: 6', the descriptor), and nothing changes.
+    (topics.json is read from its .bak, which the writer would keep as it replaces the file.)"""
+    (store / f"{name}.bak").write_bytes((store / name).read_bytes())
+    (tmp_path / "events.jsonl").write_text('{"topic": "payments", "body": "c"}\n')  # to declare
+    (store / name).unlink()
+    (store / name).mkdir()
+    (store / name / "keep").write_text("someone's")
+    before = outside(tmp_path, tmp_path / "none")
+    message = _ingest(store, tmp_path, capsys)
+    assert f"{store / name}: is a directory where a store file belongs" in message
+    assert outside(tmp_path, tmp_path / "none") == before
+
+
 def test_a_config_directory_that_is_a_link_is_refused(tmp_path: Path, store: Path) -> None:
     (store / "config").rename(tmp_path / "victim-config")
     (store / "config").symlink_to(tmp_path / "victim-config")
