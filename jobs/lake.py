@@ -83,8 +83,13 @@ def store_name(root: Path, given: str | None = None, *, reading: bool = False) -
     SettingError asking for ``--store-name``: the directory's name would be "store" for most
     brokers (RocketMQ's default store is ``~/store``) and their rows would mix in a shared lake.
     A reader (``reading``) falls back to the directory's name, the name lakes written before
-    this rule carry."""
+    this rule carry. A name that is ``.`` or ``..`` or holds a path separator is a SettingError
+    (it names a directory in the lake)."""
     name = given or broker_name(root)
+    if name in (".", "..") or "/" in (name or "") or "\\" in (name or ""):
+        raise SettingError(f"{root}: the store's name {name!r} cannot be . or .. nor hold a / or \\: "
+                           f"it names one directory of the lake, the archive's checkpoint "
+                           f"<lake>/_checkpoints/archive/<name>")
     if name:
         return name
     directory = root.resolve().name

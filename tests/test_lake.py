@@ -140,3 +140,16 @@ def test_a_table_directory_holding_someones_files_is_refused(tmp_path: Path, cap
             in capsys.readouterr().err)
     assert [p.name for p in (lake / table).iterdir()] == ["notes.txt"]
     assert (lake / table / "notes.txt").read_text() == "someone's"
+
+
+@pytest.mark.parametrize("name", ["..", "../../victim", "a/b", "."])
+def test_a_store_name_that_would_name_another_directory_is_refused(tmp_path: Path, capsys, name) -> None:
+    """The name is a directory of the lake (<lake>/_checkpoints/archive/<name>): '../../victim'
+    put archive's checkpoint outside the lake. Refused before Spark starts, from --store-name or
+    from the broker's brokerName alike."""
+    with pytest.raises(SettingError, match="cannot be"):
+        store_name(_broker_store(tmp_path / "b" / "store", f"brokerName={name}\n"))
+    root, lake = create_store(tmp_path / "store"), tmp_path / "lake"
+    assert cli.main(["archive", "--store", str(root), "--lake", str(lake), "--store-name", name]) == 2
+    assert f"the store's name {name!r} cannot be . or .. nor hold a / or \\" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "store"]
