@@ -60,6 +60,14 @@ def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, dir_f
         raise
 
 
+def _is_dir(name: str, dir_fd: int) -> bool:
+    """Whether ``name`` in the directory ``dir_fd`` is a directory (not a link to one)."""
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
 def _is_link(path: str | os.PathLike[str], dir_fd: int | None) -> bool:
     try:
         return stat.S_ISLNK(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode)
@@ -226,7 +234,7 @@ def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> Non
     only when all are, they are renamed over their names in the order given and the directory
     is fsynced. A failure before the renames (a full disk) leaves every file as it was and no
     ``.tmp`` behind. ``directory`` is created if missing; it and every name must not be a link
-    (LinkedFileError naming it)."""
+    (LinkedFileError naming it), nor a name a directory (StoreFormatError naming it)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     try:
@@ -239,6 +247,9 @@ def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> Non
         if _is_link(Path(name), dfd):
             os.close(dfd)
             raise linked(directory / name)
+        if _is_dir(name, dfd):
+            os.close(dfd)
+            raise StoreFormatError(f"{directory / name}: is a directory where a store file belongs")
     staged: list[str] = []
     try:
         for name, data in contents:

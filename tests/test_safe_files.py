@@ -124,6 +124,20 @@ def test_a_directory_where_a_store_file_belongs_is_named(tmp_path: Path, store: 
     assert outside(tmp_path, tmp_path / "none") == before
 
 
+def test_a_directory_at_a_config_backup_name_is_refused_before_anything_is_written(
+        tmp_path: Path, store: Path, capsys) -> None:
+    """offsets reset replaces consumerOffset.json and its .bak by renames: a directory at the
+    .bak failed the rename with '[Errno 21] Is a directory: 'consumerOffset.json.bak.tmp' ->
+    ...' (no directory named) and left both .tmp files in config/."""
+    name = OFFSETS + ".bak"
+    (store / name).unlink()
+    (store / name).mkdir()
+    (store / name / "keep").write_text("someone's")
+    before = outside(tmp_path, tmp_path / "none")
+    assert f"{store / name}: is a directory where a store file belongs" in _reset(store, tmp_path, capsys)
+    assert outside(tmp_path, tmp_path / "none") == before
+
+
 def test_a_config_directory_that_is_a_link_is_refused(tmp_path: Path, store: Path) -> None:
     (store / "config").rename(tmp_path / "victim-config")
     (store / "config").symlink_to(tmp_path / "victim-config")
