@@ -50,7 +50,7 @@ from rocketlake.store.message_encoder import MessageEncoder
 from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.safe_files import make_durable, read_file, write_whole
 from rocketlake.store.single_process_rebuild import rebuild
-from rocketlake.store.store_dir import check_outside, check_store, create_store
+from rocketlake.store.store_dir import COMMITLOG_DIR, check_outside, check_store, create_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.verify import RecordColumns, Records
 
@@ -111,13 +111,19 @@ def salvage(store: str | Path, output: str | Path, config: StoreConfig) -> Salva
     the same). ``output`` must be missing or an empty directory (FileExistsError otherwise,
     before anything is written) outside ``store`` (UnsafePathError); ``store`` is never written.
     Should the salvage fail (a full disk), what it wrote is removed: ``output`` is as it was,
-    never a part of a store a reader would take for the salvaged one."""
+    never a part of a store a reader would take for the salvaged one. It claims ``output`` first
+    (its `commitlog/`, made exclusively), so a second salvage into the same path meanwhile fails
+    (FileExistsError) and removes nothing of the first's."""
     src, out = check_store(store), Path(output)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out}: already exists and is not an empty directory; salvage "
                               f"writes a new store")
     check_outside(src, out, "salvage's new store")
     missing = [d for d in (out, *out.parents) if not os.path.lexists(d)]
+    try:  # the output's claim: a salvage into the same path at the same time fails here
+        (out / COMMITLOG_DIR).mkdir(parents=True)
+    except FileExistsError:
+        raise FileExistsError(f"{out}: another salvage is writing a store there") from None
     try:
         with StoreFiles(src, config, sizes_from_files=True) as files:
             records, lost, placeholders = _plan(files)
