@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from rocketlake.jobs.exit_codes import ExitCode
 from rocketlake.jobs.job_commands import job_main
 from rocketlake.store.config import parse_set_options
 from rocketlake.store.file_sizes import reading_config
+from rocketlake.store.safe_files import write_whole
 from rocketlake.store.store_dir import check_store
 from rocketlake.store.verify import VerifyReport, verify
 
@@ -61,11 +61,11 @@ def consistency_report(store: Path, settings: dict[str, str]) -> dict[str, Any]:
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:
-    """Write ``report`` as JSON to ``path`` atomically (a reader never sees half a file)."""
+    """Write ``report`` as JSON to ``path`` whole or not at all (``safe_files.write_whole``: a
+    reader never sees half a file; a full disk or a directory at ``path`` is an error naming it,
+    leaving nothing behind)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_whole(path, (json.dumps(report, indent=2) + "\n").encode(), "writing the JSON report")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from rocketlake.jobs.lake import TableState, local_path, properties_to_set
+from rocketlake.jobs.lake import TableState, check_new_table, local_path, properties_to_set
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -78,12 +78,15 @@ def append(uri: str, rows: pa.Table, table: DeltaTable | None, *, partition_by: 
            user_metadata: str | None = None, merge_schema: bool = False) -> None:
     """Append ``rows`` to the table at ``uri`` (``table``: it, None when there is none) in one
     commit that carries ``transaction`` (a transaction id and its version) and ``user_metadata``
-    when given. A new table is created by this commit, with ``properties`` and ``partition_by``;
+    when given. A new table is created by this commit, with ``properties`` and ``partition_by``
+    (``lake.check_new_table`` first);
     an existing one first gets the ``properties`` it lacks or holds other values of (one commit,
     none when all are set), and with ``merge_schema`` the columns of ``rows`` it lacks."""
     from deltalake import CommitProperties, Transaction, write_deltalake
 
-    if table is not None:
+    if table is None:
+        check_new_table(uri)
+    else:
         differ = properties_to_set(table.metadata().configuration, properties)
         if differ:
             table.alter.set_table_properties(differ, raise_if_not_exists=False)

@@ -56,7 +56,8 @@ _CODES: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], ExitC
     (UnsafePathError, ExitCode.USAGE),  # a StoreFormatError, but the refusal of a path
     ((StoreFormatError, CorruptRecordError, ConfigFileError, StoreLockedError, StoreFullError,
       DataLossError), ExitCode.UNUSABLE),
-    ((ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, RuntimeError),
+    ((ValueError, FileNotFoundError, FileExistsError, NotADirectoryError, IsADirectoryError,
+      RuntimeError),
      ExitCode.USAGE),
 )
 

@@ -19,9 +19,11 @@ from typing import Any
 from rocketlake.jobs import exit_codes
 from rocketlake.jobs.console_log import add_verbosity
 from rocketlake.jobs.default_store import CONFIG_ENV, STORE_ENV, default_store, missing_store
-from rocketlake.jobs.lake import DELETED_FILE_RETENTION_DAYS, lake_uri
+from rocketlake.jobs.lake import DELETED_FILE_RETENTION_DAYS, lake_uri, local_path
 from rocketlake.jobs.rebuild_structures import STRUCTURES, parse_structures, structures_arg
 from rocketlake.jobs.times import parse_time
+from rocketlake.store.errors import UnsafePathError
+from rocketlake.store.store_dir import check_outside
 
 Arguments = Callable[[argparse.ArgumentParser], None]
 
@@ -72,6 +74,27 @@ def fill_store(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         p.error(str(e))
     if args.store is None:
         p.error(missing_store())
+
+
+#: the options naming where a command writes (its new store, report, rebuilt files, lake)
+_OUTPUTS = ("output", "out", "report", "lake")
+
+
+def check_outputs(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse (an error of ``p``, exit 2) an output option (``--output``, ``--out``, ``--report``,
+    a local ``--lake``) that is the command's ``--store`` or a path inside it: what the command
+    writes there would land among the store's own files (``store_dir.check_outside``)."""
+    store = getattr(args, "store", None)
+    if store is None:
+        return
+    for name in _OUTPUTS:
+        value = getattr(args, name, None)
+        path = local_path(value) if name == "lake" and value is not None else value
+        if path is not None:
+            try:
+                check_outside(store, path, f"--{name}")
+            except UnsafePathError as e:
+                p.error(str(e))
 
 
 def add_settings(p: argparse.ArgumentParser) -> None:
@@ -288,4 +311,5 @@ def job_main(name: str, run: Callable[[argparse.Namespace], int], argv: list[str
     p = job.declare(argparse.ArgumentParser(prog=f"rocketlake {name}", **job.parser_settings()))
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     fill_store(p, args)
+    check_outputs(p, args)
     return int(exit_codes.run(f"rocketlake {name}", lambda: run(args), args.log_level))

@@ -64,6 +64,18 @@ def check_lake(uri: str) -> None:
                                 f"publish-offsets, compact or archive wrote)")
 
 
+def check_new_table(uri: str) -> None:
+    """Refuse to create a Delta table at ``uri`` where a local directory already holds files
+    but no Delta table (no ``_delta_log``): the table's files would go among someone's, which
+    the lake's VACUUM (optimize-lake) then deletes as files no commit names. FileExistsError
+    naming it. A location on another filesystem is taken as it is."""
+    local = local_path(uri)
+    if local is not None and local.is_dir() and any(local.iterdir()):
+        raise FileExistsError(f"{local}: holds files but no Delta table (no _delta_log); refusing "
+                              f"to create the lake's table among them (a VACUUM would delete "
+                              f"them): move them away, or give a new or empty --lake")
+
+
 def store_name(root: Path, given: str | None = None, *, reading: bool = False) -> str:
     """The name a store's rows carry in the lake (the ``store`` column, its archive checkpoint):
     ``given``, else the broker's ``brokerName`` from the store's config
@@ -71,8 +83,13 @@ def store_name(root: Path, given: str | None = None, *, reading: bool = False) -
     SettingError asking for ``--store-name``: the directory's name would be "store" for most
     brokers (RocketMQ's default store is ``~/store``) and their rows would mix in a shared lake.
     A reader (``reading``) falls back to the directory's name, the name lakes written before
-    this rule carry."""
+    this rule carry. A name that is ``.`` or ``..`` or holds a path separator is a SettingError
+    (it names a directory in the lake)."""
     name = given or broker_name(root)
+    if name in (".", "..") or "/" in (name or "") or "\\" in (name or ""):
+        raise SettingError(f"{root}: the store's name {name!r} cannot be . or .. nor hold a / or \\: "
+                           f"it names one directory of the lake, the archive's checkpoint "
+                           f"<lake>/_checkpoints/archive/<name>")
     if name:
         return name
     directory = root.resolve().name
@@ -161,10 +178,11 @@ def table_state(spark: SparkSession, uri: str) -> TableState | None:
 def ensure_table(spark: SparkSession, uri: str, schema: StructType, partitions: Iterable[str],
                  properties: Mapping[str, str]) -> None:
     """Create the Delta table at ``uri`` (``schema``, ``partitions``, ``properties``) where none
-    exists (a table that exists keeps its schema); then set the properties it lacks or holds
-    other values of (:func:`set_properties`)."""
+    exists (a table that exists keeps its schema; ``check_new_table`` first); then set the
+    properties it lacks or holds other values of (:func:`set_properties`)."""
     # by path: a LOCATION clause would see file:///x and file:/x as two places
     if not table_exists(spark, uri):
+        check_new_table(uri)
         columns = ", ".join(f"{_identifier(f.name)} {f.dataType.simpleString()}"
                             + ("" if f.nullable else " NOT NULL") for f in schema.fields)
         parts = ", ".join(_identifier(p) for p in partitions)

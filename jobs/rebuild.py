@@ -36,7 +36,7 @@ from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.store import swap_journal
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import CorruptRecordError, UnsafePathError
-from rocketlake.store.store_dir import check_store
+from rocketlake.store.store_dir import check_outside, check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.topic_config import declare_topics, queue_counts
 from rocketlake.transforms import store_rebuild as sr
@@ -134,12 +134,15 @@ def _run_write(task: tuple[sr.IndexJob | None, sr.QueueJob | None], staging: str
 def check_output(store: Path, output: Path | None, structures: tuple[str, ...],
                  prog: str = PROG) -> None:
     """Refuse what a rebuild of ``structures`` of ``store`` into ``output`` (None: into the store)
-    cannot do (no Spark needed): an unknown structure (ValueError), a structure's directory under
-    ``output`` that holds files (FileExistsError naming it: a rebuild never overwrites them), a
-    store with 5.x queues to rebuild into (``job_support.refuse_5x_queues``)."""
+    cannot do (no Spark needed): an unknown structure (ValueError), an ``output`` that is the
+    store or inside it (UnsafePathError: ``store_dir.check_outside``), a structure's directory
+    under ``output`` that holds files (FileExistsError naming it: a rebuild never overwrites
+    them), a store with 5.x queues to rebuild into (``job_support.refuse_5x_queues``)."""
     unknown = set(structures) - set(STRUCTURES)
     if unknown or not structures:
         raise ValueError(f"structures must be among {', '.join(STRUCTURES)}, got {', '.join(structures)}")
+    if output is not None:
+        check_outside(store, output, "the rebuild's --output")
     for name in structures:
         if output is not None and (output / name).is_dir() and any((output / name).iterdir()):
             raise FileExistsError(f"{output / name}: already exists and is not empty (a rebuild "
@@ -166,6 +169,7 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
     base.mkdir(parents=True, exist_ok=True)
     staging = swap_journal.aside(base, "parts")
     made: list[Path] = missing[-1:]  # what to remove should the rebuild fail: only what it made
+    emptied: list[Path] = []  # --output structure directories it was given empty: emptied again
     try:
         want_cq, want_index = "consumequeue" in structures, "index" in structures
         sc = spark.sparkContext
@@ -189,6 +193,9 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
         queue_jobs: list[sr.QueueJob] = []
         dirs = {name: job_support.target_dir(store, name, output, incremental) for name in structures}
         made += [d for d in dirs.values() if output is None and not incremental]
+        if output is not None and not missing:
+            made += [d for d in dirs.values() if not d.exists()]
+            emptied = [d for d in dirs.values() if d.exists()]  # empty (check_output)
         if want_index:
             dirs["index"].mkdir(parents=True, exist_ok=True)
             index_jobs = sr.plan_index(valid.parts, staging, dirs["index"], cfg.maxIndexNum,
@@ -220,14 +227,20 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
                         total[t] = total.get(t, 0) + n
             if want_index:
                 sr.finish_index_files(index_jobs, filled, cfg.maxHashSlotNum, cfg.maxIndexNum)
-        made = []  # from here the new directories are the swap's (swap_journal.swap_in)
+        made, emptied = [], []  # from here the new directories are the swap's (swap_journal.swap_in)
         if output is None and not incremental:
             swap_journal.swap_in(store, dirs)
         return result
     finally:
         sr.remove_staging(staging)
-        for d in made:  # directories this run created (aside dirs, missing --output parents)
+        for d in made:  # directories this run created (aside dirs, --output or its structures)
             shutil.rmtree(d, ignore_errors=True)
+        for d in emptied:  # never half an index or queue set where a reader would take it whole
+            for entry in d.iterdir():
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink()
 
 
 def report(prog: str, rebuilt: Rebuilt, structures: tuple[str, ...], target: Path,

@@ -40,7 +40,7 @@ from rocketlake.store.paths import (
     topic_dir,
 )
 from rocketlake.store.rocksdb_store import SETTING, rocksdb_consume_queue
-from rocketlake.store.safe_files import disk_error, open_file, reserve
+from rocketlake.store.safe_files import disk_error, open_file, reserve, write_at
 from rocketlake.store.swap_journal import refuse_unfinished
 
 #: units read at a time where a scan may stop early
@@ -562,7 +562,7 @@ def _write_units(qdir: str, first: int, data: bytes | memoryview, file_size: int
                     reserve(fd, file_size)
                 elif os.fstat(fd).st_size != file_size:
                     os.ftruncate(fd, file_size)
-                os.pwrite(fd, chunk, pos - start)
+                write_at(fd, chunk, pos - start)
             finally:
                 os.close(fd)
         except OSError as e:

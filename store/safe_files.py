@@ -50,7 +50,7 @@ def linked(path: str | os.PathLike[str]) -> LinkedFileError:
 
 def directory_in_place(path: str | os.PathLike[str]) -> StoreFormatError:
     """The refusal of a directory at ``path``, where a store file belongs."""
-    return StoreFormatError(f"{path}: a directory where a store file belongs")
+    return StoreFormatError(f"{path}: is a directory where a store file belongs")
 
 
 def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, dir_fd: int | None = None) -> int:
@@ -66,6 +66,14 @@ def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, dir_f
         if e.errno == errno.EISDIR:
             raise directory_in_place(path) from None
         raise
+
+
+def _is_dir(name: str, dir_fd: int) -> bool:
+    """Whether ``name`` in the directory ``dir_fd`` is a directory (not a link to one)."""
+    try:
+        return stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _is_link(path: str | os.PathLike[str], dir_fd: int | None) -> bool:
@@ -234,7 +242,7 @@ def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> Non
     only when all are, they are renamed over their names in the order given and the directory
     is fsynced. A failure before the renames (a full disk) leaves every file as it was and no
     ``.tmp`` behind. ``directory`` is created if missing; it and every name must not be a link
-    (LinkedFileError naming it)."""
+    (LinkedFileError naming it), nor a name a directory (StoreFormatError naming it)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     try:
@@ -247,15 +255,16 @@ def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> Non
         if _is_link(Path(name), dfd):
             os.close(dfd)
             raise linked(directory / name)
+        if _is_dir(name, dfd):
+            os.close(dfd)
+            raise directory_in_place(directory / name)
     staged: list[str] = []
     try:
         for name, data in contents:
             fd = create_temporary(Path(f"{name}.tmp"), dfd)
             staged.append(name)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                write_at(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -285,7 +294,7 @@ def write_whole(path: Path, data: bytes, doing: str) -> None:
     try:
         fd = create_temporary(tmp)
         try:
-            os.write(fd, data)
+            write_at(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -296,9 +305,19 @@ def write_whole(path: Path, data: bytes, doing: str) -> None:
         raise disk_error(e, path, doing) from None
 
 
+def write_at(fd: int, data: bytes | memoryview, pos: int = 0) -> None:
+    """Write all of ``data`` to ``fd`` at ``pos``: a write the disk cuts short (it returns fewer
+    bytes, no error, when less space is left than asked) goes on with the rest, which then fails
+    (an OSError as it comes)."""
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, pos)
+        view, pos = view[n:], pos + n
+
+
 def read_file(path: Path) -> bytes:
     """The bytes of the store file ``path``, never read through a link (LinkedFileError): for a
-    writer about to replace or rewrite it."""
+    writer about to replace or rewrite it; a directory there is a StoreFormatError naming it."""
     fd = open_file(path, os.O_RDONLY)
     if stat.S_ISDIR(os.fstat(fd).st_mode):
         os.close(fd)

@@ -30,6 +30,8 @@ written). The new store holds:
 """
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +51,7 @@ from rocketlake.store.message_encoder import MessageEncoder
 from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.safe_files import make_durable, read_file, write_whole
 from rocketlake.store.single_process_rebuild import rebuild
-from rocketlake.store.store_dir import check_store, create_store
+from rocketlake.store.store_dir import COMMITLOG_DIR, check_outside, check_store, create_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.topic_config import check_topics_file
 from rocketlake.store.verify import RecordColumns, Records
@@ -109,24 +111,51 @@ def salvage(store: str | Path, output: str | Path, config: StoreConfig) -> Salva
     """Copy ``store`` into a new store at ``output`` as the module docstring says (``config``:
     the settings to read ``store`` with, its file sizes those of its files; the new store takes
     the same). ``output`` must be missing or an empty directory (FileExistsError otherwise,
-    before anything is written); ``store`` is never written."""
+    before anything is written) outside ``store`` (UnsafePathError); ``store`` is never written.
+    Should the salvage fail (a full disk), what it wrote is removed: ``output`` is as it was,
+    never a part of a store a reader would take for the salvaged one. It claims ``output`` first
+    (its `commitlog/`, made exclusively), so a second salvage into the same path meanwhile fails
+    (FileExistsError) and removes nothing of the first's."""
     src, out = check_store(store), Path(output)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"{out}: already exists and is not an empty directory; salvage "
                               f"writes a new store")
+    check_outside(src, out, "salvage's new store")
     check_topics_file(src)  # the new store takes it: refused here, before anything is written
-    with StoreFiles(src, config, sizes_from_files=True) as files:
-        records, lost, placeholders = _plan(files)
-        cfg = files.cfg
-        create_store(out)
-        _copy_config(src, out)
-        last_ts = _write_commitlog(out, cfg, files.commitlog, records, placeholders)
-    rebuild(out, out, config=cfg)
-    checkpoint = Checkpoint(out / "checkpoint", writer=True)
-    checkpoint.physic = checkpoint.logics = checkpoint.index = last_ts
-    checkpoint.save()
-    make_durable(out)
+    missing = [d for d in (out, *out.parents) if not os.path.lexists(d)]
+    try:  # the output's claim: a salvage into the same path at the same time fails here
+        (out / COMMITLOG_DIR).mkdir(parents=True)
+    except FileExistsError:
+        raise FileExistsError(f"{out}: another salvage is writing a store there") from None
+    try:
+        with StoreFiles(src, config, sizes_from_files=True) as files:
+            records, lost, placeholders = _plan(files)
+            cfg = files.cfg
+            create_store(out)
+            _copy_config(src, out)
+            last_ts = _write_commitlog(out, cfg, files.commitlog, records, placeholders)
+        rebuild(out, out, config=cfg)
+        checkpoint = Checkpoint(out / "checkpoint", writer=True)
+        checkpoint.physic = checkpoint.logics = checkpoint.index = last_ts
+        checkpoint.save()
+        make_durable(out)
+    except BaseException:
+        _remove_written(out, missing)
+        raise
     return _report(src, str(out), records, lost, placeholders)
+
+
+def _remove_written(out: Path, missing: list[Path]) -> None:
+    """Remove what a failed salvage wrote: the topmost of the directories ``missing`` before it
+    (``out`` and its parents it created), else everything in ``out`` (an empty directory then)."""
+    if missing:
+        shutil.rmtree(missing[-1], ignore_errors=True)
+        return
+    for p in out.iterdir() if out.is_dir() else ():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def assess(store: str | Path, config: StoreConfig) -> SalvageReport:

@@ -13,9 +13,10 @@ commands, the Spark jobs) accept a store only.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from rocketlake.store.errors import NotAStoreError
+from rocketlake.store.errors import NotAStoreError, UnsafePathError
 
 COMMITLOG_DIR = "commitlog"
 
@@ -50,3 +51,14 @@ def create_store(root: str | Path) -> Path:
     root = check_store(root, fresh=True)
     (root / COMMITLOG_DIR).mkdir(parents=True, exist_ok=True)
     return root
+
+
+def check_outside(store: str | Path, output: str | Path, what: str) -> None:
+    """Refuse (UnsafePathError naming both) an ``output`` directory that is ``store`` or lies
+    inside it, links resolved: what a command writes there (``what``: "salvage's new store",
+    ...) would land among the store's own files, where readers take it for part of the store
+    (a directory in `commitlog/` stops every open)."""
+    s, o = os.path.realpath(store), os.path.realpath(output)
+    if o == s or o.startswith(os.path.join(s, "")):
+        where = "the store" if o == s else "inside the store"
+        raise UnsafePathError(f"{output}: is {where} {store}; {what} must be written outside it")

@@ -101,7 +101,7 @@ def test_a_directory_where_a_store_file_belongs_is_named_as_one(golden_store: Pa
     where = golden_store / place
     where.unlink()
     where.mkdir()
-    refusal = f"{where}: a directory where a store file belongs"
+    refusal = f"{where}: is a directory where a store file belongs"
     assert cli.main(["dump", "commitlog", "--store", str(golden_store)]) == ExitCode.UNUSABLE
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"rocketlake dump: error: {refusal}"
     code = cli.main(["verify", "--store", str(golden_store)])
@@ -157,7 +157,7 @@ def test_a_writer_refuses_a_directory_where_its_file_belongs(golden_store: Path,
     where.mkdir()
     with pytest.raises(StoreFormatError) as e:
         MessageStore(golden_store, **golden_settings)
-    assert str(e.value) == f"{where}: a directory where a store file belongs"
+    assert str(e.value) == f"{where}: is a directory where a store file belongs"
     assert where.is_dir() and not any(where.iterdir()) and not (golden_store / "abort").exists()
 
 

@@ -164,6 +164,45 @@ def test_rebuild_into_a_non_empty_output_fails_before_spark_starts(tmp_path: Pat
     assert (out / "index" / "20261123040000000").read_bytes() == b"someone's index file"
 
 
+@pytest.mark.parametrize("inside", ["store", "store/commitlog/out", "link/out"])
+def test_rebuild_into_an_output_inside_the_store_is_refused(tmp_path: Path, inside: str) -> None:
+    """An --output in the store would put the rebuild's directories among the store's own (one in
+    `commitlog/` stops every open), written without the store's lock; through a link too. The
+    rebuild itself refuses it (its library callers), as the command line does (below)."""
+    from rocketlake.jobs.rebuild import STRUCTURES, check_output
+    store = create_store(tmp_path / "store")
+    (tmp_path / "link").symlink_to(store / "commitlog")
+    out = tmp_path / inside
+    where = "the store" if inside == "store" else "inside the store"
+    with pytest.raises(UnsafePathError, match=f"{out}: is {where} {store}"):
+        check_output(store, out, STRUCTURES)
+    assert sorted(p.name for p in store.rglob("*")) == ["commitlog"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["report", "--out", "S/commitlog/report.html"],
+    ["check-consistency", "--report", "S/consumequeue/r.json"],
+    ["check-consistency", "--lake", "S/lake", "--report", "r.json"],
+    ["publish-offsets", "--lake", "file://S/lake", "--store-name", "b"],
+    ["compact", "--lake", "S"],
+    ["archive", "--lake", "S/commitlog/lake", "--store-name", "b"],
+    ["salvage", "--output", "S/new"],
+    ["rebuild", "--output", "S/commitlog/out"],
+])
+def test_no_command_writes_its_output_into_the_store(tmp_path: Path, capsys, argv: list[str]) -> None:
+    """A report, a lake, a rebuild's or salvage's output named in the store is refused before
+    anything runs (a report in `commitlog/` made every later open of the store fail)."""
+    store = _one_message_store(tmp_path)
+    before = sorted((str(p), p.stat().st_size) for p in store.rglob("*"))
+    args = [a.replace("S", str(store), 1) if a.startswith(("S", "file://S")) else a for a in argv]
+    with pytest.raises(SystemExit) as e:
+        cli.main([args[0], "--store", str(store), *SMALL, *args[1:]])
+    assert e.value.code == 2
+    where = "the store" if args[2] == str(store) else "inside the store"
+    assert f"is {where} {store}; {argv[1]} must be written outside it" in capsys.readouterr().err
+    assert sorted((str(p), p.stat().st_size) for p in store.rglob("*")) == before
+
+
 def test_error_and_warning_lines_escape_control_characters(capsys) -> None:
     """A stored name in an error or a warning cannot drive the terminal (ESC, BEL, a newline that
     would fake a second line)."""
@@ -257,6 +296,34 @@ def test_a_job_takes_q_too(tmp_path: Path, capsys) -> None:
         f"check-consistency: 1 records, 0 error(s); rebuild: nothing; report in {tmp_path / 'r.json'}"]
     assert check_consistency.main([*argv, "-q"]) == 0
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("command", [["report", "--out"], ["check-consistency", "--report"]])
+def test_a_report_path_that_is_a_directory_is_refused_naming_it(tmp_path: Path, capsys, command) -> None:
+    """Not a traceback, and no temporary file left beside it."""
+    store = _one_message_store(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("keep me")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert cli.main([command[0], "--store", str(store), *SMALL, command[1], str(tmp_path / "out")]) == 2
+    assert f"{tmp_path / 'out'}: is a directory" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize("command", [["report", "--out"], ["check-consistency", "--report"]])
+def test_a_report_the_disk_cannot_hold_is_an_error_and_no_half_file(tmp_path: Path, command) -> None:
+    """Files may grow to 128 bytes only (RLIMIT_FSIZE: a write past it fails with EFBIG, as on a
+    full disk): exit 3 naming the report, and no part of it where it would be read."""
+    store = _one_message_store(tmp_path)
+    out = tmp_path / "r" / "report"
+    code = ("import resource, sys; from rocketlake.jobs.cli import main; "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (128, 128)); sys.exit(main(sys.argv[1:]))")
+    p = subprocess.run([sys.executable, "-c", code, command[0], "--store", str(store), *SMALL,
+                        command[1], str(out)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 3, p.stderr
+    assert f"{out}: file too large writing the" in p.stderr
+    assert list((tmp_path / "r").iterdir()) == []
 
 
 def test_on_a_terminal_log_lines_go_through_rich(tmp_path: Path) -> None:

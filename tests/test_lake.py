@@ -123,3 +123,33 @@ def test_lake_writers_refuse_a_nameless_store_before_spark_starts(tmp_path: Path
     err = capsys.readouterr().err
     assert f"{root}: give the store's name in the lake with --store-name NAME" in err
     assert not lake.exists()                           # nothing written, no session started
+
+
+@pytest.mark.parametrize("command, table", [(["publish-offsets", "--store-name", "b"], "offsets_history"),
+                                            (["check-consistency", "--report", "R"], "maintenance_runs")])
+def test_a_table_directory_holding_someones_files_is_refused(tmp_path: Path, capsys, command, table) -> None:
+    """A lake table is never created among files that are not a Delta table's: its files would
+    mix with them, and the lake's VACUUM (optimize-lake) deletes files no commit names."""
+    store = create_store(tmp_path / "store")
+    lake = tmp_path / "lake"
+    (lake / table).mkdir(parents=True)
+    (lake / table / "notes.txt").write_text("someone's")
+    args = [a.replace("R", str(tmp_path / "r.json")) for a in command]
+    assert cli.main([args[0], "--store", str(store), "--lake", str(lake), *args[1:]]) == 2
+    assert (f"{lake / table}: holds files but no Delta table (no _delta_log); refusing"
+            in capsys.readouterr().err)
+    assert [p.name for p in (lake / table).iterdir()] == ["notes.txt"]
+    assert (lake / table / "notes.txt").read_text() == "someone's"
+
+
+@pytest.mark.parametrize("name", ["..", "../../victim", "a/b", "."])
+def test_a_store_name_that_would_name_another_directory_is_refused(tmp_path: Path, capsys, name) -> None:
+    """The name is a directory of the lake (<lake>/_checkpoints/archive/<name>): '../../victim'
+    put archive's checkpoint outside the lake. Refused before Spark starts, from --store-name or
+    from the broker's brokerName alike."""
+    with pytest.raises(SettingError, match="cannot be"):
+        store_name(_broker_store(tmp_path / "b" / "store", f"brokerName={name}\n"))
+    root, lake = create_store(tmp_path / "store"), tmp_path / "lake"
+    assert cli.main(["archive", "--store", str(root), "--lake", str(lake), "--store-name", name]) == 2
+    assert f"the store's name {name!r} cannot be . or .. nor hold a / or \\" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b", "store"]

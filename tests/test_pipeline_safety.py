@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketlake.jobs.cli import pipeline
+from rocketlake.jobs.cli import main, pipeline
 from rocketlake.store import Message, MessageStore
 from rocketlake.store.verify import verify
 
@@ -95,3 +95,28 @@ def test_a_sample_store_is_marked_from_its_first_file(tmp_path) -> None:
     assert (store / pipeline.SAMPLE_MARK).is_file()
     report = verify(store, **SMALL)                # the marker does not disturb the store
     assert report.ok and report.records == 30
+
+
+@pytest.mark.parametrize("extra", [[], ["--skip-ingest"]])
+def test_refuses_a_report_html_beside_the_store_it_did_not_write(tmp_path, extra, capsys) -> None:
+    """The pipeline writes its page to report.html beside the store: someone's file there (on a
+    real store with --skip-ingest, or beside a new sample) is refused before anything runs."""
+    store = tmp_path / "store"
+    if extra:
+        real_store(store)
+    (tmp_path / "report.html").write_text("<html>the team's own page</html>")
+    before = tree(tmp_path)
+    assert pipeline.main(["--store", str(store), "--lake", str(tmp_path / "lake"), "--messages", "10",
+                          *extra, *sets()]) == 2
+    assert f"{tmp_path / 'report.html'}: not a report rocketlake wrote" in capsys.readouterr().err
+    assert tree(tmp_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", *(["store"] if extra else [])]
+
+
+def test_check_report_takes_a_page_rocketlake_wrote(tmp_path) -> None:
+    """A page ``rocketlake report`` wrote is replaced (the pipeline's own from an earlier run)."""
+    store, page = tmp_path / "store", tmp_path / "report.html"
+    real_store(store)
+    assert main(["report", "--store", str(store), *sets(), "--out", str(page)]) == 0
+    pipeline.check_report(page)
+    pipeline.check_report(tmp_path / "none.html")

@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rocketlake.jobs.cli import main
 from rocketlake.store import LinkedFileError, Message, MessageStore, StoreFullError, codec
 from rocketlake.store.config_files import write_config, write_consumer_offsets
+from rocketlake.store.consume_queue import write_consume_queue_files
+from rocketlake.store.safe_files import write_whole
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,
              maxIndexNum=20)
@@ -105,6 +108,36 @@ def test_a_store_file_that_is_a_link_is_refused_and_nothing_outside_changes(
     assert path.is_symlink()
 
 
+@pytest.mark.parametrize("name", ["checkpoint", "config/topics.json"])
+def test_a_directory_where_a_store_file_belongs_is_named(tmp_path: Path, store: Path, capsys, name) -> None:
+    """A writer reads the checkpoint and topics.json before it replaces them: a directory there
+    is an error naming it (it said 'Is a directory: 6', the descriptor), and nothing changes.
+    (topics.json is read from its .bak, which the writer would keep as it replaces the file.)"""
+    (store / f"{name}.bak").write_bytes((store / name).read_bytes())
+    (tmp_path / "events.jsonl").write_text('{"topic": "payments", "body": "c"}\n')  # to declare
+    (store / name).unlink()
+    (store / name).mkdir()
+    (store / name / "keep").write_text("someone's")
+    before = outside(tmp_path, tmp_path / "none")
+    message = _ingest(store, tmp_path, capsys)
+    assert f"{store / name}: is a directory where a store file belongs" in message
+    assert outside(tmp_path, tmp_path / "none") == before
+
+
+def test_a_directory_at_a_config_backup_name_is_refused_before_anything_is_written(
+        tmp_path: Path, store: Path, capsys) -> None:
+    """offsets reset replaces consumerOffset.json and its .bak by renames: a directory at the
+    .bak failed the rename with '[Errno 21] Is a directory: 'consumerOffset.json.bak.tmp' ->
+    ...' (no directory named) and left both .tmp files in config/."""
+    name = OFFSETS + ".bak"
+    (store / name).unlink()
+    (store / name).mkdir()
+    (store / name / "keep").write_text("someone's")
+    before = outside(tmp_path, tmp_path / "none")
+    assert f"{store / name}: is a directory where a store file belongs" in _reset(store, tmp_path, capsys)
+    assert outside(tmp_path, tmp_path / "none") == before
+
+
 def test_a_config_directory_that_is_a_link_is_refused(tmp_path: Path, store: Path) -> None:
     (store / "config").rename(tmp_path / "victim-config")
     (store / "config").symlink_to(tmp_path / "victim-config")
@@ -170,3 +203,32 @@ def test_replacing_a_config_file_on_a_full_disk_raises_store_full(small_fs: Path
     assert path.read_text() == '{\n\t"a":2\n}'
     assert path.with_name("topics.json.bak").read_text() == '{\n\t"a":1\n}'
     assert sorted(p.name for p in path.parent.iterdir()) == ["topics.json", "topics.json.bak"]
+
+
+def _one_page_free(directory: Path) -> None:
+    """Fill the file system ``directory`` is on but for one 4096-byte page: a write of more then
+    takes 4096 bytes and returns that count, without an error."""
+    _fill(directory)
+    filler = directory / "filler"
+    os.truncate(filler, filler.stat().st_size - 4096 - filler.stat().st_size % 4096)
+
+
+def test_a_whole_file_that_the_disk_cuts_short_is_an_error_not_a_short_file(small_fs: Path) -> None:
+    """The rest of the 20,000 bytes must be written (and fail), not dropped."""
+    _one_page_free(small_fs)
+    path = small_fs / "rebuild.pending"
+    with pytest.raises(StoreFullError, match=f"{path}: no space left on device writing a journal"):
+        write_whole(path, b"x" * 20_000, "writing a journal")
+    assert sorted(p.name for p in small_fs.iterdir()) == ["filler"]
+
+
+def test_a_rebuilt_consumequeue_file_the_disk_cuts_short_is_an_error(small_fs: Path) -> None:
+    """A new 12,000-byte ConsumeQueue file is written whole in one write (``WHOLE_WRITE``): with
+    4096 bytes left that write is cut short, which must fail naming the file, not leave a
+    4096-byte file a rebuild counts as written."""
+    _one_page_free(small_fs)
+    qdir = small_fs / "consumequeue" / "orders" / "0"
+    qdir.mkdir(parents=True)
+    units = np.zeros(10, dtype=codec.CQ_UNIT_DTYPE)
+    with pytest.raises(StoreFullError, match=f"{qdir / ('0' * 20)}: no space left on device"):
+        write_consume_queue_files(qdir, np.arange(10), units, 20 * 600, made=True)

@@ -7,6 +7,8 @@ import base64
 import hashlib
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,10 @@ import rocketmq_peer
 
 from rocketlake.jobs.cli import main
 from rocketlake.store import Message, MessageStore, PutResult
+from rocketlake.store.config import load_config
+from rocketlake.store.errors import UnsafePathError
 from rocketlake.store.message import GetStatus
+from rocketlake.store.salvage import salvage
 
 SIZES = {"mappedFileSizeCommitLog": 64 * 1024, "mappedFileSizeConsumeQueue": 600,
          "maxHashSlotNum": 64, "maxIndexNum": 400}
@@ -253,6 +258,42 @@ def test_a_record_whose_queue_offset_field_is_damaged_keeps_its_units_position(w
 
     # the undamaged original's queues: each message at its queue offset
     assert positions(tmp_path / "out") == positions(src)
+
+
+@pytest.mark.parametrize("inside", ["store/commitlog/new", "link-to-consumequeue/new"])
+def test_an_output_inside_the_store_is_refused_and_the_store_left_as_it_was(written, tmp_path, inside):
+    """A new store written into the original's `commitlog/` would stop every open of the
+    original (a directory where CommitLog files are); one reached through a link is the same.
+    The library refuses it (the command line too: tests/test_cli.py)."""
+    src = tmp_path / "store"
+    shutil.copytree(written[0], src)
+    (tmp_path / "link-to-consumequeue").symlink_to(src / "consumequeue")
+    before = _digest(src)
+    with pytest.raises(UnsafePathError, match=f"{tmp_path / inside}: is inside the store {src}"):
+        salvage(src, tmp_path / inside, load_config(SIZES))
+    assert _digest(src) == before
+    assert not (src / "commitlog" / "new").exists() and not (src / "consumequeue" / "new").exists()
+
+
+@pytest.mark.parametrize("given", ["missing", "empty-dir"])
+def test_a_salvage_that_fails_leaves_no_part_of_a_store(written, tmp_path, given):
+    """Files may grow to 32 KiB only (RLIMIT_FSIZE: writes past it fail with EFBIG, as on a full
+    disk), so the new 64 KiB CommitLog file cannot be made: the error names it, and the output is
+    as it was before (missing, or an empty directory), not a store a reader would open."""
+    out = tmp_path / "a" / "out"
+    if given == "empty-dir":
+        out.mkdir(parents=True)
+    code = ("import resource, sys; from rocketlake.jobs.cli import main; "
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (32768, 32768)); "
+            "sys.exit(main(sys.argv[1:]))")
+    p = subprocess.run([sys.executable, "-c", code, "salvage", "--store", str(written[0]),
+                        "--output", str(out), *SETS], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 3, p.stderr
+    assert f"{out / 'commitlog' / ('0' * 20)}: file too large" in p.stderr
+    if given == "missing":
+        assert not (tmp_path / "a").exists()
+    else:
+        assert list(out.iterdir()) == []
 
 
 @pytest.mark.skipif(not rocketmq_peer.available(), reason="needs a JDK (java) and Maven (mvn)")

@@ -279,7 +279,7 @@ def test_timers_refuse_a_directory_where_a_timer_file_belongs(tmp_path: Path, ca
     (root / place).mkdir()
     assert cli.main(["timers", "--store", str(root), "--json"]) == ExitCode.UNUSABLE
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        f"rocketlake timers: error: {root / place}: a directory where a store file belongs")
+        f"rocketlake timers: error: {root / place}: is a directory where a store file belongs")
 
 
 def test_timers_refuse_a_cut_timerwheel(tmp_path: Path, capsys) -> None:

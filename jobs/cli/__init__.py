@@ -26,6 +26,7 @@ from rocketlake.jobs.job_commands import (
     add_settings,
     add_store,
     add_store_name,
+    check_outputs,
     count,
     fill_store,
 )
@@ -362,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     fill_store(p, args)
+    check_outputs(p, args)
     module, function = COMMANDS[args.command].target.split(":")
 
     def command() -> int:  # imported inside ``run``: a job without Spark installed says so

@@ -11,7 +11,8 @@
 
 The pipeline replaces only what it made: the sample store and lake (without ``--skip-ingest``)
 and the rebuild directory `<store>-rebuild` carry a `.rocketlake-sample` marker; a non-empty
-directory without it is refused before anything runs. The lake may be any URI Spark writes
+directory without it is refused before anything runs, and so is a `report.html` beside the
+store that is not a page `rocketlake report` wrote. The lake may be any URI Spark writes
 (``--lake s3a://...``) with ``--skip-ingest``; a sample lake is made on a local path only.
 
 Exit code: 0 when every stage succeeded and the rebuild is byte-identical, 1 when a check found
@@ -67,6 +68,25 @@ def check_ours(path: Path, what: str) -> None:
         raise NotOurs(f"{path}: not empty and not a {what} this pipeline made (no {SAMPLE_MARK}); "
                       f"refusing to replace it. To run on a real store use --skip-ingest (the store "
                       f"is read as it is); for a fresh sample choose a new or empty directory")
+
+
+#: how every page ``rocketlake report`` writes begins its title (templates/report.html)
+REPORT_TITLE = b"<title>rocketlake report:"
+
+
+def check_report(path: Path) -> None:
+    """Refuse the report path ``path`` unless it is absent or a page ``rocketlake report`` (the
+    pipeline's own stage too) wrote, read from its first bytes: the pipeline replaces such a
+    page, never someone's file (NotOurs, naming it)."""
+    if not path.exists() and not path.is_symlink():
+        return
+    if path.is_file() and not path.is_symlink():
+        with path.open("rb") as f:
+            if REPORT_TITLE in f.read(1024):
+                return
+    raise NotOurs(f"{path}: not a report rocketlake wrote; refusing to replace it with the "
+                  f"pipeline's report (move it away, or run the pipeline on a store in another "
+                  f"directory)")
 
 
 def clear(path: Path, what: str = "directory") -> None:
@@ -235,9 +255,10 @@ def run(a: argparse.Namespace) -> int:
     """``rocketlake pipeline`` (options in :mod:`rocketlake.jobs.cli`)."""
     settings = parse_set_options(a.set)
     cfg = load_config(settings)  # unknown names fail here, before anything is written
-    work = a.store.parent / f"{a.store.name}-rebuild"
+    work, page = a.store.parent / f"{a.store.name}-rebuild", a.store.parent / "report.html"
     # before anything is written or a Spark session starts
     check_ours(work, "rebuild directory")
+    check_report(page)
     name = lake_store_name(a.store, a.store_name or (None if a.skip_ingest else SAMPLE_NAME))
     if not a.skip_ingest:
         check_ours(a.store, "sample store")
@@ -258,8 +279,7 @@ def run(a: argparse.Namespace) -> int:
         run.timed("rebuild (Spark)", lambda: rebuild(spark, a.store, work, cfg, settings))
         run.timed("publish offsets (Delta)", lambda: publish(a.store, a.lake, cfg, name))
         run.timed("compact", lambda: compact(a.store, a.lake, cfg, name))
-        run.timed("report", lambda: report(a.store, a.lake, a.store.parent / "report.html", settings,
-                                           name))
+        run.timed("report", lambda: report(a.store, a.lake, page, settings, name))
         ok = True
     except StageFailed as e:
         _out.print(f"[red]pipeline stopped: {e}[/red]")

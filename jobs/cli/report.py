@@ -62,6 +62,7 @@ from rocketlake.store.retention import (  # noqa: E402
     disk_used_ratio,
     plan_commitlog_deletion,
 )
+from rocketlake.store.safe_files import write_whole  # noqa: E402
 from rocketlake.store.store_time import format_time  # noqa: E402
 from rocketlake.store.topic_kinds import is_system_topic  # noqa: E402
 from rocketlake.store.verify import verify  # noqa: E402
@@ -455,7 +456,7 @@ def write_report(store: Path, lake: str | None, out: Path, settings: dict[str, s
     page = PageInput(store, facts, history, runs, time.time_ns() // 1_000_000,
                      RetentionPolicy.from_config(cfg), disk_used_ratio(store), lag_window, lake is not None)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(page), encoding="utf-8")
+    write_whole(out, render(page).encode(), "writing the HTML report")  # never half a page
     return {"report": str(out), "messages": int(sum(q["messages"] for q in facts.queues)),
             "lag_points": len(history), "runs": len(runs),
             "groups": {s.group: s.status for s in group_statuses(history, lag_window)}}

@@ -249,6 +249,24 @@ def test_a_record_with_a_hostile_topic_is_refused_and_nothing_outside_changes(
     assert outside(tmp_path, store) == victims
 
 
+@pytest.mark.parametrize("given", [[], ["index"]])
+def test_a_failed_rebuild_leaves_the_output_as_it_was_given(spark, store_copy: Path, tmp_path: Path,
+                                                            given: list[str], capsys) -> None:
+    """--output DIR that exists (here with a directory where the rebuild declares its topics, so
+    it fails after it made the index files): the index files it made are removed, as is an
+    index/ it created; one given empty is left empty. It left index files holding no keys,
+    which a reader would take for the rebuilt index."""
+    out = tmp_path / "out"
+    (out / "config" / "topics.json").mkdir(parents=True)
+    (out / "config" / "topics.json" / "keep").write_text("someone's")
+    for name in given:
+        (out / name).mkdir()
+    assert cli.main(["rebuild", "--store", str(store_copy), "--output", str(out), *sets(SMALL)]) == 3
+    assert f"{out / 'config' / 'topics.json'}: unreadable" in capsys.readouterr().err
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == sorted(
+        ["config", "config/topics.json", "config/topics.json/keep", *given])
+
+
 @pytest.mark.parametrize("job", ["rebuild-consumequeue", "rebuild-index"])
 def test_holds_the_writer_lock_for_the_whole_job(spark, store_copy: Path, job: str,
                                                  monkeypatch) -> None:
