@@ -24,7 +24,7 @@ class BatchConsumeQueue:
     """The units of `<root>/batchconsumequeue/<topic>/<queue_id>`, read once at construction up
     to the first unit that is not valid (RocketMQ's ``BatchConsumeQueue.recover``: CommitLog
     offset >= 0, size > 0, base offset >= 0, batch size > 0). StoreFormatError for a file name
-    that is not an offset or a file whose size is no multiple of 46."""
+    that is not an offset or a file that is empty or whose size is no multiple of 46."""
 
     def __init__(self, root: Path, topic: str, queue_id: int,
                  within: str = BATCH_CONSUME_QUEUE_DIR) -> None:
@@ -38,6 +38,9 @@ class BatchConsumeQueue:
             if not (f.name.isdigit() and len(f.name) == 20):
                 raise StoreFormatError(f"{f}: not a BatchConsumeQueue file (20-digit offset name)")
             raw = read_file(f)
+            if not raw:
+                raise StoreFormatError(f"{f}: 0 bytes: a broker creates each BatchConsumeQueue "
+                                       f"file at its full size, so it is damaged")
             if len(raw) % BCQ_UNIT_SIZE:
                 raise StoreFormatError(f"{f}: {len(raw)} bytes, no multiple of the "
                                        f"{BCQ_UNIT_SIZE}-byte BatchConsumeQueue unit")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rocketlake.store.codec import CHECKPOINT, CHECKPOINT_FILE_SIZE, CHECKPOINT_V5
 from rocketlake.store.errors import StoreFormatError
-from rocketlake.store.safe_files import create_file, disk_error, open_file, read_file
+from rocketlake.store.safe_files import create_file, directory_in_place, disk_error, open_file, read_file
 
 #: where a 5.x broker in controller mode keeps its epochs (``MessageStoreConfig.storePathEpochFile``):
 #: only such a broker keeps confirmPhyOffset current
@@ -39,6 +39,8 @@ class Checkpoint:
             raw = read_file(self.path) if writer else self.path.read_bytes()
         except FileNotFoundError:
             return
+        except IsADirectoryError:  # a read-only open's read_bytes
+            raise directory_in_place(self.path) from None
         if len(raw) != CHECKPOINT_FILE_SIZE:
             raise StoreFormatError(f"{self.path}: checkpoint is {len(raw)} bytes, "
                                    f"expected {CHECKPOINT_FILE_SIZE}")

@@ -99,11 +99,15 @@ TRANSACTION_TYPES = (TRANSACTION_NOT, TRANSACTION_PREPARED, TRANSACTION_COMMIT, 
 #: RocketMQ's name of each transaction type (``MessageSysFlag.TRANSACTION_*_TYPE``)
 TRANSACTION_NAMES = {TRANSACTION_NOT: "NOT_TYPE", TRANSACTION_PREPARED: "PREPARED",
                      TRANSACTION_COMMIT: "COMMIT", TRANSACTION_ROLLBACK: "ROLLBACK"}
+#: 5.x ``MessageSysFlag.INNER_BATCH_FLAG``: one record holding PROPERTY_INNER_NUM messages
+FLAG_INNER_BATCH = 0x80
 
 # --- properties (docs/FORMAT.md §3) --------------------------------------------------------------
 PROPERTY_DELAY = "DELAY"
 PROPERTY_REAL_TOPIC = "REAL_TOPIC"
 PROPERTY_REAL_QID = "REAL_QID"
+#: an inner batch's message count (``MessageConst.PROPERTY_INNER_NUM``)
+PROPERTY_INNER_NUM = "INNER_NUM"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 #: 5.x's timer wheel topic (``TimerMessageStore.TIMER_TOPIC``): a timed message's copy before
 #: delivery, with REAL_TOPIC / REAL_QID as in SCHEDULE_TOPIC_XXXX and the delivery time (ms) in

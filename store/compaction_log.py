@@ -56,6 +56,9 @@ def load_compaction_queues(root: Path, cfg: StoreConfig) -> dict[tuple[str, int]
                 if len(sizes) != 1:
                     raise StoreFormatError(f"{log_dir}: compaction log files of {len(sizes)} sizes "
                                            f"(one expected)")
+                if sizes == {0}:
+                    raise StoreFormatError(f"{log_dir}: compaction log files are 0 bytes: a broker "
+                                           f"creates each at its full size, so they are damaged")
                 bq = out[(topic, q)] = BatchConsumeQueue(root, topic, q, QUEUE_DIR)
                 bq.log = CommitLog(root, load_config({"storePathCommitLog": str(log_dir),
                                                       "readOnlyCommitLogStorePaths": "",

@@ -522,11 +522,14 @@ def write_consume_queue_files(qdir: str | os.PathLike[str], queue_offsets: np.nd
         return 0
     gaps = np.flatnonzero(np.diff(queue_offsets) != 1)
     if gaps.size:
-        raise StoreFormatError(f"{qdir}: queue offset {queue_offsets[gaps[0] + 1]} leaves a gap "
-                               f"after {queue_offsets[gaps[0]]}")
+        g = int(gaps[0])
+        raise StoreFormatError(f"{qdir}: queue offset {queue_offsets[g + 1]} leaves a gap after "
+                               f"{queue_offsets[g]} (the records at CommitLog offsets "
+                               f"{units['commitlog_offset'][g]} and {units['commitlog_offset'][g + 1]})")
     if after and queue_offsets[0] != after:
         raise StoreFormatError(f"{qdir}: queue offset {queue_offsets[0]} leaves a gap after "
-                               f"{after - 1}")
+                               f"{after - 1} (the record at CommitLog offset "
+                               f"{units['commitlog_offset'][0]})")
     if not made:
         os.makedirs(qdir, exist_ok=True)
     new = made or not os.listdir(qdir)

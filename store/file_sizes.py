@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import stat
 import warnings
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -47,6 +48,7 @@ from rocketlake.store.codec import (
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.errors import SettingError, StoreFormatError
 from rocketlake.store.paths import CONSUME_QUEUE_DIR
+from rocketlake.store.safe_files import directory_in_place
 
 _STORE_FILE = re.compile(r"^\d{20}$")
 _INDEX_FILE = re.compile(r"^\d{17}$")
@@ -119,7 +121,7 @@ def with_index_geometry(root: Path, config: StoreConfig, explicit: Collection[st
     """``config`` with ``maxHashSlotNum`` and ``maxIndexNum`` from the files under `index/`."""
     d = root / "index"
     paths = sorted(p for p in (d.iterdir() if d.is_dir() else ()) if _INDEX_FILE.match(p.name))
-    size = _one_length({p: p.stat().st_size for p in paths}, f"{d}: index files")
+    size = _one_length({p: _file_size(p) for p in paths}, f"{d}: index files")
     if size is None:
         return config
     slots, entries = config.maxHashSlotNum, config.maxIndexNum
@@ -213,8 +215,17 @@ def _agree(w: npt.NDArray[np.uint32], slots: npt.NDArray[np.int64], words: int, 
     return ok
 
 
+def _file_size(path: str | Path) -> int:
+    """The size of the store file at ``path`` (a link followed); StoreFormatError naming it when
+    it is a directory (whose st_size is no file's length)."""
+    st = os.stat(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise directory_in_place(path)
+    return st.st_size
+
+
 def _sizes(files: Iterable[Path]) -> dict[Path, int]:
-    return {p: p.stat().st_size for p in files if _STORE_FILE.match(p.name)}
+    return {p: _file_size(p) for p in files if _STORE_FILE.match(p.name)}
 
 
 def _queue_file_sizes(base: Path) -> dict[str, int]:
@@ -222,16 +233,22 @@ def _queue_file_sizes(base: Path) -> dict[str, int]:
     are no directory skipped, links followed), by path: one ``scandir`` per directory."""
     if not base.is_dir():
         return {}
-    return {f.path: f.stat().st_size for t in os.scandir(base) if t.is_dir()
+    return {f.path: _file_size(f.path) for t in os.scandir(base) if t.is_dir()
             for q in os.scandir(t.path) if q.is_dir()
             for f in os.scandir(q.path) if _STORE_FILE.match(f.name)}
 
 
 def _one_length(sizes: Mapping[Path, int] | Mapping[str, int], what: str) -> int | None:
     """The one length of ``sizes``' files, None for no files; StoreFormatError naming a file of
-    each length when they differ."""
+    each length when they differ, and naming them when they are all empty."""
     if len(set(sizes.values())) <= 1:
-        return next(iter(sizes.values()), None)
+        size = next(iter(sizes.values()), None)
+        if size == 0:
+            paths = sorted(map(str, sizes))
+            raise StoreFormatError(f"{what} ({', '.join(paths[:3])}{', ...' if len(paths) > 3 else ''}) "
+                                   f"are 0 bytes: a broker creates each store file at its full "
+                                   f"size, so they are damaged")
+        return size
     lengths: dict[int, list[Path]] = {}
     for p, n in sorted((Path(p), n) for p, n in sizes.items()):
         lengths.setdefault(n, []).append(p)

@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import cached_property, partial
+from itertools import chain
 from pathlib import Path
 from struct import error as struct_error
 from typing import TYPE_CHECKING, Any
@@ -56,7 +57,7 @@ from rocketlake.store.retention import ExpiryReport, RetentionPolicy, delete_exp
 from rocketlake.store.rocksdb_store import load_rocksdb_queues, rocksdb_consume_queue
 from rocketlake.store.safe_files import open_file
 from rocketlake.store.store_dir import check_store, create_store
-from rocketlake.store.topic_config import declare_topics, queue_counts
+from rocketlake.store.topic_config import check_topics_file, declare_topics, queue_counts
 
 if TYPE_CHECKING:  # pyarrow and the table encoder load with the first table written, not the open
     import pyarrow as pa
@@ -114,6 +115,7 @@ class MessageStore:
             kernels.preload_behind(RECOVERY_KERNELS)  # loaded while the files below are opened
         try:
             with gc_paused():
+                check_topics_file(self.root)  # refused before anything here is changed
                 swap_journal.recover(self.root)  # before the structures it may swap in are read
                 self._load()
                 self._open_for_writing()
@@ -215,15 +217,21 @@ class MessageStore:
             elif isinstance(item, FileEnd):
                 item.file.wrote = max(0, min(item.file.size, item.pos))
 
-    def _damaged(self, offset: int, why: str) -> None:
-        """Say once per open store (DamagedRecordsSkipped) that reads skip damaged records."""
+    def _damaged(self, offset: int, why: str, unit: tuple[str, int, int] | None = None) -> None:
+        """Say once per open store (DamagedRecordsSkipped) that reads skip damaged records;
+        ``unit``: the (topic, queue id, queue offset) of the ConsumeQueue unit that pointed at
+        ``offset``, which may be the damaged part instead of the CommitLog."""
         if not self._warned_damage:
             self._warned_damage = True
             what = why.split(": ", 1)[-1]
+            where = (f"CommitLog damaged at offset {offset} ({what})" if unit is None else
+                     f"no valid record at CommitLog offset {offset} ({what}), where the "
+                     f"ConsumeQueue unit {unit[0]}/{unit[1]} @{unit[2]} points: the unit or the "
+                     f"record is damaged")
             warnings.warn(DamagedRecordsSkipped(
-                f"{self.root}: CommitLog damaged at offset {offset} ({what}); reads skip the damaged "
-                f"records (rocketlake verify --store {self.root} checks the whole store, rocketlake "
-                f"salvage copies the intact records into a new one)"), stacklevel=3)
+                f"{self.root}: {where}; reads skip the damaged records (rocketlake verify --store "
+                f"{self.root} checks the whole store, rocketlake salvage copies the intact records "
+                f"into a new one)"), stacklevel=3)
 
     def _refresh_end(self) -> int:
         """Read-only: take in what a running writer appended since the end was last found —
@@ -642,7 +650,7 @@ class MessageStore:
             try:
                 buf, row = log.read_row(off, check_crc=True)
             except CorruptRecordError as e:
-                self._damaged(off, str(e))
+                self._damaged(off, str(e), (topic, queue_id, offset))
                 out.append(None)
                 continue
             at, n = row[kr.TOPIC_START], row[kr.TOPIC_LEN]
@@ -670,7 +678,7 @@ class MessageStore:
             # a compaction log's copies keep the property CRC of their first place: not checked
             rec = log.read(offset, check_crc=log is self.commitlog)
         except CorruptRecordError as e:
-            self._damaged(offset, str(e))
+            self._damaged(offset, str(e), (topic, queue_id, queue_offset))
             return None
         if (rec.topic, rec.queue_id, rec.queue_offset, rec.size) != (topic, queue_id, queue_offset, size):
             return None
@@ -779,12 +787,27 @@ class MessageStore:
         return left
 
     def _queue_store_time(self, cq: QueueReader, queue_offset: int) -> int:
-        """Store time of the record the unit at ``queue_offset`` points at (CorruptRecordError
-        when there is none)."""
-        unit = cq.units(queue_offset, 1)
-        if not unit.size:
-            raise CorruptRecordError(f"{cq.topic}/{cq.queue_id}: no unit at queue offset {queue_offset}")
-        return self.commitlog.read(int(unit[0]["commitlog_offset"])).store_timestamp
+        """Store time of the record the unit at ``queue_offset`` points at; where that record is
+        damaged (said once, as reads say it), the store time of the nearest intact record before
+        it in the queue, else after it: time searches skip damaged records as reads do.
+        CorruptRecordError naming the store and queue when there is no unit at ``queue_offset``
+        or no intact record in the queue."""
+        if not cq.units(queue_offset, 1).size:
+            raise CorruptRecordError(f"{self.root}: {cq.topic}/{cq.queue_id}: no unit at queue "
+                                     f"offset {queue_offset}")
+        for q in chain(range(queue_offset, cq.min_offset - 1, -1),
+                       range(queue_offset + 1, cq.max_offset)):
+            unit = cq.units(q, 1)
+            if not unit.size:
+                continue
+            off = int(unit[0]["commitlog_offset"])
+            try:
+                return self.commitlog.read(off).store_timestamp
+            except CorruptRecordError as e:
+                if off >= self.commitlog.min_offset:
+                    self._damaged(off, str(e), (cq.topic, cq.queue_id, q))
+        raise CorruptRecordError(f"{self.root}: {cq.topic}/{cq.queue_id}: no intact record in the "
+                                 f"queue to read a store time from")
 
     # --- consumer offsets ---------------------------------------------------------------------------
     def consumer_offsets(self) -> dict[tuple[str, str], dict[int, int]]:

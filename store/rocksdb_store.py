@@ -11,7 +11,9 @@ beside them.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,9 @@ CHECKPOINT_TOPIC = "CHECKPOINT_TOPIC"
 READ_CHUNK = 4096
 SETTING = "storeType=defaultRocksDB"
 INSTALL = "pip install 'rocketlake[rocksdb]' (the rocksdict binding)"
+#: the file rocksdict saves into every database it opens, also read-only (up to 0.3.29; not in
+#: read-only modes since RocksDict pull request 186): ``open_read_only`` removes it again
+ROCKSDICT_CONFIG = "rocksdict-config.json"
 
 
 def is_rocksdb(path: Path) -> bool:
@@ -52,19 +57,27 @@ def rocksdb_consume_queue(root: Path) -> bool:
 
 def open_read_only(path: Path, column_families: tuple[str, ...] = ()) -> Any:
     """The RocksDB database at ``path`` opened read-only (rocksdict ``Rdict`` in raw mode, with
-    ``column_families`` besides the default). UnsupportedStoreError naming the setting and the
-    extra when the binding is not installed; StoreFormatError when RocksDB cannot open it."""
+    ``column_families`` besides the default), leaving every file of it as it was (the
+    ``ROCKSDICT_CONFIG`` the open writes is removed, when it was not there before).
+    UnsupportedStoreError naming the setting and the extra when the binding is not installed;
+    StoreFormatError when RocksDB cannot open it."""
     try:
         from rocksdict import AccessType, Options, Rdict
     except ImportError:
         raise UnsupportedStoreError(
             f"{path}: a RocksDB database ({SETTING} or RocksDB config, RocketMQ 5.x) and the "
             f"RocksDB binding is not installed: {INSTALL}") from None
+    config = Path(path) / ROCKSDICT_CONFIG
+    made = not os.path.lexists(config)
     try:
         return Rdict(str(path), options=Options(raw_mode=True), access_type=AccessType.read_only(),
                      column_families={cf: Options(raw_mode=True) for cf in column_families})
     except Exception as e:  # rocksdict raises plain Exception for RocksDB's status
         raise StoreFormatError(f"{path}: RocksDB cannot open it read-only: {e}") from None
+    finally:
+        if made:
+            with contextlib.suppress(FileNotFoundError):  # another reader's open removed it
+                os.unlink(config)
 
 
 def cq_key(topic: str, queue_id: int, queue_offset: int) -> bytes:

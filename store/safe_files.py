@@ -48,15 +48,23 @@ def linked(path: str | os.PathLike[str]) -> LinkedFileError:
     return LinkedFileError(f"{path}: is a symbolic link; refusing to write through it")
 
 
+def directory_in_place(path: str | os.PathLike[str]) -> StoreFormatError:
+    """The refusal of a directory at ``path``, where a store file belongs."""
+    return StoreFormatError(f"{path}: is a directory where a store file belongs")
+
+
 def open_file(path: str | os.PathLike[str], flags: int, mode: int = 0o644, dir_fd: int | None = None) -> int:
-    """``os.open(path, flags)`` that never follows a link at ``path`` (LinkedFileError naming it);
-    other OSErrors as they come. ``dir_fd``: ``path`` is a name in that directory."""
+    """``os.open(path, flags)`` that never follows a link at ``path`` (LinkedFileError naming it)
+    and refuses a directory there when opening it for writing (``directory_in_place``); other
+    OSErrors as they come. ``dir_fd``: ``path`` is a name in that directory."""
     try:
         return os.open(path, flags | _NO_FOLLOW, mode, dir_fd=dir_fd)
     except OSError as e:
         # ELOOP: O_NOFOLLOW met a link; EEXIST with O_EXCL: a link (even dangling) is there
         if e.errno in (errno.ELOOP, errno.EEXIST) and _is_link(path, dir_fd):
             raise linked(path) from None
+        if e.errno == errno.EISDIR:
+            raise directory_in_place(path) from None
         raise
 
 
@@ -249,7 +257,7 @@ def replace_files(directory: Path, contents: Sequence[tuple[str, bytes]]) -> Non
             raise linked(directory / name)
         if _is_dir(name, dfd):
             os.close(dfd)
-            raise StoreFormatError(f"{directory / name}: is a directory where a store file belongs")
+            raise directory_in_place(directory / name)
     staged: list[str] = []
     try:
         for name, data in contents:
@@ -313,7 +321,7 @@ def read_file(path: Path) -> bytes:
     fd = open_file(path, os.O_RDONLY)
     if stat.S_ISDIR(os.fstat(fd).st_mode):
         os.close(fd)
-        raise StoreFormatError(f"{path}: is a directory where a store file belongs")
+        raise directory_in_place(path)
     with os.fdopen(fd, "rb") as f:
         return f.read()
 

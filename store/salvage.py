@@ -11,7 +11,8 @@ written). The new store holds:
   record or a stretch of zeros), byte for byte but for QUEUEOFFSET and PHYSICALOFFSET, which
   name its place in the new log. Records are laid out one after the other: a CommitLog offset
   (and so an offset msgId, a stream checkpoint) of the original does not carry over; a queue
-  offset does.
+  offset does (that of the original's ConsumeQueue unit pointing at the record, else its
+  QUEUEOFFSET field, which the body CRC does not cover).
 - a placeholder record for each damaged record whose queue position can be known: same topic,
   queue id and queue offset, an empty body, no tags, the store time of the intact record before
   it, and the property ``SALVAGED`` = ``<kind>@<commitlog offset in the original>`` (kind ``crc``:
@@ -52,6 +53,7 @@ from rocketlake.store.safe_files import make_durable, read_file, write_whole
 from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.store_dir import COMMITLOG_DIR, check_outside, check_store, create_store
 from rocketlake.store.store_files import StoreFiles
+from rocketlake.store.topic_config import check_topics_file
 from rocketlake.store.verify import RecordColumns, Records
 
 #: the property a placeholder carries: ``<kind>@<commitlog offset in the original>``
@@ -119,6 +121,7 @@ def salvage(store: str | Path, output: str | Path, config: StoreConfig) -> Salva
         raise FileExistsError(f"{out}: already exists and is not an empty directory; salvage "
                               f"writes a new store")
     check_outside(src, out, "salvage's new store")
+    check_topics_file(src)  # the new store takes it: refused here, before anything is written
     missing = [d for d in (out, *out.parents) if not os.path.lexists(d)]
     try:  # the output's claim: a salvage into the same path at the same time fails here
         (out / COMMITLOG_DIR).mkdir(parents=True)
@@ -166,6 +169,7 @@ def assess(store: str | Path, config: StoreConfig) -> SalvageReport:
 def _plan(files: StoreFiles) -> tuple[Records, list[LostRange], list[_Placeholder]]:
     """The original's valid records, its damaged byte ranges and the placeholders for them."""
     records, gaps = _read(files.commitlog, files.cfg)
+    _unit_queue_offsets(files, records)
     lost = _lost_ranges(files.commitlog, gaps)
     return records, lost, _placeholders(files, records, lost)
 
@@ -190,6 +194,30 @@ def _read(log: CommitLog, cfg: StoreConfig) -> tuple[Records, list[Gap]]:
         elif isinstance(item, Gap):
             gaps.append(item)
     return columns.records(), gaps
+
+
+def _unit_queue_offsets(files: StoreFiles, records: Records) -> None:
+    """Set a queued record's queue offset to that of the original's ConsumeQueue unit that points
+    at it (its start and size) where the unit at its own QUEUEOFFSET does not: that field lies
+    outside the body CRC, so a damaged one leaves a valid record, while the unit RocketMQ's
+    dispatch wrote from the intact field still names its place (the new CommitLog's field is
+    rewritten anyway)."""
+    for key, rows in records.queues().items():
+        cq = files.queues.get(key)
+        if cq is None:
+            continue
+        units = cq.all_units()
+        first = cq.files.min_offset // CQ_UNIT_SIZE
+        off = units["commitlog_offset"].astype(np.int64)
+        points = valid_units(off, units["size"], files.commitlog.min_offset)
+        at, size = records.offset[rows], records.size[rows]  # rising: rows are in CommitLog order
+        own = records.queue_offset[rows] - first  # each record's unit by its own field
+        k = np.clip(own, 0, max(units.size - 1, 0))
+        placed = ((own >= 0) & (own < units.size) & points[k] & (off[k] == at)
+                  & (units["size"][k] == size)) if units.size else np.zeros(rows.size, dtype=bool)
+        i = np.minimum(np.searchsorted(at, off), at.size - 1)  # the record each unit points at
+        hit = points & (at[i] == off) & (size[i] == units["size"]) & ~placed[i]
+        records.queue_offset[rows[i[hit]]] = first + np.flatnonzero(hit)
 
 
 def _lost_ranges(log: CommitLog, gaps: list[Gap]) -> list[LostRange]:

@@ -12,13 +12,14 @@ ignored). A rolled unit (a delay beyond the wheel) is pending under its message'
 """
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocketlake.store.codec import PROPERTY_REAL_TOPIC, PROPERTY_UNIQ_KEY, Record
-from rocketlake.store.errors import StoreFormatError
+from rocketlake.store.errors import CorruptRecordError, StoreFormatError
 from rocketlake.store.safe_files import read_file
 
 #: TimerCheckpoint: lastReadTimeMs, lastTimerLogFlushPos, lastTimerQueueOffset,
@@ -66,12 +67,13 @@ class _TimerLog:
         return TIMER_UNIT.unpack_from(data, pos - start)
 
 
-def _slot_units(log: _TimerLog, last: int, first: int) -> Iterator[tuple[int, ...]]:
-    """A slot's units, newest first, from ``last`` back to ``first`` (-1 ends a chain too)."""
+def _slot_units(log: _TimerLog, last: int, first: int) -> Iterator[tuple[int, tuple[int, ...]]]:
+    """A slot's units with their timer log offsets, newest first, from ``last`` back to ``first``
+    (-1 ends a chain too)."""
     pos, seen = last, 0
     while pos >= 0:
         unit = log.unit(pos)
-        yield unit
+        yield pos, unit
         seen += 1
         if pos == first or seen > 1 << 24:
             return
@@ -84,7 +86,7 @@ def pending_timers(root: Path, read: Callable[[int], Record],
     gives the record at a CommitLog offset, ``queued(n)`` the ``rmq_sys_wheel_timer`` copies from
     queue offset ``n`` on. Empty where the broker keeps no timers (no `config/timercheck`)."""
     check = root / "config" / "timercheck"
-    if not check.is_file():
+    if not os.path.lexists(check):
         return []
     raw = read_file(check)
     if len(raw) < TIMER_CHECKPOINT.size:
@@ -93,19 +95,27 @@ def pending_timers(root: Path, read: Callable[[int], Record],
     out = []
     wheel = root / "timerwheel"
     log = _TimerLog(root)
-    wheel_bytes = read_file(wheel) if wheel.is_file() else b""
+    wheel_bytes = read_file(wheel) if os.path.lexists(wheel) else b""
+    if len(wheel_bytes) % (2 * TIMER_SLOT.size):  # TimerWheel: slotsTotal * 2 slots, 32 bytes each
+        raise StoreFormatError(f"{wheel}: {len(wheel_bytes)} bytes, not a whole number of "
+                               f"{2 * TIMER_SLOT.size}-byte slot pairs ({TIMER_SLOT.size}-byte "
+                               f"slots, two rounds): cut or not a timer wheel")
     for at in range(0, len(wheel_bytes) - TIMER_SLOT.size + 1, TIMER_SLOT.size):
         ticks, first, last, _, _ = TIMER_SLOT.unpack_from(wheel_bytes, at)
         if ticks <= 0 or last < 0:
             continue
         units = list(_slot_units(log, last, first))
-        precision = (units[0][3] + units[0][4]) // ticks  # enqueue + delay = ticks * precisionMs + r
+        precision = (units[0][1][3] + units[0][1][4]) // ticks  # enqueue + delay = ticks * precisionMs + r
         if ticks * precision < last_read_ms:
             continue  # delivered
         deleted: set[str] = set()
         timers = []
-        for _, _, magic, _, _, offset, _, _, _ in units:
-            rec = read(offset)
+        for pos, (_, _, magic, _, _, offset, _, _, _) in units:
+            try:
+                rec = read(offset)
+            except CorruptRecordError as e:
+                raise StoreFormatError(f"{log.dir}: the unit at timer log offset {pos} points at "
+                                       f"no record: {e}") from None
             props = rec.properties
             if magic & MAGIC_DELETE and not magic & MAGIC_ROLL:
                 deleted.add(props.get(PROPERTY_TIMER_DEL_UNIQKEY, ""))

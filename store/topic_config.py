@@ -73,6 +73,37 @@ def topic_entry(topic: str, queue_nums: int, attributes: Mapping[str, str] | Non
             "topicSysFlag": 0, "writeQueueNums": queue_nums}
 
 
+def _topic_table(path: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(the topics.json at ``path``, its topicConfigTable, its dataVersion); a new empty one when
+    there is no file. ConfigFileError naming the file when it (or its ``.bak``) cannot be read, is
+    not a topic table, or holds a TopicConfig whose queue counts, or a dataVersion counter, that
+    are not integers."""
+    data = read_config(path)
+    if data is None:
+        data = {"dataVersion": {"counter": 0, "timestamp": 0}, "topicConfigTable": {}}
+    table = data.get("topicConfigTable") if isinstance(data, dict) else None
+    version = data.get("dataVersion", {}) if isinstance(data, dict) else None
+    if not isinstance(table, dict) or not isinstance(version, dict):
+        raise ConfigFileError(f"{path}: not a topic config (no topicConfigTable and dataVersion objects)")
+    for topic, tc in table.items():
+        if not isinstance(tc, dict):
+            raise ConfigFileError(f"{path}: topic {topic!r} is not a TopicConfig object")
+        for field in ("readQueueNums", "writeQueueNums"):
+            have = tc.get(field, 0)
+            if not isinstance(have, int) or isinstance(have, bool):
+                raise ConfigFileError(f"{path}: topic {topic!r}: {field} {have!r} is not an integer")
+    counter = version.get("counter", 0)
+    if not isinstance(counter, int) or isinstance(counter, bool):
+        raise ConfigFileError(f"{path}: dataVersion counter {counter!r} is not an integer")
+    return data, table, version
+
+
+def check_topics_file(root: str | Path) -> None:
+    """ConfigFileError (as ``declare_topics`` raises it) when ``<root>/config/topics.json`` is
+    one ``declare_topics`` would refuse: a writer's open checks it before it changes anything."""
+    _topic_table(Path(root) / TOPICS_JSON)
+
+
 def declare_topics(root: str | Path, queue_nums: Mapping[str, int],
                    attributes: Mapping[str, Mapping[str, str]] | None = None) -> bool:
     """Make ``<root>/config/topics.json`` declare each topic of ``queue_nums`` with at least that
@@ -81,15 +112,9 @@ def declare_topics(root: str | Path, queue_nums: Mapping[str, int],
     ``.bak``) only when something changed; returns whether it was.
 
     ConfigFileError naming the file when what is there (or its ``.bak``) cannot be read or is not
-    a topic table: it is then left as it is."""
+    a topic table (``_topic_table``): it is then left as it is."""
     path = Path(root) / TOPICS_JSON
-    data = read_config(path)
-    if data is None:
-        data = {"dataVersion": {"counter": 0, "timestamp": 0}, "topicConfigTable": {}}
-    table = data.get("topicConfigTable") if isinstance(data, dict) else None
-    version = data.get("dataVersion", {}) if isinstance(data, dict) else None
-    if not isinstance(table, dict) or not isinstance(version, dict):
-        raise ConfigFileError(f"{path}: not a topic config (no topicConfigTable and dataVersion objects)")
+    data, table, version = _topic_table(path)
     changed = False
     for topic, n in sorted(queue_nums.items()):
         if topic in BROKER_DECLARED:
@@ -99,21 +124,13 @@ def declare_topics(root: str | Path, queue_nums: Mapping[str, int],
             table[topic] = topic_entry(topic, n, (attributes or {}).get(topic))
             changed = True
             continue
-        if not isinstance(tc, dict):
-            raise ConfigFileError(f"{path}: topic {topic!r} is not a TopicConfig object")
         for field in ("readQueueNums", "writeQueueNums"):
-            have = tc.get(field, 0)
-            if not isinstance(have, int) or isinstance(have, bool):
-                raise ConfigFileError(f"{path}: topic {topic!r}: {field} {have!r} is not an integer")
-            if have < n:
+            if tc.get(field, 0) < n:
                 tc[field] = n
                 changed = True
     if not changed:
         return False
-    counter = version.get("counter", 0)
-    if not isinstance(counter, int) or isinstance(counter, bool):
-        raise ConfigFileError(f"{path}: dataVersion counter {counter!r} is not an integer")
-    version.update(counter=counter + 1, timestamp=time.time_ns() // 1_000_000)
+    version.update(counter=version.get("counter", 0) + 1, timestamp=time.time_ns() // 1_000_000)
     data["dataVersion"] = version
     write_config(path, data)
     return True

@@ -20,11 +20,13 @@ from rocketlake.store.batch_consume_queue import BatchConsumeQueue, load_batch_q
 from rocketlake.store.checkpoint import Checkpoint
 from rocketlake.store.codec import CQ_UNIT_SIZE, INDEX_HEADER, queue_key
 from rocketlake.store.commitlog import CommitLog
+from rocketlake.store.compaction_log import QUEUE_DIR as COMPACTION_QUEUE_DIR
+from rocketlake.store.compaction_log import load_compaction_queues
 from rocketlake.store.config import StoreConfig, load_config
 from rocketlake.store.config_files import CONSUMER_OFFSETS, read_config, read_consumer_offsets
 from rocketlake.store.consume_queue import ConsumeQueue
 from rocketlake.store.dispatch import from_record
-from rocketlake.store.errors import ConfigFileError, StoreFormatError
+from rocketlake.store.errors import ConfigFileError, CorruptRecordError, StoreFormatError
 from rocketlake.store.index import IndexFile, IndexService, header_problems
 from rocketlake.store.index_keys import IndexKeys, ToMatch
 from rocketlake.store.kernels import records as kr
@@ -35,6 +37,7 @@ from rocketlake.store.record_walk import Gap, RecordBatch
 from rocketlake.store.store_dir import store_problem
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.swap_journal import refuse_unfinished
+from rocketlake.store.topic_config import TOPICS_JSON, check_topics_file
 
 
 @dataclass
@@ -60,6 +63,7 @@ KINDS = {
     "consumequeue-bad-unit": "a unit that points where no record of its queue starts",
     "consumequeue-unit-mismatch": "a unit whose size or tagsCode disagrees with its record",
     "consumequeue-missing-unit": "a record of the queue that has no unit",
+    "compaction": "a 5.x broker's compaction store (compaction/): its queues and logs, read only",
     "index-unreadable": "the index files themselves",
     "index-missing": "no index files although records have keys",
     "index-key-not-found": "a record's key that a query through the index does not find",
@@ -476,7 +480,7 @@ class _Checker:
         group_of = {key: g for g, key in enumerate(expected.keys)}
         for key, bq in sorted(batch_queues.items()):
             g = group_of.get(key) if batch[key] >= 0 else None
-            self._batch_queue(bq, None if g is None else expected.queue(g), records)
+            self._batch_queue(bq, None if g is None else expected.queue(g), records, log)
         for k in sorted(missing, key=lambda k: tally.keys[k]):
             topic, qid = tally.keys[k]
             if c["irregular"][k]:
@@ -523,14 +527,16 @@ class _Checker:
 
     def _batch_queue(self, bq: BatchConsumeQueue,
                      want: tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None,
-                     records: Records) -> None:
+                     records: Records, log: CommitLog) -> None:
         """A 5.x BatchConsumeQueue: each record of its queue (``want``: its queue offsets and rows
         in ``records``; None: no record) has the unit that starts at the record's queue offset,
-        pointing at it with its size."""
+        pointing at it with its size, and covering as many queue offsets as the record holds
+        messages (docs/FORMAT.md: an inner batch, SYSFLAG 0x80, its INNER_NUM; else 1)."""
         units = bq.batch_units
         self.report.units += len(units)
-        at = {int(b): (int(o), int(n)) for b, o, n in
-              zip(units["msg_base_offset"], units["commitlog_offset"], units["size"])}
+        at = {int(b): (int(o), int(n), int(k)) for b, o, n, k in
+              zip(units["msg_base_offset"], units["commitlog_offset"], units["size"],
+                  units["batch_size"])}
         where = f"batchconsumequeue/{bq.topic}/{bq.queue_id}"
         for qo, row in zip(*(want or ((), ()))):
             off, size = int(records.offset[row]), int(records.size[row])
@@ -538,10 +544,47 @@ class _Checker:
             if unit is None:
                 self.problem("consumequeue-missing-unit", where, None,
                              f"the record at commitlog offset {off} (queue offset {qo}) has no unit")
-            elif unit != (off, size):
+            elif unit[:2] != (off, size):
                 self.problem("consumequeue-unit-mismatch", where, None,
                              f"the unit at queue offset {qo} points at commitlog offset {unit[0]} "
                              f"({unit[1]} bytes), the record is at {off} ({size} bytes)")
+            elif unit[2] != (held := _messages_held(log.read(off))):
+                self.problem("consumequeue-unit-mismatch", where, None,
+                             f"the unit at queue offset {qo} covers {unit[2]} queue offsets, the "
+                             f"record it points at holds {held} message{'s' if held > 1 else ''}")
+
+    def compaction(self) -> None:
+        """A 5.x broker's compaction store (``store.compaction_log``): its queues and logs load,
+        and each unit points at a valid record of its topic, queue, queue offset and size in its
+        compaction log (read as ``get`` reads it: the copies' property CRC is of their first place)."""
+        try:
+            queues = load_compaction_queues(self.root, self.cfg)
+        except (StoreFormatError, OSError) as e:
+            self.problem("compaction", COMPACTION_QUEUE_DIR, None, str(e))
+            return
+        try:
+            for (topic, qid), bq in sorted(queues.items()):
+                where = f"{COMPACTION_QUEUE_DIR}/{topic}/{qid}"
+                units, log = bq.batch_units, bq.log
+                assert log is not None  # load_compaction_queues opens each queue's log
+                self.report.units += len(units)
+                for off, size, base in zip(units["commitlog_offset"].tolist(), units["size"].tolist(),
+                                           units["msg_base_offset"].tolist()):
+                    try:
+                        rec = log.read(off)
+                    except CorruptRecordError as e:
+                        self.problem("compaction", where, None,
+                                     f"the unit at queue offset {base} points at compaction log "
+                                     f"offset {off}, where no valid record starts: {e}")
+                        continue
+                    if (rec.topic, rec.queue_id, rec.queue_offset, rec.size) != (topic, qid, base, size):
+                        self.problem("compaction", where, None,
+                                     f"the unit at queue offset {base} ({size} bytes at compaction "
+                                     f"log offset {off}) is not the record there ({rec.topic}/"
+                                     f"{rec.queue_id}, queue offset {rec.queue_offset}, {rec.size} bytes)")
+        finally:
+            for bq in queues.values():
+                bq.close()
 
     # --- index -------------------------------------------------------------------------------------
     def index(self, log: CommitLog, walked: Walked) -> None:
@@ -644,16 +687,24 @@ class _Checker:
                          f"discards them (or a writer is running)", "warning")
 
     def config(self, queues_max: dict[tuple[str, int], int]) -> None:
-        """Every ``config/*.json`` parses; each committed consumer offset is within its queue
+        """Every ``config/*.json`` parses; `topics.json` is one a writer's open takes
+        (``topic_config.check_topics_file``); each committed consumer offset is within its queue
         (``queues_max``: per queue with records, one past its highest queue offset)."""
         cdir = self.root / "config"
         if not cdir.exists():
             return
+        unreadable: set[Path] = set()
         for p in sorted(cdir.glob("*.json")):
             try:
                 read_config(p)
             except ConfigFileError as e:
                 self.problem("config", p, None, str(e))
+                unreadable.add(p)
+        if self.root / TOPICS_JSON not in unreadable:
+            try:
+                check_topics_file(self.root)
+            except ConfigFileError as e:
+                self.problem("config", TOPICS_JSON, None, str(e))
         try:
             offsets = read_consumer_offsets(self.root)
         except ConfigFileError as e:
@@ -670,6 +721,15 @@ class _Checker:
                 elif off > hi:
                     self.problem("config", CONSUMER_OFFSETS, None,
                                  f"group {group}: offset {off} of {topic}/{q} is past its max {hi}")
+
+
+def _messages_held(rec: codec.Record) -> int:
+    """How many queue offsets a record takes in a BatchConsumeQueue: an inner batch's INNER_NUM
+    (0 when it has none that is a number), else 1."""
+    if not rec.sys_flag & codec.FLAG_INNER_BATCH:
+        return 1
+    n = rec.properties.get(codec.PROPERTY_INNER_NUM, "")
+    return int(n) if n.isdigit() else 0
 
 
 #: units read at a time (``_file_groups``)
@@ -798,6 +858,7 @@ def verify(root: str | Path, config: StoreConfig | None = None, **overrides: Any
             walked.finish()
             units.result()
         c.consume_queues(log, walked.queues)
+        c.compaction()
         c.index(log, walked)
         c.checkpoint(walked)
         c.config(walked.queues.max_offsets())

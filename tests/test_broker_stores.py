@@ -89,6 +89,78 @@ def test_mixed_consume_queue_sizes_are_refused(golden_store: Path) -> None:
         config_from_files(golden_store, load_config())
 
 
+@pytest.mark.parametrize("place", ["commitlog/00000000000000065536",
+                                   "consumequeue/orders/0/00000000000000000600",
+                                   "index/20261122110614052", "checkpoint"])
+def test_a_directory_where_a_store_file_belongs_is_named_as_one(golden_store: Path, capsys,
+                                                                  place: str) -> None:
+    """It was counted as a file of the directory's st_size ("1 of 4096 bytes"), and where it was
+    the only file of its kind that size was taken as the file size; a checkpoint directory was an
+    IsADirectoryError's traceback (exit 1). `verify` reports a bad checkpoint as one of its
+    problems (exit 1), the others as a store it cannot read (exit 3)."""
+    where = golden_store / place
+    where.unlink()
+    where.mkdir()
+    refusal = f"{where}: is a directory where a store file belongs"
+    assert cli.main(["dump", "commitlog", "--store", str(golden_store)]) == ExitCode.UNUSABLE
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"rocketlake dump: error: {refusal}"
+    code = cli.main(["verify", "--store", str(golden_store)])
+    cap = capsys.readouterr()
+    if place == "checkpoint":
+        assert code == ExitCode.PROBLEMS and f"error: checkpoint: {refusal}" in cap.out
+    else:
+        assert code == ExitCode.UNUSABLE
+        assert cap.err.strip().splitlines()[-1] == f"rocketlake verify: error: {refusal}"
+    assert where.is_dir() and not any(where.iterdir())
+
+
+@pytest.mark.parametrize("kind", ["commitlog", "consumequeue", "index"])
+def test_store_files_that_are_all_empty_are_named(golden_store: Path, capsys, kind: str) -> None:
+    """Every CommitLog (or ConsumeQueue) file cut to 0 bytes: their one length, 0, was taken as
+    the file size and refused as a bad setting ("mappedFileSizeCommitLog must be positive, got
+    0", exit 2), naming no file; index files got advice to give --set."""
+    files = sorted(p for p in (golden_store / kind).rglob("*") if p.is_file())
+    for f in files:
+        os.truncate(f, 0)
+    assert cli.main(["get", "--store", str(golden_store), "--topic", "orders", "--queue", "0"]) \
+        == ExitCode.UNUSABLE
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"rocketlake get: error: {golden_store / kind}") and str(files[0]) in err
+    assert err.endswith("are 0 bytes: a broker creates each store file at its full size, so they "
+                        "are damaged")
+
+
+def test_a_rebuild_names_the_records_of_a_queue_offset_gap(golden_store: Path, golden_settings: dict,
+                                                           tmp_path: Path) -> None:
+    """A flipped bit in the QUEUEOFFSET of payments/1's first record (offset 208, queue offset 0
+    -> 1; outside the body CRC): the rebuild's refusal named only the queue directory it was
+    writing ("queue offset 1 leaves a gap after 1"), not the records of the CommitLog it read."""
+    first = golden_store / "commitlog" / "00000000000000000000"
+    raw = bytearray(first.read_bytes())
+    raw[208 + 20 + 7] ^= 1  # QUEUEOFFSET's low byte (docs/FORMAT.md §2)
+    first.write_bytes(bytes(raw))
+    unit1 = (golden_store / "consumequeue" / "payments" / "1" / "00000000000000000000").read_bytes()[20:28]
+    second = int.from_bytes(unit1, "big")  # payments/1's queue offset 1, as the broker indexed it
+    with pytest.raises(StoreFormatError) as e:
+        rebuild(golden_store, tmp_path / "out", **golden_settings)
+    assert str(e.value) == (f"{tmp_path / 'out' / 'consumequeue' / 'payments' / '1'}: queue offset 1 "
+                            f"leaves a gap after 1 (the records at CommitLog offsets 208 and {second})")
+
+
+@pytest.mark.parametrize("place", ["checkpoint", "lock"])
+def test_a_writer_refuses_a_directory_where_its_file_belongs(golden_store: Path, golden_settings: dict,
+                                                             place: str) -> None:
+    """The writer's open reads the checkpoint and locks `lock`: a directory at either was an
+    IsADirectoryError (the checkpoint's naming descriptor 4, not the path)."""
+    where = golden_store / place
+    where.unlink()
+    where.mkdir()
+    with pytest.raises(StoreFormatError) as e:
+        MessageStore(golden_store, **golden_settings)
+    assert str(e.value) == f"{where}: is a directory where a store file belongs"
+    assert where.is_dir() and not any(where.iterdir()) and not (golden_store / "abort").exists()
+
+
 def test_an_explicit_setting_the_files_contradict_names_both(golden_store: Path, capsys) -> None:
     assert cli.main(["dump", "commitlog", "--store", str(golden_store),
                      "--set", "mappedFileSizeCommitLog=8192"]) == ExitCode.USAGE

@@ -220,6 +220,46 @@ def test_an_existing_output_is_refused_before_anything_is_written(written, tmp_p
     assert _digest(tmp_path) == before
 
 
+def test_a_topics_json_the_new_store_cannot_take_is_refused_before_anything_is_written(
+        written, tmp_path, capsys):
+    """salvage copies topics.json and declares the queues it writes: one a writer refuses (here
+    a TopicConfig that is no object) stopped it with exit 3 after it had written the new
+    CommitLog, naming the copy in the output rather than the original's file."""
+    src, _, _ = written
+    store = tmp_path / "store"
+    shutil.copytree(src, store)
+    (store / "config" / "topics.json").write_text('{"topicConfigTable":{"orders":5}}')
+    (store / "config" / "topics.json.bak").unlink(missing_ok=True)
+    before = _digest(tmp_path)
+    code = main(["salvage", "--store", str(store), "--output", str(tmp_path / "out")])
+    assert code == 3
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"rocketlake salvage: error: {store / 'config' / 'topics.json'}: topic 'orders' is not "
+        f"a TopicConfig object")
+    assert _digest(tmp_path) == before and not (tmp_path / "out").exists()
+
+
+def test_a_record_whose_queue_offset_field_is_damaged_keeps_its_units_position(written, tmp_path, capsys):
+    """QUEUEOFFSET is outside the body CRC: a flipped bit there leaves a valid record whose field
+    repeats its queue successor's offset. salvage placed records by that field, and the new
+    store's rebuild stopped on the duplicate (exit 3, a half-written output). The original's
+    ConsumeQueue unit pointing at the record gives its queue offset, which salvage rewrites
+    anyway: every message is kept and served where it was."""
+    src, msgs, put = written
+    store = tmp_path / "store"
+    shutil.copytree(src, store)
+    at = put[60]  # orders/0 (60 % 3 == 0, 60 % 4 == 0), not its queue's last
+    _patch(store, at.commitlog_offset + 20, (at.queue_offset + 1).to_bytes(8, "big"))
+    code, text = _salvage(capsys, store, tmp_path / "out", "--json")
+    report = json.loads(text)
+    assert (code, report["records_kept"], report["placeholders"], report["lost"]) == (0, N, 0, [])
+    def positions(root: Path) -> dict[tuple[str, int], list[tuple[int, bytes]]]:
+        return {k: [(r.queue_offset, r.body) for r in v] for k, v in _served(root).items()}
+
+    # the undamaged original's queues: each message at its queue offset
+    assert positions(tmp_path / "out") == positions(src)
+
+
 @pytest.mark.parametrize("inside", ["store/commitlog/new", "link-to-consumequeue/new"])
 def test_an_output_inside_the_store_is_refused_and_the_store_left_as_it_was(written, tmp_path, inside):
     """A new store written into the original's `commitlog/` would stop every open of the

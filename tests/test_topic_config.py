@@ -122,3 +122,21 @@ def test_a_killed_writer_leaves_every_queue_declared(tmp_path: Path) -> None:
     assert (root / "abort").exists()  # killed, not closed
     table = read_config(root / TOPICS_JSON)["topicConfigTable"]
     assert {t: tc["readQueueNums"] for t, tc in table.items()} == {"t0": 5, "t1": 5, "t2": 5}
+
+
+@pytest.mark.parametrize("crashed", [False, True])
+@pytest.mark.parametrize("topics", ['{"topicConfigTable":', '{"topicConfigTable":{"orders":5}}',
+                                    '{"topicConfigTable":{"orders":{"readQueueNums":"x"}}}', ""])
+def test_a_bad_topics_json_stops_the_writer_before_it_changes_anything(
+        golden_store: Path, golden_settings: dict, topics: str, crashed: bool) -> None:
+    """The store RocketMQ wrote, stopped cleanly or crashed (`abort` there), with a topics.json
+    that is cut, of the wrong shape or empty: the writer's open refuses it naming the file and
+    leaves every file as it was. It created `abort` first (a clean store then looked crashed) and
+    after a crash ran recovery, rewriting index files, before it read topics.json."""
+    (golden_store / TOPICS_JSON).write_text(topics)
+    if crashed:
+        (golden_store / "abort").touch()
+    before = {p: p.read_bytes() for p in golden_store.rglob("*") if p.is_file()}
+    with pytest.raises(ConfigFileError, match=str(golden_store / TOPICS_JSON)):
+        MessageStore(golden_store, **golden_settings)
+    assert {p: p.read_bytes() for p in golden_store.rglob("*") if p.is_file()} == before

@@ -20,6 +20,7 @@ from rocketlake.store import (
     SettingError,
     UnsupportedStoreError,
 )
+from rocketlake.store.rocksdb_store import open_read_only
 from rocketlake.store.verify import verify
 
 SMALL = dict(mappedFileSizeCommitLog=4096, mappedFileSizeConsumeQueue=200, maxHashSlotNum=16,
@@ -182,6 +183,41 @@ def test_a_batch_consume_queue_is_read_by_get_lag_and_topic_status(tmp_path: Pat
         (2, 3, len(recs[2]), 1_700_000_000_002, 97)]
 
 
+@pytest.mark.parametrize("unit, batch_size", [(2, 2), (0, 2)])
+def test_verify_finds_a_batch_unit_whose_size_disagrees_with_its_record(tmp_path: Path, unit: int,
+                                                                         batch_size: int) -> None:
+    """docs/FORMAT.md: an inner batch's unit covers INNER_NUM queue offsets, a single message's 1.
+    A flipped bit in batchSize (the last unit: 3 -> 2, its third message gone from the queue's
+    max offset; or the first: 1 -> 2) was not checked: verify said OK."""
+    root = tmp_path / "s"
+    _batch_cq_store(root)
+    f = root / "batchconsumequeue" / "bt" / "0" / f"{0:020d}"
+    raw = bytearray(f.read_bytes())
+    struct.pack_into(">h", raw, unit * BCQ_UNIT.size + 36, batch_size)
+    f.write_bytes(bytes(raw))
+    r = verify(root, mappedFileSizeCommitLog=4096)
+    held = 3 if unit == 2 else 1
+    assert [(p.file, p.kind, p.what) for p in r.problems if p.severity == "error"] == [
+        ("batchconsumequeue/bt/0", "consumequeue-unit-mismatch",
+         f"the unit at queue offset {unit} covers {batch_size} queue offsets, the record it points "
+         f"at holds {held} message{'s' if held > 1 else ''}")]
+
+
+def test_an_emptied_batch_consume_queue_file_is_refused(tmp_path: Path, capsys) -> None:
+    """A BatchConsumeQueue file cut to 0 bytes (a broker creates each at its full size) was read
+    as a queue without units: topic-status showed bt/0 empty (max offset 0), get found nothing,
+    exit 0, its five messages silently gone."""
+    root = tmp_path / "s"
+    _batch_cq_store(root)
+    f = root / "batchconsumequeue" / "bt" / "0" / f"{0:020d}"
+    f.write_bytes(b"")
+    for argv in (["topic-status"], ["get", "--topic", "bt", "--queue", "0"]):
+        assert cli.main([*argv, "--store", str(root)]) == ExitCode.UNUSABLE
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"rocketlake {argv[0]}: error: {f}: 0 bytes: a broker creates each BatchConsumeQueue "
+            f"file at its full size, so it is damaged")
+
+
 # --- pending timers (TimerCheckpoint, TimerWheel slots of 32 bytes, TimerLog units of 52) --------
 T = 1_700_000_000_000  # lastReadTimeMs: slots before it are delivered
 DAY = 86_400_000
@@ -231,6 +267,49 @@ def test_timers_lists_what_a_5x_broker_has_not_delivered(tmp_path: Path, capsys)
     assert [(r["topic"], r["pending"], r["earliest_delivery_timestamp"], r["latest_delivery_timestamp"])
             for r in _json_lines(capsys.readouterr().out)] == [
         ("orders", 2, T + 5000, T + 30 * DAY), ("pay", 1, T + 7000, T + 7000)]
+
+
+@pytest.mark.parametrize("place", ["timerlog/00000000000000000000", "timerwheel", "config/timercheck"])
+def test_timers_refuse_a_directory_where_a_timer_file_belongs(tmp_path: Path, capsys, place: str) -> None:
+    """A timer log file there was an IsADirectoryError traceback naming a descriptor; a
+    timerwheel or timercheck there was taken for no file: no pending timer listed, exit 0."""
+    root = tmp_path / "s"
+    _timer_store(root)
+    (root / place).unlink()
+    (root / place).mkdir()
+    assert cli.main(["timers", "--store", str(root), "--json"]) == ExitCode.UNUSABLE
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"rocketlake timers: error: {root / place}: is a directory where a store file belongs")
+
+
+def test_timers_refuse_a_cut_timerwheel(tmp_path: Path, capsys) -> None:
+    """A timerwheel cut inside a slot (the broker's TimerWheel refuses any length but its own,
+    whole slots for each of its two rounds): its slots past the cut were read as none, and the
+    pending timers there went unlisted, exit 0."""
+    root = tmp_path / "s"
+    _timer_store(root)
+    wheel = root / "timerwheel"
+    cut = (T + 5000) // 1000 % 32 * 32 + 8  # inside the slot of the timers due at T+5s
+    wheel.write_bytes(wheel.read_bytes()[:cut])
+    assert cli.main(["timers", "--store", str(root), "--json"]) == ExitCode.UNUSABLE
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"rocketlake timers: error: {wheel}: {cut} bytes, not a whole number of 64-byte slot "
+        f"pairs (32-byte slots, two rounds): cut or not a timer wheel")
+
+
+def test_timers_name_the_timer_log_unit_that_points_at_no_record(tmp_path: Path, capsys) -> None:
+    """A flipped bit in a unit's CommitLog offset: the error named only that offset ("offset
+    140737488355508: outside the CommitLog [0, 1096)"), not the timer log it came from."""
+    root = tmp_path / "s"
+    _timer_store(root)
+    log = root / "timerlog" / f"{0:020d}"
+    raw = bytearray(log.read_bytes())
+    raw[52 + 28 + 6] ^= 0x80  # the second unit's offsetPy, after size, prev, magic, enqueue, delay
+    log.write_bytes(bytes(raw))
+    assert cli.main(["timers", "--store", str(root), "--json"]) == ExitCode.UNUSABLE
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"rocketlake timers: error: {root / 'timerlog'}: the unit at timer log "
+                          f"offset 52 points at no record: offset ")
 
 
 def test_a_store_without_timers_has_no_timer_rows(tmp_path: Path, capsys) -> None:
@@ -347,6 +426,43 @@ def _compacted_store(root: Path) -> list[bytes]:
     return recs
 
 
+@pytest.mark.parametrize("damage", ["log-magic", "unit-offset", "log-empty"])
+def test_verify_checks_the_brokers_compaction_store(tmp_path: Path, capsys, damage: str) -> None:
+    """verify did not look at `compaction/` at all: a compaction log record with a flipped magic
+    byte, a unit pointing into the middle of a record, an emptied log file all gave "OK", exit 0
+    (an emptied log made the read commands fail with "mappedFileSizeCommitLog must be positive,
+    got 0", exit 2, naming nothing)."""
+    root = tmp_path / "s"
+    recs = _compacted_store(root)
+    log = root / "compaction" / "compactionLog" / "ck" / "0" / f"{0:020d}"
+    cq = root / "compaction" / "compactionCq" / "ck" / "0" / f"{0:020d}"
+    if damage == "log-magic":
+        raw = bytearray(log.read_bytes())
+        raw[len(recs[0]) + 5] ^= 1  # the second record's MAGIC (docs/FORMAT.md §2)
+        log.write_bytes(bytes(raw))
+        want = [("compaction/compactionCq/ck/0", "compaction",
+                 f"the unit at queue offset 4 points at compaction log offset {len(recs[0])}, "
+                 f"where no valid record starts: offset {len(recs[0])}: bad magic 0xdaa220ab")]
+    elif damage == "unit-offset":
+        raw = bytearray(cq.read_bytes())
+        raw[7] ^= 1  # the first unit's offset: 0 -> 1
+        cq.write_bytes(bytes(raw))
+        magic = int.from_bytes(log.read_bytes()[5:9], "big")  # what sits where a magic would be
+        want = [("compaction/compactionCq/ck/0", "compaction",
+                 "the unit at queue offset 2 points at compaction log offset 1, where no valid "
+                 f"record starts: offset 1: bad magic {magic:#x}")]
+    else:
+        log.write_bytes(b"")
+        want = [("compaction/compactionCq", "compaction",
+                 f"{log.parent}: compaction log files are 0 bytes: a broker creates each at its "
+                 f"full size, so they are damaged")]
+        assert cli.main(["topic-status", "--store", str(root)]) == ExitCode.UNUSABLE
+        assert capsys.readouterr().err.strip().splitlines()[-1] == (
+            f"rocketlake topic-status: error: {want[0][2]}")
+    r = verify(root, mappedFileSizeCommitLog=4096)
+    assert [(p.file, p.kind, p.what) for p in r.problems if p.severity == "error"] == want
+
+
 def test_a_compaction_topic_is_served_from_the_brokers_compaction_log(tmp_path: Path, capsys) -> None:
     root = tmp_path / "s"
     recs = _compacted_store(root)
@@ -396,6 +512,29 @@ def test_a_writer_refuses_a_store_whose_queues_are_not_files(tmp_path: Path, bui
     assert named in str(caught.value)
     assert "rocketlake reads such a store but does not write it" in str(caught.value)
     assert "open the store read-only" in str(caught.value)
+    assert _tree(root) == before
+
+
+def test_reading_a_rocksdb_database_writes_nothing_into_it(tmp_path: Path, capsys) -> None:
+    """rocksdict (0.3.29) saves its own `rocksdict-config.json` into a database it opens, also
+    read-only and also when the open fails: `topic-status` on a store whose `consumequeue/` a
+    broker made a RocksDB database wrote that file into it. A database as a broker leaves it (no
+    such file) is read and left as it was; so is one RocksDB cannot open."""
+    from rocksdict import Options, Rdict
+    db = tmp_path / "db"
+    rd = Rdict(str(db), options=Options(raw_mode=True))
+    rd[b"k"] = b"v"
+    rd.close()
+    (db / "rocksdict-config.json").unlink()  # a Java broker's database has none
+    before = _tree(db)
+    with open_read_only(db) as rd:
+        assert rd[b"k"] == b"v"
+    assert _tree(db) == before
+    root = tmp_path / "s"
+    _rocksdb_cq_store(root)
+    before = _tree(root)
+    assert cli.main(["topic-status", "--store", str(root)]) == ExitCode.UNUSABLE
+    assert "RocksDB cannot open it read-only" in capsys.readouterr().err
     assert _tree(root) == before
 
 

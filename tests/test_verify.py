@@ -18,6 +18,18 @@ SMALL = dict(mappedFileSizeCommitLog=8192, mappedFileSizeConsumeQueue=200, maxHa
              maxIndexNum=50)
 
 
+@pytest.mark.parametrize("table", ['{"t0":5}', '{"t0":{"readQueueNums":"x"}}', "[]"])
+def test_a_topics_json_the_writer_refuses_is_a_reported_problem(store, table):
+    """A topics.json that parses but that a writer's open refuses (a TopicConfig that is no
+    object, a queue count that is no integer, no table): verify said OK."""
+    path = store / "config/topics.json"
+    path.write_text('{"dataVersion":{"counter":1},"topicConfigTable":%s}' % table)  # noqa: UP031
+    (store / "config/topics.json.bak").unlink(missing_ok=True)
+    r = verify(store, **SMALL)
+    assert [(p.file, p.severity) for p in r.problems] == [("config/topics.json", "error")]
+    assert r.problems[0].what.startswith(f"{path}: ")
+
+
 def _tree_digest(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file()}

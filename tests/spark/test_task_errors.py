@@ -54,7 +54,7 @@ def test_a_store_error_in_a_write_task_is_one_line_and_its_exit_code(tmp_path: P
     # refuses the gap with a StoreFormatError (exit 3, as outside Spark)
     store = tmp_path / "store"
     with MessageStore(store, **SMALL) as ms:
-        last = [ms.put(Message("t", b"m-%d" % i, 0)) for i in range(5)][-1]
+        *_, prev, last = [ms.put(Message("t", b"m-%d" % i, 0)) for i in range(5)]
     path = store / "commitlog" / "00000000000000000000"
     data = bytearray(path.read_bytes())
     struct.pack_into(">q", data, last.commitlog_offset + 20, 1 << 62)  # QUEUEOFFSET (FORMAT.md §2)
@@ -66,7 +66,8 @@ def test_a_store_error_in_a_write_task_is_one_line_and_its_exit_code(tmp_path: P
     assert r.returncode == ExitCode.UNUSABLE, r.stderr[-3000:]
     (line,) = error_lines(r.stderr)
     assert line.startswith("rocketlake rebuild: error: in a Spark task: ")
-    assert line.endswith("/t/0: queue offset 4611686018427387904 leaves a gap after 3")
+    assert line.endswith("/t/0: queue offset 4611686018427387904 leaves a gap after 3 (the "
+                         f"records at CommitLog offsets {prev.commitlog_offset} and {last.commitlog_offset})")
     assert r.stderr.rstrip().endswith(line)
     assert tree_bytes(store) == before
 
