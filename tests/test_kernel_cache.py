@@ -115,3 +115,34 @@ def test_recovery_kernels_are_preloaded_without_a_call_or_a_compile(wheel: Path,
     got = run_commands(site, tmp_path, PRELOAD)
     assert got["loaded"] == got["all"] and len(got["all"]) == 9
     assert got["misses"] == []
+
+
+#: with files limited to 128 bytes, an empty cache folder: zlib's CRC-32 of "123456789" by the
+#: kernel, and the warnings the process saw
+UNSAVED = """
+import json, resource, sys, warnings
+resource.setrlimit(resource.RLIMIT_FSIZE, (128, 128))  # a write past it fails (EFBIG), as on a full disk
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as seen:
+    import numpy as np
+    from rocketlake.store.kernels.crc import crc32
+    crc = crc32(np.frombuffer(b"123456789", dtype=np.uint8), 0, 9)
+print(json.dumps({"crc": crc, "warnings": [str(w.message) for w in seen]}))
+"""
+
+
+def test_a_kernel_the_disk_cannot_save_runs_and_leaves_no_part_file(tmp_path: Path) -> None:
+    """A full disk under the kernel cache costs a compile, not the command: the kernel compiled
+    in a process that cannot write its cache returns the CRC-32 check value 0xCBF43926, the
+    failed save is a warning naming the folder, and the folder holds no part of a file (the
+    shipped cache copied in and numba's own writes are each made aside and renamed)."""
+    cache = tmp_path / "cache"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(NUMBA_CACHE_DIR=str(cache))
+    done = subprocess.run([sys.executable, "-c", UNSAVED], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["crc"] == 0xCBF43926
+    folder = next(cache.iterdir())
+    assert any(str(folder) in w and "was not saved" in w for w in got["warnings"]), got["warnings"]
+    assert [p.name for p in folder.iterdir() if ".tmp" in p.name] == []

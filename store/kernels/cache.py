@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import warnings
 import zipfile
 from functools import cache
 from pathlib import Path, PurePosixPath
@@ -112,8 +113,12 @@ def _seed(folder: Path) -> None:
     for name, data in _shipped_files().items():
         if not (folder / name).exists():
             tmp = folder / f"{name}.tmp{os.getpid()}"
-            tmp.write_bytes(data)
-            tmp.replace(folder / name)
+            try:
+                tmp.write_bytes(data)
+                tmp.replace(folder / name)
+            except OSError:
+                tmp.unlink(missing_ok=True)  # a full disk: no part of a file left behind
+                raise
     mark.touch()
 
 
@@ -193,6 +198,17 @@ class KernelCache(FunctionCache):
         rtsys.initialize(target_context)
         with self._guard_against_spurious_io_errors():
             return self._load_overload(sig, target_context)  # type: ignore[no-untyped-call]
+
+    def save_overload(self, sig: Any, data: Any) -> None:
+        """numba's ``save_overload``, except that a cache write that fails (a full disk, a
+        folder gone or made read-only) is a warning, not the caller's error: the kernel just
+        compiled runs all the same, and a later process compiles it again. numba writes each
+        file aside and renames it, so a failed write leaves no part of one."""
+        try:
+            super().save_overload(sig, data)  # type: ignore[no-untyped-call]
+        except OSError as e:
+            warnings.warn(f"{self._cache_path}: a compiled kernel was not saved ({e}); the next "
+                          f"process compiles it again", RuntimeWarning, stacklevel=2)
 
 
 def cacheable() -> bool:
