@@ -2,6 +2,7 @@
 across parts, the spread of queues over tasks, and which keys go to which index file."""
 from __future__ import annotations
 
+import os
 from datetime import UTC
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from rocketlake.store import codec
+from rocketlake.store.errors import StoreFullError
 from rocketlake.store.index import IndexService
 from rocketlake.transforms import store_rebuild as sr
 from rocketlake.transforms.commitlog_scan import ScanRange
@@ -200,3 +202,22 @@ def test_walk_part_writes_only_what_is_asked(tmp_path: Path, units: bool, keys: 
         assert [(q.topic, q.queue_id, q.hi - q.lo) for q in summary.queues] == [("t", 0, 10), ("t", 1, 10)]
     else:
         assert summary.keys == 20 and summary.key_topics == {"t": 20}  # one KEYS token each, no UNIQ_KEY
+
+
+def test_a_scan_part_the_disk_cannot_hold_is_a_full_disk_naming_it(small_fs: Path) -> None:
+    """A scan part (the Spark rebuild's staged units and keys) written on a disk with 8 KiB
+    left: a StoreFullError naming the part and saying the device has no space left, as every
+    other full-disk error says it (numpy's own save reported "... requested and ... written",
+    without the errno); a part that fits reads back as the array it was."""
+    fd = os.open(small_fs / "filler", os.O_WRONLY | os.O_CREAT)
+    st = os.statvfs(small_fs)
+    os.write(fd, bytes(st.f_bavail * st.f_frsize - 8192))
+    os.close(fd)
+    small = np.arange(100, dtype=np.int64)
+    sr._save(small_fs / "small.npy", small)
+    assert np.array_equal(np.load(small_fs / "small.npy"), small)
+    part = small_fs / "000000.units.npy"
+    with pytest.raises(StoreFullError) as e:
+        sr._save(part, np.zeros(200_000, dtype=codec.CQ_UNIT_DTYPE))  # 4 MB
+    assert str(e.value).startswith(f"[Errno 28] {part}: no space left on device writing a "
+                                   f"rebuild's scan part")

@@ -172,9 +172,14 @@ def walk_parts(sc: SparkContext, ranges: list[ScanRange], staging: str,
 
 
 def _save(path: Path, rows: np.ndarray) -> None:
-    """``np.save`` of a part file; an OSError (a full disk) names the file."""
+    """``rows`` as the ``.npy`` file ``path`` (``np.load`` reads it); an OSError (a full disk)
+    names the file. Written through Python's file object, not ``np.save``: numpy writes the
+    data with C's ``fwrite``, whose short write on a full disk is an OSError without its errno
+    ("308 requested and 195 written"), not "No space left on device"."""
     try:
-        np.save(path, rows)
+        with open(path, "wb") as f:
+            np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(rows))
+            f.write(np.ascontiguousarray(rows).data)
     except OSError as e:
         raise disk_error(e, path, "writing a rebuild's scan part") from None
 
