@@ -26,9 +26,11 @@ from rocketlake.jobs.cli import main, pipeline, sample
 from rocketlake.store.kernels.cache import cache_folder
 work, sets = Path(sys.argv[1]), {SETS!r}
 pipeline.ingest(work / "store", 200, dict(s.split("=") for s in sets[1::2]))
+pipeline.ingest(work / "one", 1, dict(s.split("=") for s in sets[1::2]))  # batches of one record
 (work / "events.jsonl").write_text("".join(json.dumps(e) + "\\n" for e in sample.events(200)))
 s = ["--store", str(work / "store"), *sets]
 for argv in (["dump", "commitlog", *s], ["dump", "index", *s], ["verify", *s],
+             ["verify", "--store", str(work / "one"), *sets],
              ["get", *s, "--topic", "orders", "--queue", "0"],
              ["ingest", "--create", "--store", str(work / "ingested"), *sets, str(work / "events.jsonl")]):
     with contextlib.redirect_stdout(io.StringIO()):

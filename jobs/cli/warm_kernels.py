@@ -4,9 +4,10 @@ command of a fresh install, and an executor's first task, load machine code inst
 it. ``make venv`` and ``make dist`` run it; the wheel ships what it compiled.
 
 It runs the commands themselves on a small sample store in a temporary directory (ingest as
-JSON Lines and Parquet, dump, get, query, verify, lag, topic-status, a writer's open after a
-crash and its puts of plain messages, and with ``--spark`` the Spark rebuild on ``local[1]``,
-whose Python workers call the scan's kernels), so it compiles exactly the signatures they use.
+JSON Lines and Parquet, dump, get, query, verify, lag, topic-status, the read commands again on
+a store of one message, a writer's open after a crash and its puts of plain messages, and with
+``--spark`` the Spark rebuild on ``local[1]``, whose Python workers call the scan's kernels), so
+it compiles exactly the signatures they use.
 Prints the cache folder and how many kernels were compiled.
 """
 from __future__ import annotations
@@ -64,6 +65,11 @@ def warm(work: Path, spark: bool) -> None:
     _run("query", *s, "--topic", "orders", "--queue", "0", "--time", "0")
     for command in ("verify", "lag", "topic-status"):
         _run(command, *s)
+    one = work / "one"  # batches of one record: contiguous column views, signatures of their own
+    pipeline.ingest(one, 1, settings)
+    for argv in (["dump", "commitlog"], ["dump", "consumequeue"], ["dump", "index"], ["verify"],
+                 ["lag"], ["topic-status"]):
+        _run(*argv, "--store", str(one), *SMALL)
     (store / "abort").write_bytes(b"")  # a writer that died: the next open recovers abnormally
     with MessageStore(store, load_config(settings)) as ms:  # and plain messages: no tags, no keys
         ms.put(Message("orders", b"m"))
