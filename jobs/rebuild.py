@@ -36,6 +36,7 @@ from rocketlake.jobs.spark_progress import spark_progress
 from rocketlake.store import swap_journal
 from rocketlake.store.config import StoreConfig
 from rocketlake.store.errors import CorruptRecordError, UnsafePathError
+from rocketlake.store.safe_files import empty_directory
 from rocketlake.store.store_dir import check_outside, check_store
 from rocketlake.store.store_files import StoreFiles
 from rocketlake.store.topic_config import declare_topics, queue_counts
@@ -236,11 +237,7 @@ def rebuild(spark: SparkSession, store: Path, cfg: StoreConfig, output: Path | N
         for d in made:  # directories this run created (aside dirs, --output or its structures)
             shutil.rmtree(d, ignore_errors=True)
         for d in emptied:  # never half an index or queue set where a reader would take it whole
-            for entry in d.iterdir():
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry, ignore_errors=True)
-                else:
-                    entry.unlink()
+            empty_directory(d)
 
 
 def report(prog: str, rebuilt: Rebuilt, structures: tuple[str, ...], target: Path,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import shutil
 import stat
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -313,6 +314,17 @@ def write_at(fd: int, data: bytes | memoryview, pos: int = 0) -> None:
     while view:
         n = os.pwrite(fd, view, pos)
         view, pos = view[n:], pos + n
+
+
+def empty_directory(directory: Path) -> None:
+    """Remove everything in ``directory`` (one a command was given empty and wrote into, when
+    that command fails): each subdirectory with what it holds, each file or link itself (a
+    link's target is never touched); ``directory`` stays, empty. A missing one is left so."""
+    for entry in directory.iterdir() if directory.is_dir() else ():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def read_file(path: Path) -> bytes:

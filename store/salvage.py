@@ -49,7 +49,7 @@ from rocketlake.store.mapped_file import MappedFile, data_end
 from rocketlake.store.message import Message
 from rocketlake.store.message_encoder import MessageEncoder
 from rocketlake.store.record_walk import Gap, RecordBatch
-from rocketlake.store.safe_files import make_durable, read_file, write_whole
+from rocketlake.store.safe_files import empty_directory, make_durable, read_file, write_whole
 from rocketlake.store.single_process_rebuild import rebuild
 from rocketlake.store.store_dir import COMMITLOG_DIR, check_outside, check_store, create_store
 from rocketlake.store.store_files import StoreFiles
@@ -150,12 +150,8 @@ def _remove_written(out: Path, missing: list[Path]) -> None:
     (``out`` and its parents it created), else everything in ``out`` (an empty directory then)."""
     if missing:
         shutil.rmtree(missing[-1], ignore_errors=True)
-        return
-    for p in out.iterdir() if out.is_dir() else ():
-        if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
+    else:
+        empty_directory(out)
 
 
 def assess(store: str | Path, config: StoreConfig) -> SalvageReport:
