@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rocketlake.store import codec
-from rocketlake.store.errors import StoreFullError
+from rocketlake.store.errors import LinkedFileError, StoreFullError
 from rocketlake.store.index import IndexService
 from rocketlake.transforms import store_rebuild as sr
 from rocketlake.transforms.commitlog_scan import ScanRange
@@ -221,3 +221,14 @@ def test_a_scan_part_the_disk_cannot_hold_is_a_full_disk_naming_it(small_fs: Pat
         sr._save(part, np.zeros(200_000, dtype=codec.CQ_UNIT_DTYPE))  # 4 MB
     assert str(e.value).startswith(f"[Errno 28] {part}: no space left on device writing a "
                                    f"rebuild's scan part")
+
+
+def test_a_scan_part_is_never_written_through_a_link(tmp_path: Path) -> None:
+    """A link at a scan part's name (to a file outside the staging folder) is refused, naming
+    the part, and the link's target keeps its bytes."""
+    target = tmp_path / "someone.txt"
+    target.write_bytes(b"not ours")
+    (tmp_path / "000000.units.npy").symlink_to(target)
+    with pytest.raises(LinkedFileError, match="000000.units.npy: is a symbolic link"):
+        sr._save(tmp_path / "000000.units.npy", np.arange(4, dtype=np.int64))
+    assert target.read_bytes() == b"not ours"

@@ -24,6 +24,7 @@ read them, and the scan's parts are plain files next to the output.
 """
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
@@ -40,7 +41,7 @@ from rocketlake.store.consume_queue import QueueFilesWriter
 from rocketlake.store.index import IndexFile
 from rocketlake.store.kernels import records as kr
 from rocketlake.store.record_walk import RecordBatch
-from rocketlake.store.safe_files import bulk_output, disk_error
+from rocketlake.store.safe_files import bulk_output, disk_error, open_file
 from rocketlake.transforms.commitlog_batch import find_record_start, walk_range
 from rocketlake.transforms.commitlog_scan import ScanRange, open_on_executor
 
@@ -172,12 +173,13 @@ def walk_parts(sc: SparkContext, ranges: list[ScanRange], staging: str,
 
 
 def _save(path: Path, rows: np.ndarray) -> None:
-    """``rows`` as the ``.npy`` file ``path`` (``np.load`` reads it); an OSError (a full disk)
-    names the file. Written through Python's file object, not ``np.save``: numpy writes the
-    data with C's ``fwrite``, whose short write on a full disk is an OSError without its errno
-    ("308 requested and 195 written"), not "No space left on device"."""
+    """``rows`` as the ``.npy`` file ``path`` (``np.load`` reads it), never written through a link
+    there (LinkedFileError); an OSError (a full disk) names the file. Written through Python's
+    file object, not ``np.save``: numpy writes the data with C's ``fwrite``, whose short write
+    on a full disk is an OSError without its errno ("308 requested and 195 written"), not "No
+    space left on device"."""
     try:
-        with open(path, "wb") as f:
+        with os.fdopen(open_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as f:
             np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(rows))
             f.write(np.ascontiguousarray(rows).data)
     except OSError as e:
